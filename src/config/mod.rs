@@ -1,0 +1,437 @@
+//! Configuration: where the file is found, how it is validated, and the checked `Config`
+//! every other module reads.
+//!
+//! Owns the lookup order (`--config`, `$ANIMA_CONFIG`, `./anima.toml`, defaults), path
+//! resolution and every cross-key rule. Secrets never pass through here: see `secret`.
+
+mod raw;
+pub mod secret;
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+pub use raw::{ProviderKind, RawConfig, SlackMode};
+
+/// A validated configuration. Paths are absolute; numbers are in range.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The file it came from, if any.
+    pub source: Option<PathBuf>,
+    pub home: PathBuf,
+    pub soul_dir: PathBuf,
+    pub processes_dir: PathBuf,
+    pub llm: LlmConfig,
+    pub pipeline: PipelineConfig,
+    pub slack: SlackConfig,
+    pub shutdown_grace_secs: u64,
+    pub max_chain: u32,
+    pub proactive_idle_minutes: u64,
+    pub listen: SocketAddr,
+}
+
+#[derive(Debug, Clone)]
+pub struct LlmConfig {
+    pub provider: ProviderKind,
+    pub model: String,
+    pub base_url: String,
+    pub max_tokens: u32,
+    pub timeout_secs: u64,
+    pub max_retries: u32,
+    pub claude_cli_path: String,
+    pub stream: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct PipelineConfig {
+    pub soul_state_interval: u64,
+    pub user_model_interval: u64,
+    pub memory_window: u32,
+    pub max_response_chars: usize,
+}
+
+#[derive(Debug, Clone)]
+pub struct SlackConfig {
+    pub mode: SlackMode,
+    pub api_base_url: String,
+    pub allowed_channels: Vec<String>,
+    pub allowed_users: Vec<String>,
+    pub reply_to_bots: bool,
+    pub allow_broadcast: bool,
+    pub max_concurrent_turns: usize,
+}
+
+impl Config {
+    pub fn db_path(&self) -> PathBuf {
+        self.home.join("anima.db")
+    }
+
+    pub fn memory_dir(&self) -> PathBuf {
+        self.home.join("memory")
+    }
+}
+
+/// One thing wrong with the configuration, located as precisely as we can.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub file: String,
+    pub key: String,
+    pub line: Option<usize>,
+    pub message: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file)?;
+        if let Some(line) = self.line {
+            write!(f, ":{line}")?;
+        }
+        if !self.key.is_empty() {
+            write!(f, ": key `{}`", self.key)?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+/// Every problem found in a configuration file.
+#[derive(Debug, Clone, thiserror::Error)]
+pub struct ConfigError {
+    pub problems: Vec<Problem>,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid configuration: ")?;
+        for (i, p) in self.problems.iter().enumerate() {
+            if i > 0 {
+                write!(f, "; ")?;
+            }
+            write!(f, "{p}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Finds the configuration file: the explicit path, then `$ANIMA_CONFIG`, then `./anima.toml`.
+pub fn locate(explicit: Option<&Path>) -> Option<PathBuf> {
+    if let Some(p) = explicit {
+        return Some(p.to_path_buf());
+    }
+    if let Some(p) = std::env::var_os("ANIMA_CONFIG").filter(|p| !p.is_empty()) {
+        return Some(PathBuf::from(p));
+    }
+    let local = PathBuf::from("anima.toml");
+    local.is_file().then_some(local)
+}
+
+/// Loads and validates the configuration found by [`locate`].
+pub fn load(explicit: Option<&Path>) -> Result<Config, ConfigError> {
+    match locate(explicit) {
+        None => {
+            let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+            validate(RawConfig::default(), "", None, &cwd)
+        }
+        Some(path) => {
+            let text = std::fs::read_to_string(&path).map_err(|e| ConfigError {
+                problems: vec![Problem {
+                    file: path.display().to_string(),
+                    key: String::new(),
+                    line: None,
+                    message: format!("cannot read the file ({e}); check --config or $ANIMA_CONFIG"),
+                }],
+            })?;
+            let abs = std::path::absolute(&path).unwrap_or(path.clone());
+            let base = abs.parent().map(Path::to_path_buf).unwrap_or_default();
+            parse(&text, &abs, &base)
+        }
+    }
+}
+
+/// Parses configuration text; `file` names it in messages, `base` anchors relative paths.
+pub fn parse(text: &str, file: &Path, base: &Path) -> Result<Config, ConfigError> {
+    let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError {
+        problems: vec![Problem {
+            file: file.display().to_string(),
+            key: String::new(),
+            line: e.span().map(|s| line_of(text, s.start)),
+            message: e.message().trim().to_string(),
+        }],
+    })?;
+    validate(raw, text, Some(file), base)
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].matches('\n').count() + 1
+}
+
+/// The line on which `key` is set inside `[section]`, for messages about valid TOML with bad values.
+fn key_line(text: &str, section: &str, key: &str) -> Option<usize> {
+    let mut current = String::new();
+    for (i, line) in text.lines().enumerate() {
+        let t = line.trim();
+        if let Some(name) = t.strip_prefix('[').and_then(|r| r.strip_suffix(']')) {
+            current = name.trim().to_string();
+        } else if current == section {
+            let lhs = t.split('=').next().unwrap_or("").trim();
+            if t.contains('=') && lhs == key {
+                return Some(i + 1);
+            }
+        }
+    }
+    None
+}
+
+fn expand(path: &str, base: &Path) -> PathBuf {
+    let home = || std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
+    let p = if path == "~" {
+        home()
+    } else if let Some(rest) = path.strip_prefix("~/") {
+        home().join(rest)
+    } else {
+        PathBuf::from(path)
+    };
+    if p.is_absolute() {
+        p
+    } else {
+        base.join(p)
+    }
+}
+
+fn validate(
+    raw: RawConfig,
+    text: &str,
+    file: Option<&Path>,
+    base: &Path,
+) -> Result<Config, ConfigError> {
+    let file_name = file
+        .map(|f| f.display().to_string())
+        .unwrap_or_else(|| "(built-in defaults)".into());
+    let mut problems = Vec::new();
+    let mut bad = |section: &str, key: &str, message: String| {
+        problems.push(Problem {
+            file: file_name.clone(),
+            key: format!("{section}.{key}"),
+            line: key_line(text, section, key),
+            message,
+        });
+    };
+
+    for (key, value) in [
+        ("home", &raw.paths.home),
+        ("soul_dir", &raw.paths.soul_dir),
+        ("processes_dir", &raw.paths.processes_dir),
+    ] {
+        if value.trim().is_empty() {
+            bad("paths", key, "must not be empty; set a folder path".into());
+        }
+    }
+    if raw.llm.max_tokens == 0 {
+        bad("llm", "max_tokens", "must be at least 1".into());
+    }
+    if raw.llm.timeout_secs == 0 {
+        bad("llm", "timeout_secs", "must be at least 1 second".into());
+    }
+    if raw.llm.max_retries > 10 {
+        bad("llm", "max_retries", "must be 10 or fewer".into());
+    }
+    if raw.llm.claude_cli_path.trim().is_empty() {
+        bad("llm", "claude_cli_path", "must name the `claude` executable".into());
+    }
+    let base_url = raw.llm.base_url.trim().trim_end_matches('/').to_string();
+    if !base_url.is_empty() && !is_http_url(&base_url) {
+        bad(
+            "llm",
+            "base_url",
+            format!("`{base_url}` is not an http:// or https:// URL"),
+        );
+    }
+    if raw.pipeline.soul_state_interval == 0 {
+        bad("pipeline", "soul_state_interval", "must be at least 1".into());
+    }
+    if raw.pipeline.user_model_interval == 0 {
+        bad("pipeline", "user_model_interval", "must be at least 1".into());
+    }
+    if raw.pipeline.memory_window == 0 {
+        bad("pipeline", "memory_window", "must be at least 1".into());
+    }
+    if raw.pipeline.max_response_chars < 16 {
+        bad(
+            "pipeline",
+            "max_response_chars",
+            "must be at least 16 characters".into(),
+        );
+    }
+    let api_base_url = raw.slack.api_base_url.trim().to_string();
+    if !is_http_url(&api_base_url) {
+        bad(
+            "slack",
+            "api_base_url",
+            format!("`{api_base_url}` is not an http:// or https:// URL"),
+        );
+    } else if api_base_url.ends_with('/') {
+        bad(
+            "slack",
+            "api_base_url",
+            "must not end with `/` (method URLs are {api_base_url}/{method})".into(),
+        );
+    }
+    if raw.slack.max_concurrent_turns == 0 {
+        bad("slack", "max_concurrent_turns", "must be at least 1".into());
+    }
+    if raw.processes.max_chain == 0 {
+        bad("processes", "max_chain", "must be at least 1".into());
+    }
+    let listen = match raw.http.listen.parse::<SocketAddr>() {
+        Ok(addr) => addr,
+        Err(_) => {
+            bad(
+                "http",
+                "listen",
+                format!(
+                    "`{}` is not an address:port such as 127.0.0.1:3000",
+                    raw.http.listen
+                ),
+            );
+            SocketAddr::from(([127, 0, 0, 1], 3000))
+        }
+    };
+
+    if !problems.is_empty() {
+        return Err(ConfigError { problems });
+    }
+    Ok(Config {
+        source: file.map(Path::to_path_buf),
+        home: expand(&raw.paths.home, base),
+        soul_dir: expand(&raw.paths.soul_dir, base),
+        processes_dir: expand(&raw.paths.processes_dir, base),
+        llm: LlmConfig {
+            provider: raw.llm.provider,
+            model: raw.llm.model.trim().to_string(),
+            base_url,
+            max_tokens: raw.llm.max_tokens,
+            timeout_secs: raw.llm.timeout_secs,
+            max_retries: raw.llm.max_retries,
+            claude_cli_path: raw.llm.claude_cli_path,
+            stream: raw.llm.stream,
+        },
+        pipeline: PipelineConfig {
+            soul_state_interval: raw.pipeline.soul_state_interval,
+            user_model_interval: raw.pipeline.user_model_interval,
+            memory_window: raw.pipeline.memory_window,
+            max_response_chars: raw.pipeline.max_response_chars,
+        },
+        slack: SlackConfig {
+            mode: raw.slack.mode,
+            api_base_url,
+            allowed_channels: raw.slack.allowed_channels,
+            allowed_users: raw.slack.allowed_users,
+            reply_to_bots: raw.slack.reply_to_bots,
+            allow_broadcast: raw.slack.allow_broadcast,
+            max_concurrent_turns: raw.slack.max_concurrent_turns,
+        },
+        shutdown_grace_secs: raw.daemon.shutdown_grace_secs,
+        max_chain: raw.processes.max_chain,
+        proactive_idle_minutes: raw.processes.proactive_idle_minutes,
+        listen,
+    })
+}
+
+fn is_http_url(s: &str) -> bool {
+    (s.starts_with("http://") || s.starts_with("https://")) && s.len() > "https://".len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_str(text: &str) -> Result<Config, ConfigError> {
+        parse(text, Path::new("/etc/anima/anima.toml"), Path::new("/etc/anima"))
+    }
+
+    #[test]
+    fn the_example_config_parses_and_matches_the_defaults() {
+        let text = include_str!("../../config.example.toml");
+        let from_example = parse_str(text).expect("config.example.toml must parse");
+        let defaults = parse_str("").unwrap();
+        assert_eq!(format!("{:?}", from_example.llm), format!("{:?}", defaults.llm));
+        assert_eq!(
+            format!("{:?}", from_example.pipeline),
+            format!("{:?}", defaults.pipeline)
+        );
+        assert_eq!(
+            format!("{:?}", from_example.slack),
+            format!("{:?}", defaults.slack)
+        );
+        assert_eq!(from_example.listen, defaults.listen);
+        assert_eq!(from_example.max_chain, 3);
+        assert_eq!(from_example.shutdown_grace_secs, 20);
+        assert_eq!(from_example.proactive_idle_minutes, 240);
+    }
+
+    #[test]
+    fn defaults_follow_the_interface() {
+        let c = parse_str("").unwrap();
+        assert_eq!(c.llm.provider, ProviderKind::Auto);
+        assert_eq!(c.llm.max_tokens, 2048);
+        assert_eq!(c.llm.timeout_secs, 120);
+        assert_eq!(c.llm.max_retries, 3);
+        assert_eq!(c.pipeline.soul_state_interval, 3);
+        assert_eq!(c.pipeline.user_model_interval, 5);
+        assert_eq!(c.pipeline.memory_window, 20);
+        assert_eq!(c.pipeline.max_response_chars, 3000);
+        assert_eq!(c.slack.mode, SlackMode::Socket);
+        assert_eq!(c.slack.api_base_url, "https://slack.com/api");
+        assert_eq!(c.slack.max_concurrent_turns, 8);
+        assert_eq!(c.soul_dir, PathBuf::from("/etc/anima/soul"));
+        assert_eq!(c.processes_dir, PathBuf::from("/etc/anima/processes"));
+    }
+
+    #[test]
+    fn relative_paths_are_relative_to_the_config_file() {
+        let c = parse_str("[paths]\nhome = \"data\"\nsoul_dir = \"/srv/soul\"\n").unwrap();
+        assert_eq!(c.home, PathBuf::from("/etc/anima/data"));
+        assert_eq!(c.soul_dir, PathBuf::from("/srv/soul"));
+    }
+
+    #[test]
+    fn an_unknown_key_is_named_with_its_line() {
+        let err = parse_str("[llm]\nmodel = \"x\"\nmodle = \"y\"\n").unwrap_err();
+        let p = &err.problems[0];
+        assert_eq!(p.line, Some(3), "{err}");
+        assert!(p.message.contains("modle"), "{err}");
+        assert!(err.to_string().contains("/etc/anima/anima.toml:3"), "{err}");
+    }
+
+    #[test]
+    fn an_unknown_provider_is_refused_with_its_line() {
+        let err = parse_str("\n[llm]\nprovider = \"gpt\"\n").unwrap_err();
+        assert_eq!(err.problems[0].line, Some(3), "{err}");
+        assert!(err.to_string().contains("gpt"), "{err}");
+    }
+
+    #[test]
+    fn a_syntax_error_is_located() {
+        let err = parse_str("[pipeline]\nmemory_window = = 3\n").unwrap_err();
+        assert_eq!(err.problems[0].line, Some(2), "{err}");
+    }
+
+    #[test]
+    fn every_bad_value_is_reported_with_key_and_line() {
+        let text = "[pipeline]\nmemory_window = 0\nsoul_state_interval = 0\n\n[http]\nlisten = \"nowhere\"\n\n[slack]\napi_base_url = \"https://x.test/api/\"\n";
+        let err = parse_str(text).unwrap_err();
+        let keys: Vec<_> = err
+            .problems
+            .iter()
+            .map(|p| (p.key.as_str(), p.line))
+            .collect();
+        assert_eq!(
+            keys,
+            vec![
+                ("pipeline.soul_state_interval", Some(3)),
+                ("pipeline.memory_window", Some(2)),
+                ("slack.api_base_url", Some(9)),
+                ("http.listen", Some(6)),
+            ]
+        );
+    }
+}

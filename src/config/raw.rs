@@ -1,0 +1,182 @@
+//! The configuration file exactly as written: every key optional, unknown keys refused.
+//!
+//! Owns the serde shape of `anima.toml` and its defaults. Knows nothing about the
+//! environment, relative paths or cross-key rules: `config::Config` does that.
+
+use serde::Deserialize;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawConfig {
+    pub paths: RawPaths,
+    pub llm: RawLlm,
+    pub pipeline: RawPipeline,
+    pub slack: RawSlack,
+    pub daemon: RawDaemon,
+    pub processes: RawProcesses,
+    pub http: RawHttp,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawPaths {
+    pub home: String,
+    pub soul_dir: String,
+    pub processes_dir: String,
+}
+
+impl Default for RawPaths {
+    fn default() -> Self {
+        Self {
+            home: "~/.anima".into(),
+            soul_dir: "soul".into(),
+            processes_dir: "processes".into(),
+        }
+    }
+}
+
+/// Which model provider answers; `auto` is resolved at start (see `llm::select`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProviderKind {
+    Auto,
+    Anthropic,
+    Openai,
+    ClaudeCli,
+}
+
+impl ProviderKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Anthropic => "anthropic",
+            Self::Openai => "openai",
+            Self::ClaudeCli => "claude-cli",
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawLlm {
+    pub provider: ProviderKind,
+    pub model: String,
+    pub base_url: String,
+    pub max_tokens: u32,
+    pub timeout_secs: u64,
+    pub max_retries: u32,
+    pub claude_cli_path: String,
+    pub stream: bool,
+}
+
+impl Default for RawLlm {
+    fn default() -> Self {
+        Self {
+            provider: ProviderKind::Auto,
+            model: String::new(),
+            base_url: String::new(),
+            max_tokens: 2048,
+            timeout_secs: 120,
+            max_retries: 3,
+            claude_cli_path: "claude".into(),
+            stream: false,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawPipeline {
+    pub soul_state_interval: u64,
+    pub user_model_interval: u64,
+    pub memory_window: u32,
+    pub max_response_chars: usize,
+}
+
+impl Default for RawPipeline {
+    fn default() -> Self {
+        Self {
+            soul_state_interval: 3,
+            user_model_interval: 5,
+            memory_window: 20,
+            max_response_chars: 3000,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SlackMode {
+    Socket,
+    Events,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawSlack {
+    pub mode: SlackMode,
+    pub api_base_url: String,
+    pub allowed_channels: Vec<String>,
+    pub allowed_users: Vec<String>,
+    pub reply_to_bots: bool,
+    pub allow_broadcast: bool,
+    pub max_concurrent_turns: usize,
+}
+
+impl Default for RawSlack {
+    fn default() -> Self {
+        Self {
+            mode: SlackMode::Socket,
+            api_base_url: "https://slack.com/api".into(),
+            allowed_channels: Vec::new(),
+            allowed_users: Vec::new(),
+            reply_to_bots: false,
+            allow_broadcast: false,
+            max_concurrent_turns: 8,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawDaemon {
+    pub shutdown_grace_secs: u64,
+}
+
+impl Default for RawDaemon {
+    fn default() -> Self {
+        Self {
+            shutdown_grace_secs: 20,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawProcesses {
+    pub max_chain: u32,
+    pub proactive_idle_minutes: u64,
+}
+
+impl Default for RawProcesses {
+    fn default() -> Self {
+        Self {
+            max_chain: 3,
+            proactive_idle_minutes: 240,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawHttp {
+    pub listen: String,
+}
+
+impl Default for RawHttp {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:3000".into(),
+        }
+    }
+}

@@ -1,0 +1,7 @@
+//! anima: a Slack chat-bot daemon with an embedded soul engine.
+//!
+//! Modules in the order a message flows through them.
+
+pub mod config;
+pub mod steps;
+pub mod parse;

@@ -1,0 +1,331 @@
+//! One named test per way models break a tagged answer (docs/LLM.md), plus the property
+//! tests: parsing never panics, the reply never carries a cognitive tag, render → parse
+//! round-trips.
+
+use super::*;
+use proptest::prelude::*;
+
+const MAX: usize = 3000;
+
+fn p(raw: &str) -> Cognition {
+    parse_response(raw, MAX)
+}
+
+const WELL_FORMED: &str = r#"<internal_monologue verb="pondered">They want the status.</internal_monologue>
+<external_dialogue verb="explained">The port is at 93%.</external_dialogue>
+<user_model_check>false</user_model_check>"#;
+
+#[test]
+fn well_formed_answer() {
+    let c = p(WELL_FORMED);
+    assert_eq!(
+        c.monologue,
+        Some(Said {
+            text: "They want the status.".into(),
+            verb: Some("pondered".into())
+        })
+    );
+    assert_eq!(c.reply, "The port is at 93%.");
+    assert_eq!(c.reply_source, ReplySource::Dialogue);
+    assert_eq!(c.dialogue.unwrap().verb.as_deref(), Some("explained"));
+    assert_eq!(c.user_model_check, Some(false));
+}
+
+#[test]
+fn m01_missing_closing_tag() {
+    let c = p("<internal_monologue>thinking\n<external_dialogue verb=\"said\">Hello there");
+    assert_eq!(c.monologue.unwrap().text, "thinking");
+    assert_eq!(c.reply, "Hello there");
+}
+
+#[test]
+fn m02_truncated_mid_tag_and_mid_attribute() {
+    let c = p("<internal_monologue>ok</internal_monologue><external_dialogue verb=\"expl");
+    assert_eq!(c.reply_source, ReplySource::Apology);
+    assert!(!c.reply.contains('<'));
+    let c = p("<external_dialogue>Sure thing.</external_dialogue>\n<user_model_ch");
+    assert_eq!(c.reply, "Sure thing.");
+    let c = p("<external_dialogue>Sure thing.</external_dia");
+    assert_eq!(c.reply, "Sure thing.");
+}
+
+#[test]
+fn m03_closing_tag_eaten_by_a_stop_sequence() {
+    let c = p("<internal_monologue>hm</internal_monologue>\n<external_dialogue verb=\"replied\">Done, pushed it.\n");
+    assert_eq!(c.reply, "Done, pushed it.");
+}
+
+#[test]
+fn m04_missing_opening_tag() {
+    let c = p("I should be brief.</internal_monologue>\n<external_dialogue>Yes.</external_dialogue>");
+    assert_eq!(c.monologue.unwrap().text, "I should be brief.");
+    assert_eq!(c.reply, "Yes.");
+    let c = p("<internal_monologue>brief</internal_monologue>\nYes, it works.\n</external_dialogue>");
+    assert_eq!(c.reply, "Yes, it works.");
+    assert_eq!(c.reply_source, ReplySource::Dialogue);
+}
+
+#[test]
+fn m05_tags_inside_xml_fences() {
+    let c = p("```xml\n<internal_monologue>x</internal_monologue>\n<external_dialogue>Fenced hello</external_dialogue>\n```");
+    assert_eq!(c.reply, "Fenced hello");
+    let c = p("Here you go:\n```xml\n<external_dialogue>Inner</external_dialogue>\n```\nHope that helps");
+    assert_eq!(c.reply, "Inner");
+    let c = p("```\nplain words, no tags\n```");
+    assert_eq!(c.reply, "plain words, no tags");
+}
+
+#[test]
+fn m06_prose_around_the_tags_or_no_tags_at_all() {
+    let c = p("Sure! Here's my answer.\n<external_dialogue>The answer.</external_dialogue>\nLet me know.");
+    assert_eq!(c.reply, "The answer.");
+    let c = p("Just a plain answer with no tags.");
+    assert_eq!(c.reply, "Just a plain answer with no tags.");
+    assert_eq!(c.reply_source, ReplySource::Fallback);
+    let c = p("<internal_monologue>secret plan</internal_monologue>\nVisible words.");
+    assert_eq!(c.reply, "Visible words.");
+    assert!(!c.reply.contains("secret"));
+}
+
+#[test]
+fn m07_speaker_prefix_inside_the_content() {
+    let c = p("<external_dialogue>Wren said: \"Good morning.\"</external_dialogue>");
+    assert_eq!(c.reply, "Good morning.");
+    let c = p("<external_dialogue>Wren explained: it is fine</external_dialogue>");
+    assert_eq!(c.reply, "it is fine");
+    let c = p("<external_dialogue>“Quoted whole.”</external_dialogue>");
+    assert_eq!(c.reply, "Quoted whole.");
+    let c = p("<external_dialogue>\"Hi\" is what I \"said\"</external_dialogue>");
+    assert_eq!(c.reply, "\"Hi\" is what I \"said\"");
+}
+
+#[test]
+fn m08_duplicated_tags_and_echoed_examples() {
+    let c = p("<external_dialogue verb=\"VERB\">\nwhat you say\n</external_dialogue>\n<external_dialogue verb=\"said\">Real one</external_dialogue><external_dialogue>Second</external_dialogue>");
+    assert_eq!(c.reply, "Real one");
+    let c = p("<user_model_check>true or false</user_model_check><user_model_check>true</user_model_check><user_model_check>false</user_model_check>");
+    assert_eq!(c.user_model_check, Some(false), "the last check wins");
+    let c = p("<internal_monologue verb=\"VERB\">your private reasoning</internal_monologue>Only prose.");
+    assert_eq!(c.monologue, None);
+}
+
+#[test]
+fn m09_nested_or_overlapping_tags() {
+    let c = p("<external_dialogue>Hi <internal_monologue>secret</internal_monologue> there</external_dialogue>");
+    assert_eq!(c.reply, "Hi");
+    assert_eq!(c.monologue.unwrap().text, "secret");
+    let c = p("<internal_monologue>a<external_dialogue>b</internal_monologue>c</external_dialogue>");
+    assert_eq!(c.monologue.unwrap().text, "a");
+    assert!(!c.reply.contains('<'));
+}
+
+#[test]
+fn m10_attribute_quoting_variants() {
+    for raw in [
+        "<external_dialogue verb='noted'>x</external_dialogue>",
+        "<external_dialogue verb=noted>x</external_dialogue>",
+        "<external_dialogue verb=“noted”>x</external_dialogue>",
+        "<external_dialogue verb=\\\"noted\\\">x</external_dialogue>",
+        "<external_dialogue verb=\"noted>x</external_dialogue>",
+        "<external_dialogue tone=\"dry\" verb=\"noted\" lang=en>x</external_dialogue>",
+    ] {
+        let c = p(raw);
+        assert_eq!(c.reply, "x", "{raw}");
+        assert_eq!(c.dialogue.unwrap().verb.as_deref(), Some("noted"), "{raw}");
+    }
+}
+
+#[test]
+fn m11_tag_name_variants() {
+    let c = p("<Internal-Monologue>m</Internal-Monologue><EXTERNAL_DIALOG>d</EXTERNAL_DIALOG>");
+    assert_eq!(c.monologue.unwrap().text, "m");
+    assert_eq!(c.reply, "d");
+    let c = p("<external_dialogue>hi</external_dialogue><user_model_check/>");
+    assert_eq!(c.user_model_check, None);
+    assert_eq!(c.reply, "hi");
+}
+
+#[test]
+fn m12_entities_and_slack_markup_stay_text() {
+    let c = p("<external_dialogue>Ask <@U123> about &lt;b&gt; tags, see <https://x.test|docs>; a < b &amp; c</external_dialogue>");
+    assert_eq!(
+        c.reply,
+        "Ask <@U123> about <b> tags, see <https://x.test|docs>; a < b & c"
+    );
+}
+
+#[test]
+fn m13_boolean_spellings() {
+    for (raw, want) in [
+        ("True", true),
+        ("yes", true),
+        ("\"true\"", true),
+        ("true.", true),
+        ("False.", false),
+        ("no", false),
+    ] {
+        let c = p(&format!(
+            "<external_dialogue>x</external_dialogue><user_model_check>{raw}</user_model_check><soul_state_check>{raw}</soul_state_check>"
+        ));
+        assert_eq!(c.user_model_check, Some(want), "{raw}");
+        assert_eq!(c.soul_state_check, Some(want), "{raw}");
+    }
+}
+
+#[test]
+fn m14_reasoning_blocks_are_removed() {
+    let c = p("<think>The user wants X. <external_dialogue>draft</external_dialogue></think><external_dialogue>Final</external_dialogue>");
+    assert_eq!(c.reply, "Final");
+    let c = p("hidden chain of thought</think>\nVisible answer");
+    assert_eq!(c.reply, "Visible answer");
+    let c = p("<thinking>unclosed reasoning <external_dialogue>Answer</external_dialogue>");
+    assert_eq!(c.reply, "Answer");
+    let c = p("<think>only thinking, cut off");
+    assert_eq!(c.reply_source, ReplySource::Apology);
+}
+
+#[test]
+fn m15_tags_split_across_stream_chunks() {
+    // Chunks are joined before parsing; the join of arbitrary splits parses like the whole.
+    let chunks = [
+        "<internal_mono",
+        "logue verb=\"mu",
+        "sed\">hm</internal_",
+        "monologue><external_dia",
+        "logue>Joined</external_dialogue>",
+    ];
+    let c = p(&chunks.concat());
+    assert_eq!(c.reply, "Joined");
+    assert_eq!(c.monologue.unwrap().verb.as_deref(), Some("mused"));
+}
+
+#[test]
+fn m16_cdata_or_a_whole_xml_document() {
+    let c = p("<external_dialogue><![CDATA[Use <T> & friends]]></external_dialogue>");
+    assert_eq!(c.reply, "Use <T> & friends");
+    let c = p("<?xml version=\"1.0\"?>\n<response>\n<internal_monologue>m</internal_monologue>\n<external_dialogue>From a document</external_dialogue>\n</response>");
+    assert_eq!(c.reply, "From a document");
+}
+
+#[test]
+fn m17_empty_content() {
+    let c = p("<external_dialogue></external_dialogue>");
+    assert_eq!(c.reply, EMPTY_REPLY_APOLOGY);
+    assert_eq!(c.reply_source, ReplySource::Apology);
+    assert_eq!(c.dialogue, None);
+    let c = p("");
+    assert_eq!(c.reply_source, ReplySource::Apology);
+    let c = p("<external_dialogue>  </external_dialogue><external_dialogue>second</external_dialogue>");
+    assert_eq!(c.reply, "second");
+}
+
+#[test]
+fn updates_and_mental_queries() {
+    let c = p("<external_dialogue>ok</external_dialogue>\n<mental_query question=\"Is the user angry?\">yes</mental_query>\n<user_model_check>true</user_model_check>\n<user_model_update>\n# Tom\n\n## Persona\nScholar.\n</user_model_update>\n<model_change_note>Learned he is a scholar.</model_change_note>\n<soul_state_check>true</soul_state_check>\n<soul_state_update>\nemotionalState: engaged\ncurrentTopic: Minoan scripts\n</soul_state_update>");
+    assert_eq!(
+        c.mental_queries,
+        vec![MentalQuery {
+            question: "Is the user angry?".into(),
+            answer: Some(true)
+        }]
+    );
+    assert_eq!(c.user_model_update.as_deref(), Some("# Tom\n\n## Persona\nScholar."));
+    assert_eq!(c.model_change_note.as_deref(), Some("Learned he is a scholar."));
+    assert_eq!(
+        c.soul_state_update,
+        vec![
+            ("emotionalState".into(), "engaged".into()),
+            ("currentTopic".into(), "Minoan scripts".into())
+        ]
+    );
+}
+
+#[test]
+fn the_reply_is_cut_to_the_limit() {
+    let long = "word ".repeat(1000);
+    let c = parse_response(&format!("<external_dialogue>{long}</external_dialogue>"), 100);
+    assert_eq!(c.reply.chars().count(), 100);
+    assert!(c.reply.ends_with('…'));
+}
+
+const KNOWN: [&str; 8] = [
+    "internal_monologue",
+    "external_dialog",
+    "mental_query",
+    "user_model_check",
+    "user_model_update",
+    "model_change_note",
+    "soul_state_check",
+    "soul_state_update",
+];
+
+fn has_cognitive_tag(s: &str) -> bool {
+    let lower = s.to_lowercase().replace('-', "_");
+    KNOWN
+        .iter()
+        .any(|t| lower.contains(&format!("<{t}")) || lower.contains(&format!("</{t}")))
+}
+
+fn tagged_soup() -> impl Strategy<Value = String> {
+    let piece = prop_oneof![
+        Just("<internal_monologue verb=\"mused\">".to_string()),
+        Just("</internal_monologue>".to_string()),
+        Just("<external_dialogue>".to_string()),
+        Just("</external_dialogue>".to_string()),
+        Just("<user_model_check>".to_string()),
+        Just("<soul_state_update>".to_string()),
+        Just("<think>".to_string()),
+        Just("</think>".to_string()),
+        Just("```xml\n".to_string()),
+        Just("<![CDATA[".to_string()),
+        Just("&amp;".to_string()),
+        Just("<@U1>".to_string()),
+        Just("\"".to_string()),
+        "[a-zA-Z <>/=\"'&;:\n]{0,12}",
+        any::<String>(),
+    ];
+    proptest::collection::vec(piece, 0..16).prop_map(|v| v.concat())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    #[test]
+    fn never_panics_and_never_replies_with_a_cognitive_tag(raw in tagged_soup()) {
+        let c = parse_response(&raw, 500);
+        prop_assert!(!c.reply.trim().is_empty());
+        prop_assert!(c.reply.chars().count() <= 500);
+        // A cognitive tag in the reply could only come from an entity the model escaped
+        // on purpose (`&lt;external_dialogue&gt;`), which the soup does not produce.
+        prop_assert!(!has_cognitive_tag(&c.reply), "reply {:?} from {:?}", c.reply, raw);
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic(raw in any::<String>()) {
+        let _ = parse_response(&raw, 50);
+    }
+
+    #[test]
+    fn render_then_parse_round_trips(
+        mono in "[a-zA-Z][a-zA-Z ,.?!&<>]{0,40}[a-zA-Z.]",
+        dia in "[a-zA-Z][a-zA-Z ,.?!&<>]{0,40}[a-zA-Z.]",
+        verb in prop::sample::select(vec!["said", "explained", "quipped"]),
+        check in any::<Option<bool>>(),
+        state in any::<Option<bool>>(),
+    ) {
+        let c = Cognition {
+            monologue: Some(Said { text: mono.trim().to_string(), verb: Some("mused".into()) }),
+            dialogue: Some(Said { text: dia.trim().to_string(), verb: Some(verb.to_string()) }),
+            reply: dia.trim().to_string(),
+            reply_source: ReplySource::Dialogue,
+            user_model_check: check,
+            user_model_update: None,
+            model_change_note: None,
+            soul_state_check: state,
+            soul_state_update: vec![("currentTopic".into(), "rust".into())],
+            mental_queries: vec![],
+        };
+        prop_assume!(!has_cognitive_tag(&c.reply));
+        prop_assert_eq!(parse_response(&render(&c), MAX), c);
+    }
+}

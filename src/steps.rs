@@ -1,0 +1,176 @@
+//! The cognitive step catalogue: each step's tag, its default instruction, and the example
+//! text the instruction shows.
+//!
+//! Shared by the prompt (which writes the instructions) and the parser (which must not take
+//! an echoed example for an answer). Owns no I/O and no policy about when a step runs.
+
+use std::fmt;
+
+/// One cognitive step a process can ask of the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Step {
+    InternalMonologue,
+    ExternalDialogue,
+    MentalQuery,
+    UserModelCheck,
+    UserModelUpdate,
+    SoulStateCheck,
+    SoulStateUpdate,
+}
+
+impl Step {
+    pub const ALL: [Step; 7] = [
+        Step::InternalMonologue,
+        Step::ExternalDialogue,
+        Step::MentalQuery,
+        Step::UserModelCheck,
+        Step::UserModelUpdate,
+        Step::SoulStateCheck,
+        Step::SoulStateUpdate,
+    ];
+
+    /// The name used in process files and in the tag.
+    pub fn name(self) -> &'static str {
+        match self {
+            Step::InternalMonologue => "internal_monologue",
+            Step::ExternalDialogue => "external_dialogue",
+            Step::MentalQuery => "mental_query",
+            Step::UserModelCheck => "user_model_check",
+            Step::UserModelUpdate => "user_model_update",
+            Step::SoulStateCheck => "soul_state_check",
+            Step::SoulStateUpdate => "soul_state_update",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Step> {
+        Step::ALL.into_iter().find(|s| s.name() == name)
+    }
+
+    /// The default instruction for this step: what it is for and how to write it.
+    pub fn default_instruction(self) -> &'static str {
+        match self {
+            Step::InternalMonologue => {
+                "Think privately before you answer: what the person needs, what you know, what you feel. Nobody but you will ever read this."
+            }
+            Step::ExternalDialogue => {
+                "What you say to the person, in your own voice as soul.md describes it. Only this is shown to them."
+            }
+            Step::MentalQuery => {
+                "Answer each question below about the conversation so far with true or false, honestly."
+            }
+            Step::UserModelCheck => {
+                "true if this message taught you something new and lasting about the person (who they are, how they work, what matters to them); otherwise false."
+            }
+            Step::UserModelUpdate => {
+                "Only when your user model check is true: rewrite the whole user model shown above, keeping its sections and adding to them, then say in one sentence what shifted."
+            }
+            Step::SoulStateCheck => {
+                "true if your own state has changed during this exchange (mood, topic, project or task); otherwise false."
+            }
+            Step::SoulStateUpdate => {
+                "Only when your soul state check is true: one `key: value` line for each key that changed. Keys: emotionalState (neutral, engaged, focused, frustrated or sardonic), currentProject, currentTask, currentTopic, conversationSummary."
+            }
+        }
+    }
+
+    /// The tag skeleton shown after the instruction. Placeholder texts come from
+    /// [`EXAMPLE_TEXTS`], so the parser can recognise an echo.
+    pub fn example(self) -> &'static str {
+        match self {
+            Step::InternalMonologue => {
+                "<internal_monologue verb=\"VERB\">\nyour private reasoning\n</internal_monologue>"
+            }
+            Step::ExternalDialogue => {
+                "<external_dialogue verb=\"VERB\">\nwhat you say\n</external_dialogue>"
+            }
+            Step::MentalQuery => "<mental_query question=\"QUESTION\">true or false</mental_query>",
+            Step::UserModelCheck => "<user_model_check>true or false</user_model_check>",
+            Step::UserModelUpdate => {
+                "<user_model_update>\nthe whole rewritten user model in markdown\n</user_model_update>\n<model_change_note>one sentence on what shifted</model_change_note>"
+            }
+            Step::SoulStateCheck => "<soul_state_check>true or false</soul_state_check>",
+            Step::SoulStateUpdate => "<soul_state_update>\nkey: value\n</soul_state_update>",
+        }
+    }
+}
+
+impl fmt::Display for Step {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Placeholder contents used by [`Step::example`]; an element whose whole content is one of
+/// these is an echo of the instructions, not an answer.
+pub const EXAMPLE_TEXTS: [&str; 7] = [
+    "your private reasoning",
+    "what you say",
+    "true or false",
+    "the whole rewritten user model in markdown",
+    "one sentence on what shifted",
+    "key: value",
+    "QUESTION",
+];
+
+/// The placeholder verb of the examples.
+pub const EXAMPLE_VERB: &str = "VERB";
+
+/// Verbs for the internal monologue (from the seed's verb system).
+pub const MONOLOGUE_VERBS: [&str; 10] = [
+    "thought",
+    "mused",
+    "pondered",
+    "wondered",
+    "considered",
+    "reflected",
+    "entertained",
+    "recalled",
+    "noticed",
+    "weighed",
+];
+
+/// Verbs for the external dialogue, including those the emotional-state table adds.
+pub const DIALOGUE_VERBS: [&str; 21] = [
+    "said",
+    "explained",
+    "offered",
+    "suggested",
+    "noted",
+    "observed",
+    "replied",
+    "interjected",
+    "declared",
+    "quipped",
+    "remarked",
+    "detailed",
+    "pointed out",
+    "corrected",
+    "analyzed",
+    "traced",
+    "insisted",
+    "observed dryly",
+    "answered",
+    "asked",
+    "added",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for step in Step::ALL {
+            assert_eq!(Step::from_name(step.name()), Some(step));
+        }
+        assert_eq!(Step::from_name("dream"), None);
+    }
+
+    #[test]
+    fn every_example_placeholder_appears_in_an_example() {
+        let all: String = Step::ALL.iter().map(|s| s.example()).collect();
+        for text in EXAMPLE_TEXTS {
+            assert!(all.contains(text), "{text} is not in any example");
+        }
+    }
+}
