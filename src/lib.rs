@@ -5,3 +5,4 @@
 pub mod config;
 pub mod steps;
 pub mod parse;
+pub mod memory;

@@ -1,0 +1,195 @@
+//! Durable memory: the SQLite store (working memory, soul state, users and their models,
+//! counters, whispers, usage) and the git repository that versions user models.
+//!
+//! Owns the schema and every SQL statement. Blocking: async callers wrap calls in
+//! `spawn_blocking`. Knows nothing about prompts, providers or Slack.
+
+mod migrate;
+pub mod model_repo;
+pub mod soul_state;
+mod turn;
+pub mod users;
+pub mod working;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use rusqlite::{Connection, OpenFlags, OptionalExtension};
+
+pub use migrate::SCHEMA_VERSION;
+pub use soul_state::SoulState;
+pub use turn::{TurnContext, TurnRecord, UsageRecord};
+pub use users::{slug, UserRecord};
+pub use working::{Entry, EntryType, NewEntry};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("cannot create the data folder {path}: {source}")]
+    CreateDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot open the database {path}: {source}")]
+    Open {
+        path: PathBuf,
+        source: rusqlite::Error,
+    },
+    #[error(
+        "the database {path} has schema version {found}, newer than this anima understands ({supported}); upgrade anima or point [paths] home elsewhere"
+    )]
+    TooNew {
+        path: PathBuf,
+        found: i64,
+        supported: i64,
+    },
+    #[error("database error: {0}")]
+    Sql(#[from] rusqlite::Error),
+}
+
+/// The SQLite store. One connection behind a mutex: SQLite serialises writers anyway, and a
+/// turn's work is well under a millisecond.
+pub struct Store {
+    conn: Mutex<Connection>,
+    path: PathBuf,
+}
+
+impl Store {
+    /// Opens (creating if needed) and migrates the database at `path`.
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|source| StoreError::CreateDir {
+                path: dir.to_path_buf(),
+                source,
+            })?;
+        }
+        let mut conn = Connection::open(path).map_err(|source| StoreError::Open {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        configure(&conn)?;
+        migrate::migrate(&mut conn, path)?;
+        Ok(Store {
+            conn: Mutex::new(conn),
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Opens an existing database read-only and reports its schema version (for `anima check`).
+    pub fn inspect(path: &Path) -> Result<i64, StoreError> {
+        let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(
+            |source| StoreError::Open {
+                path: path.to_path_buf(),
+                source,
+            },
+        )?;
+        let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if version > SCHEMA_VERSION {
+            return Err(StoreError::TooNew {
+                path: path.to_path_buf(),
+                found: version,
+                supported: SCHEMA_VERSION,
+            });
+        }
+        let ok: String = conn.query_row("PRAGMA quick_check", [], |r| r.get(0))?;
+        if ok != "ok" {
+            return Err(StoreError::Sql(rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CORRUPT),
+                Some(ok),
+            )));
+        }
+        Ok(version)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn conn(&self) -> MutexGuard<'_, Connection> {
+        // A panic while holding the lock cannot leave SQLite half-written (transactions roll
+        // back on drop), so a poisoned lock is safe to reuse.
+        self.conn.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Total turns the soul has processed.
+    pub fn interactions(&self) -> Result<u64, StoreError> {
+        let conn = self.conn();
+        Ok(conn.query_row(
+            "SELECT value FROM counters WHERE name = 'interactions'",
+            [],
+            |r| r.get::<_, i64>(0),
+        )? as u64)
+    }
+
+    /// Queues a whispered intuition for the next successful turn.
+    pub fn add_whisper(&self, whisper: &str, source: &str) -> Result<i64, StoreError> {
+        let conn = self.conn();
+        conn.execute(
+            "INSERT INTO whispers (whisper, source, created_at) VALUES (?1, ?2, ?3)",
+            (whisper, source, now_ms()),
+        )?;
+        Ok(conn.last_insert_rowid())
+    }
+
+    /// The thread's working memory, oldest first (all of it; for inspection and tests).
+    pub fn thread_entries(&self, thread: &str) -> Result<Vec<Entry>, StoreError> {
+        let conn = self.conn();
+        working::all(&conn, thread)
+    }
+
+    pub fn soul_state(&self) -> Result<SoulState, StoreError> {
+        soul_state::load(&self.conn())
+    }
+
+    pub fn user(&self, user_id: &str) -> Result<Option<UserRecord>, StoreError> {
+        users::get(&self.conn(), user_id)
+    }
+
+    pub fn users(&self) -> Result<Vec<UserRecord>, StoreError> {
+        users::list(&self.conn())
+    }
+
+    /// Users whose current model is not yet committed to the git repository.
+    pub fn unexported_models(&self) -> Result<Vec<UserRecord>, StoreError> {
+        users::unexported(&self.conn())
+    }
+
+    pub fn mark_exported(&self, user_id: &str, version: i64) -> Result<(), StoreError> {
+        users::mark_exported(&self.conn(), user_id, version)
+    }
+
+    /// A user's model history from SQLite: (version, change note, time), oldest first.
+    pub fn model_history(&self, user_id: &str) -> Result<Vec<(i64, String, i64)>, StoreError> {
+        users::history(&self.conn(), user_id)
+    }
+
+    pub fn claude_session(&self, thread: &str) -> Result<Option<String>, StoreError> {
+        let conn = self.conn();
+        Ok(conn
+            .query_row(
+                "SELECT claude_session FROM threads WHERE thread = ?1",
+                [thread],
+                |r| r.get::<_, Option<String>>(0),
+            )
+            .optional()?
+            .flatten())
+    }
+}
+
+fn configure(conn: &Connection) -> Result<(), rusqlite::Error> {
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    // WAL + NORMAL: a commit survives a crash of anima; only a power loss can drop the
+    // last commits. One fsync per checkpoint instead of per turn.
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    Ok(())
+}
+
+/// Unix time in milliseconds.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}

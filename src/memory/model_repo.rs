@@ -1,0 +1,182 @@
+//! The git repository of user models: `<home>/memory/users/<slug>.md`, one commit per change,
+//! the model's change note as the message, author "anima".
+//!
+//! Uses libgit2 directly: no shell ever sees a note or a model, and nothing is pushed anywhere.
+//! The slug is the only part of a path that comes from outside, and `users::slug` admits only
+//! `a-z`, `0-9` and `-`.
+
+use std::path::{Path, PathBuf};
+
+use git2::{Oid, Repository, Signature};
+
+#[derive(Debug, thiserror::Error)]
+#[error("user-model repository {path}: {message}")]
+pub struct RepoError {
+    pub path: PathBuf,
+    pub message: String,
+}
+
+/// One entry of a model's history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Revision {
+    pub id: String,
+    pub time: i64,
+    pub message: String,
+}
+
+pub struct ModelRepo {
+    repo: Repository,
+    root: PathBuf,
+}
+
+impl ModelRepo {
+    /// Opens the repository at `root`, creating it on first use.
+    pub fn open_or_init(root: &Path) -> Result<ModelRepo, RepoError> {
+        let err = |e: &dyn std::fmt::Display| RepoError {
+            path: root.to_path_buf(),
+            message: e.to_string(),
+        };
+        let repo = match Repository::open(root) {
+            Ok(r) => r,
+            Err(_) => {
+                std::fs::create_dir_all(root.join("users")).map_err(|e| err(&e))?;
+                Repository::init(root).map_err(|e| err(&e))?
+            }
+        };
+        Ok(ModelRepo {
+            repo,
+            root: root.to_path_buf(),
+        })
+    }
+
+    /// Opens an existing repository; `None` when there is none yet.
+    pub fn open_existing(root: &Path) -> Option<ModelRepo> {
+        Repository::open(root).ok().map(|repo| ModelRepo {
+            repo,
+            root: root.to_path_buf(),
+        })
+    }
+
+    fn error(&self, e: impl std::fmt::Display) -> RepoError {
+        RepoError {
+            path: self.root.clone(),
+            message: e.to_string(),
+        }
+    }
+
+    fn rel_path(slug: &str) -> String {
+        format!("users/{slug}.md")
+    }
+
+    /// Writes the model file and commits it. A model identical to the committed one makes no
+    /// commit and returns `None`.
+    pub fn commit_model(
+        &self,
+        slug: &str,
+        model: &str,
+        note: &str,
+    ) -> Result<Option<Oid>, RepoError> {
+        let rel = Self::rel_path(slug);
+        let mut content = model.trim_end().to_string();
+        content.push('\n');
+        std::fs::create_dir_all(self.root.join("users")).map_err(|e| self.error(e))?;
+        std::fs::write(self.root.join(&rel), &content).map_err(|e| self.error(e))?;
+
+        let mut index = self.repo.index().map_err(|e| self.error(e))?;
+        index.add_path(Path::new(&rel)).map_err(|e| self.error(e))?;
+        index.write().map_err(|e| self.error(e))?;
+        let tree_id = index.write_tree().map_err(|e| self.error(e))?;
+        let parent = self
+            .repo
+            .head()
+            .ok()
+            .and_then(|h| h.peel_to_commit().ok());
+        if let Some(p) = &parent {
+            if p.tree_id() == tree_id {
+                return Ok(None);
+            }
+        }
+        let tree = self.repo.find_tree(tree_id).map_err(|e| self.error(e))?;
+        let sig = Signature::now("anima", "anima@localhost").map_err(|e| self.error(e))?;
+        let message = commit_message(note);
+        let parents: Vec<&git2::Commit> = parent.iter().collect();
+        let oid = self
+            .repo
+            .commit(Some("HEAD"), &sig, &sig, &message, &tree, &parents)
+            .map_err(|e| self.error(e))?;
+        Ok(Some(oid))
+    }
+
+    /// The commits that changed `users/<slug>.md`, newest first.
+    pub fn log(&self, slug: &str) -> Result<Vec<Revision>, RepoError> {
+        let rel = Self::rel_path(slug);
+        let mut walk = self.repo.revwalk().map_err(|e| self.error(e))?;
+        if walk.push_head().is_err() {
+            return Ok(Vec::new());
+        }
+        let mut out = Vec::new();
+        for oid in walk {
+            let oid = oid.map_err(|e| self.error(e))?;
+            let commit = self.repo.find_commit(oid).map_err(|e| self.error(e))?;
+            let blob_of = |c: &git2::Commit| {
+                c.tree()
+                    .ok()
+                    .and_then(|t| t.get_path(Path::new(&rel)).ok())
+                    .map(|e| e.id())
+            };
+            let mine = blob_of(&commit);
+            let before = commit.parent(0).ok().and_then(|p| blob_of(&p));
+            if mine.is_some() && mine != before {
+                out.push(Revision {
+                    id: oid.to_string(),
+                    time: commit.time().seconds(),
+                    message: commit.message().unwrap_or("").trim_end().to_string(),
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// The committed text of a model.
+    pub fn read(&self, slug: &str) -> Option<String> {
+        std::fs::read_to_string(self.root.join(Self::rel_path(slug))).ok()
+    }
+}
+
+/// The commit message: the change note, as data. Empty notes get a plain default.
+fn commit_message(note: &str) -> String {
+    let note = note.trim();
+    if note.is_empty() {
+        "Update user model".to_string()
+    } else {
+        format!("{note}\n")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_change_is_one_commit_with_the_note_as_message() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = ModelRepo::open_or_init(&dir.path().join("memory")).unwrap();
+        repo.commit_model("tom", "# Tom\nv1", "First impression.").unwrap().unwrap();
+        repo.commit_model("ada", "# Ada\n", "Met Ada.").unwrap().unwrap();
+        let hostile = "$(rm -rf ~); `reboot` \"quoted\"\n\nsecond paragraph";
+        repo.commit_model("tom", "# Tom\nv2", hostile).unwrap().unwrap();
+        assert!(repo.commit_model("tom", "# Tom\nv2", "same again").unwrap().is_none());
+
+        let log = repo.log("tom").unwrap();
+        let messages: Vec<&str> = log.iter().map(|r| r.message.as_str()).collect();
+        assert_eq!(messages, vec![hostile, "First impression."]);
+        assert_eq!(repo.read("tom").unwrap(), "# Tom\nv2\n");
+
+        let git = git2::Repository::open(dir.path().join("memory")).unwrap();
+        let head = git.head().unwrap().peel_to_commit().unwrap();
+        assert_eq!(head.author().name().ok(), Some("anima"));
+        let mut walk = git.revwalk().unwrap();
+        walk.push_head().unwrap();
+        assert_eq!(walk.count(), 3);
+    }
+}

@@ -1,0 +1,344 @@
+//! The two store operations of a turn: read its context, then write its outcome in one
+//! transaction (all of the turn or none of it).
+
+use rusqlite::{Connection, OptionalExtension};
+
+use super::{now_ms, soul_state, users, working, Entry, NewEntry, SoulState, Store, StoreError, UserRecord};
+
+/// What a turn needs to know before the prompt is built.
+#[derive(Debug, Clone)]
+pub struct TurnContext {
+    /// This turn's interaction number (turns processed so far + 1).
+    pub interaction: u64,
+    /// Completed turns in this thread before this one.
+    pub thread_turns: i64,
+    /// The thread's last `memory_window` entries, oldest first (this turn's message included).
+    pub recent: Vec<Entry>,
+    pub soul: SoulState,
+    pub user: UserRecord,
+    /// The oldest pending whisper: (id, text, source).
+    pub whisper: Option<(i64, String, String)>,
+    pub claude_session: Option<String>,
+}
+
+/// Token counts and timing of one model call.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UsageRecord {
+    pub provider: String,
+    pub model: String,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cache_creation_tokens: u64,
+    pub cache_read_tokens: u64,
+    pub latency_ms: u64,
+    pub stop_reason: Option<String>,
+}
+
+/// Everything a successful turn writes.
+#[derive(Debug, Clone, Default)]
+pub struct TurnRecord {
+    pub thread: String,
+    pub user_id: String,
+    pub interaction: u64,
+    pub entries: Vec<NewEntry>,
+    /// Soul-state keys to set (already filtered to the keys a model may set).
+    pub soul_updates: Vec<(String, String)>,
+    /// A new user model and its change note.
+    pub user_model: Option<(String, String)>,
+    /// The user model was in this turn's prompt.
+    pub injected_user_model: bool,
+    pub whisper_id: Option<i64>,
+    pub claude_session: Option<String>,
+    pub usage: Option<UsageRecord>,
+}
+
+impl Store {
+    /// Writes the user's message to working memory (and remembers the user) before anything
+    /// else happens, so a failed turn never loses it.
+    pub fn record_user_message(
+        &self,
+        thread: &str,
+        user_id: &str,
+        display_name: &str,
+        text: &str,
+    ) -> Result<i64, StoreError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction()?;
+        let now = now_ms();
+        upsert_user(&tx, user_id, display_name, now)?;
+        let entry = NewEntry::new(super::EntryType::UserMessage, text)
+            .user(user_id)
+            .metadata(serde_json::json!({ "name": display_name }));
+        let id = working::insert(&tx, thread, &entry, now)?;
+        tx.commit()?;
+        Ok(id)
+    }
+
+    /// Reads what the prompt needs, in one read transaction.
+    pub fn load_turn(
+        &self,
+        thread: &str,
+        user_id: &str,
+        display_name: &str,
+        window: u32,
+    ) -> Result<TurnContext, StoreError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction()?;
+        let interactions: i64 = tx
+            .prepare_cached("SELECT value FROM counters WHERE name = 'interactions'")?
+            .query_row([], |r| r.get(0))?;
+        let (thread_turns, claude_session) = tx
+            .prepare_cached("SELECT turns, claude_session FROM threads WHERE thread = ?1")?
+            .query_row([thread], |r| Ok((r.get::<_, i64>(0)?, r.get(1)?)))
+            .optional()?
+            .unwrap_or((0, None));
+        let whisper = tx
+            .prepare_cached(
+                "SELECT id, whisper, source FROM whispers WHERE consumed_at IS NULL ORDER BY id LIMIT 1",
+            )?
+            .query_row([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .optional()?;
+        let ctx = TurnContext {
+            interaction: interactions as u64 + 1,
+            thread_turns,
+            recent: working::recent(&tx, thread, window)?,
+            soul: soul_state::load(&tx)?,
+            user: users::get(&tx, user_id)?
+                .unwrap_or_else(|| UserRecord::new(user_id, display_name)),
+            whisper,
+            claude_session,
+        };
+        tx.commit()?;
+        Ok(ctx)
+    }
+
+    /// Writes a turn's outcome in one transaction. Returns the user's record when their model
+    /// changed, so the caller can export it to the git repository.
+    pub fn commit_turn(&self, rec: &TurnRecord) -> Result<Option<UserRecord>, StoreError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction()?;
+        let now = now_ms();
+        for e in &rec.entries {
+            working::insert(&tx, &rec.thread, e, now)?;
+        }
+        for (k, v) in &rec.soul_updates {
+            soul_state::set(&tx, k, v, now)?;
+        }
+        tx.prepare_cached(
+            "UPDATE counters SET value = max(value, ?1) WHERE name = 'interactions'",
+        )?
+        .execute([rec.interaction as i64])?;
+        tx.prepare_cached(
+            "INSERT INTO threads (thread, turns, claude_session, updated_at) VALUES (?1, 1, ?2, ?3)
+             ON CONFLICT (thread) DO UPDATE SET turns = turns + 1,
+                 claude_session = coalesce(excluded.claude_session, claude_session),
+                 updated_at = excluded.updated_at",
+        )?
+        .execute((&rec.thread, &rec.claude_session, now))?;
+        tx.prepare_cached(
+            "UPDATE users SET turns = turns + 1,
+                 injected_at_turn = CASE WHEN ?2 THEN turns + 1 ELSE injected_at_turn END,
+                 updated_at = ?3
+             WHERE user_id = ?1",
+        )?
+        .execute((&rec.user_id, rec.injected_user_model, now))?;
+        let changed = match &rec.user_model {
+            Some((model, note)) => Some(save_model(&tx, &rec.user_id, model, note, now)?),
+            None => None,
+        };
+        if let Some(id) = rec.whisper_id {
+            tx.prepare_cached(
+                "UPDATE whispers SET consumed_at = ?2, consumed_by = ?3 WHERE id = ?1 AND consumed_at IS NULL",
+            )?
+            .execute((id, now, &rec.thread))?;
+        }
+        if let Some(u) = &rec.usage {
+            tx.prepare_cached(
+                "INSERT INTO turn_usage (thread, interaction, provider, model, input_tokens, output_tokens,
+                     cache_creation_tokens, cache_read_tokens, latency_ms, stop_reason, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            )?
+            .execute(rusqlite::params![
+                rec.thread,
+                rec.interaction as i64,
+                u.provider,
+                u.model,
+                u.input_tokens as i64,
+                u.output_tokens as i64,
+                u.cache_creation_tokens as i64,
+                u.cache_read_tokens as i64,
+                u.latency_ms as i64,
+                u.stop_reason,
+                now
+            ])?;
+        }
+        let user = match changed {
+            Some(()) => users::get(&tx, &rec.user_id)?,
+            None => None,
+        };
+        tx.commit()?;
+        Ok(user)
+    }
+
+    /// Forgets a claude-cli session that the CLI no longer knows.
+    pub fn clear_claude_session(&self, thread: &str) -> Result<(), StoreError> {
+        self.conn().execute(
+            "UPDATE threads SET claude_session = NULL WHERE thread = ?1",
+            [thread],
+        )?;
+        Ok(())
+    }
+}
+
+fn upsert_user(
+    conn: &Connection,
+    user_id: &str,
+    display_name: &str,
+    now: i64,
+) -> Result<(), StoreError> {
+    // The slug is fixed when the user is first seen, so a renamed person keeps their file.
+    conn.prepare_cached(
+        "INSERT INTO users (user_id, display_name, slug, updated_at) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (user_id) DO UPDATE SET display_name = excluded.display_name",
+    )?
+    .execute((user_id, display_name, unique_slug(conn, display_name, user_id)?, now))?;
+    Ok(())
+}
+
+/// The user's slug, with the user id appended when another person already has it.
+fn unique_slug(conn: &Connection, display_name: &str, user_id: &str) -> Result<String, StoreError> {
+    let base = users::slug(display_name, user_id);
+    let taken: Option<String> = conn
+        .prepare_cached("SELECT user_id FROM users WHERE slug = ?1")?
+        .query_row([&base], |r| r.get(0))
+        .optional()?;
+    Ok(match taken {
+        Some(owner) if owner != user_id => format!("{base}-{}", users::slug("", user_id)),
+        _ => base,
+    })
+}
+
+fn save_model(
+    conn: &Connection,
+    user_id: &str,
+    model: &str,
+    note: &str,
+    now: i64,
+) -> Result<(), StoreError> {
+    conn.prepare_cached(
+        "UPDATE users SET model = ?2, model_version = model_version + 1, updated_at = ?3 WHERE user_id = ?1",
+    )?
+    .execute((user_id, model, now))?;
+    conn.prepare_cached(
+        "INSERT INTO user_model_history (user_id, version, model, change_note, created_at)
+         SELECT user_id, model_version, model, ?2, ?3 FROM users WHERE user_id = ?1",
+    )?
+    .execute((user_id, note, now))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::EntryType;
+
+    fn store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("anima.db")).unwrap();
+        (dir, store)
+    }
+
+    fn record(thread: &str, interaction: u64) -> TurnRecord {
+        TurnRecord {
+            thread: thread.into(),
+            user_id: "U1".into(),
+            interaction,
+            entries: vec![NewEntry::new(EntryType::ExternalDialog, "hi")],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_turn_counts_and_advances_the_thread_and_user() {
+        let (_d, s) = store();
+        s.record_user_message("t1", "U1", "Tom", "hello").unwrap();
+        let ctx = s.load_turn("t1", "U1", "Tom", 20).unwrap();
+        assert_eq!(ctx.interaction, 1);
+        assert_eq!(ctx.thread_turns, 0);
+        assert_eq!(ctx.recent.len(), 1);
+        let mut rec = record("t1", ctx.interaction);
+        rec.injected_user_model = true;
+        s.commit_turn(&rec).unwrap();
+        let ctx = s.load_turn("t1", "U1", "Tom", 20).unwrap();
+        assert_eq!(ctx.interaction, 2);
+        assert_eq!(ctx.thread_turns, 1);
+        assert_eq!(ctx.user.turns, 1);
+        assert_eq!(ctx.user.injected_at_turn, Some(1));
+        assert_eq!(ctx.recent.len(), 2);
+    }
+
+    #[test]
+    fn a_failed_turn_rolls_back_entirely() {
+        let (_d, s) = store();
+        s.record_user_message("t1", "U1", "Tom", "hello").unwrap();
+        let mut rec = record("t1", 1);
+        rec.soul_updates = vec![("emotionalState".into(), "engaged".into())];
+        // A constraint violation in the middle of the turn: the usage row's provider is NOT NULL.
+        {
+            let conn = s.conn();
+            conn.execute_batch(
+                "CREATE TRIGGER fail_usage BEFORE INSERT ON turn_usage BEGIN SELECT RAISE(ABORT, 'boom'); END;",
+            )
+            .unwrap();
+        }
+        rec.usage = Some(UsageRecord::default());
+        assert!(s.commit_turn(&rec).is_err());
+        assert_eq!(s.interactions().unwrap(), 0);
+        assert_eq!(s.soul_state().unwrap().get("emotionalState"), "neutral");
+        assert_eq!(s.thread_entries("t1").unwrap().len(), 1, "only the user message");
+    }
+
+    #[test]
+    fn model_updates_are_versioned_with_notes() {
+        let (_d, s) = store();
+        s.record_user_message("t1", "U1", "Tom", "hello").unwrap();
+        let mut rec = record("t1", 1);
+        rec.user_model = Some(("# Tom\n".into(), "First impression.".into()));
+        let u = s.commit_turn(&rec).unwrap().expect("changed");
+        assert_eq!(u.model_version, 1);
+        rec.user_model = Some(("# Tom\nmore\n".into(), "Learned more.".into()));
+        rec.interaction = 2;
+        let u = s.commit_turn(&rec).unwrap().unwrap();
+        assert_eq!(u.model.as_deref(), Some("# Tom\nmore\n"));
+        let notes: Vec<String> = s.model_history("U1").unwrap().into_iter().map(|h| h.1).collect();
+        assert_eq!(notes, vec!["First impression.", "Learned more."]);
+        assert_eq!(s.unexported_models().unwrap().len(), 1);
+        s.mark_exported("U1", 2).unwrap();
+        assert!(s.unexported_models().unwrap().is_empty());
+    }
+
+    #[test]
+    fn two_people_with_one_name_get_different_slugs() {
+        let (_d, s) = store();
+        s.record_user_message("t1", "U1", "Sam", "a").unwrap();
+        s.record_user_message("t2", "U2", "Sam", "b").unwrap();
+        assert_eq!(s.user("U1").unwrap().unwrap().slug, "sam");
+        assert_eq!(s.user("U2").unwrap().unwrap().slug, "sam-u2");
+        s.record_user_message("t1", "U1", "Samuel", "c").unwrap();
+        let u1 = s.user("U1").unwrap().unwrap();
+        assert_eq!((u1.display_name.as_str(), u1.slug.as_str()), ("Samuel", "sam"));
+    }
+
+    #[test]
+    fn a_whisper_is_consumed_once() {
+        let (_d, s) = store();
+        let id = s.add_whisper("they need assurance", "kothar").unwrap();
+        s.record_user_message("t1", "U1", "Tom", "hello").unwrap();
+        let ctx = s.load_turn("t1", "U1", "Tom", 20).unwrap();
+        assert_eq!(ctx.whisper.as_ref().map(|w| w.0), Some(id));
+        let mut rec = record("t1", 1);
+        rec.whisper_id = Some(id);
+        s.commit_turn(&rec).unwrap();
+        assert!(s.load_turn("t1", "U1", "Tom", 20).unwrap().whisper.is_none());
+    }
+}

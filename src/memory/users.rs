@@ -1,0 +1,173 @@
+//! People and their user models: the rows, the slug that names their file, and the blueprint
+//! a new model starts from.
+
+use rusqlite::{Connection, OptionalExtension, Row};
+
+use super::StoreError;
+
+/// The seven sections a user model starts with (a starting shape, not a cage).
+pub const BLUEPRINT_SECTIONS: [&str; 7] = [
+    "Persona",
+    "Speaking Style",
+    "Conversational Context",
+    "Worldview",
+    "Interests & Domains",
+    "Working Patterns",
+    "Most Potent Memories",
+];
+
+/// The model shown for someone the soul has not modelled yet.
+pub fn blueprint(display_name: &str) -> String {
+    let mut out = format!("# {display_name}\n");
+    for section in BLUEPRINT_SECTIONS {
+        out.push_str(&format!("\n## {section}\nNot known yet.\n"));
+    }
+    out
+}
+
+/// The file name of a user model: the display name lower-cased, runs of characters other
+/// than a–z and 0–9 replaced by one `-`, trimmed; empty → the user id (made safe the same way).
+pub fn slug(display_name: &str, user_id: &str) -> String {
+    let s = slugify(display_name);
+    if s.is_empty() {
+        let id = slugify(user_id);
+        if id.is_empty() {
+            "user".to_string()
+        } else {
+            id
+        }
+    } else {
+        s
+    }
+}
+
+fn slugify(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.to_lowercase().chars() {
+        if c.is_ascii_lowercase() || c.is_ascii_digit() {
+            out.push(c);
+        } else if !out.ends_with('-') {
+            out.push('-');
+        }
+    }
+    out.trim_matches('-').to_string()
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserRecord {
+    pub user_id: String,
+    pub display_name: String,
+    pub slug: String,
+    /// This user's completed turns, all threads.
+    pub turns: i64,
+    /// `turns` when the model was last shown to the model provider.
+    pub injected_at_turn: Option<i64>,
+    pub model: Option<String>,
+    pub model_version: i64,
+    pub exported_version: i64,
+}
+
+impl UserRecord {
+    pub fn new(user_id: &str, display_name: &str) -> Self {
+        UserRecord {
+            user_id: user_id.to_string(),
+            display_name: display_name.to_string(),
+            slug: slug(display_name, user_id),
+            turns: 0,
+            injected_at_turn: None,
+            model: None,
+            model_version: 0,
+            exported_version: 0,
+        }
+    }
+
+    /// The model as it is shown: the stored one, or the blueprint.
+    pub fn model_or_blueprint(&self) -> String {
+        self.model
+            .clone()
+            .unwrap_or_else(|| blueprint(&self.display_name))
+    }
+}
+
+const COLUMNS: &str = "user_id, display_name, slug, turns, injected_at_turn, model, model_version, exported_version";
+
+fn from_row(r: &Row) -> rusqlite::Result<UserRecord> {
+    Ok(UserRecord {
+        user_id: r.get(0)?,
+        display_name: r.get(1)?,
+        slug: r.get(2)?,
+        turns: r.get(3)?,
+        injected_at_turn: r.get(4)?,
+        model: r.get(5)?,
+        model_version: r.get(6)?,
+        exported_version: r.get(7)?,
+    })
+}
+
+pub(super) fn get(conn: &Connection, user_id: &str) -> Result<Option<UserRecord>, StoreError> {
+    Ok(conn
+        .prepare_cached(&format!("SELECT {COLUMNS} FROM users WHERE user_id = ?1"))?
+        .query_row([user_id], from_row)
+        .optional()?)
+}
+
+pub(super) fn list(conn: &Connection) -> Result<Vec<UserRecord>, StoreError> {
+    let mut stmt = conn.prepare(&format!("SELECT {COLUMNS} FROM users ORDER BY slug"))?;
+    let rows = stmt.query_map([], from_row)?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+pub(super) fn unexported(conn: &Connection) -> Result<Vec<UserRecord>, StoreError> {
+    let mut stmt = conn.prepare(&format!(
+        "SELECT {COLUMNS} FROM users WHERE model_version > exported_version ORDER BY user_id"
+    ))?;
+    let rows = stmt.query_map([], from_row)?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+pub(super) fn mark_exported(
+    conn: &Connection,
+    user_id: &str,
+    version: i64,
+) -> Result<(), StoreError> {
+    conn.execute(
+        "UPDATE users SET exported_version = max(exported_version, ?2) WHERE user_id = ?1",
+        (user_id, version),
+    )?;
+    Ok(())
+}
+
+pub(super) fn history(
+    conn: &Connection,
+    user_id: &str,
+) -> Result<Vec<(i64, String, i64)>, StoreError> {
+    let mut stmt = conn.prepare(
+        "SELECT version, change_note, created_at FROM user_model_history WHERE user_id = ?1 ORDER BY version",
+    )?;
+    let rows = stmt.query_map([user_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slugs_follow_the_interface_rule() {
+        assert_eq!(slug("Tom Hanks", "U1"), "tom-hanks");
+        assert_eq!(slug("  Ada   L. Lovelace!! ", "U1"), "ada-l-lovelace");
+        assert_eq!(slug("José", "U1"), "jos");
+        assert_eq!(slug("../../etc/passwd", "U1"), "etc-passwd");
+        assert_eq!(slug("東京", "U02ABC"), "u02abc");
+        assert_eq!(slug("", ""), "user");
+    }
+
+    #[test]
+    fn the_blueprint_has_the_seven_sections() {
+        let b = blueprint("Tom");
+        assert!(b.starts_with("# Tom\n"));
+        for s in BLUEPRINT_SECTIONS {
+            assert!(b.contains(&format!("## {s}\n")), "{s}");
+        }
+    }
+}
