@@ -6,3 +6,5 @@ pub mod config;
 pub mod steps;
 pub mod parse;
 pub mod memory;
+pub mod soul;
+pub mod prompt;
