@@ -8,3 +8,4 @@ pub mod parse;
 pub mod memory;
 pub mod soul;
 pub mod prompt;
+pub mod llm;

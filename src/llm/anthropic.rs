@@ -1,0 +1,353 @@
+//! Anthropic Messages API: `POST {base}/v1/messages`, plain or streamed (SSE).
+//!
+//! The soul and skills go in one system block marked `cache_control: ephemeral`, so every
+//! turn after the first reads them from the prompt cache; usage records cache writes and reads.
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use serde_json::{json, Value};
+
+use super::{http, sse, BoxFuture, ChatRequest, Completion, Deltas, LlmError, Provider, Usage};
+use crate::config::secret::Secret;
+use crate::prompt::{Prompt, Role};
+
+pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+pub const DEFAULT_MODEL: &str = "claude-sonnet-4-5";
+const NAME: &str = "anthropic";
+
+pub struct Anthropic {
+    client: reqwest::Client,
+    url: String,
+    key: Secret,
+    model: String,
+    stream: bool,
+    timeout: Duration,
+}
+
+impl Anthropic {
+    pub fn new(
+        base_url: &str,
+        key: Secret,
+        model: &str,
+        stream: bool,
+        timeout: Duration,
+    ) -> Result<Self, LlmError> {
+        let base = if base_url.is_empty() {
+            DEFAULT_BASE_URL
+        } else {
+            base_url
+        };
+        Ok(Anthropic {
+            client: http::client(timeout)?,
+            url: format!("{}/v1/messages", base.trim_end_matches('/')),
+            key,
+            model: if model.is_empty() {
+                DEFAULT_MODEL.into()
+            } else {
+                model.into()
+            },
+            stream,
+            timeout,
+        })
+    }
+
+    async fn call(&self, req: ChatRequest<'_>, deltas: Option<&Deltas>) -> Result<Completion, LlmError> {
+        let body = request_body(&self.model, req.prompt, req.max_tokens, self.stream);
+        let resp = self
+            .client
+            .post(&self.url)
+            .header("x-api-key", self.key.expose())
+            .header("anthropic-version", "2023-06-01")
+            .json(&body)
+            .send()
+            .await
+            .map_err(|e| http::send_error(NAME, e, self.timeout))?;
+        let status = resp.status();
+        if !status.is_success() {
+            let headers = resp.headers().clone();
+            let text = resp.text().await.unwrap_or_default();
+            return Err(http::status_error(NAME, status, &headers, &text));
+        }
+        if self.stream {
+            self.read_stream(resp, deltas).await
+        } else {
+            let text = resp
+                .text()
+                .await
+                .map_err(|e| http::send_error(NAME, e, self.timeout))?;
+            parse_message(&text)
+        }
+    }
+
+    async fn read_stream(
+        &self,
+        resp: reqwest::Response,
+        deltas: Option<&Deltas>,
+    ) -> Result<Completion, LlmError> {
+        let mut reader = sse::SseReader::default();
+        let mut acc = StreamState::default();
+        let mut body = resp.bytes_stream();
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.map_err(|e| LlmError::Stream {
+                provider: NAME,
+                message: e.to_string(),
+                retryable: true,
+            })?;
+            for frame in reader.push(&chunk) {
+                if let Some(done) = acc.apply(&frame, deltas)? {
+                    return Ok(done);
+                }
+            }
+        }
+        if let Some(frame) = reader.finish() {
+            if let Some(done) = acc.apply(&frame, deltas)? {
+                return Ok(done);
+            }
+        }
+        Err(LlmError::Stream {
+            provider: NAME,
+            message: "the stream closed before message_stop".into(),
+            retryable: true,
+        })
+    }
+}
+
+impl Provider for Anthropic {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn model(&self) -> &str {
+        &self.model
+    }
+
+    fn complete<'a>(
+        &'a self,
+        req: ChatRequest<'a>,
+        deltas: Option<&'a Deltas>,
+    ) -> BoxFuture<'a, Result<Completion, LlmError>> {
+        Box::pin(self.call(req, deltas))
+    }
+}
+
+/// The request body: the cached system block, the history, the turn.
+pub fn request_body(model: &str, prompt: &Prompt, max_tokens: u32, stream: bool) -> Value {
+    let mut messages: Vec<Value> = Vec::new();
+    for m in &prompt.history {
+        let role = match m.role {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        };
+        messages.push(json!({ "role": role, "content": m.text }));
+    }
+    // The API wants alternating roles: an unanswered earlier message joins this turn's.
+    match messages.last_mut() {
+        Some(last) if last["role"] == "user" => {
+            let joined = format!("{}\n\n{}", last["content"].as_str().unwrap_or(""), prompt.user);
+            last["content"] = Value::String(joined);
+        }
+        _ => messages.push(json!({ "role": "user", "content": prompt.user })),
+    }
+    let mut body = json!({
+        "model": model,
+        "max_tokens": max_tokens,
+        "system": [{
+            "type": "text",
+            "text": prompt.system,
+            "cache_control": { "type": "ephemeral" }
+        }],
+        "messages": messages,
+    });
+    if stream {
+        body["stream"] = Value::Bool(true);
+    }
+    body
+}
+
+fn bad(message: impl Into<String>) -> LlmError {
+    LlmError::BadResponse {
+        provider: NAME,
+        message: message.into(),
+    }
+}
+
+fn usage(u: &Value) -> Usage {
+    let n = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
+    Usage {
+        input_tokens: n("input_tokens"),
+        output_tokens: n("output_tokens"),
+        cache_creation_tokens: n("cache_creation_input_tokens"),
+        cache_read_tokens: n("cache_read_input_tokens"),
+    }
+}
+
+/// Reads a non-streamed message.
+pub fn parse_message(body: &str) -> Result<Completion, LlmError> {
+    let v: Value = serde_json::from_str(body).map_err(|e| bad(format!("not JSON ({e})")))?;
+    if v.get("type").and_then(Value::as_str) == Some("error") {
+        return Err(bad(http::provider_message(&v).unwrap_or_else(|| "error".into())));
+    }
+    let content = v
+        .get("content")
+        .and_then(Value::as_array)
+        .ok_or_else(|| bad("no `content` array"))?;
+    let text: String = content
+        .iter()
+        .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
+        .filter_map(|b| b.get("text").and_then(Value::as_str))
+        .collect();
+    Ok(Completion {
+        text,
+        model: v
+            .get("model")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+        stop_reason: v
+            .get("stop_reason")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        usage: v.get("usage").map(usage).unwrap_or_default(),
+        session: None,
+    })
+}
+
+/// What a stream has said so far.
+#[derive(Debug, Default)]
+struct StreamState {
+    text: String,
+    model: String,
+    stop_reason: Option<String>,
+    usage: Usage,
+}
+
+impl StreamState {
+    /// Applies one frame; `Some` when the message is complete.
+    fn apply(&mut self, frame: &sse::Frame, deltas: Option<&Deltas>) -> Result<Option<Completion>, LlmError> {
+        let v: Value = match serde_json::from_str(&frame.data) {
+            Ok(v) => v,
+            Err(_) if frame.data.trim().is_empty() => return Ok(None),
+            Err(e) => return Err(bad(format!("stream frame is not JSON ({e})"))),
+        };
+        let kind = frame
+            .event
+            .as_deref()
+            .or_else(|| v.get("type").and_then(Value::as_str))
+            .unwrap_or("");
+        match kind {
+            "message_start" => {
+                if let Some(m) = v.get("message") {
+                    self.model = m.get("model").and_then(Value::as_str).unwrap_or("").into();
+                    if let Some(u) = m.get("usage") {
+                        self.usage = usage(u);
+                    }
+                }
+            }
+            "content_block_delta" => {
+                let d = &v["delta"];
+                if d.get("type").and_then(Value::as_str) == Some("text_delta") {
+                    if let Some(t) = d.get("text").and_then(Value::as_str) {
+                        self.text.push_str(t);
+                        if let Some(tx) = deltas {
+                            let _ = tx.send(t.to_string());
+                        }
+                    }
+                }
+            }
+            "message_delta" => {
+                if let Some(r) = v.pointer("/delta/stop_reason").and_then(Value::as_str) {
+                    self.stop_reason = Some(r.into());
+                }
+                if let Some(u) = v.get("usage") {
+                    // Cumulative: take every count that is present.
+                    let later = usage(u);
+                    let keep = |new: u64, old: u64| if new > 0 { new } else { old };
+                    self.usage = Usage {
+                        input_tokens: keep(later.input_tokens, self.usage.input_tokens),
+                        output_tokens: keep(later.output_tokens, self.usage.output_tokens),
+                        cache_creation_tokens: keep(later.cache_creation_tokens, self.usage.cache_creation_tokens),
+                        cache_read_tokens: keep(later.cache_read_tokens, self.usage.cache_read_tokens),
+                    };
+                }
+            }
+            "message_stop" => {
+                return Ok(Some(Completion {
+                    text: std::mem::take(&mut self.text),
+                    model: std::mem::take(&mut self.model),
+                    stop_reason: self.stop_reason.take(),
+                    usage: self.usage,
+                    session: None,
+                }))
+            }
+            "error" => {
+                let kind = v.pointer("/error/type").and_then(Value::as_str).unwrap_or("");
+                let message = http::provider_message(&v).unwrap_or_else(|| kind.to_string());
+                return Err(LlmError::Stream {
+                    provider: NAME,
+                    message: format!("{kind}: {message}"),
+                    retryable: matches!(kind, "overloaded_error" | "api_error" | "rate_limit_error" | "timeout_error"),
+                });
+            }
+            // ping, content_block_start/stop and anything new: nothing to do.
+            _ => {}
+        }
+        Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::prompt::HistoryMessage;
+
+    fn prompt() -> Prompt {
+        Prompt {
+            system: "<soul>x</soul>".into(),
+            history: vec![
+                HistoryMessage { role: Role::User, text: "Tom: hi".into() },
+                HistoryMessage { role: Role::Assistant, text: "hello".into() },
+                HistoryMessage { role: Role::User, text: "Tom: unanswered".into() },
+            ],
+            user: "<current_message>…</current_message>".into(),
+        }
+    }
+
+    #[test]
+    fn the_body_caches_the_system_block_and_alternates_roles() {
+        let b = request_body("m", &prompt(), 100, false);
+        assert_eq!(b["system"][0]["cache_control"]["type"], "ephemeral");
+        assert_eq!(b["system"][0]["text"], "<soul>x</soul>");
+        let roles: Vec<&str> = b["messages"].as_array().unwrap().iter().map(|m| m["role"].as_str().unwrap()).collect();
+        assert_eq!(roles, ["user", "assistant", "user"]);
+        assert!(b["messages"][2]["content"].as_str().unwrap().starts_with("Tom: unanswered\n\n<current_message>"));
+        assert!(b.get("stream").is_none());
+        assert!(b.get("temperature").is_none(), "no sampling parameters by default");
+    }
+
+    #[test]
+    fn a_padded_real_response_parses() {
+        let body = r#"{
+          "id": "msg_01", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+          "content": [ {"type": "text", "text": "Hi "}, {"type": "tool_use", "id": "x"}, {"type": "text", "text": "there"} ],
+          "stop_reason": "end_turn", "stop_sequence": null,
+          "usage": {"input_tokens": 10, "cache_creation_input_tokens": 5, "cache_read_input_tokens": 100, "output_tokens": 3, "service_tier": "standard"}
+        }"#;
+        let c = parse_message(body).unwrap();
+        assert_eq!(c.text, "Hi there");
+        assert_eq!(c.stop_reason.as_deref(), Some("end_turn"));
+        assert_eq!(c.usage, Usage { input_tokens: 10, output_tokens: 3, cache_creation_tokens: 5, cache_read_tokens: 100 });
+    }
+
+    #[test]
+    fn a_stream_error_after_200_is_a_retryable_failure() {
+        let mut s = StreamState::default();
+        let f = sse::Frame {
+            event: Some("error".into()),
+            data: r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#.into(),
+        };
+        let e = s.apply(&f, None).unwrap_err();
+        assert!(e.is_retryable());
+        assert!(e.to_string().contains("Overloaded"));
+    }
+}

@@ -1,0 +1,346 @@
+//! OpenAI-compatible chat completions: `POST {base}/chat/completions` (OpenAI, Ollama,
+//! vLLM, llama.cpp server), plain or streamed. Read leniently: servers differ.
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use serde_json::{json, Value};
+
+use super::{http, sse, BoxFuture, ChatRequest, Completion, Deltas, LlmError, Provider, Usage};
+use crate::config::secret::Secret;
+use crate::prompt::{Prompt, Role};
+
+pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+pub const DEFAULT_MODEL: &str = "gpt-4o-mini";
+const NAME: &str = "openai";
+
+pub struct OpenAi {
+    client: reqwest::Client,
+    base: String,
+    key: Option<Secret>,
+    model: String,
+    stream: bool,
+    timeout: Duration,
+}
+
+impl OpenAi {
+    /// `model` must be resolved already (see [`OpenAi::first_model`]).
+    pub fn new(
+        base_url: &str,
+        key: Option<Secret>,
+        model: &str,
+        stream: bool,
+        timeout: Duration,
+    ) -> Result<Self, LlmError> {
+        Ok(OpenAi {
+            client: http::client(timeout)?,
+            base: base_or_default(base_url).to_string(),
+            key,
+            model: model.to_string(),
+            stream,
+            timeout,
+        })
+    }
+
+    /// The first model a server lists at `GET {base}/models` (how Ollama's default is chosen).
+    pub async fn first_model(
+        base_url: &str,
+        key: Option<&Secret>,
+        timeout: Duration,
+    ) -> Result<String, LlmError> {
+        let client = http::client(timeout)?;
+        let mut req = client.get(format!("{}/models", base_or_default(base_url)));
+        if let Some(k) = key {
+            req = req.bearer_auth(k.expose());
+        }
+        let resp = req.send().await.map_err(|e| http::send_error(NAME, e, timeout))?;
+        let status = resp.status();
+        let headers = resp.headers().clone();
+        let text = resp.text().await.unwrap_or_default();
+        if !status.is_success() {
+            return Err(http::status_error(NAME, status, &headers, &text));
+        }
+        let v: Value = serde_json::from_str(&text).map_err(|e| bad(format!("model list is not JSON ({e})")))?;
+        v.get("data")
+            .and_then(Value::as_array)
+            .and_then(|d| d.first())
+            .and_then(|m| m.get("id"))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .ok_or_else(|| bad("the server lists no models; set [llm] model"))
+    }
+
+    async fn call(&self, req: ChatRequest<'_>, deltas: Option<&Deltas>) -> Result<Completion, LlmError> {
+        let body = request_body(&self.model, req.prompt, req.max_tokens, self.stream);
+        let mut builder = self
+            .client
+            .post(format!("{}/chat/completions", self.base))
+            .json(&body);
+        if let Some(k) = &self.key {
+            builder = builder.bearer_auth(k.expose());
+        }
+        let resp = builder
+            .send()
+            .await
+            .map_err(|e| http::send_error(NAME, e, self.timeout))?;
+        let status = resp.status();
+        if !status.is_success() {
+            let headers = resp.headers().clone();
+            let text = resp.text().await.unwrap_or_default();
+            return Err(http::status_error(NAME, status, &headers, &text));
+        }
+        if self.stream {
+            return self.read_stream(resp, deltas).await;
+        }
+        let text = resp
+            .text()
+            .await
+            .map_err(|e| http::send_error(NAME, e, self.timeout))?;
+        parse_completion(&text, &self.model)
+    }
+
+    async fn read_stream(
+        &self,
+        resp: reqwest::Response,
+        deltas: Option<&Deltas>,
+    ) -> Result<Completion, LlmError> {
+        let mut reader = sse::SseReader::default();
+        let mut acc = StreamState {
+            model: self.model.clone(),
+            ..StreamState::default()
+        };
+        let mut body = resp.bytes_stream();
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.map_err(|e| LlmError::Stream {
+                provider: NAME,
+                message: e.to_string(),
+                retryable: true,
+            })?;
+            for frame in reader.push(&chunk) {
+                if acc.apply(&frame.data, deltas)? {
+                    return Ok(acc.finish());
+                }
+            }
+        }
+        if let Some(frame) = reader.finish() {
+            if acc.apply(&frame.data, deltas)? {
+                return Ok(acc.finish());
+            }
+        }
+        if acc.stop_reason.is_some() {
+            // Some servers end a finished stream without `[DONE]`.
+            return Ok(acc.finish());
+        }
+        Err(LlmError::Stream {
+            provider: NAME,
+            message: "the stream closed before it finished".into(),
+            retryable: true,
+        })
+    }
+}
+
+impl Provider for OpenAi {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn model(&self) -> &str {
+        &self.model
+    }
+
+    fn complete<'a>(
+        &'a self,
+        req: ChatRequest<'a>,
+        deltas: Option<&'a Deltas>,
+    ) -> BoxFuture<'a, Result<Completion, LlmError>> {
+        Box::pin(self.call(req, deltas))
+    }
+}
+
+fn base_or_default(base_url: &str) -> &str {
+    if base_url.is_empty() {
+        DEFAULT_BASE_URL
+    } else {
+        base_url.trim_end_matches('/')
+    }
+}
+
+pub fn request_body(model: &str, prompt: &Prompt, max_tokens: u32, stream: bool) -> Value {
+    let mut messages = vec![json!({ "role": "system", "content": prompt.system })];
+    for m in &prompt.history {
+        let role = match m.role {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        };
+        messages.push(json!({ "role": role, "content": m.text }));
+    }
+    messages.push(json!({ "role": "user", "content": prompt.user }));
+    let mut body = json!({
+        "model": model,
+        "messages": messages,
+        "max_tokens": max_tokens,
+        "stream": stream,
+    });
+    if stream {
+        body["stream_options"] = json!({ "include_usage": true });
+    }
+    body
+}
+
+fn bad(message: impl Into<String>) -> LlmError {
+    LlmError::BadResponse {
+        provider: NAME,
+        message: message.into(),
+    }
+}
+
+fn usage(u: &Value) -> Usage {
+    let n = |p: &str| u.pointer(p).and_then(Value::as_u64).unwrap_or(0);
+    Usage {
+        input_tokens: n("/prompt_tokens"),
+        output_tokens: n("/completion_tokens"),
+        cache_creation_tokens: 0,
+        cache_read_tokens: n("/prompt_tokens_details/cached_tokens"),
+    }
+}
+
+/// An error object inside a 200 body or stream chunk.
+fn embedded_error(v: &Value) -> Option<LlmError> {
+    let is_error = v.get("error").is_some() || v.get("object").and_then(Value::as_str) == Some("error");
+    is_error.then(|| LlmError::Stream {
+        provider: NAME,
+        message: http::provider_message(v).unwrap_or_else(|| v.to_string()),
+        retryable: false,
+    })
+}
+
+pub fn parse_completion(body: &str, requested_model: &str) -> Result<Completion, LlmError> {
+    let v: Value = serde_json::from_str(body).map_err(|e| bad(format!("not JSON ({e})")))?;
+    if let Some(e) = embedded_error(&v) {
+        return Err(e);
+    }
+    let choice = v
+        .pointer("/choices/0")
+        .ok_or_else(|| bad("no choices in the answer"))?;
+    let text = choice
+        .pointer("/message/content")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    Ok(Completion {
+        text,
+        model: v
+            .get("model")
+            .and_then(Value::as_str)
+            .unwrap_or(requested_model)
+            .to_string(),
+        stop_reason: choice
+            .get("finish_reason")
+            .and_then(Value::as_str)
+            .filter(|r| !r.is_empty())
+            .map(str::to_string),
+        usage: v.get("usage").map(usage).unwrap_or_default(),
+        session: None,
+    })
+}
+
+#[derive(Debug, Default)]
+struct StreamState {
+    text: String,
+    model: String,
+    stop_reason: Option<String>,
+    usage: Usage,
+}
+
+impl StreamState {
+    /// Applies one `data:` payload; true at `[DONE]`.
+    fn apply(&mut self, data: &str, deltas: Option<&Deltas>) -> Result<bool, LlmError> {
+        let data = data.trim();
+        if data == "[DONE]" {
+            return Ok(true);
+        }
+        if data.is_empty() {
+            return Ok(false);
+        }
+        let v: Value = serde_json::from_str(data).map_err(|e| bad(format!("stream chunk is not JSON ({e})")))?;
+        if let Some(e) = embedded_error(&v) {
+            return Err(e);
+        }
+        if let Some(m) = v.get("model").and_then(Value::as_str) {
+            self.model = m.to_string();
+        }
+        if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
+            self.usage = usage(u);
+        }
+        if let Some(choice) = v.pointer("/choices/0") {
+            if let Some(t) = choice.pointer("/delta/content").and_then(Value::as_str) {
+                self.text.push_str(t);
+                if let Some(tx) = deltas {
+                    let _ = tx.send(t.to_string());
+                }
+            }
+            if let Some(r) = choice.get("finish_reason").and_then(Value::as_str).filter(|r| !r.is_empty()) {
+                self.stop_reason = Some(r.to_string());
+            }
+        }
+        Ok(false)
+    }
+
+    fn finish(&mut self) -> Completion {
+        Completion {
+            text: std::mem::take(&mut self.text),
+            model: std::mem::take(&mut self.model),
+            stop_reason: self.stop_reason.take(),
+            usage: self.usage,
+            session: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lenient_completions_parse() {
+        let c = parse_completion(
+            r#"{"choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":""}],"usage":{}}"#,
+            "llama",
+        )
+        .unwrap();
+        assert_eq!((c.text.as_str(), c.model.as_str(), c.stop_reason), ("hi", "llama", None));
+        let c = parse_completion(
+            r#"{"object":"chat.completion","model":"gpt","choices":[{"message":{"content":null},"finish_reason":"length"}],
+               "usage":{"prompt_tokens":9,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":4}}}"#,
+            "x",
+        )
+        .unwrap();
+        assert_eq!(c.text, "");
+        assert_eq!(c.stop_reason.as_deref(), Some("length"));
+        assert_eq!(c.usage.cache_read_tokens, 4);
+    }
+
+    #[test]
+    fn errors_inside_a_200_are_errors() {
+        assert!(parse_completion(r#"{"object":"error","message":"bad","code":400}"#, "m").is_err());
+        let mut s = StreamState::default();
+        assert!(s.apply(r#"{"error":{"message":"boom"}}"#, None).is_err());
+    }
+
+    #[test]
+    fn a_stream_with_usage_chunk() {
+        let mut s = StreamState::default();
+        for d in [
+            r#"{"choices":[{"delta":{"role":"assistant"}}]}"#,
+            r#"{"choices":[{"delta":{"content":"<external_"}}]}"#,
+            r#"{"choices":[{"delta":{"content":"dialogue>x"},"finish_reason":"stop"}]}"#,
+            r#"{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2}}"#,
+        ] {
+            assert!(!s.apply(d, None).unwrap());
+        }
+        assert!(s.apply("[DONE]", None).unwrap());
+        let c = s.finish();
+        assert_eq!(c.text, "<external_dialogue>x");
+        assert_eq!(c.usage.output_tokens, 2);
+    }
+}
