@@ -86,7 +86,9 @@ impl fmt::Display for Problem {
         if let Some(line) = self.line {
             write!(f, ":{line}")?;
         }
-        if !self.key.is_empty() {
+        if self.key.starts_with('[') {
+            write!(f, ": in {}", self.key)?;
+        } else if !self.key.is_empty() {
             write!(f, ": key `{}`", self.key)?;
         }
         write!(f, ": {}", self.message)
@@ -152,7 +154,11 @@ pub fn parse(text: &str, file: &Path, base: &Path) -> Result<Config, ConfigError
     let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError {
         problems: vec![Problem {
             file: file.display().to_string(),
-            key: String::new(),
+            key: e
+                .span()
+                .and_then(|s| section_at(text, s.start))
+                .map(|s| format!("[{s}]"))
+                .unwrap_or_default(),
             line: e.span().map(|s| line_of(text, s.start)),
             message: e.message().trim().to_string(),
         }],
@@ -162,6 +168,14 @@ pub fn parse(text: &str, file: &Path, base: &Path) -> Result<Config, ConfigError
 
 fn line_of(text: &str, offset: usize) -> usize {
     text[..offset.min(text.len())].matches('\n').count() + 1
+}
+
+/// The `[section]` a byte offset falls in.
+fn section_at(text: &str, offset: usize) -> Option<String> {
+    text[..offset.min(text.len())]
+        .lines()
+        .rev()
+        .find_map(|l| l.trim().strip_prefix('[')?.strip_suffix(']').map(|s| s.trim().to_string()))
 }
 
 /// The line on which `key` is set inside `[section]`, for messages about valid TOML with bad values.
@@ -399,7 +413,7 @@ mod tests {
         let p = &err.problems[0];
         assert_eq!(p.line, Some(3), "{err}");
         assert!(p.message.contains("modle"), "{err}");
-        assert!(err.to_string().contains("/etc/anima/anima.toml:3"), "{err}");
+        assert!(err.to_string().contains("/etc/anima/anima.toml:3: in [llm]"), "{err}");
     }
 
     #[test]

@@ -1,0 +1,134 @@
+//! `anima chat`: one message per line on stdin, one reply per turn on stdout.
+
+use std::io::{IsTerminal, Write};
+use std::path::Path;
+
+use clap::Args;
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+use super::{load_config, open_store, CliResult, Failure};
+use crate::engine::{Engine, Perception, TurnOutcome};
+use crate::llm::select::{self, Environment, SelectError};
+use crate::soul::SoulFiles;
+
+#[derive(Debug, Args)]
+pub struct ChatArgs {
+    /// The conversation to continue (a thread id; the same id keeps its memory across runs).
+    #[arg(long, default_value = "terminal")]
+    pub thread: String,
+    /// Who is talking (names the user model).
+    #[arg(long)]
+    pub user: Option<String>,
+    /// Print the internal monologue, checks and state changes on stderr.
+    #[arg(long)]
+    pub show_thoughts: bool,
+    /// One line of JSON per turn on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub async fn run(config_path: Option<&Path>, args: ChatArgs) -> CliResult {
+    let config = load_config(config_path)?;
+    let soul = SoulFiles::load(&config.soul_dir).map_err(|e| Failure::Usage(e.to_string()))?;
+    let selected = select::select(&config.llm, &config.home, &Environment::from_process())
+        .await
+        .map_err(|e| match e {
+            SelectError::Build(e) => Failure::runtime(e),
+            other => Failure::Usage(other.to_string()),
+        })?;
+    tracing::info!(provider = selected.provider.name(), model = selected.provider.model(), reason = selected.reason, "model provider chosen");
+    let store = open_store(&config)?;
+    let engine = Engine::new(config.clone(), store, soul, selected.provider);
+    engine.export_pending_models().await.map_err(Failure::runtime)?;
+
+    let name = args
+        .user
+        .clone()
+        .or_else(|| std::env::var("USER").ok())
+        .filter(|n| !n.trim().is_empty())
+        .unwrap_or_else(|| "you".to_string());
+    let user_id = format!("terminal:{}", crate::memory::slug(&name, "user"));
+    let interactive = std::io::stdin().is_terminal();
+    if interactive {
+        eprintln!(
+            "Talking to {} through {} ({}). One message per line; Ctrl-D ends.",
+            engine.soul().name(),
+            engine.provider().name(),
+            engine.provider().model()
+        );
+    }
+
+    let mut lines = BufReader::new(tokio::io::stdin()).lines();
+    loop {
+        if interactive {
+            eprint!("> ");
+        }
+        let line = match lines.next_line().await {
+            Ok(Some(line)) => line,
+            Ok(None) => break,
+            Err(e) => return Err(Failure::Runtime(format!("reading stdin: {e}"))),
+        };
+        if line.trim().is_empty() {
+            continue;
+        }
+        let outcome = engine
+            .turn(&Perception {
+                thread: args.thread.clone(),
+                user_id: user_id.clone(),
+                display_name: name.clone(),
+                text: line,
+            })
+            .await
+            .map_err(Failure::runtime)?;
+        if let Some(err) = &outcome.error {
+            eprintln!("anima: model error: {err}");
+        }
+        if args.show_thoughts {
+            show_thoughts(&outcome);
+        }
+        print_outcome(&outcome, args.json)?;
+    }
+    Ok(())
+}
+
+fn print_outcome(outcome: &TurnOutcome, json: bool) -> CliResult {
+    let mut out = std::io::stdout().lock();
+    let written = if json {
+        let line = serde_json::to_string(outcome).map_err(Failure::runtime)?;
+        writeln!(out, "{line}")
+    } else {
+        writeln!(out, "{}\n", outcome.reply)
+    };
+    written
+        .and_then(|_| out.flush())
+        .map_err(|e| Failure::Runtime(format!("writing stdout: {e}")))
+}
+
+fn show_thoughts(outcome: &TurnOutcome) {
+    let Some(c) = &outcome.cognition else {
+        return;
+    };
+    let mut err = std::io::stderr().lock();
+    if let Some(m) = &c.monologue {
+        let _ = writeln!(err, "[{}] {}", m.verb.as_deref().unwrap_or("thought"), m.text);
+    }
+    for q in &c.mental_queries {
+        let _ = writeln!(err, "[mental query] {} → {:?}", q.question, q.answer);
+    }
+    if let Some(b) = c.user_model_check {
+        let _ = writeln!(err, "[user model check] {b}");
+    }
+    if outcome.user_model_updated {
+        let _ = writeln!(
+            err,
+            "[user model updated] {}",
+            c.model_change_note.as_deref().unwrap_or("")
+        );
+    }
+    if let Some(b) = c.soul_state_check {
+        let _ = writeln!(err, "[soul state check] {b}");
+    }
+    for s in &outcome.state_changes {
+        let _ = writeln!(err, "[soul state] {}: {:?} → {:?}", s.key, s.from, s.to);
+    }
+}

@@ -1,0 +1,121 @@
+//! The command line: argument parsing and one function per command.
+//!
+//! Owns exit codes (0 success, 1 runtime failure, 2 bad usage or configuration) and the
+//! wording of errors a person reads. Each command wires modules together; none holds logic
+//! of its own that another command would need.
+
+mod chat;
+mod check;
+mod users;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand};
+
+use crate::config::{self, Config};
+use crate::memory::Store;
+use crate::telemetry::{self, LogFormat};
+
+#[derive(Debug, Parser)]
+#[command(name = "anima", version, about = "A Slack chat-bot daemon with an embedded soul engine")]
+pub struct Cli {
+    /// The configuration file (else $ANIMA_CONFIG, else ./anima.toml, else defaults).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Log format on stderr.
+    #[arg(long, global = true, value_enum, default_value = "human")]
+    pub log_format: LogFormat,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// A conversation in the terminal, through the same engine and store as Slack.
+    Chat(chat::ChatArgs),
+    /// The long-running Slack daemon.
+    Run,
+    /// Validate configuration, soul files and the database; print every problem.
+    Check,
+    /// User models and their history.
+    Users {
+        #[command(subcommand)]
+        command: users::UsersCommand,
+    },
+}
+
+/// A failure with the exit code it deserves.
+#[derive(Debug)]
+pub enum Failure {
+    /// Bad usage or invalid configuration: exit 2.
+    Usage(String),
+    /// Something went wrong at run time: exit 1.
+    Runtime(String),
+}
+
+impl Failure {
+    pub fn runtime(e: impl std::fmt::Display) -> Self {
+        Failure::Runtime(e.to_string())
+    }
+}
+
+pub type CliResult = Result<(), Failure>;
+
+/// Runs the parsed command line; prints errors and maps them to an exit code.
+pub fn run(cli: Cli) -> ExitCode {
+    let default_filter = match cli.command {
+        Command::Run => "anima=info",
+        _ => "anima=warn",
+    };
+    telemetry::init(cli.log_format, default_filter);
+    crate::llm::install_tls_provider();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("anima: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let result = runtime.block_on(dispatch(cli));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Usage(msg)) => {
+            eprintln!("anima: {msg}");
+            ExitCode::from(2)
+        }
+        Err(Failure::Runtime(msg)) => {
+            eprintln!("anima: {msg}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+async fn dispatch(cli: Cli) -> CliResult {
+    let config_path = cli.config.as_deref();
+    match cli.command {
+        Command::Chat(args) => chat::run(config_path, args).await,
+        Command::Run => Err(Failure::Runtime(
+            "the Slack daemon is not built yet; use `anima chat` to talk to the soul in the terminal".into(),
+        )),
+        Command::Check => check::run(config_path).await,
+        Command::Users { command } => users::run(config_path, command),
+    }
+}
+
+/// Loads the configuration or fails with exit 2.
+fn load_config(path: Option<&std::path::Path>) -> Result<Arc<Config>, Failure> {
+    config::load(path)
+        .map(Arc::new)
+        .map_err(|e| Failure::Usage(e.to_string()))
+}
+
+/// Opens the store; a database from a newer anima is a configuration problem (exit 2).
+fn open_store(config: &Config) -> Result<Arc<Store>, Failure> {
+    match Store::open(&config.db_path()) {
+        Ok(s) => Ok(Arc::new(s)),
+        Err(e @ crate::memory::StoreError::TooNew { .. }) => Err(Failure::Usage(e.to_string())),
+        Err(e) => Err(Failure::runtime(e)),
+    }
+}

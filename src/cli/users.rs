@@ -1,0 +1,86 @@
+//! `anima users list | show NAME | log NAME`.
+
+use std::path::Path;
+
+use clap::Subcommand;
+
+use super::{load_config, open_store, CliResult, Failure};
+use crate::memory::model_repo::ModelRepo;
+use crate::memory::{Store, UserRecord};
+
+#[derive(Debug, Subcommand)]
+pub enum UsersCommand {
+    /// Everyone the soul has talked to.
+    List,
+    /// A person's current user model (by name, slug or user id).
+    Show { name: String },
+    /// The history of a person's model, with change notes, from the git repository.
+    Log { name: String },
+}
+
+pub fn run(config_path: Option<&Path>, command: UsersCommand) -> CliResult {
+    let config = load_config(config_path)?;
+    let store = open_store(&config)?;
+    match command {
+        UsersCommand::List => {
+            let users = store.users().map_err(Failure::runtime)?;
+            if users.is_empty() {
+                println!("no users yet");
+            }
+            for u in users {
+                println!(
+                    "{:<24} {:<24} turns {:>4}  model v{}",
+                    u.slug, u.display_name, u.turns, u.model_version
+                );
+            }
+            Ok(())
+        }
+        UsersCommand::Show { name } => {
+            let u = find(&store, &name)?;
+            match &u.model {
+                Some(model) => println!("{}", model.trim_end()),
+                None => println!("{} has no user model yet ({} turns so far)", u.display_name, u.turns),
+            }
+            Ok(())
+        }
+        UsersCommand::Log { name } => {
+            let u = find(&store, &name)?;
+            let revisions = match ModelRepo::open_existing(&config.memory_dir()) {
+                Some(repo) => repo.log(&u.slug).map_err(Failure::runtime)?,
+                None => Vec::new(),
+            };
+            if revisions.is_empty() {
+                println!("no history for {} yet", u.display_name);
+            }
+            for r in revisions {
+                println!("{}  {}  {}", &r.id[..10], format_time(r.time), r.message.replace('\n', "\n                                  "));
+            }
+            Ok(())
+        }
+    }
+}
+
+fn find(store: &Store, name: &str) -> Result<UserRecord, Failure> {
+    let users = store.users().map_err(Failure::runtime)?;
+    let wanted = name.trim();
+    let slug = crate::memory::slug(wanted, wanted);
+    users
+        .into_iter()
+        .find(|u| u.slug == wanted || u.user_id == wanted || u.display_name.eq_ignore_ascii_case(wanted) || u.slug == slug)
+        .ok_or_else(|| Failure::Usage(format!("no user named `{wanted}`; `anima users list` shows who there is")))
+}
+
+/// RFC 3339 in UTC, to the second.
+fn format_time(secs: i64) -> String {
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs.max(0) as u64);
+    humantime::format_rfc3339_seconds(t).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn times_format_in_utc() {
+        assert_eq!(super::format_time(0), "1970-01-01T00:00:00Z");
+        assert_eq!(super::format_time(1_763_769_600), "2025-11-22T00:00:00Z");
+    }
+}
