@@ -16,7 +16,9 @@ use crate::llm::{self, ChatRequest, Completion, LlmError, Provider};
 use crate::memory::model_repo::ModelRepo;
 use crate::memory::soul_state::model_may_set;
 use crate::memory::working::{SOUL_STATE_CHECK, USER_MODEL_CHECK};
-use crate::memory::{EntryType, NewEntry, Store, StoreError, TurnContext, TurnRecord, UsageRecord, UserRecord};
+use crate::memory::{
+    EntryType, NewEntry, Store, StoreError, TurnContext, TurnRecord, UsageRecord, UserRecord,
+};
 use crate::parse::{parse_response, Cognition};
 use crate::prompt::{self, Gates, ProcessInstructions, PromptInput, TurnPlan};
 use crate::soul::SoulFiles;
@@ -91,7 +93,12 @@ pub struct Engine {
 }
 
 impl Engine {
-    pub fn new(config: Arc<Config>, store: Arc<Store>, soul: SoulFiles, provider: Arc<dyn Provider>) -> Self {
+    pub fn new(
+        config: Arc<Config>,
+        store: Arc<Store>,
+        soul: SoulFiles,
+        provider: Arc<dyn Provider>,
+    ) -> Self {
         Engine {
             config,
             store,
@@ -137,7 +144,8 @@ impl Engine {
         let store = self.store.clone();
         let pc = p.clone();
         let (message_id, ctx) = tokio::task::spawn_blocking(move || {
-            let id = store.record_user_message(&pc.thread, &pc.user_id, &pc.display_name, &pc.text)?;
+            let id =
+                store.record_user_message(&pc.thread, &pc.user_id, &pc.display_name, &pc.text)?;
             let ctx = store.load_turn(&pc.thread, &pc.user_id, &pc.display_name, window)?;
             Ok::<_, StoreError>((id, ctx))
         })
@@ -162,7 +170,11 @@ impl Engine {
         let history: Vec<_> = if keeps_sessions {
             Vec::new()
         } else {
-            ctx.recent.iter().filter(|e| e.id < message_id).cloned().collect()
+            ctx.recent
+                .iter()
+                .filter(|e| e.id < message_id)
+                .cloned()
+                .collect()
         };
         let model_text = ctx.user.model_or_blueprint();
         let built = prompt::build_prompt(&PromptInput {
@@ -211,10 +223,12 @@ impl Engine {
         debug!(raw = %completion.text, "model output");
 
         let cognition = parse_response(&completion.text, self.config.pipeline.max_response_chars);
-        let (record, state_changes) = self.record_for(p, &ctx, &plan, &cognition, &completion, latency_ms);
+        let (record, state_changes) =
+            self.record_for(p, &ctx, &plan, &cognition, &completion, latency_ms);
         let user_model_updated = record.user_model.is_some();
         let store = self.store.clone();
-        let changed_user = tokio::task::spawn_blocking(move || store.commit_turn(&record)).await??;
+        let changed_user =
+            tokio::task::spawn_blocking(move || store.commit_turn(&record)).await??;
         if let Some(user) = changed_user {
             self.export_model(user).await;
         }
@@ -231,7 +245,13 @@ impl Engine {
         })
     }
 
-    fn failed_turn(&self, p: &Perception, process: String, plan: TurnPlan, e: LlmError) -> TurnOutcome {
+    fn failed_turn(
+        &self,
+        p: &Perception,
+        process: String,
+        plan: TurnPlan,
+        e: LlmError,
+    ) -> TurnOutcome {
         warn!(provider = self.provider.name(), error = %e, "model call failed; the message stays in working memory");
         TurnOutcome {
             reply: PROVIDER_DOWN_REPLY.to_string(),
@@ -257,7 +277,11 @@ impl Engine {
         latency_ms: u64,
     ) -> (TurnRecord, Vec<StateChange>) {
         let mut entries = Vec::new();
-        if let Some(m) = c.monologue.as_ref().filter(|_| plan.requests(Step::InternalMonologue)) {
+        if let Some(m) = c
+            .monologue
+            .as_ref()
+            .filter(|_| plan.requests(Step::InternalMonologue))
+        {
             entries.push(NewEntry::new(EntryType::InternalMonologue, &m.text).verb(m.verb.clone()));
         }
         entries.push(
@@ -284,7 +308,11 @@ impl Engine {
         }
 
         let mut user_model = None;
-        match (&c.user_model_update, plan.requests(Step::UserModelUpdate), c.user_model_check) {
+        match (
+            &c.user_model_update,
+            plan.requests(Step::UserModelUpdate),
+            c.user_model_check,
+        ) {
             (Some(model), true, Some(true)) => {
                 let note = c
                     .model_change_note
@@ -298,7 +326,9 @@ impl Engine {
                 user_model = Some((model.clone(), note));
             }
             (Some(_), true, _) => debug!("user_model_update ignored: the check did not say true"),
-            (Some(_), false, _) => debug!("volunteered user_model_update ignored: not requested this turn"),
+            (Some(_), false, _) => {
+                debug!("volunteered user_model_update ignored: not requested this turn")
+            }
             (None, ..) => {}
         }
 
@@ -325,12 +355,19 @@ impl Engine {
                     }
                     let from = ctx.soul.get(key).to_string();
                     if from != *value {
-                        state_changes.push(StateChange { key: key.clone(), from, to: value.clone() });
+                        state_changes.push(StateChange {
+                            key: key.clone(),
+                            from,
+                            to: value.clone(),
+                        });
                         soul_updates.push((key.clone(), value.clone()));
                     }
                 }
                 if !soul_updates.is_empty() {
-                    let lines: Vec<String> = soul_updates.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+                    let lines: Vec<String> = soul_updates
+                        .iter()
+                        .map(|(k, v)| format!("{k}: {v}"))
+                        .collect();
                     entries.push(NewEntry::new(EntryType::SoulStateUpdate, lines.join("\n")));
                 }
             }
@@ -383,7 +420,8 @@ impl Engine {
                 *guard = Some(ModelRepo::open_or_init(&root).map_err(|e| e.to_string())?);
             }
             let repo = guard.as_ref().expect("opened above");
-            repo.commit_model(&user.slug, model, &note).map_err(|e| e.to_string())?;
+            repo.commit_model(&user.slug, model, &note)
+                .map_err(|e| e.to_string())?;
             store
                 .mark_exported(&user.user_id, user.model_version)
                 .map_err(|e| e.to_string())?;
@@ -393,7 +431,9 @@ impl Engine {
         .await;
         match result {
             Ok(Ok(())) => {}
-            Ok(Err(e)) => warn!(error = %e, "user model not committed to git; will retry at next start"),
+            Ok(Err(e)) => {
+                warn!(error = %e, "user model not committed to git; will retry at next start")
+            }
             Err(e) => warn!(error = %e, "user model export task failed"),
         }
     }

@@ -5,13 +5,13 @@
 //! (with the `steps` a process asks for), calls a model through `llm`, reads the answer with
 //! `parse`, and persists everything in `memory`. `cli` wires it to the terminal.
 
+pub mod cli;
 pub mod config;
-pub mod telemetry;
+pub mod engine;
+pub mod llm;
+pub mod memory;
+pub mod parse;
+pub mod prompt;
 pub mod soul;
 pub mod steps;
-pub mod prompt;
-pub mod llm;
-pub mod parse;
-pub mod memory;
-pub mod engine;
-pub mod cli;
+pub mod telemetry;

@@ -32,12 +32,11 @@ impl SoulFiles {
     /// Reads `soul.md` and, if present, `skills.md` from `dir`.
     pub fn load(dir: &Path) -> Result<SoulFiles, SoulError> {
         let soul_path = dir.join("soul.md");
-        let soul_md = std::fs::read_to_string(&soul_path).map_err(|source| {
-            SoulError::Unreadable {
+        let soul_md =
+            std::fs::read_to_string(&soul_path).map_err(|source| SoulError::Unreadable {
                 path: soul_path.clone(),
                 source,
-            }
-        })?;
+            })?;
         if soul_md.trim().is_empty() {
             return Err(SoulError::Empty { path: soul_path });
         }
@@ -77,7 +76,8 @@ mod tests {
 
     #[test]
     fn the_shipped_soul_loads_with_its_sections() {
-        let soul = SoulFiles::load(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/soul"))).unwrap();
+        let soul =
+            SoulFiles::load(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/soul"))).unwrap();
         assert_eq!(soul.name(), "Wren");
         for section in ["## Persona", "## Speaking Style", "## Emotional States"] {
             assert!(soul.soul_md.contains(section), "{section}");
@@ -89,7 +89,10 @@ mod tests {
     fn a_missing_soul_names_its_path() {
         let dir = tempfile::tempdir().unwrap();
         let err = SoulFiles::load(dir.path()).unwrap_err().to_string();
-        assert!(err.contains(&dir.path().join("soul.md").display().to_string()), "{err}");
+        assert!(
+            err.contains(&dir.path().join("soul.md").display().to_string()),
+            "{err}"
+        );
         std::fs::write(dir.path().join("soul.md"), "  \n").unwrap();
         let err = SoulFiles::load(dir.path()).unwrap_err().to_string();
         assert!(err.contains("is empty"), "{err}");

@@ -14,7 +14,8 @@ pub enum LogFormat {
 
 /// Installs the subscriber. `default_filter` applies when `ANIMA_LOG` is unset.
 pub fn init(format: LogFormat, default_filter: &str) {
-    let filter = EnvFilter::try_from_env("ANIMA_LOG").unwrap_or_else(|_| EnvFilter::new(default_filter));
+    let filter =
+        EnvFilter::try_from_env("ANIMA_LOG").unwrap_or_else(|_| EnvFilter::new(default_filter));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

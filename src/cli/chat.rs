@@ -36,10 +36,18 @@ pub async fn run(config_path: Option<&Path>, args: ChatArgs) -> CliResult {
             SelectError::Build(e) => Failure::runtime(e),
             other => Failure::Usage(other.to_string()),
         })?;
-    tracing::info!(provider = selected.provider.name(), model = selected.provider.model(), reason = selected.reason, "model provider chosen");
+    tracing::info!(
+        provider = selected.provider.name(),
+        model = selected.provider.model(),
+        reason = selected.reason,
+        "model provider chosen"
+    );
     let store = open_store(&config)?;
     let engine = Engine::new(config.clone(), store, soul, selected.provider);
-    engine.export_pending_models().await.map_err(Failure::runtime)?;
+    engine
+        .export_pending_models()
+        .await
+        .map_err(Failure::runtime)?;
 
     let name = args
         .user
@@ -110,7 +118,12 @@ fn show_thoughts(outcome: &TurnOutcome) {
     };
     let mut err = std::io::stderr().lock();
     if let Some(m) = &c.monologue {
-        let _ = writeln!(err, "[{}] {}", m.verb.as_deref().unwrap_or("thought"), m.text);
+        let _ = writeln!(
+            err,
+            "[{}] {}",
+            m.verb.as_deref().unwrap_or("thought"),
+            m.text
+        );
     }
     for q in &c.mental_queries {
         let _ = writeln!(err, "[mental query] {} → {:?}", q.question, q.answer);

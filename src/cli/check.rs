@@ -34,7 +34,11 @@ pub async fn run(config_path: Option<&Path>) -> CliResult {
                     "soul: {} ({} bytes{})",
                     soul.name(),
                     soul.soul_md.len(),
-                    if soul.skills_md.is_some() { ", with skills.md" } else { "" }
+                    if soul.skills_md.is_some() {
+                        ", with skills.md"
+                    } else {
+                        ""
+                    }
                 ));
                 for section in ["## Persona", "## Speaking Style"] {
                     if !soul.soul_md.contains(section) {
@@ -55,7 +59,10 @@ pub async fn run(config_path: Option<&Path>) -> CliResult {
                 Err(e) => problems.push(format!("{}: {e}", db.display())),
             }
         } else {
-            notes.push(format!("database: {} does not exist yet; it is created on first use", db.display()));
+            notes.push(format!(
+                "database: {} does not exist yet; it is created on first use",
+                db.display()
+            ));
         }
 
         let env = Environment::from_process();

@@ -19,7 +19,11 @@ use crate::memory::Store;
 use crate::telemetry::{self, LogFormat};
 
 #[derive(Debug, Parser)]
-#[command(name = "anima", version, about = "A Slack chat-bot daemon with an embedded soul engine")]
+#[command(
+    name = "anima",
+    version,
+    about = "A Slack chat-bot daemon with an embedded soul engine"
+)]
 pub struct Cli {
     /// The configuration file (else $ANIMA_CONFIG, else ./anima.toml, else defaults).
     #[arg(long, global = true, value_name = "FILE")]
@@ -71,7 +75,10 @@ pub fn run(cli: Cli) -> ExitCode {
     };
     telemetry::init(cli.log_format, default_filter);
     crate::llm::install_tls_provider();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("anima: cannot start the async runtime: {e}");

@@ -39,7 +39,10 @@ pub fn run(config_path: Option<&Path>, command: UsersCommand) -> CliResult {
             let u = find(&store, &name)?;
             match &u.model {
                 Some(model) => println!("{}", model.trim_end()),
-                None => println!("{} has no user model yet ({} turns so far)", u.display_name, u.turns),
+                None => println!(
+                    "{} has no user model yet ({} turns so far)",
+                    u.display_name, u.turns
+                ),
             }
             Ok(())
         }
@@ -53,7 +56,13 @@ pub fn run(config_path: Option<&Path>, command: UsersCommand) -> CliResult {
                 println!("no history for {} yet", u.display_name);
             }
             for r in revisions {
-                println!("{}  {}  {}", &r.id[..10], format_time(r.time), r.message.replace('\n', "\n                                  "));
+                println!(
+                    "{}  {}  {}",
+                    &r.id[..10],
+                    format_time(r.time),
+                    r.message
+                        .replace('\n', "\n                                  ")
+                );
             }
             Ok(())
         }
@@ -66,8 +75,17 @@ fn find(store: &Store, name: &str) -> Result<UserRecord, Failure> {
     let slug = crate::memory::slug(wanted, wanted);
     users
         .into_iter()
-        .find(|u| u.slug == wanted || u.user_id == wanted || u.display_name.eq_ignore_ascii_case(wanted) || u.slug == slug)
-        .ok_or_else(|| Failure::Usage(format!("no user named `{wanted}`; `anima users list` shows who there is")))
+        .find(|u| {
+            u.slug == wanted
+                || u.user_id == wanted
+                || u.display_name.eq_ignore_ascii_case(wanted)
+                || u.slug == slug
+        })
+        .ok_or_else(|| {
+            Failure::Usage(format!(
+                "no user named `{wanted}`; `anima users list` shows who there is"
+            ))
+        })
 }
 
 /// RFC 3339 in UTC, to the second.

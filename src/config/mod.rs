@@ -172,10 +172,12 @@ fn line_of(text: &str, offset: usize) -> usize {
 
 /// The `[section]` a byte offset falls in.
 fn section_at(text: &str, offset: usize) -> Option<String> {
-    text[..offset.min(text.len())]
-        .lines()
-        .rev()
-        .find_map(|l| l.trim().strip_prefix('[')?.strip_suffix(']').map(|s| s.trim().to_string()))
+    text[..offset.min(text.len())].lines().rev().find_map(|l| {
+        l.trim()
+            .strip_prefix('[')?
+            .strip_suffix(']')
+            .map(|s| s.trim().to_string())
+    })
 }
 
 /// The line on which `key` is set inside `[section]`, for messages about valid TOML with bad values.
@@ -196,7 +198,11 @@ fn key_line(text: &str, section: &str, key: &str) -> Option<usize> {
 }
 
 fn expand(path: &str, base: &Path) -> PathBuf {
-    let home = || std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
+    let home = || {
+        std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .unwrap_or_default()
+    };
     let p = if path == "~" {
         home()
     } else if let Some(rest) = path.strip_prefix("~/") {
@@ -249,7 +255,11 @@ fn validate(
         bad("llm", "max_retries", "must be 10 or fewer".into());
     }
     if raw.llm.claude_cli_path.trim().is_empty() {
-        bad("llm", "claude_cli_path", "must name the `claude` executable".into());
+        bad(
+            "llm",
+            "claude_cli_path",
+            "must name the `claude` executable".into(),
+        );
     }
     let base_url = raw.llm.base_url.trim().trim_end_matches('/').to_string();
     if !base_url.is_empty() && !is_http_url(&base_url) {
@@ -260,10 +270,18 @@ fn validate(
         );
     }
     if raw.pipeline.soul_state_interval == 0 {
-        bad("pipeline", "soul_state_interval", "must be at least 1".into());
+        bad(
+            "pipeline",
+            "soul_state_interval",
+            "must be at least 1".into(),
+        );
     }
     if raw.pipeline.user_model_interval == 0 {
-        bad("pipeline", "user_model_interval", "must be at least 1".into());
+        bad(
+            "pipeline",
+            "user_model_interval",
+            "must be at least 1".into(),
+        );
     }
     if raw.pipeline.memory_window == 0 {
         bad("pipeline", "memory_window", "must be at least 1".into());
@@ -359,7 +377,11 @@ mod tests {
     use super::*;
 
     fn parse_str(text: &str) -> Result<Config, ConfigError> {
-        parse(text, Path::new("/etc/anima/anima.toml"), Path::new("/etc/anima"))
+        parse(
+            text,
+            Path::new("/etc/anima/anima.toml"),
+            Path::new("/etc/anima"),
+        )
     }
 
     #[test]
@@ -367,7 +389,10 @@ mod tests {
         let text = include_str!("../../config.example.toml");
         let from_example = parse_str(text).expect("config.example.toml must parse");
         let defaults = parse_str("").unwrap();
-        assert_eq!(format!("{:?}", from_example.llm), format!("{:?}", defaults.llm));
+        assert_eq!(
+            format!("{:?}", from_example.llm),
+            format!("{:?}", defaults.llm)
+        );
         assert_eq!(
             format!("{:?}", from_example.pipeline),
             format!("{:?}", defaults.pipeline)
@@ -413,7 +438,11 @@ mod tests {
         let p = &err.problems[0];
         assert_eq!(p.line, Some(3), "{err}");
         assert!(p.message.contains("modle"), "{err}");
-        assert!(err.to_string().contains("/etc/anima/anima.toml:3: in [llm]"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("/etc/anima/anima.toml:3: in [llm]"),
+            "{err}"
+        );
     }
 
     #[test]

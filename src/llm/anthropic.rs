@@ -52,7 +52,11 @@ impl Anthropic {
         })
     }
 
-    async fn call(&self, req: ChatRequest<'_>, deltas: Option<&Deltas>) -> Result<Completion, LlmError> {
+    async fn call(
+        &self,
+        req: ChatRequest<'_>,
+        deltas: Option<&Deltas>,
+    ) -> Result<Completion, LlmError> {
         let body = request_body(&self.model, req.prompt, req.max_tokens, self.stream);
         let resp = self
             .client
@@ -144,7 +148,11 @@ pub fn request_body(model: &str, prompt: &Prompt, max_tokens: u32, stream: bool)
     // The API wants alternating roles: an unanswered earlier message joins this turn's.
     match messages.last_mut() {
         Some(last) if last["role"] == "user" => {
-            let joined = format!("{}\n\n{}", last["content"].as_str().unwrap_or(""), prompt.user);
+            let joined = format!(
+                "{}\n\n{}",
+                last["content"].as_str().unwrap_or(""),
+                prompt.user
+            );
             last["content"] = Value::String(joined);
         }
         _ => messages.push(json!({ "role": "user", "content": prompt.user })),
@@ -186,7 +194,9 @@ fn usage(u: &Value) -> Usage {
 pub fn parse_message(body: &str) -> Result<Completion, LlmError> {
     let v: Value = serde_json::from_str(body).map_err(|e| bad(format!("not JSON ({e})")))?;
     if v.get("type").and_then(Value::as_str) == Some("error") {
-        return Err(bad(http::provider_message(&v).unwrap_or_else(|| "error".into())));
+        return Err(bad(
+            http::provider_message(&v).unwrap_or_else(|| "error".into())
+        ));
     }
     let content = v
         .get("content")
@@ -224,7 +234,11 @@ struct StreamState {
 
 impl StreamState {
     /// Applies one frame; `Some` when the message is complete.
-    fn apply(&mut self, frame: &sse::Frame, deltas: Option<&Deltas>) -> Result<Option<Completion>, LlmError> {
+    fn apply(
+        &mut self,
+        frame: &sse::Frame,
+        deltas: Option<&Deltas>,
+    ) -> Result<Option<Completion>, LlmError> {
         let v: Value = match serde_json::from_str(&frame.data) {
             Ok(v) => v,
             Err(_) if frame.data.trim().is_empty() => return Ok(None),
@@ -266,8 +280,14 @@ impl StreamState {
                     self.usage = Usage {
                         input_tokens: keep(later.input_tokens, self.usage.input_tokens),
                         output_tokens: keep(later.output_tokens, self.usage.output_tokens),
-                        cache_creation_tokens: keep(later.cache_creation_tokens, self.usage.cache_creation_tokens),
-                        cache_read_tokens: keep(later.cache_read_tokens, self.usage.cache_read_tokens),
+                        cache_creation_tokens: keep(
+                            later.cache_creation_tokens,
+                            self.usage.cache_creation_tokens,
+                        ),
+                        cache_read_tokens: keep(
+                            later.cache_read_tokens,
+                            self.usage.cache_read_tokens,
+                        ),
                     };
                 }
             }
@@ -281,12 +301,18 @@ impl StreamState {
                 }))
             }
             "error" => {
-                let kind = v.pointer("/error/type").and_then(Value::as_str).unwrap_or("");
+                let kind = v
+                    .pointer("/error/type")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
                 let message = http::provider_message(&v).unwrap_or_else(|| kind.to_string());
                 return Err(LlmError::Stream {
                     provider: NAME,
                     message: format!("{kind}: {message}"),
-                    retryable: matches!(kind, "overloaded_error" | "api_error" | "rate_limit_error" | "timeout_error"),
+                    retryable: matches!(
+                        kind,
+                        "overloaded_error" | "api_error" | "rate_limit_error" | "timeout_error"
+                    ),
                 });
             }
             // ping, content_block_start/stop and anything new: nothing to do.
@@ -305,9 +331,18 @@ mod tests {
         Prompt {
             system: "<soul>x</soul>".into(),
             history: vec![
-                HistoryMessage { role: Role::User, text: "Tom: hi".into() },
-                HistoryMessage { role: Role::Assistant, text: "hello".into() },
-                HistoryMessage { role: Role::User, text: "Tom: unanswered".into() },
+                HistoryMessage {
+                    role: Role::User,
+                    text: "Tom: hi".into(),
+                },
+                HistoryMessage {
+                    role: Role::Assistant,
+                    text: "hello".into(),
+                },
+                HistoryMessage {
+                    role: Role::User,
+                    text: "Tom: unanswered".into(),
+                },
             ],
             user: "<current_message>…</current_message>".into(),
         }
@@ -318,11 +353,22 @@ mod tests {
         let b = request_body("m", &prompt(), 100, false);
         assert_eq!(b["system"][0]["cache_control"]["type"], "ephemeral");
         assert_eq!(b["system"][0]["text"], "<soul>x</soul>");
-        let roles: Vec<&str> = b["messages"].as_array().unwrap().iter().map(|m| m["role"].as_str().unwrap()).collect();
+        let roles: Vec<&str> = b["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["role"].as_str().unwrap())
+            .collect();
         assert_eq!(roles, ["user", "assistant", "user"]);
-        assert!(b["messages"][2]["content"].as_str().unwrap().starts_with("Tom: unanswered\n\n<current_message>"));
+        assert!(b["messages"][2]["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("Tom: unanswered\n\n<current_message>"));
         assert!(b.get("stream").is_none());
-        assert!(b.get("temperature").is_none(), "no sampling parameters by default");
+        assert!(
+            b.get("temperature").is_none(),
+            "no sampling parameters by default"
+        );
     }
 
     #[test]
@@ -336,7 +382,15 @@ mod tests {
         let c = parse_message(body).unwrap();
         assert_eq!(c.text, "Hi there");
         assert_eq!(c.stop_reason.as_deref(), Some("end_turn"));
-        assert_eq!(c.usage, Usage { input_tokens: 10, output_tokens: 3, cache_creation_tokens: 5, cache_read_tokens: 100 });
+        assert_eq!(
+            c.usage,
+            Usage {
+                input_tokens: 10,
+                output_tokens: 3,
+                cache_creation_tokens: 5,
+                cache_read_tokens: 100
+            }
+        );
     }
 
     #[test]
@@ -344,7 +398,8 @@ mod tests {
         let mut s = StreamState::default();
         let f = sse::Frame {
             event: Some("error".into()),
-            data: r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#.into(),
+            data: r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#
+                .into(),
         };
         let e = s.apply(&f, None).unwrap_err();
         assert!(e.is_retryable());

@@ -70,7 +70,10 @@ impl ClaudeCli {
             .kill_on_drop(true);
         let mut child = cmd.spawn().map_err(|e| {
             CliFailure::Other(LlmError::Cli {
-                message: format!("cannot start `{}` ({e}); set [llm] claude_cli_path", self.path),
+                message: format!(
+                    "cannot start `{}` ({e}); set [llm] claude_cli_path",
+                    self.path
+                ),
             })
         })?;
         let mut stdin = child.stdin.take().expect("stdin is piped");
@@ -99,7 +102,11 @@ impl ClaudeCli {
         let parsed: Option<Value> = stdout
             .lines()
             .rev()
-            .find_map(|l| serde_json::from_str::<Value>(l.trim()).ok().filter(Value::is_object))
+            .find_map(|l| {
+                serde_json::from_str::<Value>(l.trim())
+                    .ok()
+                    .filter(Value::is_object)
+            })
             .or_else(|| serde_json::from_str(stdout.trim()).ok());
         let result_text = parsed
             .as_ref()
@@ -108,12 +115,17 @@ impl ClaudeCli {
             .unwrap_or("")
             .to_string();
         if matches!(session, Session::Resume(_))
-            && (stderr.contains("No conversation found") || result_text.contains("No conversation found"))
+            && (stderr.contains("No conversation found")
+                || result_text.contains("No conversation found"))
         {
             return Err(CliFailure::NoSuchSession);
         }
         let Some(v) = parsed else {
-            let detail = if stderr.trim().is_empty() { stdout.trim() } else { stderr.trim() };
+            let detail = if stderr.trim().is_empty() {
+                stdout.trim()
+            } else {
+                stderr.trim()
+            };
             return Err(CliFailure::Other(LlmError::Cli {
                 message: format!(
                     "exit status {}, no JSON result: {}",
@@ -125,7 +137,11 @@ impl ClaudeCli {
         let is_error = v.get("is_error").and_then(Value::as_bool).unwrap_or(false);
         let subtype = v.get("subtype").and_then(Value::as_str).unwrap_or("");
         if is_error || !output.status.success() || (subtype != "success" && !subtype.is_empty()) {
-            let message = if result_text.is_empty() { subtype } else { &result_text };
+            let message = if result_text.is_empty() {
+                subtype
+            } else {
+                &result_text
+            };
             return Err(CliFailure::Other(LlmError::Cli {
                 message: format!("{message} (exit status {})", output.status),
             }));
@@ -139,7 +155,11 @@ impl ClaudeCli {
             .or_else(|| Some(session.id().to_string()));
         Ok(Completion {
             text: result_text,
-            model: if self.model.is_empty() { "claude-code".into() } else { self.model.clone() },
+            model: if self.model.is_empty() {
+                "claude-code".into()
+            } else {
+                self.model.clone()
+            },
             stop_reason: Some(subtype.to_string()).filter(|s| !s.is_empty()),
             usage: Usage {
                 input_tokens: n("input_tokens"),

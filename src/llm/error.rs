@@ -46,7 +46,9 @@ impl LlmError {
     /// Whether asking again may help.
     pub fn is_retryable(&self) -> bool {
         match self {
-            LlmError::Connect { .. } | LlmError::Timeout { .. } | LlmError::Transient { .. } => true,
+            LlmError::Connect { .. } | LlmError::Timeout { .. } | LlmError::Transient { .. } => {
+                true
+            }
             LlmError::Stream { retryable, .. } => *retryable,
             _ => false,
         }

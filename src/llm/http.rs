@@ -61,17 +61,17 @@ pub fn status_error(
     body: &str,
 ) -> LlmError {
     let json: Option<serde_json::Value> = serde_json::from_str(body).ok();
-    let message = json
-        .as_ref()
-        .and_then(provider_message)
-        .unwrap_or_else(|| {
-            let t = body.trim();
-            if t.is_empty() {
-                status.canonical_reason().unwrap_or("no message").to_string()
-            } else {
-                t.chars().take(300).collect()
-            }
-        });
+    let message = json.as_ref().and_then(provider_message).unwrap_or_else(|| {
+        let t = body.trim();
+        if t.is_empty() {
+            status
+                .canonical_reason()
+                .unwrap_or("no message")
+                .to_string()
+        } else {
+            t.chars().take(300).collect()
+        }
+    });
     let spend_limit = json
         .as_ref()
         .and_then(|j| j.pointer("/error/details/error_code"))
@@ -140,11 +140,21 @@ mod tests {
     fn statuses_are_classified_as_the_sdks_do() {
         let body = r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
         for code in [408, 409, 429, 500, 504, 529] {
-            let e = status_error("anthropic", StatusCode::from_u16(code).unwrap(), &HeaderMap::new(), body);
+            let e = status_error(
+                "anthropic",
+                StatusCode::from_u16(code).unwrap(),
+                &HeaderMap::new(),
+                body,
+            );
             assert!(e.is_retryable(), "{code}");
         }
         for code in [400, 401, 402, 403, 404, 413] {
-            let e = status_error("anthropic", StatusCode::from_u16(code).unwrap(), &HeaderMap::new(), body);
+            let e = status_error(
+                "anthropic",
+                StatusCode::from_u16(code).unwrap(),
+                &HeaderMap::new(),
+                body,
+            );
             assert!(!e.is_retryable(), "{code}");
             assert!(e.to_string().contains("Overloaded"), "{e}");
         }
@@ -153,30 +163,63 @@ mod tests {
     #[test]
     fn the_spend_limit_is_not_retried() {
         let body = r#"{"type":"error","error":{"type":"rate_limit_error","message":"limit","details":{"error_code":"enforced_spend_limit_reached"}}}"#;
-        let e = status_error("anthropic", StatusCode::TOO_MANY_REQUESTS, &HeaderMap::new(), body);
+        let e = status_error(
+            "anthropic",
+            StatusCode::TOO_MANY_REQUESTS,
+            &HeaderMap::new(),
+            body,
+        );
         assert!(!e.is_retryable());
     }
 
     #[test]
     fn x_should_retry_overrides_the_status() {
-        let e = status_error("anthropic", StatusCode::BAD_REQUEST, &headers(&[("x-should-retry", "true")]), "{}");
+        let e = status_error(
+            "anthropic",
+            StatusCode::BAD_REQUEST,
+            &headers(&[("x-should-retry", "true")]),
+            "{}",
+        );
         assert!(e.is_retryable());
-        let e = status_error("anthropic", StatusCode::SERVICE_UNAVAILABLE, &headers(&[("x-should-retry", "false")]), "{}");
+        let e = status_error(
+            "anthropic",
+            StatusCode::SERVICE_UNAVAILABLE,
+            &headers(&[("x-should-retry", "false")]),
+            "{}",
+        );
         assert!(!e.is_retryable());
     }
 
     #[test]
     fn retry_after_headers() {
-        assert_eq!(retry_after(&headers(&[("retry-after-ms", "250")])), Some(Duration::from_millis(250)));
-        assert_eq!(retry_after(&headers(&[("retry-after", "2")])), Some(Duration::from_secs(2)));
-        assert_eq!(retry_after(&headers(&[("retry-after", "Wed, 21 Oct 2015 07:28:00 GMT")])), None);
+        assert_eq!(
+            retry_after(&headers(&[("retry-after-ms", "250")])),
+            Some(Duration::from_millis(250))
+        );
+        assert_eq!(
+            retry_after(&headers(&[("retry-after", "2")])),
+            Some(Duration::from_secs(2))
+        );
+        assert_eq!(
+            retry_after(&headers(&[(
+                "retry-after",
+                "Wed, 21 Oct 2015 07:28:00 GMT"
+            )])),
+            None
+        );
     }
 
     #[test]
     fn messages_from_every_error_shape() {
         let m = |s: &str| provider_message(&serde_json::from_str(s).unwrap());
-        assert_eq!(m(r#"{"error":{"message":"a","type":"x","code":null}}"#).as_deref(), Some("a"));
-        assert_eq!(m(r#"{"object":"error","message":"b","code":400}"#).as_deref(), Some("b"));
+        assert_eq!(
+            m(r#"{"error":{"message":"a","type":"x","code":null}}"#).as_deref(),
+            Some("a")
+        );
+        assert_eq!(
+            m(r#"{"object":"error","message":"b","code":400}"#).as_deref(),
+            Some("b")
+        );
         assert_eq!(m(r#"{"error":"c"}"#).as_deref(), Some("c"));
     }
 

@@ -53,14 +53,18 @@ impl OpenAi {
         if let Some(k) = key {
             req = req.bearer_auth(k.expose());
         }
-        let resp = req.send().await.map_err(|e| http::send_error(NAME, e, timeout))?;
+        let resp = req
+            .send()
+            .await
+            .map_err(|e| http::send_error(NAME, e, timeout))?;
         let status = resp.status();
         let headers = resp.headers().clone();
         let text = resp.text().await.unwrap_or_default();
         if !status.is_success() {
             return Err(http::status_error(NAME, status, &headers, &text));
         }
-        let v: Value = serde_json::from_str(&text).map_err(|e| bad(format!("model list is not JSON ({e})")))?;
+        let v: Value = serde_json::from_str(&text)
+            .map_err(|e| bad(format!("model list is not JSON ({e})")))?;
         v.get("data")
             .and_then(Value::as_array)
             .and_then(|d| d.first())
@@ -70,7 +74,11 @@ impl OpenAi {
             .ok_or_else(|| bad("the server lists no models; set [llm] model"))
     }
 
-    async fn call(&self, req: ChatRequest<'_>, deltas: Option<&Deltas>) -> Result<Completion, LlmError> {
+    async fn call(
+        &self,
+        req: ChatRequest<'_>,
+        deltas: Option<&Deltas>,
+    ) -> Result<Completion, LlmError> {
         let body = request_body(&self.model, req.prompt, req.max_tokens, self.stream);
         let mut builder = self
             .client
@@ -206,7 +214,8 @@ fn usage(u: &Value) -> Usage {
 
 /// An error object inside a 200 body or stream chunk.
 fn embedded_error(v: &Value) -> Option<LlmError> {
-    let is_error = v.get("error").is_some() || v.get("object").and_then(Value::as_str) == Some("error");
+    let is_error =
+        v.get("error").is_some() || v.get("object").and_then(Value::as_str) == Some("error");
     is_error.then(|| LlmError::Stream {
         provider: NAME,
         message: http::provider_message(v).unwrap_or_else(|| v.to_string()),
@@ -262,7 +271,8 @@ impl StreamState {
         if data.is_empty() {
             return Ok(false);
         }
-        let v: Value = serde_json::from_str(data).map_err(|e| bad(format!("stream chunk is not JSON ({e})")))?;
+        let v: Value = serde_json::from_str(data)
+            .map_err(|e| bad(format!("stream chunk is not JSON ({e})")))?;
         if let Some(e) = embedded_error(&v) {
             return Err(e);
         }
@@ -279,7 +289,11 @@ impl StreamState {
                     let _ = tx.send(t.to_string());
                 }
             }
-            if let Some(r) = choice.get("finish_reason").and_then(Value::as_str).filter(|r| !r.is_empty()) {
+            if let Some(r) = choice
+                .get("finish_reason")
+                .and_then(Value::as_str)
+                .filter(|r| !r.is_empty())
+            {
                 self.stop_reason = Some(r.to_string());
             }
         }
@@ -308,7 +322,10 @@ mod tests {
             "llama",
         )
         .unwrap();
-        assert_eq!((c.text.as_str(), c.model.as_str(), c.stop_reason), ("hi", "llama", None));
+        assert_eq!(
+            (c.text.as_str(), c.model.as_str(), c.stop_reason),
+            ("hi", "llama", None)
+        );
         let c = parse_completion(
             r#"{"object":"chat.completion","model":"gpt","choices":[{"message":{"content":null},"finish_reason":"length"}],
                "usage":{"prompt_tokens":9,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":4}}}"#,

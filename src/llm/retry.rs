@@ -59,7 +59,10 @@ mod tests {
         for attempt in 0..10 {
             let want = (0.5 * 2f64.powi(attempt)).min(8.0);
             let got = backoff(attempt as u32, &transient(None)).as_secs_f64();
-            assert!(got <= want && got >= want * 0.75, "attempt {attempt}: {got}");
+            assert!(
+                got <= want && got >= want * 0.75,
+                "attempt {attempt}: {got}"
+            );
         }
     }
 

@@ -62,11 +62,16 @@ pub struct Selected {
     pub reason: &'static str,
 }
 
-pub async fn select(cfg: &LlmConfig, home: &Path, env: &Environment) -> Result<Selected, SelectError> {
+pub async fn select(
+    cfg: &LlmConfig,
+    home: &Path,
+    env: &Environment,
+) -> Result<Selected, SelectError> {
     let timeout = Duration::from_secs(cfg.timeout_secs);
     let anthropic = |key: Secret| -> Result<Arc<dyn Provider>, SelectError> {
         Ok(Arc::new(
-            Anthropic::new(&cfg.base_url, key, &cfg.model, cfg.stream, timeout).map_err(SelectError::Build)?,
+            Anthropic::new(&cfg.base_url, key, &cfg.model, cfg.stream, timeout)
+                .map_err(SelectError::Build)?,
         ))
     };
     let claude = |exe: PathBuf| -> Arc<dyn Provider> {
@@ -79,7 +84,10 @@ pub async fn select(cfg: &LlmConfig, home: &Path, env: &Environment) -> Result<S
     };
     match cfg.provider {
         ProviderKind::Anthropic => {
-            let key = env.anthropic_key.clone().ok_or(SelectError::MissingAnthropicKey)?;
+            let key = env
+                .anthropic_key
+                .clone()
+                .ok_or(SelectError::MissingAnthropicKey)?;
             Ok(Selected {
                 provider: anthropic(key)?,
                 reason: "[llm] provider = \"anthropic\"",
@@ -106,14 +114,20 @@ pub async fn select(cfg: &LlmConfig, home: &Path, env: &Environment) -> Result<S
             }
             if env.openai_key.is_some() || !cfg.base_url.is_empty() {
                 return Ok(Selected {
-                    provider: openai_provider(cfg, &cfg.base_url, env.openai_key.clone(), timeout).await?,
+                    provider: openai_provider(cfg, &cfg.base_url, env.openai_key.clone(), timeout)
+                        .await?,
                     reason: "auto: OPENAI_API_KEY or [llm] base_url is set",
                 });
             }
             let probe = Duration::from_millis(500);
             if let Ok(model) = OpenAi::first_model(&env.ollama_url, None, probe).await {
-                let model = if cfg.model.is_empty() { model } else { cfg.model.clone() };
-                let p = OpenAi::new(&env.ollama_url, None, &model, cfg.stream, timeout).map_err(SelectError::Build)?;
+                let model = if cfg.model.is_empty() {
+                    model
+                } else {
+                    cfg.model.clone()
+                };
+                let p = OpenAi::new(&env.ollama_url, None, &model, cfg.stream, timeout)
+                    .map_err(SelectError::Build)?;
                 return Ok(Selected {
                     provider: Arc::new(p),
                     reason: "auto: a local Ollama answered",

@@ -38,11 +38,12 @@ mod tests {
 
     #[test]
     fn migrations_are_numbered_files_in_order() {
-        let mut names: Vec<String> = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations"))
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .filter(|n| n.ends_with(".sql"))
-            .collect();
+        let mut names: Vec<String> =
+            std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations"))
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|n| n.ends_with(".sql"))
+                .collect();
         names.sort();
         assert_eq!(names.len(), MIGRATIONS.len(), "every file is embedded");
         for (i, name) in names.iter().enumerate() {
@@ -64,7 +65,9 @@ mod tests {
         assert!(msg.contains("newer than this anima"), "{msg}");
         assert!(msg.contains(&path.display().to_string()), "{msg}");
         let conn = Connection::open(&path).unwrap();
-        let v: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+        let v: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
         assert_eq!(v, SCHEMA_VERSION + 1);
     }
 
@@ -75,6 +78,9 @@ mod tests {
         drop(crate::memory::Store::open(&path).unwrap());
         let store = crate::memory::Store::open(&path).unwrap();
         assert_eq!(store.interactions().unwrap(), 0);
-        assert_eq!(crate::memory::Store::inspect(&path).unwrap(), SCHEMA_VERSION);
+        assert_eq!(
+            crate::memory::Store::inspect(&path).unwrap(),
+            SCHEMA_VERSION
+        );
     }
 }

@@ -86,11 +86,7 @@ impl ModelRepo {
         index.add_path(Path::new(&rel)).map_err(|e| self.error(e))?;
         index.write().map_err(|e| self.error(e))?;
         let tree_id = index.write_tree().map_err(|e| self.error(e))?;
-        let parent = self
-            .repo
-            .head()
-            .ok()
-            .and_then(|h| h.peel_to_commit().ok());
+        let parent = self.repo.head().ok().and_then(|h| h.peel_to_commit().ok());
         if let Some(p) = &parent {
             if p.tree_id() == tree_id {
                 return Ok(None);
@@ -161,11 +157,20 @@ mod tests {
     fn each_change_is_one_commit_with_the_note_as_message() {
         let dir = tempfile::tempdir().unwrap();
         let repo = ModelRepo::open_or_init(&dir.path().join("memory")).unwrap();
-        repo.commit_model("tom", "# Tom\nv1", "First impression.").unwrap().unwrap();
-        repo.commit_model("ada", "# Ada\n", "Met Ada.").unwrap().unwrap();
+        repo.commit_model("tom", "# Tom\nv1", "First impression.")
+            .unwrap()
+            .unwrap();
+        repo.commit_model("ada", "# Ada\n", "Met Ada.")
+            .unwrap()
+            .unwrap();
         let hostile = "$(rm -rf ~); `reboot` \"quoted\"\n\nsecond paragraph";
-        repo.commit_model("tom", "# Tom\nv2", hostile).unwrap().unwrap();
-        assert!(repo.commit_model("tom", "# Tom\nv2", "same again").unwrap().is_none());
+        repo.commit_model("tom", "# Tom\nv2", hostile)
+            .unwrap()
+            .unwrap();
+        assert!(repo
+            .commit_model("tom", "# Tom\nv2", "same again")
+            .unwrap()
+            .is_none());
 
         let log = repo.log("tom").unwrap();
         let messages: Vec<&str> = log.iter().map(|r| r.message.as_str()).collect();

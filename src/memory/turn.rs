@@ -3,7 +3,9 @@
 
 use rusqlite::{Connection, OptionalExtension};
 
-use super::{now_ms, soul_state, users, working, Entry, NewEntry, SoulState, Store, StoreError, UserRecord};
+use super::{
+    now_ms, soul_state, users, working, Entry, NewEntry, SoulState, Store, StoreError, UserRecord,
+};
 
 /// What a turn needs to know before the prompt is built.
 #[derive(Debug, Clone)]
@@ -201,7 +203,12 @@ fn upsert_user(
         "INSERT INTO users (user_id, display_name, slug, updated_at) VALUES (?1, ?2, ?3, ?4)
          ON CONFLICT (user_id) DO UPDATE SET display_name = excluded.display_name",
     )?
-    .execute((user_id, display_name, unique_slug(conn, display_name, user_id)?, now))?;
+    .execute((
+        user_id,
+        display_name,
+        unique_slug(conn, display_name, user_id)?,
+        now,
+    ))?;
     Ok(())
 }
 
@@ -295,7 +302,11 @@ mod tests {
         assert!(s.commit_turn(&rec).is_err());
         assert_eq!(s.interactions().unwrap(), 0);
         assert_eq!(s.soul_state().unwrap().get("emotionalState"), "neutral");
-        assert_eq!(s.thread_entries("t1").unwrap().len(), 1, "only the user message");
+        assert_eq!(
+            s.thread_entries("t1").unwrap().len(),
+            1,
+            "only the user message"
+        );
     }
 
     #[test]
@@ -310,7 +321,12 @@ mod tests {
         rec.interaction = 2;
         let u = s.commit_turn(&rec).unwrap().unwrap();
         assert_eq!(u.model.as_deref(), Some("# Tom\nmore\n"));
-        let notes: Vec<String> = s.model_history("U1").unwrap().into_iter().map(|h| h.1).collect();
+        let notes: Vec<String> = s
+            .model_history("U1")
+            .unwrap()
+            .into_iter()
+            .map(|h| h.1)
+            .collect();
         assert_eq!(notes, vec!["First impression.", "Learned more."]);
         assert_eq!(s.unexported_models().unwrap().len(), 1);
         s.mark_exported("U1", 2).unwrap();
@@ -326,7 +342,10 @@ mod tests {
         assert_eq!(s.user("U2").unwrap().unwrap().slug, "sam-u2");
         s.record_user_message("t1", "U1", "Samuel", "c").unwrap();
         let u1 = s.user("U1").unwrap().unwrap();
-        assert_eq!((u1.display_name.as_str(), u1.slug.as_str()), ("Samuel", "sam"));
+        assert_eq!(
+            (u1.display_name.as_str(), u1.slug.as_str()),
+            ("Samuel", "sam")
+        );
     }
 
     #[test]
@@ -339,6 +358,10 @@ mod tests {
         let mut rec = record("t1", 1);
         rec.whisper_id = Some(id);
         s.commit_turn(&rec).unwrap();
-        assert!(s.load_turn("t1", "U1", "Tom", 20).unwrap().whisper.is_none());
+        assert!(s
+            .load_turn("t1", "U1", "Tom", 20)
+            .unwrap()
+            .whisper
+            .is_none());
     }
 }

@@ -89,7 +89,8 @@ impl UserRecord {
     }
 }
 
-const COLUMNS: &str = "user_id, display_name, slug, turns, injected_at_turn, model, model_version, exported_version";
+const COLUMNS: &str =
+    "user_id, display_name, slug, turns, injected_at_turn, model, model_version, exported_version";
 
 fn from_row(r: &Row) -> rusqlite::Result<UserRecord> {
     Ok(UserRecord {

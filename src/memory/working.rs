@@ -157,7 +157,11 @@ fn from_row(r: &Row) -> rusqlite::Result<Entry> {
 }
 
 /// The last `limit` entries of a thread, oldest first.
-pub(super) fn recent(conn: &Connection, thread: &str, limit: u32) -> Result<Vec<Entry>, StoreError> {
+pub(super) fn recent(
+    conn: &Connection,
+    thread: &str,
+    limit: u32,
+) -> Result<Vec<Entry>, StoreError> {
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT {COLUMNS} FROM (SELECT * FROM working_memory WHERE thread = ?1 ORDER BY id DESC LIMIT ?2) ORDER BY id"
     ))?;

@@ -6,9 +6,9 @@
 //! steps were requested (the engine decides what to act on) and does no I/O.
 
 mod scan;
-mod text;
 #[cfg(test)]
 mod tests;
+mod text;
 
 use scan::{Element, Tag};
 use serde::Serialize;
@@ -165,7 +165,10 @@ fn is_echo(e: &Element) -> bool {
         return true;
     }
     let content = e.content.trim();
-    !content.is_empty() && EXAMPLE_TEXTS.iter().any(|x| content.eq_ignore_ascii_case(x))
+    !content.is_empty()
+        && EXAMPLE_TEXTS
+            .iter()
+            .any(|x| content.eq_ignore_ascii_case(x))
 }
 
 /// Writes a cognition back as tagged text, in the instructions' shape. Parsing the result

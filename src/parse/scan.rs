@@ -51,6 +51,8 @@ fn normalise(name: &str) -> String {
         .collect()
 }
 
+type Attrs = Vec<(String, String)>;
+
 /// One element found in the text. `content` is raw: entities and CDATA are not yet decoded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Element<'a> {
@@ -89,7 +91,8 @@ enum Token {
 
 pub fn scan(text: &str) -> Scan<'_> {
     let mut out = Scan::default();
-    let mut open: Option<(Tag, Vec<(String, String)>, usize)> = None;
+    // The element being read: its tag, attributes and where its content starts.
+    let mut open: Option<(Tag, Attrs, usize)> = None;
     // Start of the text not yet assigned to an element or to `outside`.
     let mut seg = 0;
     let mut i = 0;
@@ -304,17 +307,17 @@ mod tests {
     fn unknown_tags_and_slack_markup_are_text() {
         let s = scan("see <@U123> and <https://x.test|x>, a < b, <b>bold</b>");
         assert!(s.elements.is_empty());
-        assert_eq!(s.outside, "see <@U123> and <https://x.test|x>, a < b, <b>bold</b>");
+        assert_eq!(
+            s.outside,
+            "see <@U123> and <https://x.test|x>, a < b, <b>bold</b>"
+        );
     }
 
     #[test]
     fn an_open_element_closes_at_the_next_known_tag() {
         assert_eq!(
             tags("<internal_monologue>hmm<external_dialogue>hi</external_dialogue>"),
-            vec![
-                (Tag::Monologue, "hmm".into()),
-                (Tag::Dialogue, "hi".into())
-            ]
+            vec![(Tag::Monologue, "hmm".into()), (Tag::Dialogue, "hi".into())]
         );
     }
 

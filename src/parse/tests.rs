@@ -57,10 +57,12 @@ fn m03_closing_tag_eaten_by_a_stop_sequence() {
 
 #[test]
 fn m04_missing_opening_tag() {
-    let c = p("I should be brief.</internal_monologue>\n<external_dialogue>Yes.</external_dialogue>");
+    let c =
+        p("I should be brief.</internal_monologue>\n<external_dialogue>Yes.</external_dialogue>");
     assert_eq!(c.monologue.unwrap().text, "I should be brief.");
     assert_eq!(c.reply, "Yes.");
-    let c = p("<internal_monologue>brief</internal_monologue>\nYes, it works.\n</external_dialogue>");
+    let c =
+        p("<internal_monologue>brief</internal_monologue>\nYes, it works.\n</external_dialogue>");
     assert_eq!(c.reply, "Yes, it works.");
     assert_eq!(c.reply_source, ReplySource::Dialogue);
 }
@@ -69,7 +71,9 @@ fn m04_missing_opening_tag() {
 fn m05_tags_inside_xml_fences() {
     let c = p("```xml\n<internal_monologue>x</internal_monologue>\n<external_dialogue>Fenced hello</external_dialogue>\n```");
     assert_eq!(c.reply, "Fenced hello");
-    let c = p("Here you go:\n```xml\n<external_dialogue>Inner</external_dialogue>\n```\nHope that helps");
+    let c = p(
+        "Here you go:\n```xml\n<external_dialogue>Inner</external_dialogue>\n```\nHope that helps",
+    );
     assert_eq!(c.reply, "Inner");
     let c = p("```\nplain words, no tags\n```");
     assert_eq!(c.reply, "plain words, no tags");
@@ -77,7 +81,9 @@ fn m05_tags_inside_xml_fences() {
 
 #[test]
 fn m06_prose_around_the_tags_or_no_tags_at_all() {
-    let c = p("Sure! Here's my answer.\n<external_dialogue>The answer.</external_dialogue>\nLet me know.");
+    let c = p(
+        "Sure! Here's my answer.\n<external_dialogue>The answer.</external_dialogue>\nLet me know.",
+    );
     assert_eq!(c.reply, "The answer.");
     let c = p("Just a plain answer with no tags.");
     assert_eq!(c.reply, "Just a plain answer with no tags.");
@@ -105,7 +111,9 @@ fn m08_duplicated_tags_and_echoed_examples() {
     assert_eq!(c.reply, "Real one");
     let c = p("<user_model_check>true or false</user_model_check><user_model_check>true</user_model_check><user_model_check>false</user_model_check>");
     assert_eq!(c.user_model_check, Some(false), "the last check wins");
-    let c = p("<internal_monologue verb=\"VERB\">your private reasoning</internal_monologue>Only prose.");
+    let c = p(
+        "<internal_monologue verb=\"VERB\">your private reasoning</internal_monologue>Only prose.",
+    );
     assert_eq!(c.monologue, None);
 }
 
@@ -114,7 +122,8 @@ fn m09_nested_or_overlapping_tags() {
     let c = p("<external_dialogue>Hi <internal_monologue>secret</internal_monologue> there</external_dialogue>");
     assert_eq!(c.reply, "Hi");
     assert_eq!(c.monologue.unwrap().text, "secret");
-    let c = p("<internal_monologue>a<external_dialogue>b</internal_monologue>c</external_dialogue>");
+    let c =
+        p("<internal_monologue>a<external_dialogue>b</internal_monologue>c</external_dialogue>");
     assert_eq!(c.monologue.unwrap().text, "a");
     assert!(!c.reply.contains('<'));
 }
@@ -215,7 +224,9 @@ fn m17_empty_content() {
     assert_eq!(c.dialogue, None);
     let c = p("");
     assert_eq!(c.reply_source, ReplySource::Apology);
-    let c = p("<external_dialogue>  </external_dialogue><external_dialogue>second</external_dialogue>");
+    let c = p(
+        "<external_dialogue>  </external_dialogue><external_dialogue>second</external_dialogue>",
+    );
     assert_eq!(c.reply, "second");
 }
 
@@ -229,8 +240,14 @@ fn updates_and_mental_queries() {
             answer: Some(true)
         }]
     );
-    assert_eq!(c.user_model_update.as_deref(), Some("# Tom\n\n## Persona\nScholar."));
-    assert_eq!(c.model_change_note.as_deref(), Some("Learned he is a scholar."));
+    assert_eq!(
+        c.user_model_update.as_deref(),
+        Some("# Tom\n\n## Persona\nScholar.")
+    );
+    assert_eq!(
+        c.model_change_note.as_deref(),
+        Some("Learned he is a scholar.")
+    );
     assert_eq!(
         c.soul_state_update,
         vec![
@@ -243,7 +260,10 @@ fn updates_and_mental_queries() {
 #[test]
 fn the_reply_is_cut_to_the_limit() {
     let long = "word ".repeat(1000);
-    let c = parse_response(&format!("<external_dialogue>{long}</external_dialogue>"), 100);
+    let c = parse_response(
+        &format!("<external_dialogue>{long}</external_dialogue>"),
+        100,
+    );
     assert_eq!(c.reply.chars().count(), 100);
     assert!(c.reply.ends_with('…'));
 }

@@ -50,10 +50,15 @@ pub fn strip_reasoning(text: &str) -> String {
 }
 
 fn next_cognitive_tag(lower: &str, from: usize) -> Option<usize> {
-    ["<internal_monologue", "<external_dialog", "<internal-monologue", "<external-dialog"]
-        .iter()
-        .filter_map(|t| lower[from..].find(t).map(|p| from + p))
-        .min()
+    [
+        "<internal_monologue",
+        "<external_dialog",
+        "<internal-monologue",
+        "<external-dialog",
+    ]
+    .iter()
+    .filter_map(|t| lower[from..].find(t).map(|p| from + p))
+    .min()
 }
 
 /// Unwraps a ``` fence (with or without a language) that wraps the whole answer.
@@ -151,7 +156,9 @@ fn resolve_entity(name: &str) -> Option<String> {
             Some(hex) => u32::from_str_radix(hex, 16).ok()?,
             None => num.parse().ok()?,
         };
-        return char::from_u32(code).filter(|c| *c != '\0').map(String::from);
+        return char::from_u32(code)
+            .filter(|c| *c != '\0')
+            .map(String::from);
     }
     quick_xml::escape::resolve_predefined_entity(name)
         .or_else(|| quick_xml::escape::resolve_html5_entity(name))
@@ -271,15 +278,23 @@ mod tests {
 
     #[test]
     fn entities_decode_and_unknown_ones_stay() {
-        assert_eq!(decode_entities("a &lt; b &amp;&amp; c &gt; d"), "a < b && c > d");
+        assert_eq!(
+            decode_entities("a &lt; b &amp;&amp; c &gt; d"),
+            "a < b && c > d"
+        );
         assert_eq!(decode_entities("&#39;hi&#x27; &quot;x&quot;"), "'hi' \"x\"");
-        assert_eq!(decode_entities("fish & chips &bogus; &"), "fish & chips &bogus; &");
+        assert_eq!(
+            decode_entities("fish & chips &bogus; &"),
+            "fish & chips &bogus; &"
+        );
         assert_eq!(decode_entities("caf&eacute;&nbsp;!"), "café\u{a0}!");
     }
 
     #[test]
     fn booleans_in_every_spelling() {
-        for t in ["true", "True", "TRUE", "yes", "\"true\"", "true.", "**true**", " true\n"] {
+        for t in [
+            "true", "True", "TRUE", "yes", "\"true\"", "true.", "**true**", " true\n",
+        ] {
             assert_eq!(parse_bool(t), Some(true), "{t}");
         }
         for t in ["false", "No", "'false'", "false."] {
@@ -295,7 +310,10 @@ mod tests {
         assert_eq!(strip_speaker_prefix("Wren Ashby explained: hello"), "hello");
         assert_eq!(strip_speaker_prefix("Wren pointed out: hello"), "hello");
         assert_eq!(strip_speaker_prefix("Note: this stays"), "Note: this stays");
-        assert_eq!(strip_speaker_prefix("the time is 10:30"), "the time is 10:30");
+        assert_eq!(
+            strip_speaker_prefix("the time is 10:30"),
+            "the time is 10:30"
+        );
     }
 
     #[test]
@@ -307,7 +325,8 @@ mod tests {
 
     #[test]
     fn key_value_lines() {
-        let kv = parse_key_values("- emotionalState: engaged\n**currentTopic**: \"Rust\"\nnot a pair\n");
+        let kv =
+            parse_key_values("- emotionalState: engaged\n**currentTopic**: \"Rust\"\nnot a pair\n");
         assert_eq!(
             kv,
             vec![

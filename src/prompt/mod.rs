@@ -147,7 +147,11 @@ fn history(entries: &[Entry]) -> Vec<HistoryMessage> {
                     .unwrap_or("user");
                 (
                     Role::User,
-                    format!("{}: {}", fence::neutralise(name), fence::neutralise(&e.content)),
+                    format!(
+                        "{}: {}",
+                        fence::neutralise(name),
+                        fence::neutralise(&e.content)
+                    ),
                 )
             }
             EntryType::ExternalDialog => (Role::Assistant, e.content.clone()),

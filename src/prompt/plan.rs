@@ -3,8 +3,8 @@
 //! Pure functions of the turn's context; the rules are those of INTERFACE.md ("Counting",
 //! "Steps honoured"). No I/O.
 
-use crate::memory::{Entry, EntryType, UserRecord};
 use crate::memory::working::USER_MODEL_CHECK;
+use crate::memory::{Entry, EntryType, UserRecord};
 use crate::steps::Step;
 
 /// What this turn will ask of the model.
@@ -135,7 +135,9 @@ mod tests {
     #[test]
     fn soul_state_steps_come_every_third_interaction() {
         let asked: Vec<u64> = (1..=9)
-            .filter(|n| plan(&MAIN, *n, 1, &[], &user(1, Some(1)), GATES).requests(Step::SoulStateCheck))
+            .filter(|n| {
+                plan(&MAIN, *n, 1, &[], &user(1, Some(1)), GATES).requests(Step::SoulStateCheck)
+            })
             .collect();
         assert_eq!(asked, vec![3, 6, 9]);
         let p = plan(&MAIN, 6, 1, &[], &user(1, Some(1)), GATES);
@@ -154,8 +156,14 @@ mod tests {
         let u = user(2, Some(1));
         let p = plan(&MAIN, 3, 1, &[check(false)], &u, GATES);
         assert!(!p.inject_user_model);
-        assert!(p.requests(Step::UserModelCheck), "the check is always asked");
-        assert!(!p.requests(Step::UserModelUpdate), "no update without the model in view");
+        assert!(
+            p.requests(Step::UserModelCheck),
+            "the check is always asked"
+        );
+        assert!(
+            !p.requests(Step::UserModelUpdate),
+            "no update without the model in view"
+        );
         let p = plan(&MAIN, 3, 1, &[check(false), check(true)], &u, GATES);
         assert!(p.inject_user_model);
         let p = plan(&MAIN, 3, 1, &[check(true), check(false)], &u, GATES);

@@ -1,0 +1,238 @@
+//! The binary's commands and exit codes: configuration errors, provider selection, `check`,
+//! and the Claude Code CLI transport (with a fake `claude`).
+
+mod support;
+
+use support::*;
+
+#[test]
+fn check_passes_on_a_fresh_home_and_creates_nothing() {
+    let home = Home::new("auto", "", "");
+    let r = home.run(&["check"], "");
+    assert_eq!(r.status, 0, "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("no problems found"));
+    assert!(!home.data().join("anima.db").exists());
+}
+
+#[test]
+fn a_broken_config_names_file_key_and_line() {
+    let home = Home::new("auto", "", "");
+    std::fs::write(
+        home.config(),
+        "[pipeline]\nmemory_window = 20\nsoul_state_interval = 0\n[llm]\nprovider = \"gpt\"\n",
+    )
+    .unwrap();
+    for args in [&["check"][..], &["chat"][..]] {
+        let r = home.run(args, "hi\n");
+        assert_eq!(r.status, 2, "{args:?}");
+        let all = format!("{}{}", r.stdout, r.stderr);
+        assert!(all.contains("anima.toml:5"), "{all}");
+        assert!(all.contains("gpt"), "{all}");
+        assert!(!all.contains("panicked"));
+    }
+    std::fs::write(home.config(), "[pipeline]\nsoul_state_interval = 0\n").unwrap();
+    let r = home.run(&["check"], "");
+    assert_eq!(r.status, 2);
+    assert!(
+        r.stdout
+            .contains("anima.toml:2: key `pipeline.soul_state_interval`: must be at least 1"),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
+fn an_unreadable_soul_names_its_path() {
+    let home = Home::new("anthropic", "http://127.0.0.1:9", "");
+    let cfg = std::fs::read_to_string(home.config()).unwrap();
+    let cfg = cfg.replace(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/soul"),
+        "/nonexistent/soul",
+    );
+    std::fs::write(home.config(), cfg).unwrap();
+    for args in [&["check"][..], &["chat"][..]] {
+        let r = home.run(args, "hi\n");
+        assert_eq!(r.status, 2);
+        let all = format!("{}{}", r.stdout, r.stderr);
+        assert!(all.contains("/nonexistent/soul/soul.md"), "{all}");
+    }
+}
+
+#[test]
+fn nothing_usable_prints_what_to_set_and_exits_2() {
+    let home = Home::new("auto", "", "");
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_anima"));
+    cmd.args(["--config", home.config().to_str().unwrap(), "chat"])
+        .env_clear()
+        .env("PATH", home.dir.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let r = run(cmd, "hi\n");
+    assert_eq!(r.status, 2);
+    for what in [
+        "ANTHROPIC_API_KEY",
+        "OPENAI_API_KEY",
+        "base_url",
+        "Ollama",
+        "claude",
+    ] {
+        assert!(r.stderr.contains(what), "{what}: {}", r.stderr);
+    }
+    assert_eq!(r.stderr.trim().lines().count(), 1, "one paragraph");
+    assert!(r.stdout.is_empty());
+}
+
+#[test]
+fn an_explicit_provider_without_its_key_is_a_usage_error() {
+    let home = Home::new("anthropic", "", "");
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_anima"));
+    cmd.args(["--config", home.config().to_str().unwrap(), "check"])
+        .env_clear()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .stdin(std::process::Stdio::piped());
+    let r = run(cmd, "");
+    assert_eq!(r.status, 2);
+    assert!(r.stdout.contains("ANTHROPIC_API_KEY"), "{}", r.stdout);
+}
+
+#[test]
+fn a_database_from_a_newer_anima_is_refused() {
+    let home = Home::new("anthropic", "http://127.0.0.1:9", "");
+    std::fs::create_dir_all(home.data()).unwrap();
+    let conn = rusqlite::Connection::open(home.data().join("anima.db")).unwrap();
+    conn.pragma_update(None, "user_version", 99).unwrap();
+    drop(conn);
+    let r = home.run(&["check"], "");
+    assert_eq!(r.status, 2);
+    assert!(r.stdout.contains("schema version 99"), "{}", r.stdout);
+    let r = home.run(&["chat"], "hi\n");
+    assert_eq!(r.status, 2);
+    assert!(r.stderr.contains("newer than this anima"), "{}", r.stderr);
+}
+
+#[test]
+fn the_config_flag_works_after_the_subcommand_and_via_the_environment() {
+    let home = Home::new("auto", "", "");
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_anima"));
+    cmd.args(["check", "--config", home.config().to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .stdin(std::process::Stdio::piped());
+    let r = run(cmd, "");
+    assert!(
+        r.stdout
+            .contains(&format!("{} is valid", home.config().display())),
+        "{}",
+        r.stdout
+    );
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_anima"));
+    cmd.arg("check")
+        .env("ANIMA_CONFIG", home.config())
+        .current_dir("/")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .stdin(std::process::Stdio::piped());
+    let r = run(cmd, "");
+    assert!(
+        r.stdout
+            .contains(&format!("{} is valid", home.config().display())),
+        "{}",
+        r.stdout
+    );
+}
+
+/// A fake `claude`: records its arguments and stdin per call, answers like `claude -p
+/// --output-format json`, and forgets sessions listed in `forgotten`.
+fn fake_claude(dir: &std::path::Path) -> std::path::PathBuf {
+    let path = dir.join("claude");
+    script(
+        &path,
+        r#"#!/bin/bash
+log="$(dirname "$0")/calls"
+n=$(( $(ls "$log" 2>/dev/null | wc -l) / 2 + 1 ))
+mkdir -p "$log"
+printf '%s\n' "$@" > "$log/$n.args"
+cat > "$log/$n.stdin"
+pwd >> "$log/$n.args"
+session=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --session-id|--resume) mode="$1"; session="$2"; shift ;;
+  esac
+  shift
+done
+if [ "$mode" = "--resume" ] && grep -qx "$session" "$(dirname "$0")/forgotten" 2>/dev/null; then
+  echo "No conversation found with session ID: $session" >&2
+  exit 1
+fi
+if grep -q "QUOTA" "$log/$n.stdin"; then
+  printf '{"type":"result","subtype":"success","is_error":true,"result":"Claude AI usage limit reached","session_id":"%s"}\n' "$session"
+  exit 1
+fi
+printf '{"type":"result","subtype":"success","is_error":false,"result":"<internal_monologue>cli %s</internal_monologue><external_dialogue verb=\\"said\\">Reply %s</external_dialogue>","session_id":"%s","total_cost_usd":0.01,"usage":{"input_tokens":5,"output_tokens":7,"cache_read_input_tokens":3},"num_turns":1,"duration_ms":12}\n' "$n" "$n" "$session"
+"#,
+    );
+    path
+}
+
+#[test]
+fn claude_cli_sessions_carry_the_soul_only_in_the_first_message() {
+    let bin = tempfile::tempdir().unwrap();
+    let claude = fake_claude(bin.path());
+    let home = Home::new(
+        "claude-cli",
+        "",
+        &format!("claude_cli_path = \"{}\"", claude.display()),
+    );
+    let r = home.run(&["chat", "--user", "Tom"], "first\nsecond\n");
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    assert_eq!(replies(&r.stdout), vec!["Reply 1", "Reply 2"]);
+
+    let calls = bin.path().join("calls");
+    let args1 = std::fs::read_to_string(calls.join("1.args")).unwrap();
+    let args2 = std::fs::read_to_string(calls.join("2.args")).unwrap();
+    let a1: Vec<&str> = args1.lines().collect();
+    let a2: Vec<&str> = args2.lines().collect();
+    assert_eq!(&a1[..4], ["-p", "--output-format", "json", "--session-id"]);
+    let session = a1[4];
+    assert!(uuid::Uuid::parse_str(session).is_ok(), "a UUID: {session}");
+    assert_eq!(
+        &a2[..5],
+        ["-p", "--output-format", "json", "--resume", session]
+    );
+    assert!(!args2.contains("--session-id"), "never both");
+    assert_eq!(a1.last(), a2.last(), "always the same working directory");
+
+    let stdin1 = std::fs::read_to_string(calls.join("1.stdin")).unwrap();
+    let stdin2 = std::fs::read_to_string(calls.join("2.stdin")).unwrap();
+    assert!(stdin1.starts_with("<soul>\n# Wren"));
+    assert!(
+        !stdin2.contains("<soul>"),
+        "the session already has the soul"
+    );
+    assert!(stdin2.contains("Tom: second"));
+    assert!(
+        !stdin2.contains("Tom: first"),
+        "no history: the CLI keeps it"
+    );
+
+    // The CLI forgets the session: a new one starts, with the soul again.
+    std::fs::write(bin.path().join("forgotten"), format!("{session}\n")).unwrap();
+    let r = home.run(&["chat", "--user", "Tom"], "third\n");
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    assert_eq!(replies(&r.stdout), vec!["Reply 4"]);
+    let args4 = std::fs::read_to_string(calls.join("4.args")).unwrap();
+    assert!(args4.contains("--session-id") && !args4.contains(session));
+    assert!(std::fs::read_to_string(calls.join("4.stdin"))
+        .unwrap()
+        .starts_with("<soul>"));
+    let stored = home.store().claude_session("terminal").unwrap().unwrap();
+    assert_ne!(stored, session);
+
+    // A quota error (is_error with subtype success, exit 1) is an error, not a reply.
+    let r = home.run(&["chat"], "QUOTA please\n");
+    assert_eq!(replies(&r.stdout), vec![anima::engine::PROVIDER_DOWN_REPLY]);
+    assert!(r.stderr.contains("usage limit"), "{}", r.stderr);
+}

@@ -1,0 +1,434 @@
+//! Test doubles: a fake model server speaking the Anthropic Messages and OpenAI chat
+//! completions formats (plain and SSE, scripted replies and failures, recorded requests), a
+//! fake `claude` executable, and helpers that run the real `anima` binary.
+#![allow(dead_code)]
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::Response;
+use axum::routing::{get, post};
+use axum::Router;
+use serde_json::{json, Value};
+
+/// One scripted answer.
+#[derive(Debug, Clone)]
+pub enum Script {
+    /// A well-formed answer with this text.
+    Reply(String),
+    /// The same text, streamed in these pieces (each piece is one or more SSE writes).
+    Stream(Vec<String>),
+    /// A status with headers and a body.
+    Status(u16, Vec<(&'static str, String)>, String),
+    /// HTTP 200, then an SSE error event (Anthropic) / error chunk (OpenAI).
+    StreamError,
+    /// HTTP 200, a few deltas, then the connection closes without the end marker.
+    StreamCutOff,
+    /// Never answers.
+    Hang,
+}
+
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    pub path: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Value,
+}
+
+impl Recorded {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The whole text the model was shown (system + messages), for assertions.
+    pub fn prompt_text(&self) -> String {
+        let mut out = String::new();
+        match &self.body["system"] {
+            Value::String(s) => out += s,
+            Value::Array(blocks) => {
+                for b in blocks {
+                    out += b["text"].as_str().unwrap_or("");
+                }
+            }
+            _ => {}
+        }
+        for m in self.body["messages"].as_array().into_iter().flatten() {
+            out += "\n";
+            out += m["content"].as_str().unwrap_or("");
+        }
+        out
+    }
+
+    /// The last message's content: this turn's sections.
+    pub fn turn_text(&self) -> String {
+        self.body["messages"]
+            .as_array()
+            .and_then(|m| m.last())
+            .and_then(|m| m["content"].as_str())
+            .unwrap_or("")
+            .to_string()
+    }
+}
+
+#[derive(Default)]
+struct Inner {
+    script: VecDeque<Script>,
+    recorded: Vec<Recorded>,
+}
+
+#[derive(Clone)]
+pub struct FakeModel {
+    pub addr: SocketAddr,
+    inner: Arc<Mutex<Inner>>,
+}
+
+pub const DEFAULT_REPLY: &str = "<internal_monologue verb=\"noted\">A plain turn.</internal_monologue>\n<external_dialogue verb=\"replied\">Default reply.</external_dialogue>\n<user_model_check>false</user_model_check>";
+
+impl FakeModel {
+    pub fn start() -> FakeModel {
+        let inner = Arc::new(Mutex::new(Inner::default()));
+        let state = inner.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let app = Router::new()
+                    .route("/v1/messages", post(anthropic))
+                    .route("/v1/chat/completions", post(openai))
+                    .route("/v1/models", get(models))
+                    .with_state(state);
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+                tx.send(listener.local_addr().unwrap()).unwrap();
+                axum::serve(listener, app).await.unwrap();
+            });
+        });
+        let addr = rx.recv().unwrap();
+        FakeModel { addr, inner }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn push(&self, s: Script) -> &Self {
+        self.inner.lock().unwrap().script.push_back(s);
+        self
+    }
+
+    pub fn reply(&self, text: &str) -> &Self {
+        self.push(Script::Reply(text.to_string()))
+    }
+
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.inner.lock().unwrap().recorded.clone()
+    }
+}
+
+fn take(state: &Arc<Mutex<Inner>>, path: &str, headers: &HeaderMap, body: &Bytes) -> Script {
+    let mut inner = state.lock().unwrap();
+    inner.recorded.push(Recorded {
+        path: path.to_string(),
+        headers: headers
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("").to_string()))
+            .collect(),
+        body: serde_json::from_slice(body).unwrap_or(Value::Null),
+    });
+    inner
+        .script
+        .pop_front()
+        .unwrap_or_else(|| Script::Reply(DEFAULT_REPLY.to_string()))
+}
+
+fn respond(status: u16, headers: &[(&str, String)], body: Body, content_type: &str) -> Response {
+    let mut b = Response::builder()
+        .status(status)
+        .header("content-type", content_type);
+    for (k, v) in headers {
+        b = b.header(*k, v);
+    }
+    b.body(body).unwrap()
+}
+
+fn sse(frames: Vec<String>) -> Body {
+    Body::from_stream(futures_util::stream::iter(
+        frames
+            .into_iter()
+            .map(|f| Ok::<_, Infallible>(Bytes::from(f))),
+    ))
+}
+
+/// Splits text into SSE writes at awkward places: every frame is also cut mid-way.
+fn split_writes(frames: Vec<String>) -> Vec<String> {
+    let mut out = Vec::new();
+    for f in frames {
+        let mid = f
+            .char_indices()
+            .nth(f.chars().count() / 2)
+            .map_or(0, |(i, _)| i);
+        out.push(f[..mid].to_string());
+        out.push(f[mid..].to_string());
+    }
+    out
+}
+
+async fn anthropic(
+    State(state): State<Arc<Mutex<Inner>>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let script = take(&state, "/v1/messages", &headers, &body);
+    let model = "claude-test";
+    match script {
+        Script::Reply(text) => {
+            let body = json!({
+                "id": "msg_01XFDUDYJgAACzvnptvVoYEL", "type": "message", "role": "assistant", "model": model,
+                "content": [{"type": "text", "text": text}],
+                "stop_reason": "end_turn", "stop_sequence": null,
+                "usage": {"input_tokens": 2095, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 1800, "output_tokens": 503}
+            });
+            // Real payloads are pretty-printed; the client must not care.
+            respond(
+                200,
+                &[],
+                Body::from(serde_json::to_string_pretty(&body).unwrap()),
+                "application/json",
+            )
+        }
+        Script::Stream(pieces) => {
+            let mut frames = vec![
+                format!(
+                    "event: message_start\ndata: {}\n\n",
+                    json!({"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","content":[],"model":model,"stop_reason":null,"usage":{"input_tokens":25,"cache_read_input_tokens":10,"output_tokens":1}}})
+                ),
+                format!(
+                    "event: content_block_start\ndata: {}\n\n",
+                    json!({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}})
+                ),
+                "event: ping\ndata: {\"type\": \"ping\"}\n\n".to_string(),
+            ];
+            for p in pieces {
+                frames.push(format!("event: content_block_delta\ndata: {}\n\n", json!({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":p}})));
+            }
+            frames.push(format!(
+                "event: content_block_stop\ndata: {}\n\n",
+                json!({"type":"content_block_stop","index":0})
+            ));
+            frames.push(format!("event: message_delta\ndata: {}\n\n", json!({"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":15}})));
+            frames.push("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n".to_string());
+            respond(200, &[], sse(split_writes(frames)), "text/event-stream")
+        }
+        Script::Status(code, headers, body) => {
+            respond(code, &headers, Body::from(body), "application/json")
+        }
+        Script::StreamError => {
+            let frames = vec![
+                format!(
+                    "event: message_start\ndata: {}\n\n",
+                    json!({"type":"message_start","message":{"id":"m","model":model,"usage":{"input_tokens":1}}})
+                ),
+                format!(
+                    "event: error\ndata: {}\n\n",
+                    json!({"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}})
+                ),
+            ];
+            respond(200, &[], sse(frames), "text/event-stream")
+        }
+        Script::StreamCutOff => {
+            let frames = vec![
+                format!(
+                    "event: message_start\ndata: {}\n\n",
+                    json!({"type":"message_start","message":{"id":"m","model":model,"usage":{"input_tokens":1}}})
+                ),
+                format!(
+                    "event: content_block_delta\ndata: {}\n\n",
+                    json!({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"<external_dialogue>Half an ans"}})
+                ),
+            ];
+            respond(200, &[], sse(frames), "text/event-stream")
+        }
+        Script::Hang => {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            respond(200, &[], Body::empty(), "application/json")
+        }
+    }
+}
+
+async fn openai(
+    State(state): State<Arc<Mutex<Inner>>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let script = take(&state, "/v1/chat/completions", &headers, &body);
+    let model = "llama-test";
+    let chunk = |delta: Value, finish: Value| {
+        format!(
+            "data: {}\n\n",
+            json!({"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":model,"choices":[{"index":0,"delta":delta,"finish_reason":finish}]})
+        )
+    };
+    match script {
+        Script::Reply(text) => {
+            let body = json!({
+                "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": model,
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 120, "completion_tokens": 30, "total_tokens": 150, "prompt_tokens_details": {"cached_tokens": 64}}
+            });
+            respond(200, &[], Body::from(body.to_string()), "application/json")
+        }
+        Script::Stream(pieces) => {
+            let mut frames = vec![chunk(json!({"role":"assistant","content":""}), Value::Null)];
+            for p in pieces {
+                frames.push(chunk(json!({"content": p}), Value::Null));
+            }
+            frames.push(chunk(json!({}), json!("stop")));
+            frames.push(format!("data: {}\n\n", json!({"id":"chatcmpl-1","object":"chat.completion.chunk","model":model,"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":7}})));
+            frames.push("data: [DONE]\n\n".to_string());
+            respond(200, &[], sse(split_writes(frames)), "text/event-stream")
+        }
+        Script::Status(code, headers, body) => {
+            respond(code, &headers, Body::from(body), "application/json")
+        }
+        Script::StreamError => {
+            let frames = vec![format!(
+                "data: {}\n\n",
+                json!({"error":{"message":"model crashed","type":"server_error","code":null}})
+            )];
+            respond(200, &[], sse(frames), "text/event-stream")
+        }
+        Script::StreamCutOff => {
+            let frames = vec![chunk(
+                json!({"content":"<external_dialogue>Half"}),
+                Value::Null,
+            )];
+            respond(200, &[], sse(frames), "text/event-stream")
+        }
+        Script::Hang => {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            respond(200, &[], Body::empty(), "application/json")
+        }
+    }
+}
+
+async fn models(State(state): State<Arc<Mutex<Inner>>>) -> Response {
+    let _ = state;
+    let body = json!({"object":"list","data":[{"id":"smollm2:135m","object":"model","created":1,"owned_by":"library"},{"id":"other","object":"model"}]});
+    respond(200, &[], Body::from(body.to_string()), "application/json")
+}
+
+/// A temporary anima home with a config file.
+pub struct Home {
+    pub dir: tempfile::TempDir,
+}
+
+impl Home {
+    /// A home whose config points the chosen provider at `base_url` with `extra` TOML lines
+    /// added to `[llm]` (and any further sections after them).
+    pub fn new(provider: &str, base_url: &str, extra: &str) -> Home {
+        let dir = tempfile::tempdir().unwrap();
+        let soul = concat!(env!("CARGO_MANIFEST_DIR"), "/soul");
+        let cfg = format!(
+            "[paths]\nhome = \"data\"\nsoul_dir = \"{soul}\"\n\n[llm]\nprovider = \"{provider}\"\nbase_url = \"{base_url}\"\ntimeout_secs = 5\nmax_retries = 2\n{extra}\n"
+        );
+        std::fs::write(dir.path().join("anima.toml"), cfg).unwrap();
+        Home { dir }
+    }
+
+    pub fn config(&self) -> PathBuf {
+        self.dir.path().join("anima.toml")
+    }
+
+    pub fn data(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    pub fn store(&self) -> anima::memory::Store {
+        anima::memory::Store::open(&self.data().join("anima.db")).unwrap()
+    }
+
+    /// Runs `anima` with these arguments and stdin, in a clean environment.
+    pub fn run(&self, args: &[&str], stdin: &str) -> Run {
+        self.run_env(args, stdin, &[])
+    }
+
+    pub fn run_env(&self, args: &[&str], stdin: &str, env: &[(&str, &str)]) -> Run {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_anima"));
+        cmd.arg("--config")
+            .arg(self.config())
+            .args(args)
+            .current_dir(self.dir.path())
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("HOME", self.dir.path())
+            .env("ANTHROPIC_API_KEY", "sk-ant-test-secret-key")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        run(cmd, stdin)
+    }
+}
+
+pub struct Run {
+    pub status: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+pub fn run(mut cmd: Command, stdin: &str) -> Run {
+    let mut child = cmd.spawn().expect("anima starts");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = child.wait_with_output().unwrap();
+    Run {
+        status: status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&stderr).into_owned(),
+    }
+}
+
+/// The replies of a plain-output chat run (each reply is followed by one empty line).
+pub fn replies(stdout: &str) -> Vec<String> {
+    stdout
+        .split("\n\n")
+        .map(|s| s.trim_matches('\n').to_string())
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+/// A well-formed answer.
+pub fn answer(dialogue: &str) -> String {
+    format!("<internal_monologue verb=\"pondered\">Thinking about: {dialogue}</internal_monologue>\n<external_dialogue verb=\"explained\">{dialogue}</external_dialogue>\n<user_model_check>false</user_model_check>")
+}
+
+/// Writes an executable script.
+pub fn script(path: &Path, body: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, body).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
