@@ -1,1 +1,200 @@
-fn main() {}
+//! The engine's own cost per turn, model call excluded: `cargo bench --bench turn`.
+//!
+//! A realistic turn: soul.md of 4 KB, a user model of 3 KB, 20 working-memory entries and a
+//! 2 KB model answer with every step. Reports the median and p99 of
+//!   * build_prompt,
+//!   * parse_response,
+//!   * assemble + parse + persist (record the message, load the context, plan, build, parse,
+//!     commit the turn in one SQLite transaction): the engine work of a turn,
+//!   * a whole `Engine::turn` with a zero-latency in-process provider (adds the async
+//!     hand-offs and, on turns that change the user model, the git commit).
+
+use std::hint::black_box;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anima::engine::{Engine, Perception, MAIN_STEPS};
+use anima::llm::{BoxFuture, ChatRequest, Completion, Deltas, LlmError, Provider, Usage};
+use anima::memory::{EntryType, NewEntry, SoulState, Store, TurnRecord};
+use anima::parse::parse_response;
+use anima::prompt::{build_prompt, plan, Gates, ProcessInstructions, PromptInput};
+use anima::soul::SoulFiles;
+
+fn soul_4kb() -> SoulFiles {
+    let mut soul = SoulFiles::load(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/soul"))).unwrap();
+    while soul.soul_md.len() < 4096 {
+        soul.soul_md.push_str("\nYou prefer small, well-named functions and tests that read like the behaviour they check.");
+    }
+    soul.soul_md.truncate(4096);
+    soul
+}
+
+fn user_model_3kb() -> String {
+    let mut m = String::from("# Tom\n");
+    for section in anima::memory::users::BLUEPRINT_SECTIONS {
+        m.push_str(&format!("\n## {section}\n"));
+        for i in 0..5 {
+            m.push_str(&format!("- Observation {i} about {section}: works late, values directness.\n"));
+        }
+    }
+    m.truncate(3072);
+    m
+}
+
+fn model_output_2kb(model: &str) -> String {
+    let dialogue = "The port is at 93%. The remaining work is the event loop shim and two failing tests in the \
+                    loader; I would start with the loader because the shim depends on it. ".repeat(2);
+    format!(
+        "<internal_monologue verb=\"pondered\">Tom is asking about the port again; he wants a status and a next step, \
+         not a lecture. He has been working late.</internal_monologue>\n\
+         <external_dialogue verb=\"explained\">{dialogue}</external_dialogue>\n\
+         <user_model_check>true</user_model_check>\n\
+         <user_model_update>\n{}\n</user_model_update>\n\
+         <model_change_note>Tom prefers the next step before the explanation.</model_change_note>\n\
+         <soul_state_check>true</soul_state_check>\n\
+         <soul_state_update>\nemotionalState: focused\ncurrentTopic: BG3 port status\n</soul_state_update>",
+        &model[..model.len().min(1200)]
+    )
+}
+
+fn stats(name: &str, mut samples: Vec<Duration>) {
+    samples.sort();
+    let median = samples[samples.len() / 2];
+    let p99 = samples[samples.len() * 99 / 100];
+    println!(
+        "{name:<44} median {:>9.1} µs   p99 {:>9.1} µs   ({} runs)",
+        median.as_secs_f64() * 1e6,
+        p99.as_secs_f64() * 1e6,
+        samples.len()
+    );
+}
+
+fn time<T>(runs: usize, mut f: impl FnMut() -> T) -> Vec<Duration> {
+    for _ in 0..runs / 10 {
+        black_box(f());
+    }
+    (0..runs)
+        .map(|_| {
+            let t = Instant::now();
+            black_box(f());
+            t.elapsed()
+        })
+        .collect()
+}
+
+/// Answers instantly with a fixed text.
+struct Instant0(String);
+
+impl Provider for Instant0 {
+    fn name(&self) -> &'static str {
+        "bench"
+    }
+    fn model(&self) -> &str {
+        "fixed"
+    }
+    fn complete<'a>(&'a self, _req: ChatRequest<'a>, _d: Option<&'a Deltas>) -> BoxFuture<'a, Result<Completion, LlmError>> {
+        Box::pin(async move {
+            Ok(Completion {
+                text: self.0.clone(),
+                model: "fixed".into(),
+                stop_reason: Some("end_turn".into()),
+                usage: Usage::default(),
+                session: None,
+            })
+        })
+    }
+}
+
+fn main() {
+    let soul = soul_4kb();
+    let model = user_model_3kb();
+    let output = model_output_2kb(&model);
+    let process = ProcessInstructions::default();
+    let mut state = SoulState::default();
+    state.set("emotionalState", "engaged");
+    state.set("currentTopic", "BG3 port");
+
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("anima.db")).unwrap();
+    for i in 0..10 {
+        store.record_user_message("C1:1.0", "U1", "Tom", &format!("message {i}: how is the port going?")).unwrap();
+        store
+            .commit_turn(&TurnRecord {
+                thread: "C1:1.0".into(),
+                user_id: "U1".into(),
+                interaction: i + 1,
+                entries: vec![NewEntry::new(EntryType::ExternalDialog, "It is going well, thanks for asking.")],
+                ..Default::default()
+            })
+            .unwrap();
+    }
+    let ctx = store.load_turn("C1:1.0", "U1", "Tom", 20).unwrap();
+    assert_eq!(ctx.recent.len(), 20);
+
+    let input = PromptInput {
+        soul: &soul,
+        soul_state: &state,
+        whisper: Some("He circles back to this; he needs assurance."),
+        user_model: Some(("Tom", &model)),
+        steps: &MAIN_STEPS,
+        process: &process,
+        history: &ctx.recent,
+        speaker: "Tom",
+        message: "What's the status of the BG3 port, and what should I do next?",
+    };
+    println!("prompt: {} bytes; model output: {} bytes", build_prompt(&input).full_text().len(), output.len());
+    stats("build_prompt", time(20_000, || build_prompt(&input)));
+    stats("parse_response", time(20_000, || parse_response(&output, 3000)));
+
+    let gates = Gates { soul_state_interval: 3, user_model_interval: 5 };
+    let mut n = 0u64;
+    stats(
+        "assemble + parse + persist (one transaction)",
+        time(3_000, || {
+            n += 1;
+            let thread = format!("C1:{}.0", n % 50);
+            store.record_user_message(&thread, "U1", "Tom", "What's the status of the port?").unwrap();
+            let ctx = store.load_turn(&thread, "U1", "Tom", 20).unwrap();
+            let plan = plan(&MAIN_STEPS, ctx.interaction, ctx.thread_turns, &ctx.recent, &ctx.user, gates);
+            let prompt = build_prompt(&PromptInput { history: &ctx.recent, steps: &plan.steps, soul_state: &ctx.soul, ..input });
+            black_box(&prompt);
+            let c = parse_response(&output, 3000);
+            let rec = TurnRecord {
+                thread,
+                user_id: "U1".into(),
+                interaction: ctx.interaction,
+                entries: vec![
+                    NewEntry::new(EntryType::InternalMonologue, &c.monologue.as_ref().unwrap().text),
+                    NewEntry::new(EntryType::ExternalDialog, &c.reply),
+                    NewEntry::new(EntryType::MentalQuery, anima::memory::working::USER_MODEL_CHECK)
+                        .metadata(serde_json::json!({"result": true})),
+                ],
+                soul_updates: c.soul_state_update.clone(),
+                injected_user_model: plan.inject_user_model,
+                ..Default::default()
+            };
+            store.commit_turn(&rec).unwrap()
+        }),
+    );
+
+    let cfg_text = format!("[paths]\nhome = \"{}\"\n", dir.path().join("engine").display());
+    let config = Arc::new(anima::config::parse(&cfg_text, Path::new("bench.toml"), dir.path()).unwrap());
+    let engine_store = Arc::new(Store::open(&config.db_path()).unwrap());
+    let engine = Engine::new(config, engine_store, soul.clone(), Arc::new(Instant0(output.clone())));
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let mut n = 0u64;
+    stats(
+        "Engine::turn, zero-latency model (incl. git)",
+        time(1_000, || {
+            n += 1;
+            rt.block_on(engine.turn(&Perception {
+                thread: format!("C2:{}.0", n % 50),
+                user_id: "U1".into(),
+                display_name: "Tom".into(),
+                text: "What's the status of the port?".into(),
+            }))
+            .unwrap()
+        }),
+    );
+}
