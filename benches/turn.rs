@@ -22,7 +22,8 @@ use anima::prompt::{build_prompt, plan, Gates, ProcessInstructions, PromptInput}
 use anima::soul::SoulFiles;
 
 fn soul_4kb() -> SoulFiles {
-    let mut soul = SoulFiles::load(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/soul"))).unwrap();
+    let mut soul =
+        SoulFiles::load(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/soul"))).unwrap();
     while soul.soul_md.len() < 4096 {
         soul.soul_md.push_str("\nYou prefer small, well-named functions and tests that read like the behaviour they check.");
     }
@@ -35,7 +36,9 @@ fn user_model_3kb() -> String {
     for section in anima::memory::users::BLUEPRINT_SECTIONS {
         m.push_str(&format!("\n## {section}\n"));
         for i in 0..5 {
-            m.push_str(&format!("- Observation {i} about {section}: works late, values directness.\n"));
+            m.push_str(&format!(
+                "- Observation {i} about {section}: works late, values directness.\n"
+            ));
         }
     }
     m.truncate(3072);
@@ -93,7 +96,11 @@ impl Provider for Instant0 {
     fn model(&self) -> &str {
         "fixed"
     }
-    fn complete<'a>(&'a self, _req: ChatRequest<'a>, _d: Option<&'a Deltas>) -> BoxFuture<'a, Result<Completion, LlmError>> {
+    fn complete<'a>(
+        &'a self,
+        _req: ChatRequest<'a>,
+        _d: Option<&'a Deltas>,
+    ) -> BoxFuture<'a, Result<Completion, LlmError>> {
         Box::pin(async move {
             Ok(Completion {
                 text: self.0.clone(),
@@ -118,13 +125,23 @@ fn main() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join("anima.db")).unwrap();
     for i in 0..10 {
-        store.record_user_message("C1:1.0", "U1", "Tom", &format!("message {i}: how is the port going?")).unwrap();
+        store
+            .record_user_message(
+                "C1:1.0",
+                "U1",
+                "Tom",
+                &format!("message {i}: how is the port going?"),
+            )
+            .unwrap();
         store
             .commit_turn(&TurnRecord {
                 thread: "C1:1.0".into(),
                 user_id: "U1".into(),
                 interaction: i + 1,
-                entries: vec![NewEntry::new(EntryType::ExternalDialog, "It is going well, thanks for asking.")],
+                entries: vec![NewEntry::new(
+                    EntryType::ExternalDialog,
+                    "It is going well, thanks for asking.",
+                )],
                 ..Default::default()
             })
             .unwrap();
@@ -143,21 +160,45 @@ fn main() {
         speaker: "Tom",
         message: "What's the status of the BG3 port, and what should I do next?",
     };
-    println!("prompt: {} bytes; model output: {} bytes", build_prompt(&input).full_text().len(), output.len());
+    println!(
+        "prompt: {} bytes; model output: {} bytes",
+        build_prompt(&input).full_text().len(),
+        output.len()
+    );
     stats("build_prompt", time(20_000, || build_prompt(&input)));
-    stats("parse_response", time(20_000, || parse_response(&output, 3000)));
+    stats(
+        "parse_response",
+        time(20_000, || parse_response(&output, 3000)),
+    );
 
-    let gates = Gates { soul_state_interval: 3, user_model_interval: 5 };
+    let gates = Gates {
+        soul_state_interval: 3,
+        user_model_interval: 5,
+    };
     let mut n = 0u64;
     stats(
         "assemble + parse + persist (one transaction)",
         time(3_000, || {
             n += 1;
             let thread = format!("C1:{}.0", n % 50);
-            store.record_user_message(&thread, "U1", "Tom", "What's the status of the port?").unwrap();
+            store
+                .record_user_message(&thread, "U1", "Tom", "What's the status of the port?")
+                .unwrap();
             let ctx = store.load_turn(&thread, "U1", "Tom", 20).unwrap();
-            let plan = plan(&MAIN_STEPS, ctx.interaction, ctx.thread_turns, &ctx.recent, &ctx.user, gates);
-            let prompt = build_prompt(&PromptInput { history: &ctx.recent, steps: &plan.steps, soul_state: &ctx.soul, ..input });
+            let plan = plan(
+                &MAIN_STEPS,
+                ctx.interaction,
+                ctx.thread_turns,
+                &ctx.recent,
+                &ctx.user,
+                gates,
+            );
+            let prompt = build_prompt(&PromptInput {
+                history: &ctx.recent,
+                steps: &plan.steps,
+                soul_state: &ctx.soul,
+                ..input
+            });
             black_box(&prompt);
             let c = parse_response(&output, 3000);
             let rec = TurnRecord {
@@ -165,10 +206,16 @@ fn main() {
                 user_id: "U1".into(),
                 interaction: ctx.interaction,
                 entries: vec![
-                    NewEntry::new(EntryType::InternalMonologue, &c.monologue.as_ref().unwrap().text),
+                    NewEntry::new(
+                        EntryType::InternalMonologue,
+                        &c.monologue.as_ref().unwrap().text,
+                    ),
                     NewEntry::new(EntryType::ExternalDialog, &c.reply),
-                    NewEntry::new(EntryType::MentalQuery, anima::memory::working::USER_MODEL_CHECK)
-                        .metadata(serde_json::json!({"result": true})),
+                    NewEntry::new(
+                        EntryType::MentalQuery,
+                        anima::memory::working::USER_MODEL_CHECK,
+                    )
+                    .metadata(serde_json::json!({"result": true})),
                 ],
                 soul_updates: c.soul_state_update.clone(),
                 injected_user_model: plan.inject_user_model,
@@ -178,11 +225,23 @@ fn main() {
         }),
     );
 
-    let cfg_text = format!("[paths]\nhome = \"{}\"\n", dir.path().join("engine").display());
-    let config = Arc::new(anima::config::parse(&cfg_text, Path::new("bench.toml"), dir.path()).unwrap());
+    let cfg_text = format!(
+        "[paths]\nhome = \"{}\"\n",
+        dir.path().join("engine").display()
+    );
+    let config =
+        Arc::new(anima::config::parse(&cfg_text, Path::new("bench.toml"), dir.path()).unwrap());
     let engine_store = Arc::new(Store::open(&config.db_path()).unwrap());
-    let engine = Engine::new(config, engine_store, soul.clone(), Arc::new(Instant0(output.clone())));
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let engine = Engine::new(
+        config,
+        engine_store,
+        soul.clone(),
+        Arc::new(Instant0(output.clone())),
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let mut n = 0u64;
     stats(
         "Engine::turn, zero-latency model (incl. git)",
