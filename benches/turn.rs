@@ -131,6 +131,7 @@ fn main() {
                 "U1",
                 "Tom",
                 &format!("message {i}: how is the port going?"),
+                None,
             )
             .unwrap();
         store
@@ -182,7 +183,7 @@ fn main() {
             n += 1;
             let thread = format!("C1:{}.0", n % 50);
             store
-                .record_user_message(&thread, "U1", "Tom", "What's the status of the port?")
+                .record_user_message(&thread, "U1", "Tom", "What's the status of the port?", None)
                 .unwrap();
             let ctx = store.load_turn(&thread, "U1", "Tom", 20).unwrap();
             let plan = plan(
@@ -252,6 +253,8 @@ fn main() {
                 user_id: "U1".into(),
                 display_name: "Tom".into(),
                 text: "What's the status of the port?".into(),
+                source: None,
+                inbox_id: None,
             }))
             .unwrap()
         }),

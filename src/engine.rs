@@ -47,6 +47,10 @@ pub struct Perception {
     pub user_id: String,
     pub display_name: String,
     pub text: String,
+    /// Where the message came from (e.g. an inbox row), so a retried turn records it once.
+    pub source: Option<String>,
+    /// The inbox row this turn answers; its reply is fixed in the turn's transaction.
+    pub inbox_id: Option<i64>,
 }
 
 /// A soul-state key that changed this turn.
@@ -73,6 +77,8 @@ pub struct TurnOutcome {
     pub user_model_updated: bool,
     /// The provider's error, when the model failed (the reply is then the apology).
     pub error: Option<String>,
+    /// Time spent waiting for the model, retries included.
+    pub model_ms: u64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -144,8 +150,13 @@ impl Engine {
         let store = self.store.clone();
         let pc = p.clone();
         let (message_id, ctx) = tokio::task::spawn_blocking(move || {
-            let id =
-                store.record_user_message(&pc.thread, &pc.user_id, &pc.display_name, &pc.text)?;
+            let id = store.record_user_message(
+                &pc.thread,
+                &pc.user_id,
+                &pc.display_name,
+                &pc.text,
+                pc.source.as_deref(),
+            )?;
             let ctx = store.load_turn(&pc.thread, &pc.user_id, &pc.display_name, window)?;
             Ok::<_, StoreError>((id, ctx))
         })
@@ -208,7 +219,11 @@ impl Engine {
         let latency_ms = started.elapsed().as_millis() as u64;
         let completion = match result {
             Ok(c) => c,
-            Err(e) => return Ok(self.failed_turn(p, process, plan, e)),
+            Err(e) => {
+                let mut failed = self.failed_turn(p, process, plan, e);
+                failed.model_ms = latency_ms;
+                return Ok(failed);
+            }
         };
         info!(
             model = %completion.model,
@@ -223,8 +238,9 @@ impl Engine {
         debug!(raw = %completion.text, "model output");
 
         let cognition = parse_response(&completion.text, self.config.pipeline.max_response_chars);
-        let (record, state_changes) =
+        let (mut record, state_changes) =
             self.record_for(p, &ctx, &plan, &cognition, &completion, latency_ms);
+        record.inbox = p.inbox_id.map(|id| (id, cognition.reply.clone()));
         let user_model_updated = record.user_model.is_some();
         let store = self.store.clone();
         let changed_user =
@@ -242,6 +258,7 @@ impl Engine {
             state_changes,
             user_model_updated,
             error: None,
+            model_ms: latency_ms,
         })
     }
 
@@ -263,6 +280,7 @@ impl Engine {
             state_changes: Vec::new(),
             user_model_updated: false,
             error: Some(e.to_string()),
+            model_ms: 0,
         }
     }
 
@@ -393,6 +411,7 @@ impl Engine {
                 latency_ms,
                 stop_reason: completion.stop_reason.clone(),
             }),
+            inbox: None,
         };
         (record, state_changes)
     }

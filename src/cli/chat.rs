@@ -85,6 +85,8 @@ pub async fn run(config_path: Option<&Path>, args: ChatArgs) -> CliResult {
                 user_id: user_id.clone(),
                 display_name: name.clone(),
                 text: line,
+                source: None,
+                inbox_id: None,
             })
             .await
             .map_err(Failure::runtime)?;

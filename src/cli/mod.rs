@@ -103,9 +103,7 @@ async fn dispatch(cli: Cli) -> CliResult {
     let config_path = cli.config.as_deref();
     match cli.command {
         Command::Chat(args) => chat::run(config_path, args).await,
-        Command::Run => Err(Failure::Runtime(
-            "the Slack daemon is not built yet; use `anima chat` to talk to the soul in the terminal".into(),
-        )),
+        Command::Run => crate::daemon::run(load_config(config_path)?).await,
         Command::Check => check::run(config_path).await,
         Command::Users { command } => users::run(config_path, command),
     }
@@ -119,7 +117,7 @@ fn load_config(path: Option<&std::path::Path>) -> Result<Arc<Config>, Failure> {
 }
 
 /// Opens the store; a database from a newer anima is a configuration problem (exit 2).
-fn open_store(config: &Config) -> Result<Arc<Store>, Failure> {
+pub(crate) fn open_store(config: &Config) -> Result<Arc<Store>, Failure> {
     match Store::open(&config.db_path()) {
         Ok(s) => Ok(Arc::new(s)),
         Err(e @ crate::memory::StoreError::TooNew { .. }) => Err(Failure::Usage(e.to_string())),

@@ -8,7 +8,10 @@ use rusqlite::Connection;
 use super::StoreError;
 
 /// Every migration, in order. Index + 1 is the version it brings the schema to.
-const MIGRATIONS: &[&str] = &[include_str!("../../migrations/0001_init.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("../../migrations/0001_init.sql"),
+    include_str!("../../migrations/0002_slack_inbox.sql"),
+];
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

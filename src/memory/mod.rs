@@ -4,6 +4,7 @@
 //! Owns the schema and every SQL statement. Blocking: async callers wrap calls in
 //! `spawn_blocking`. Knows nothing about prompts, providers or Slack.
 
+pub mod inbox;
 mod migrate;
 pub mod model_repo;
 pub mod soul_state;
@@ -17,6 +18,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
+pub use inbox::{InboxItem, InboxStatus, Intake, NewInbound};
 pub use migrate::SCHEMA_VERSION;
 pub use soul_state::SoulState;
 pub use turn::{TurnContext, TurnRecord, UsageRecord};
@@ -99,6 +101,12 @@ impl Store {
             )));
         }
         Ok(version)
+    }
+
+    /// Takes and releases the write lock: the store can take writes right now.
+    pub fn check_writable(&self) -> Result<(), StoreError> {
+        self.conn().execute_batch("BEGIN IMMEDIATE; ROLLBACK;")?;
+        Ok(())
     }
 
     pub fn path(&self) -> &Path {

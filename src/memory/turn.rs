@@ -52,26 +52,44 @@ pub struct TurnRecord {
     pub whisper_id: Option<i64>,
     pub claude_session: Option<String>,
     pub usage: Option<UsageRecord>,
+    /// The inbox row this turn answers, and its reply: fixed in the same transaction.
+    pub inbox: Option<(i64, String)>,
 }
 
 impl Store {
     /// Writes the user's message to working memory (and remembers the user) before anything
-    /// else happens, so a failed turn never loses it.
+    /// else happens, so a failed turn never loses it. A message with a `source` (an inbox
+    /// row) is written once: recording it again returns the first entry's id.
     pub fn record_user_message(
         &self,
         thread: &str,
         user_id: &str,
         display_name: &str,
         text: &str,
+        source: Option<&str>,
     ) -> Result<i64, StoreError> {
         let mut conn = self.conn();
         let tx = conn.transaction()?;
         let now = now_ms();
         upsert_user(&tx, user_id, display_name, now)?;
+        if let Some(src) = source {
+            let existing: Option<i64> = tx
+                .prepare_cached("SELECT id FROM working_memory WHERE source = ?1")?
+                .query_row([src], |r| r.get(0))
+                .optional()?;
+            if let Some(id) = existing {
+                tx.commit()?;
+                return Ok(id);
+            }
+        }
         let entry = NewEntry::new(super::EntryType::UserMessage, text)
             .user(user_id)
             .metadata(serde_json::json!({ "name": display_name }));
         let id = working::insert(&tx, thread, &entry, now)?;
+        if let Some(src) = source {
+            tx.prepare_cached("UPDATE working_memory SET source = ?2 WHERE id = ?1")?
+                .execute((id, src))?;
+        }
         tx.commit()?;
         Ok(id)
     }
@@ -174,6 +192,12 @@ impl Store {
                 now
             ])?;
         }
+        if let Some((id, reply)) = &rec.inbox {
+            tx.prepare_cached(
+                "UPDATE inbox SET status = 'replying', reply = ?2 WHERE id = ?1 AND status = 'pending'",
+            )?
+            .execute((id, reply))?;
+        }
         let user = match changed {
             Some(()) => users::get(&tx, &rec.user_id)?,
             None => None,
@@ -268,7 +292,8 @@ mod tests {
     #[test]
     fn a_turn_counts_and_advances_the_thread_and_user() {
         let (_d, s) = store();
-        s.record_user_message("t1", "U1", "Tom", "hello").unwrap();
+        s.record_user_message("t1", "U1", "Tom", "hello", None)
+            .unwrap();
         let ctx = s.load_turn("t1", "U1", "Tom", 20).unwrap();
         assert_eq!(ctx.interaction, 1);
         assert_eq!(ctx.thread_turns, 0);
@@ -287,7 +312,8 @@ mod tests {
     #[test]
     fn a_failed_turn_rolls_back_entirely() {
         let (_d, s) = store();
-        s.record_user_message("t1", "U1", "Tom", "hello").unwrap();
+        s.record_user_message("t1", "U1", "Tom", "hello", None)
+            .unwrap();
         let mut rec = record("t1", 1);
         rec.soul_updates = vec![("emotionalState".into(), "engaged".into())];
         // A constraint violation in the middle of the turn: the usage row's provider is NOT NULL.
@@ -312,7 +338,8 @@ mod tests {
     #[test]
     fn model_updates_are_versioned_with_notes() {
         let (_d, s) = store();
-        s.record_user_message("t1", "U1", "Tom", "hello").unwrap();
+        s.record_user_message("t1", "U1", "Tom", "hello", None)
+            .unwrap();
         let mut rec = record("t1", 1);
         rec.user_model = Some(("# Tom\n".into(), "First impression.".into()));
         let u = s.commit_turn(&rec).unwrap().expect("changed");
@@ -336,11 +363,12 @@ mod tests {
     #[test]
     fn two_people_with_one_name_get_different_slugs() {
         let (_d, s) = store();
-        s.record_user_message("t1", "U1", "Sam", "a").unwrap();
-        s.record_user_message("t2", "U2", "Sam", "b").unwrap();
+        s.record_user_message("t1", "U1", "Sam", "a", None).unwrap();
+        s.record_user_message("t2", "U2", "Sam", "b", None).unwrap();
         assert_eq!(s.user("U1").unwrap().unwrap().slug, "sam");
         assert_eq!(s.user("U2").unwrap().unwrap().slug, "sam-u2");
-        s.record_user_message("t1", "U1", "Samuel", "c").unwrap();
+        s.record_user_message("t1", "U1", "Samuel", "c", None)
+            .unwrap();
         let u1 = s.user("U1").unwrap().unwrap();
         assert_eq!(
             (u1.display_name.as_str(), u1.slug.as_str()),
@@ -349,10 +377,24 @@ mod tests {
     }
 
     #[test]
+    fn a_sourced_message_is_recorded_once() {
+        let (_d, s) = store();
+        let a = s
+            .record_user_message("t1", "U1", "Tom", "hello", Some("slack:C1:1.0"))
+            .unwrap();
+        let b = s
+            .record_user_message("t1", "U1", "Tom", "hello", Some("slack:C1:1.0"))
+            .unwrap();
+        assert_eq!(a, b);
+        assert_eq!(s.thread_entries("t1").unwrap().len(), 1);
+    }
+
+    #[test]
     fn a_whisper_is_consumed_once() {
         let (_d, s) = store();
         let id = s.add_whisper("they need assurance", "kothar").unwrap();
-        s.record_user_message("t1", "U1", "Tom", "hello").unwrap();
+        s.record_user_message("t1", "U1", "Tom", "hello", None)
+            .unwrap();
         let ctx = s.load_turn("t1", "U1", "Tom", 20).unwrap();
         assert_eq!(ctx.whisper.as_ref().map(|w| w.0), Some(id));
         let mut rec = record("t1", 1);

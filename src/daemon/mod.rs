@@ -1,0 +1,222 @@
+//! `anima run`: wiring, signals, graceful drain.
+//!
+//! Start: config, soul, provider, store → HTTP routes → auth.test (retried while Slack is
+//! unreachable) → router (resuming unfinished messages) → Socket Mode or Events API intake.
+//! SIGTERM/SIGINT: stop intake, let turns in flight finish within `shutdown_grace_secs`,
+//! exit 0; unfinished inbox rows wait for the next start.
+
+mod http;
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use crate::cli::Failure;
+use crate::config::secret::Secret;
+use crate::config::{Config, SlackMode};
+use crate::engine::Engine;
+use crate::llm::select::{self, Environment, SelectError};
+use crate::metrics::Metrics;
+use crate::router::Router;
+use crate::slack::api::{self, SlackApi};
+use crate::slack::{signature::Verifier, socket, Gate};
+use crate::soul::SoulFiles;
+
+/// Secrets the daemon needs, read from the environment; a missing one is a usage error that
+/// names the variable.
+struct Tokens {
+    bot: Secret,
+    app: Option<Secret>,
+    signing: Option<Secret>,
+}
+
+fn tokens(config: &Config) -> Result<Tokens, Failure> {
+    let need = |name: &str, what: &str| {
+        Secret::from_env(name)
+            .ok_or_else(|| Failure::Usage(format!("{name} is not set: export {what}")))
+    };
+    let bot = need(
+        "SLACK_BOT_TOKEN",
+        "the bot token (xoxb-…) from your Slack app's OAuth page",
+    )?;
+    let (app, signing) = match config.slack.mode {
+        SlackMode::Socket => (
+            Some(need(
+                "SLACK_APP_TOKEN",
+                "an app-level token (xapp-…) with connections:write, for Socket Mode",
+            )?),
+            None,
+        ),
+        SlackMode::Events => (
+            None,
+            Some(need(
+                "SLACK_SIGNING_SECRET",
+                "the signing secret from your Slack app's Basic Information page",
+            )?),
+        ),
+    };
+    Ok(Tokens { bot, app, signing })
+}
+
+pub async fn run(config: Arc<Config>) -> Result<(), Failure> {
+    let tokens = tokens(&config)?;
+    let soul = SoulFiles::load(&config.soul_dir).map_err(|e| Failure::Usage(e.to_string()))?;
+    let selected = select::select(&config.llm, &config.home, &Environment::from_process())
+        .await
+        .map_err(|e| match e {
+            SelectError::Build(e) => Failure::runtime(e),
+            other => Failure::Usage(other.to_string()),
+        })?;
+    info!(
+        provider = selected.provider.name(),
+        model = selected.provider.model(),
+        reason = selected.reason,
+        "model provider chosen"
+    );
+    let store = crate::cli::open_store(&config)?;
+    let engine = Arc::new(Engine::new(
+        config.clone(),
+        store.clone(),
+        soul,
+        selected.provider,
+    ));
+    engine
+        .export_pending_models()
+        .await
+        .map_err(Failure::runtime)?;
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    tokio::spawn(signals(stop_tx));
+
+    let metrics = Arc::new(Metrics::default());
+    let http_state = Arc::new(http::HttpState {
+        store: store.clone(),
+        metrics: metrics.clone(),
+        gate: OnceLock::new(),
+        verifier: tokens.signing.as_ref().map(Verifier::new),
+        whisper_token: Secret::from_env("ANIMA_WHISPER_TOKEN"),
+        stopping: Default::default(),
+    });
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|e| {
+            Failure::Runtime(format!(
+                "cannot listen on {} ([http] listen): {e}",
+                config.listen
+            ))
+        })?;
+    let local = listener.local_addr().map_err(Failure::runtime)?;
+    info!(addr = %local, "http listening");
+    let mut http_stop = stop_rx.clone();
+    let routes = http::routes(http_state.clone());
+    let server = tokio::spawn(async move {
+        let app = routes;
+        let _ = axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                let _ = http_stop.wait_for(|s| *s).await;
+            })
+            .await;
+    });
+
+    let client = Arc::new(slack_morphism::SlackClient::new(api::connector(
+        &config.slack.api_base_url,
+    )));
+    let slack = Arc::new(SlackApi::new(client.clone(), &tokens.bot));
+    let Some(bot) = slack.connect(&stop_rx).await else {
+        info!("stopped before Slack answered");
+        return Ok(());
+    };
+    info!(user = %bot.user_id, bot = bot.bot_id.as_deref().unwrap_or(""), team = %bot.team, "Slack identity known");
+
+    let router = Router::new(
+        store.clone(),
+        engine,
+        slack.clone(),
+        bot.clone(),
+        config.slack.allow_broadcast,
+        config.slack.max_concurrent_turns,
+        metrics.clone(),
+    );
+    let resumed = router.resume().await.map_err(Failure::runtime)?;
+    if resumed > 0 {
+        info!(conversations = resumed, "resuming unfinished messages");
+    }
+    let gate = Arc::new(Gate {
+        store: store.clone(),
+        bot,
+        config: config.slack.clone(),
+        router: router.clone(),
+        metrics: metrics.clone(),
+    });
+    let _ = http_state.gate.set(gate.clone());
+
+    let socket = match config.slack.mode {
+        SlackMode::Socket => {
+            let l = socket::listener(client, gate);
+            let app_token =
+                socket::app_token(tokens.app.as_ref().expect("socket mode has an app token"));
+            let mut wait = Duration::from_millis(500);
+            loop {
+                match l.listen_for(&app_token).await {
+                    Ok(()) => break,
+                    Err(e) => {
+                        warn!(error = %e, retry_in_ms = wait.as_millis() as u64, "Socket Mode registration failed; retrying")
+                    }
+                }
+                let mut stop = stop_rx.clone();
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = stop.wait_for(|s| *s) => return Ok(()),
+                }
+                wait = (wait * 2).min(Duration::from_secs(30));
+            }
+            l.start().await;
+            Some(l)
+        }
+        SlackMode::Events => {
+            metrics.slack_connected.store(true, Ordering::SeqCst);
+            info!("ready for Events API requests on POST /slack/events");
+            None
+        }
+    };
+
+    let mut stop = stop_rx.clone();
+    let _ = stop.wait_for(|s| *s).await;
+    info!(
+        grace_secs = config.shutdown_grace_secs,
+        "stopping: no new messages; finishing turns in flight"
+    );
+    http_state.stopping.store(true, Ordering::SeqCst);
+    if let Some(l) = &socket {
+        l.shutdown().await;
+    }
+    metrics.slack_connected.store(false, Ordering::SeqCst);
+    let finished = router
+        .drain(Duration::from_secs(config.shutdown_grace_secs))
+        .await;
+    if !finished {
+        warn!("grace period over; unfinished messages stay in the inbox for the next start");
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(2), server).await;
+    info!("stopped");
+    Ok(())
+}
+
+async fn signals(stop: watch::Sender<bool>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        warn!("cannot install signal handlers");
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => info!("SIGTERM"),
+        _ = int.recv() => info!("SIGINT"),
+    }
+    let _ = stop.send(true);
+}

@@ -1,0 +1,353 @@
+//! Slack's Web API, through slack-morphism: who the bot is, display names, posting replies
+//! (rate limits honoured, never twice), the working sign.
+//!
+//! Every call goes to `[slack] api_base_url`. Owns the retry policy for Slack calls; knows
+//! nothing about souls or turns.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use slack_morphism::errors::SlackClientError;
+use slack_morphism::prelude::*;
+use tracing::{debug, info, warn};
+
+use crate::config::secret::Secret;
+
+/// A call that takes longer than this is abandoned (its outcome is then unknown).
+const CALL_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long a display name is trusted.
+const NAME_TTL: Duration = Duration::from_secs(3600);
+/// The reaction shown while the soul thinks.
+pub const WORKING_REACTION: &str = "thinking_face";
+
+/// The bot's own identity, from auth.test.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BotIdentity {
+    pub user_id: String,
+    pub bot_id: Option<String>,
+    pub team: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SlackError {
+    #[error("Slack {method} failed: {code}")]
+    Api { method: &'static str, code: String },
+    #[error("Slack {method} is rate limited")]
+    RateLimited {
+        method: &'static str,
+        retry_after: Option<Duration>,
+    },
+    #[error("Slack {method}: {message}")]
+    Transport {
+        method: &'static str,
+        message: String,
+    },
+}
+
+impl SlackError {
+    fn from_client(method: &'static str, e: SlackClientError) -> Self {
+        match e {
+            SlackClientError::ApiError(api) => SlackError::Api {
+                method,
+                code: api.code,
+            },
+            SlackClientError::RateLimitError(rl) => SlackError::RateLimited {
+                method,
+                retry_after: rl.retry_after,
+            },
+            other => SlackError::Transport {
+                method,
+                message: other.to_string(),
+            },
+        }
+    }
+}
+
+pub struct SlackApi {
+    client: Arc<SlackHyperClient>,
+    bot_token: SlackApiToken,
+    names: Mutex<HashMap<String, (String, Instant)>>,
+}
+
+/// A hyper connector that speaks HTTPS (native roots) and plain HTTP (for a local fake or a
+/// proxy), with HTTP/1 and HTTP/2.
+pub fn connector(api_base_url: &str) -> SlackClientHyperHttpsConnector {
+    crate::llm::install_tls_provider();
+    let builder = hyper_rustls::HttpsConnectorBuilder::new();
+    let https = match builder.with_native_roots() {
+        Ok(b) => b.https_or_http().enable_http1().enable_http2().build(),
+        Err(e) => {
+            warn!(error = %e, "no native TLS roots found; only plain-http Slack URLs will work");
+            let config = rustls::ClientConfig::builder()
+                .with_root_certificates(rustls::RootCertStore::empty())
+                .with_no_client_auth();
+            hyper_rustls::HttpsConnectorBuilder::new()
+                .with_tls_config(config)
+                .https_or_http()
+                .enable_http1()
+                .enable_http2()
+                .build()
+        }
+    };
+    let base = format!("{}/", api_base_url.trim_end_matches('/'));
+    SlackClientHyperConnector::with_connector(https).with_slack_api_url(&base)
+}
+
+pub fn token(secret: &Secret) -> SlackApiToken {
+    SlackApiToken::new(SlackApiTokenValue::new(secret.expose().to_string()))
+}
+
+impl SlackApi {
+    pub fn new(client: Arc<SlackHyperClient>, bot_token: &Secret) -> Self {
+        SlackApi {
+            client,
+            bot_token: token(bot_token),
+            names: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn client(&self) -> &Arc<SlackHyperClient> {
+        &self.client
+    }
+
+    async fn timed<T>(
+        method: &'static str,
+        fut: impl std::future::Future<Output = ClientResult<T>>,
+    ) -> Result<T, SlackError> {
+        match tokio::time::timeout(CALL_TIMEOUT, fut).await {
+            Ok(r) => r.map_err(|e| SlackError::from_client(method, e)),
+            Err(_) => Err(SlackError::Transport {
+                method,
+                message: format!("no answer within {} s", CALL_TIMEOUT.as_secs()),
+            }),
+        }
+    }
+
+    pub async fn auth_test(&self) -> Result<BotIdentity, SlackError> {
+        let session = self.client.open_session(&self.bot_token);
+        let r = Self::timed("auth.test", session.auth_test()).await?;
+        Ok(BotIdentity {
+            user_id: r.user_id.to_string(),
+            bot_id: r.bot_id.map(|b| b.to_string()),
+            team: r.team,
+        })
+    }
+
+    /// auth.test until it succeeds, backing off up to 30 s, logging each failure. Returns
+    /// `None` if `stop` fires first.
+    pub async fn connect(&self, stop: &tokio::sync::watch::Receiver<bool>) -> Option<BotIdentity> {
+        let mut wait = Duration::from_millis(500);
+        let mut stop = stop.clone();
+        loop {
+            match self.auth_test().await {
+                Ok(id) => return Some(id),
+                Err(e) => {
+                    warn!(error = %e, retry_in_ms = wait.as_millis() as u64, "Slack is unreachable; retrying");
+                }
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = stop.wait_for(|s| *s) => return None,
+            }
+            wait = (wait * 2).min(Duration::from_secs(30));
+        }
+    }
+
+    /// The person's display name (users.info, cached); their id if Slack will not say.
+    pub async fn display_name(&self, user_id: &str) -> String {
+        if let Some((name, at)) = self
+            .names
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(user_id)
+        {
+            if at.elapsed() < NAME_TTL {
+                return name.clone();
+            }
+        }
+        let session = self.client.open_session(&self.bot_token);
+        let req = SlackApiUsersInfoRequest::new(SlackUserId::new(user_id.to_string()));
+        let name = match Self::timed("users.info", session.users_info(&req)).await {
+            Ok(r) => {
+                let u = r.user;
+                let profile = u.profile.as_ref();
+                [
+                    profile.and_then(|p| p.display_name.clone()),
+                    profile.and_then(|p| p.real_name.clone()),
+                    u.real_name.clone(),
+                    u.name.clone(),
+                ]
+                .into_iter()
+                .flatten()
+                .map(|n| n.trim().to_string())
+                .find(|n| !n.is_empty())
+                .unwrap_or_else(|| user_id.to_string())
+            }
+            Err(e) => {
+                warn!(error = %e, user = user_id, "users.info failed; using the user id as the name");
+                return user_id.to_string();
+            }
+        };
+        self.names
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(user_id.to_string(), (name.clone(), Instant::now()));
+        name
+    }
+
+    /// Posts one message and returns its ts. Rate limits are waited out; an error whose
+    /// outcome is unknown (a timeout, a dropped connection, a 5xx) is followed by a look at the
+    /// conversation, so a message that did arrive is never posted again.
+    pub async fn post(
+        &self,
+        bot: &BotIdentity,
+        channel: &str,
+        thread_ts: Option<&str>,
+        after_ts: &str,
+        text: &str,
+    ) -> Result<String, SlackError> {
+        let mut attempt = 0u32;
+        loop {
+            let session = self.client.open_session(&self.bot_token);
+            let req = SlackApiChatPostMessageRequest::new(
+                SlackChannelId::new(channel.to_string()),
+                SlackMessageContent::new().with_text(text.to_string()),
+            )
+            .opt_thread_ts(thread_ts.map(|t| SlackTs::new(t.to_string())));
+            let err = match Self::timed("chat.postMessage", session.chat_post_message(&req)).await {
+                Ok(r) => return Ok(r.ts.to_string()),
+                Err(e) => e,
+            };
+            attempt += 1;
+            let wait = match &err {
+                SlackError::RateLimited { retry_after, .. } => {
+                    let wait = retry_after.unwrap_or(Duration::from_secs(1));
+                    info!(
+                        wait_ms = wait.as_millis() as u64,
+                        "chat.postMessage rate limited; waiting as Slack asked"
+                    );
+                    wait
+                }
+                SlackError::Api { code, .. } if code == "ratelimited" => Duration::from_secs(1),
+                SlackError::Api { code, .. } => {
+                    warn!(method = "chat.postMessage", code = %code, channel, "Slack refused the reply");
+                    return Err(err);
+                }
+                SlackError::Transport { .. } => {
+                    warn!(error = %err, attempt, "chat.postMessage outcome unknown; checking the conversation");
+                    if let Some(ts) = self
+                        .find_posted(bot, channel, thread_ts, after_ts, text)
+                        .await
+                    {
+                        info!(ts = %ts, "the reply had arrived; not posting it again");
+                        return Ok(ts);
+                    }
+                    Duration::from_millis(500 * 2u64.pow(attempt.min(5)))
+                }
+            };
+            if attempt >= 6 {
+                return Err(err);
+            }
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    /// Our own message with this text, after `after_ts`, in the conversation.
+    async fn find_posted(
+        &self,
+        bot: &BotIdentity,
+        channel: &str,
+        thread_ts: Option<&str>,
+        after_ts: &str,
+        text: &str,
+    ) -> Option<String> {
+        let session = self.client.open_session(&self.bot_token);
+        let channel_id = SlackChannelId::new(channel.to_string());
+        let oldest = SlackTs::new(after_ts.to_string());
+        let messages = match thread_ts {
+            Some(t) => {
+                let req = SlackApiConversationsRepliesRequest::new(
+                    channel_id,
+                    SlackTs::new(t.to_string()),
+                )
+                .with_oldest(oldest);
+                Self::timed("conversations.replies", session.conversations_replies(&req))
+                    .await
+                    .map(|r| r.messages)
+            }
+            None => {
+                let req = SlackApiConversationsHistoryRequest::new()
+                    .with_channel(channel_id)
+                    .with_oldest(oldest);
+                Self::timed("conversations.history", session.conversations_history(&req))
+                    .await
+                    .map(|r| r.messages)
+            }
+        };
+        let messages = match messages {
+            Ok(m) => m,
+            Err(e) => {
+                warn!(error = %e, "cannot check whether the reply arrived");
+                return None;
+            }
+        };
+        messages
+            .into_iter()
+            .find(|m| {
+                let mine = m.sender.user.as_ref().map(|u| u.to_string())
+                    == Some(bot.user_id.clone())
+                    || (bot.bot_id.is_some()
+                        && m.sender.bot_id.as_ref().map(|b| b.to_string()) == bot.bot_id);
+                mine && m.origin.ts.to_string().as_str() > after_ts
+                    && m.content.text.as_deref() == Some(text)
+            })
+            .map(|m| m.origin.ts.to_string())
+    }
+
+    /// Shows that the soul is working: a reaction on the message, or the assistant status.
+    pub async fn working(&self, channel: &str, ts: &str, assistant_thread: Option<&str>, on: bool) {
+        let session = self.client.open_session(&self.bot_token);
+        let channel_id = SlackChannelId::new(channel.to_string());
+        let result = match (assistant_thread, on) {
+            (Some(thread), _) => {
+                let status = if on { "is thinking…" } else { "" };
+                let req = SlackApiAssistantThreadsSetStatusRequest::new(
+                    channel_id,
+                    status.to_string(),
+                    SlackTs::new(thread.to_string()),
+                );
+                Self::timed(
+                    "assistant.threads.setStatus",
+                    session.assistant_threads_set_status(&req),
+                )
+                .await
+                .map(|_| ())
+            }
+            (None, true) => {
+                let req = SlackApiReactionsAddRequest::new(
+                    channel_id,
+                    SlackReactionName::new(WORKING_REACTION.to_string()),
+                    SlackTs::new(ts.to_string()),
+                );
+                Self::timed("reactions.add", session.reactions_add(&req))
+                    .await
+                    .map(|_| ())
+            }
+            (None, false) => {
+                let req = SlackApiReactionsRemoveRequest::new(SlackReactionName::new(
+                    WORKING_REACTION.to_string(),
+                ))
+                .with_channel(channel_id)
+                .with_timestamp(SlackTs::new(ts.to_string()));
+                Self::timed("reactions.remove", session.reactions_remove(&req))
+                    .await
+                    .map(|_| ())
+            }
+        };
+        if let Err(e) = result {
+            // The sign is a courtesy: its failure never stops a reply.
+            debug!(error = %e, "working sign not shown");
+        }
+    }
+}

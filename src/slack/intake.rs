@@ -1,0 +1,321 @@
+//! What anima answers: Slack events → accepted inbox rows, by pure rules.
+//!
+//! Answers channel mentions (in the mention's thread), direct messages (a top-level DM at top
+//! level, the DM's top level being one conversation; a DM thread in its thread), and later
+//! messages in threads the soul has spoken in. Ignores its own posts, other bots unless
+//! `reply_to_bots`, hidden and non-content subtypes, and channels or users outside the
+//! allow-lists. No I/O: `decide` returns what to store.
+
+use slack_morphism::prelude::*;
+
+use super::api::BotIdentity;
+use crate::config::SlackConfig;
+use crate::memory::NewInbound;
+
+/// What to do with one event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    Accept(NewInbound),
+    /// An assistant thread began: remember it, answer nothing yet.
+    AssistantThread {
+        channel: String,
+        thread_ts: String,
+    },
+    Ignore(&'static str),
+}
+
+/// The parts of a message event the rules read.
+struct Msg<'a> {
+    channel: &'a str,
+    channel_type: Option<&'a str>,
+    ts: &'a str,
+    thread_ts: Option<&'a str>,
+    user: Option<&'a str>,
+    bot_id: Option<&'a str>,
+    text: &'a str,
+    mention_event: bool,
+}
+
+pub fn decide(
+    body: &SlackEventCallbackBody,
+    event_id: &str,
+    bot: &BotIdentity,
+    cfg: &SlackConfig,
+) -> Decision {
+    match body {
+        SlackEventCallbackBody::Message(m) => {
+            if m.hidden == Some(true) {
+                return Decision::Ignore("hidden message (edit, deletion or thread root change)");
+            }
+            match &m.subtype {
+                None
+                | Some(SlackMessageEventType::FileShare)
+                | Some(SlackMessageEventType::ThreadBroadcast) => {}
+                Some(SlackMessageEventType::BotMessage) if cfg.reply_to_bots => {}
+                Some(SlackMessageEventType::BotMessage) => {
+                    return Decision::Ignore("another bot's message")
+                }
+                Some(_) => return Decision::Ignore("a message subtype that is not user content"),
+            }
+            let Some(channel) = m.origin.channel.as_ref() else {
+                return Decision::Ignore("message without a channel");
+            };
+            let channel_type = m.origin.channel_type.as_ref().map(|t| t.0.as_str());
+            let text = m
+                .content
+                .as_ref()
+                .and_then(|c| c.text.as_deref())
+                .unwrap_or("");
+            decide_msg(
+                Msg {
+                    channel: channel.0.as_str(),
+                    channel_type,
+                    ts: m.origin.ts.0.as_str(),
+                    thread_ts: m.origin.thread_ts.as_ref().map(|t| t.0.as_str()),
+                    user: m.sender.user.as_ref().map(|u| u.0.as_str()),
+                    bot_id: m.sender.bot_id.as_ref().map(|b| b.0.as_str()),
+                    text,
+                    mention_event: false,
+                },
+                event_id,
+                bot,
+                cfg,
+            )
+        }
+        SlackEventCallbackBody::AppMention(m) => decide_msg(
+            Msg {
+                channel: m.channel.0.as_str(),
+                channel_type: Some("channel"),
+                ts: m.origin.ts.0.as_str(),
+                thread_ts: m.origin.thread_ts.as_ref().map(|t| t.0.as_str()),
+                user: Some(m.user.0.as_str()),
+                bot_id: None,
+                text: m.content.text.as_deref().unwrap_or(""),
+                mention_event: true,
+            },
+            event_id,
+            bot,
+            cfg,
+        ),
+        SlackEventCallbackBody::AssistantThreadStarted(e) => Decision::AssistantThread {
+            channel: e.assistant_thread.channel_id.to_string(),
+            thread_ts: e.assistant_thread.thread_ts.to_string(),
+        },
+        _ => Decision::Ignore("an event type anima does not answer"),
+    }
+}
+
+fn decide_msg(m: Msg, event_id: &str, bot: &BotIdentity, cfg: &SlackConfig) -> Decision {
+    let own = m.user == Some(bot.user_id.as_str())
+        || (m.bot_id.is_some() && m.bot_id == bot.bot_id.as_deref());
+    if own {
+        return Decision::Ignore("the soul's own message");
+    }
+    if m.bot_id.is_some() && !cfg.reply_to_bots {
+        return Decision::Ignore("another bot's message");
+    }
+    let Some(user) = m.user.or(m.bot_id) else {
+        return Decision::Ignore("message without a sender");
+    };
+    if !cfg.allowed_channels.is_empty() && !cfg.allowed_channels.iter().any(|c| c == m.channel) {
+        return Decision::Ignore("channel not in allowed_channels");
+    }
+    if !cfg.allowed_users.is_empty() && !cfg.allowed_users.iter().any(|u| u == user) {
+        return Decision::Ignore("user not in allowed_users");
+    }
+    if m.text.trim().is_empty() {
+        return Decision::Ignore("message without text");
+    }
+    let kind = match m.channel_type {
+        Some("im") => Kind::Direct,
+        Some("channel" | "group" | "mpim") => Kind::Channel,
+        Some(_) => return Decision::Ignore("unknown channel type"),
+        None if m.channel.starts_with('D') => Kind::Direct,
+        None => return Decision::Ignore("unknown channel type"),
+    };
+    let in_thread = m.thread_ts.filter(|t| *t != m.ts);
+    let mentioned = m.mention_event || mentions(m.text, &bot.user_id);
+    let (thread_key, reply_thread_ts, only_if) = match (kind, in_thread) {
+        (Kind::Direct, None) => (m.channel.to_string(), None, None),
+        (Kind::Direct, Some(t)) => (format!("{}:{t}", m.channel), Some(t.to_string()), None),
+        (Kind::Channel, None) if mentioned => (
+            format!("{}:{}", m.channel, m.ts),
+            Some(m.ts.to_string()),
+            None,
+        ),
+        (Kind::Channel, None) => return Decision::Ignore("unmentioned top-level channel message"),
+        (Kind::Channel, Some(t)) => {
+            let only_if = (!mentioned).then(|| (m.channel.to_string(), t.to_string()));
+            (format!("{}:{t}", m.channel), Some(t.to_string()), only_if)
+        }
+    };
+    Decision::Accept(NewInbound {
+        event_id: Some(event_id.to_string()),
+        channel: m.channel.to_string(),
+        ts: m.ts.to_string(),
+        thread_key,
+        reply_thread_ts,
+        user_id: user.to_string(),
+        text: m.text.to_string(),
+        assistant_thread: false,
+        only_if_participating: only_if,
+    })
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Direct,
+    Channel,
+}
+
+/// `<@U123>` or `<@U123|name>` for the bot.
+fn mentions(text: &str, bot_user: &str) -> bool {
+    text.contains(&format!("<@{bot_user}>")) || text.contains(&format!("<@{bot_user}|"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn cfg() -> SlackConfig {
+        crate::config::parse(
+            "",
+            std::path::Path::new("t.toml"),
+            std::path::Path::new("/"),
+        )
+        .unwrap()
+        .slack
+    }
+
+    fn bot() -> BotIdentity {
+        BotIdentity {
+            user_id: "UBOT".into(),
+            bot_id: Some("BBOT".into()),
+            team: "T".into(),
+        }
+    }
+
+    fn run(event: serde_json::Value, cfg: &SlackConfig) -> Decision {
+        let body: SlackEventCallbackBody = serde_json::from_value(event).unwrap();
+        decide(&body, "Ev1", &bot(), cfg)
+    }
+
+    fn accepted(d: Decision) -> NewInbound {
+        match d {
+            Decision::Accept(n) => n,
+            other => panic!("not accepted: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_channel_mention_is_answered_in_its_thread() {
+        let n = accepted(run(
+            json!({"type":"app_mention","user":"U061F7AUR","text":"<@UBOT> is it everything a river should be?","ts":"1515449522.000016","channel":"C0LAN2Q65","event_ts":"1515449522.000016"}),
+            &cfg(),
+        ));
+        assert_eq!(n.thread_key, "C0LAN2Q65:1515449522.000016");
+        assert_eq!(n.reply_thread_ts.as_deref(), Some("1515449522.000016"));
+        let twin = accepted(run(
+            json!({"type":"message","channel":"C0LAN2Q65","channel_type":"channel","user":"U061F7AUR","text":"<@UBOT> is it everything a river should be?","ts":"1515449522.000016"}),
+            &cfg(),
+        ));
+        assert_eq!(
+            (twin.channel, twin.ts),
+            (n.channel, n.ts),
+            "the twin is the same message"
+        );
+    }
+
+    #[test]
+    fn a_top_level_dm_is_answered_at_top_level() {
+        let n = accepted(run(
+            json!({"type":"message","channel":"D024BE91L","user":"U2147483697","text":"Hello hello can you hear me?","ts":"1355517523.000005","event_ts":"1355517523.000005","channel_type":"im"}),
+            &cfg(),
+        ));
+        assert_eq!(n.thread_key, "D024BE91L");
+        assert_eq!(n.reply_thread_ts, None);
+        let n = accepted(run(
+            json!({"type":"message","channel":"D024BE91L","user":"U2","text":"in a thread","ts":"2.0","thread_ts":"1.0","channel_type":"im"}),
+            &cfg(),
+        ));
+        assert_eq!(n.thread_key, "D024BE91L:1.0");
+        assert_eq!(n.reply_thread_ts.as_deref(), Some("1.0"));
+    }
+
+    #[test]
+    fn thread_replies_without_a_mention_need_participation() {
+        let n = accepted(run(
+            json!({"type":"message","channel":"C1","channel_type":"channel","user":"U2","text":"and then?","ts":"3.0","thread_ts":"1.0"}),
+            &cfg(),
+        ));
+        assert_eq!(n.only_if_participating, Some(("C1".into(), "1.0".into())));
+        let d = run(
+            json!({"type":"message","channel":"C1","channel_type":"channel","user":"U2","text":"just chatting","ts":"3.0"}),
+            &cfg(),
+        );
+        assert_eq!(d, Decision::Ignore("unmentioned top-level channel message"));
+    }
+
+    #[test]
+    fn own_bots_edits_and_deletions_are_ignored() {
+        let c = cfg();
+        for (event, why) in [
+            (
+                json!({"type":"message","channel":"D1","channel_type":"im","user":"UBOT","bot_id":"BBOT","text":"my reply","ts":"2.0"}),
+                "the soul's own message",
+            ),
+            (
+                json!({"type":"message","channel":"D1","channel_type":"im","bot_id":"BBOT","text":"my reply","ts":"2.0"}),
+                "the soul's own message",
+            ),
+            (
+                json!({"type":"message","subtype":"bot_message","channel":"D1","channel_type":"im","bot_id":"BOTHER","text":"beep","ts":"2.0"}),
+                "another bot's message",
+            ),
+            (
+                json!({"type":"message","channel":"D1","channel_type":"im","user":"U9","bot_id":"BOTHER","text":"beep","ts":"2.0"}),
+                "another bot's message",
+            ),
+            (
+                json!({"type":"message","subtype":"message_changed","hidden":true,"channel":"D1","channel_type":"im","ts":"2.0","message":{"text":"edited","user":"U1","ts":"1.0"}}),
+                "hidden message (edit, deletion or thread root change)",
+            ),
+            (
+                json!({"type":"message","subtype":"channel_join","channel":"C1","channel_type":"channel","user":"U1","text":"joined","ts":"2.0"}),
+                "a message subtype that is not user content",
+            ),
+            (
+                json!({"type":"message","channel":"X1","channel_type":"weird","user":"U1","text":"?","ts":"2.0"}),
+                "unknown channel type",
+            ),
+        ] {
+            assert_eq!(run(event.clone(), &c), Decision::Ignore(why), "{event}");
+        }
+    }
+
+    #[test]
+    fn other_bots_when_allowed_and_allow_lists() {
+        let mut c = cfg();
+        c.reply_to_bots = true;
+        let n = accepted(run(
+            json!({"type":"message","subtype":"bot_message","channel":"D1","channel_type":"im","bot_id":"BOTHER","text":"beep","ts":"2.0"}),
+            &c,
+        ));
+        assert_eq!(n.user_id, "BOTHER");
+        let mut c = cfg();
+        c.allowed_channels = vec!["C9".into()];
+        let d = run(
+            json!({"type":"app_mention","user":"U1","text":"<@UBOT> hi","ts":"1.0","channel":"C1"}),
+            &c,
+        );
+        assert_eq!(d, Decision::Ignore("channel not in allowed_channels"));
+        let mut c = cfg();
+        c.allowed_users = vec!["U7".into()];
+        let d = run(
+            json!({"type":"app_mention","user":"U1","text":"<@UBOT> hi","ts":"1.0","channel":"C1"}),
+            &c,
+        );
+        assert_eq!(d, Decision::Ignore("user not in allowed_users"));
+    }
+}

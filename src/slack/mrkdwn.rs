@@ -1,0 +1,372 @@
+//! The model's Markdown → Slack mrkdwn: bold, italics, strikethrough, links, headings,
+//! lists, code; `&`, `<`, `>` escaped except in Slack's own markup; broadcasts neutralised
+//! unless allowed; replies over Slack's limit split on paragraph boundaries.
+//!
+//! Pure text functions; never fails.
+
+/// The most characters one message carries. Slack truncates `text` at 40,000 characters and
+/// advises staying under 4,000 for readable messages.
+pub const MESSAGE_LIMIT: usize = 3_900;
+
+/// Converts a reply to mrkdwn and splits it into messages of at most `limit` characters.
+pub fn render(reply: &str, allow_broadcast: bool, limit: usize) -> Vec<String> {
+    split(&to_mrkdwn(reply, allow_broadcast), limit)
+}
+
+/// Markdown → mrkdwn.
+pub fn to_mrkdwn(text: &str, allow_broadcast: bool) -> String {
+    let mut out = String::with_capacity(text.len() + 16);
+    let mut in_fence = false;
+    for (i, line) in text.split('\n').enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        let trimmed = line.trim_start();
+        if let Some(after) = trimmed.strip_prefix("```") {
+            // Slack shows a fence's language as text: drop it.
+            out.push_str(&line[..line.len() - trimmed.len()]);
+            out.push_str("```");
+            in_fence = !in_fence;
+            if !in_fence {
+                out.push_str(&escape(after.trim_start_matches('`')));
+            }
+            continue;
+        }
+        if in_fence {
+            out.push_str(&escape(line));
+            continue;
+        }
+        out.push_str(&block_line(line, allow_broadcast));
+    }
+    out
+}
+
+fn block_line(line: &str, allow_broadcast: bool) -> String {
+    let indent_len = line.len() - line.trim_start().len();
+    let (indent, body) = line.split_at(indent_len);
+    // Headings become bold lines.
+    let hashes = body.chars().take_while(|c| *c == '#').count();
+    if (1..=6).contains(&hashes) && body[hashes..].starts_with(' ') {
+        let title = body[hashes..].trim().trim_end_matches('#').trim();
+        let inner = inline(title.trim_matches('*'), allow_broadcast);
+        return format!("{indent}*{inner}*");
+    }
+    // Bullets become •, keeping their indentation.
+    for bullet in ["- ", "* ", "+ "] {
+        if let Some(rest) = body.strip_prefix(bullet) {
+            if !rest.trim().is_empty() {
+                return format!("{indent}• {}", inline(rest, allow_broadcast));
+            }
+        }
+    }
+    // A horizontal rule has no mrkdwn form.
+    if matches!(body.trim(), "---" | "***" | "___") {
+        return format!("{indent}──────────");
+    }
+    format!("{indent}{}", inline(body, allow_broadcast))
+}
+
+/// Inline spans: code is kept (escaped), links become `<url|text>`, emphasis is rewritten.
+fn inline(text: &str, allow_broadcast: bool) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while !rest.is_empty() {
+        if let Some(after) = rest.strip_prefix('`') {
+            if let Some(end) = after.find('`') {
+                out.push('`');
+                out.push_str(&escape(&after[..end]));
+                out.push('`');
+                rest = &after[end + 1..];
+                continue;
+            }
+        }
+        if rest.starts_with('[') {
+            if let Some((label, url, used)) = markdown_link(rest) {
+                out.push('<');
+                out.push_str(&url.replace('|', "%7C").replace('>', "%3E"));
+                out.push('|');
+                out.push_str(&escape(&emphasis(label)).replace('|', "∣"));
+                out.push('>');
+                rest = &rest[used..];
+                continue;
+            }
+        }
+        if rest.starts_with('<') {
+            if let Some(end) = rest.find('>') {
+                let tag = &rest[..=end];
+                if let Some(kept) = slack_markup(tag, allow_broadcast) {
+                    out.push_str(&kept);
+                    rest = &rest[end + 1..];
+                    continue;
+                }
+            }
+        }
+        // Plain text up to the next special character.
+        let next = rest[1..]
+            .find(['`', '[', '<'])
+            .map_or(rest.len(), |p| p + 1);
+        out.push_str(&escape(&emphasis(&rest[..next])));
+        rest = &rest[next..];
+    }
+    out
+}
+
+/// `[label](url)` at the start of `s`: (label, url, bytes used).
+fn markdown_link(s: &str) -> Option<(&str, &str, usize)> {
+    let close = s.find("](")?;
+    let label = &s[1..close];
+    if label.contains('\n') || label.contains('[') {
+        return None;
+    }
+    let url_start = close + 2;
+    let url_end = url_start + s[url_start..].find(')')?;
+    let url = s[url_start..url_end].trim();
+    let ok = ["http://", "https://", "mailto:"]
+        .iter()
+        .any(|p| url.starts_with(p))
+        && !url.contains(' ');
+    ok.then_some((label, url, url_end + 1))
+}
+
+/// Slack's own markup that passes through: user, channel and link references. Broadcasts
+/// (`<!here>`, `<!channel>`, `<!everyone>`, `<!subteam^…>`) pass only when allowed; otherwise
+/// they become plain text that notifies nobody.
+fn slack_markup(tag: &str, allow_broadcast: bool) -> Option<String> {
+    let inner = &tag[1..tag.len() - 1];
+    if inner.is_empty() || inner.contains('<') || inner.contains('\n') {
+        return None;
+    }
+    let id_like = |s: &str| {
+        s.chars().all(|c| {
+            c.is_ascii_alphanumeric() || c == '|' || c == '-' || c == '_' || c == '.' || c == ' '
+        })
+    };
+    if let Some(rest) = inner.strip_prefix('@').or_else(|| inner.strip_prefix('#')) {
+        return id_like(rest).then(|| tag.to_string());
+    }
+    if let Some(rest) = inner.strip_prefix('!') {
+        if allow_broadcast {
+            return Some(tag.to_string());
+        }
+        let name = rest.split(['|', '^']).next().unwrap_or(rest);
+        let label = rest
+            .split_once('|')
+            .map_or(name, |(_, l)| l.trim_start_matches('@'));
+        return Some(format!("@\u{2060}{}", escape(label)));
+    }
+    if inner.starts_with("http://") || inner.starts_with("https://") || inner.starts_with("mailto:")
+    {
+        return Some(tag.to_string());
+    }
+    None
+}
+
+/// `**bold**`/`__bold__` → `*bold*`, `*it*` → `_it_`, `~~s~~` → `~s~`.
+fn emphasis(text: &str) -> String {
+    let bold = replace_pairs(text, "**", "\u{1}");
+    let bold = replace_pairs(&bold, "__", "\u{1}");
+    let italics = replace_pairs(&bold, "*", "_");
+    let strike = replace_pairs(&italics, "~~", "~");
+    strike.replace('\u{1}', "*")
+}
+
+/// Replaces matched pairs of `marker` around non-blank text.
+fn replace_pairs(text: &str, marker: &str, with: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find(marker) {
+        let after = &rest[start + marker.len()..];
+        let Some(end) = after.find(marker) else { break };
+        let inner = &after[..end];
+        let tight = !inner.is_empty() && !inner.starts_with(' ') && !inner.ends_with(' ');
+        // `*` between word characters (2*3*4) is arithmetic, not emphasis.
+        let word_before = rest[..start]
+            .chars()
+            .last()
+            .is_some_and(char::is_alphanumeric);
+        if tight && !(marker == "*" && word_before) {
+            out.push_str(&rest[..start]);
+            out.push_str(with);
+            out.push_str(inner);
+            out.push_str(with);
+            rest = &after[end + marker.len()..];
+        } else {
+            out.push_str(&rest[..start + marker.len()]);
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Escapes what Slack requires: `&`, `<`, `>`. Broadcasts written as plain words (`@here`)
+/// are left: without `link_names` they notify nobody.
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// Splits on paragraph boundaries, then lines, then characters; a code fence cut in two is
+/// closed and reopened so each message renders.
+pub fn split(text: &str, limit: usize) -> Vec<String> {
+    let limit = limit.max(16);
+    if text.chars().count() <= limit {
+        return vec![text.to_string()];
+    }
+    let mut parts: Vec<String> = Vec::new();
+    let mut current = String::new();
+    let push_piece = |current: &mut String, parts: &mut Vec<String>, piece: &str, sep: &str| {
+        let len = |s: &str| s.chars().count();
+        if !current.is_empty() && len(current) + len(sep) + len(piece) > limit {
+            parts.push(std::mem::take(current));
+        }
+        if !current.is_empty() {
+            current.push_str(sep);
+        }
+        current.push_str(piece);
+    };
+    for para in text.split("\n\n") {
+        if para.chars().count() <= limit {
+            push_piece(&mut current, &mut parts, para, "\n\n");
+            continue;
+        }
+        for line in para.split('\n') {
+            if line.chars().count() <= limit {
+                push_piece(&mut current, &mut parts, line, "\n");
+                continue;
+            }
+            let chars: Vec<char> = line.chars().collect();
+            for chunk in chars.chunks(limit) {
+                push_piece(
+                    &mut current,
+                    &mut parts,
+                    &chunk.iter().collect::<String>(),
+                    "\n",
+                );
+            }
+        }
+    }
+    if !current.is_empty() {
+        parts.push(current);
+    }
+    balance_fences(parts)
+}
+
+/// Re-fencing adds at most eight characters to a part: `limit` leaves room under Slack's own.
+fn balance_fences(parts: Vec<String>) -> Vec<String> {
+    let mut out = Vec::with_capacity(parts.len());
+    let mut open = false;
+    for part in parts {
+        let mut p = String::new();
+        if open {
+            p.push_str("```\n");
+        }
+        p.push_str(&part);
+        let fences = part
+            .lines()
+            .filter(|l| l.trim_start().starts_with("```"))
+            .count();
+        if fences % 2 == 1 {
+            open = !open;
+        }
+        if open {
+            p.push_str("\n```");
+        }
+        out.push(p);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(s: &str) -> String {
+        to_mrkdwn(s, false)
+    }
+
+    #[test]
+    fn emphasis_links_headings_lists() {
+        assert_eq!(
+            m("**bold** and *it* and __b2__ and ~~gone~~"),
+            "*bold* and _it_ and *b2* and ~gone~"
+        );
+        assert_eq!(
+            m("see [the docs](https://x.test/a?b=1) now"),
+            "see <https://x.test/a?b=1|the docs> now"
+        );
+        assert_eq!(m("## Next steps"), "*Next steps*");
+        assert_eq!(
+            m("- one\n  - two\n* three\n1. four"),
+            "• one\n  • two\n• three\n1. four"
+        );
+        assert_eq!(m("2*3*4 = 24"), "2*3*4 = 24");
+    }
+
+    #[test]
+    fn code_is_kept_and_escaped_and_fence_languages_dropped() {
+        assert_eq!(m("use `Vec<T>` here"), "use `Vec&lt;T&gt;` here");
+        assert_eq!(
+            m("```rust\nif a < b && **c** {}\n```"),
+            "```\nif a &lt; b &amp;&amp; **c** {}\n```"
+        );
+    }
+
+    #[test]
+    fn slack_markup_survives_and_text_is_escaped() {
+        assert_eq!(
+            m("ask <@U123> in <#C456|general>, see <https://x.test|x>"),
+            "ask <@U123> in <#C456|general>, see <https://x.test|x>"
+        );
+        assert_eq!(
+            m("a < b & c > d <b>not html</b>"),
+            "a &lt; b &amp; c &gt; d &lt;b&gt;not html&lt;/b&gt;"
+        );
+    }
+
+    #[test]
+    fn broadcasts_are_neutralised_unless_allowed() {
+        for b in [
+            "<!channel>",
+            "<!here>",
+            "<!everyone>",
+            "<!subteam^S123|@devs>",
+        ] {
+            let out = m(&format!("hey {b} look"));
+            assert!(!out.contains("<!"), "{out}");
+            assert!(out.contains('@'), "{out}");
+            assert_eq!(to_mrkdwn(&format!("hey {b}"), true), format!("hey {b}"));
+        }
+    }
+
+    #[test]
+    fn long_replies_split_on_paragraphs_within_the_limit() {
+        let para = "word ".repeat(30);
+        let text = [para.trim(); 10].join("\n\n");
+        let parts = split(&text, 400);
+        assert!(parts.len() > 1);
+        assert!(parts.iter().all(|p| p.chars().count() <= 400), "{parts:?}");
+        assert_eq!(
+            parts.join("\n\n"),
+            text,
+            "nothing lost, split only between paragraphs"
+        );
+        let huge = "x".repeat(1000);
+        let parts = split(&huge, 300);
+        assert_eq!(parts.concat().replace('\n', ""), huge);
+    }
+
+    #[test]
+    fn a_fence_cut_in_two_is_closed_and_reopened() {
+        let code = (0..60)
+            .map(|i| format!("line {i}"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let parts = split(&format!("```\n{code}\n```"), 200);
+        assert!(parts.len() > 1);
+        for p in &parts {
+            assert_eq!(p.matches("```").count() % 2, 0, "{p}");
+        }
+    }
+}
