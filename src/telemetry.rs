@@ -3,6 +3,8 @@
 //! Message bodies are logged only at debug level; secrets never reach a log line (they are
 //! `Secret`s, whose Debug and Display print `[redacted]`).
 
+use std::io::IsTerminal;
+
 use clap::ValueEnum;
 use tracing_subscriber::EnvFilter;
 
@@ -19,6 +21,7 @@ pub fn init(format: LogFormat, default_filter: &str) {
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_target(false);
     let _ = match format {
         LogFormat::Human => builder.try_init(),

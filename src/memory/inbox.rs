@@ -141,12 +141,13 @@ impl Store {
         })
     }
 
-    /// The conversation's next unfinished message, oldest ts first.
+    /// The conversation's next unfinished message, oldest ts first (numerically: a ts is
+    /// seconds.microseconds, well within a double's precision).
     pub fn next_open(&self, thread_key: &str) -> Result<Option<InboxItem>, StoreError> {
         Ok(self
             .conn()
             .prepare_cached(&format!(
-                "SELECT {COLUMNS} FROM inbox WHERE thread_key = ?1 AND status != 'done' ORDER BY ts LIMIT 1"
+                "SELECT {COLUMNS} FROM inbox WHERE thread_key = ?1 AND status != 'done' ORDER BY CAST(ts AS REAL), ts LIMIT 1"
             ))?
             .query_row([thread_key], from_row)
             .optional()?)

@@ -90,8 +90,16 @@ pub fn connector(api_base_url: &str) -> SlackClientHyperHttpsConnector {
                 .build()
         }
     };
-    let base = format!("{}/", api_base_url.trim_end_matches('/'));
-    SlackClientHyperConnector::with_connector(https).with_slack_api_url(&base)
+    // slack-morphism joins `{base}/{method}`: the base has no trailing slash.
+    SlackClientHyperConnector::with_connector(https)
+        .with_slack_api_url(api_base_url.trim_end_matches('/'))
+}
+
+/// A Slack ts (`"1610241741.000200"`) as a sortable pair; unreadable parts sort first.
+pub fn ts_order(ts: &str) -> (u64, u64) {
+    let (secs, frac) = ts.split_once('.').unwrap_or((ts, "0"));
+    let micros: String = frac.chars().chain(std::iter::repeat('0')).take(6).collect();
+    (secs.parse().unwrap_or(0), micros.parse().unwrap_or(0))
 }
 
 pub fn token(secret: &Secret) -> SlackApiToken {
@@ -292,6 +300,10 @@ impl SlackApi {
                 return None;
             }
         };
+        debug!(
+            found = messages.len(),
+            "looked for the reply in the conversation"
+        );
         messages
             .into_iter()
             .find(|m| {
@@ -299,7 +311,7 @@ impl SlackApi {
                     == Some(bot.user_id.clone())
                     || (bot.bot_id.is_some()
                         && m.sender.bot_id.as_ref().map(|b| b.to_string()) == bot.bot_id);
-                mine && m.origin.ts.to_string().as_str() > after_ts
+                mine && ts_order(m.origin.ts.as_ref()) > ts_order(after_ts)
                     && m.content.text.as_deref() == Some(text)
             })
             .map(|m| m.origin.ts.to_string())
@@ -349,5 +361,17 @@ impl SlackApi {
             // The sign is a courtesy: its failure never stops a reply.
             debug!(error = %e, "working sign not shown");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn ts_order_is_numeric() {
+        use super::ts_order;
+        assert!(ts_order("1800000000.000000") > ts_order("7.0"));
+        assert!(ts_order("1700000000.000200") > ts_order("1700000000.0001"));
+        assert_eq!(ts_order("12.5"), (12, 500_000));
+        assert_eq!(ts_order("x.é"), (0, 0));
     }
 }

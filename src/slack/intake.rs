@@ -156,7 +156,7 @@ fn decide_msg(m: Msg, event_id: &str, bot: &BotIdentity, cfg: &SlackConfig) -> D
         thread_key,
         reply_thread_ts,
         user_id: user.to_string(),
-        text: m.text.to_string(),
+        text: without_leading_mention(m.text, &bot.user_id),
         assistant_thread: false,
         only_if_participating: only_if,
     })
@@ -166,6 +166,19 @@ fn decide_msg(m: Msg, event_id: &str, bot: &BotIdentity, cfg: &SlackConfig) -> D
 enum Kind {
     Direct,
     Channel,
+}
+
+/// The text without the mention of the bot that opens it (`<@UBOT> hi` → `hi`).
+fn without_leading_mention(text: &str, bot_user: &str) -> String {
+    let t = text.trim_start();
+    let rest = t.strip_prefix(&format!("<@{bot_user}>")).or_else(|| {
+        t.strip_prefix(&format!("<@{bot_user}|"))
+            .and_then(|r| r.split_once('>').map(|x| x.1))
+    });
+    match rest {
+        Some(r) if !r.trim().is_empty() => r.trim_start_matches([',', ':']).trim().to_string(),
+        _ => text.to_string(),
+    }
 }
 
 /// `<@U123>` or `<@U123|name>` for the bot.
@@ -216,6 +229,10 @@ mod tests {
         ));
         assert_eq!(n.thread_key, "C0LAN2Q65:1515449522.000016");
         assert_eq!(n.reply_thread_ts.as_deref(), Some("1515449522.000016"));
+        assert_eq!(
+            n.text, "is it everything a river should be?",
+            "the bot's own mention is dropped"
+        );
         let twin = accepted(run(
             json!({"type":"message","channel":"C0LAN2Q65","channel_type":"channel","user":"U061F7AUR","text":"<@UBOT> is it everything a river should be?","ts":"1515449522.000016"}),
             &cfg(),

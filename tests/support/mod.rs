@@ -3,6 +3,9 @@
 //! fake `claude` executable, and helpers that run the real `anima` binary.
 #![allow(dead_code)]
 
+pub mod daemon;
+pub mod slack;
+
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::io::Write;
@@ -35,6 +38,8 @@ pub enum Script {
     StreamCutOff,
     /// Never answers.
     Hang,
+    /// Answers this text after a delay.
+    Delay(u64, String),
 }
 
 #[derive(Debug, Clone)]
@@ -86,6 +91,8 @@ impl Recorded {
 struct Inner {
     script: VecDeque<Script>,
     recorded: Vec<Recorded>,
+    /// With an empty script: answer `echo: <the current message>` instead of the default.
+    echo: bool,
 }
 
 #[derive(Clone)]
@@ -102,7 +109,8 @@ impl FakeModel {
         let state = inner.clone();
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
                 .enable_all()
                 .build()
                 .unwrap();
@@ -134,6 +142,12 @@ impl FakeModel {
         self.push(Script::Reply(text.to_string()))
     }
 
+    /// With an empty script, answer each turn with `echo: <its message text>`.
+    pub fn echo(&self) -> &Self {
+        self.inner.lock().unwrap().echo = true;
+        self
+    }
+
     pub fn requests(&self) -> Vec<Recorded> {
         self.inner.lock().unwrap().recorded.clone()
     }
@@ -141,18 +155,33 @@ impl FakeModel {
 
 fn take(state: &Arc<Mutex<Inner>>, path: &str, headers: &HeaderMap, body: &Bytes) -> Script {
     let mut inner = state.lock().unwrap();
-    inner.recorded.push(Recorded {
+    let rec = Recorded {
         path: path.to_string(),
         headers: headers
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("").to_string()))
             .collect(),
         body: serde_json::from_slice(body).unwrap_or(Value::Null),
-    });
-    inner
-        .script
-        .pop_front()
-        .unwrap_or_else(|| Script::Reply(DEFAULT_REPLY.to_string()))
+    };
+    let echo = inner.echo.then(|| current_message(&rec.turn_text()));
+    inner.recorded.push(rec);
+    inner.script.pop_front().unwrap_or_else(|| match echo {
+        Some(m) => Script::Reply(format!(
+            "<internal_monologue>secret thought</internal_monologue><external_dialogue>echo: {m}</external_dialogue>"
+        )),
+        None => Script::Reply(DEFAULT_REPLY.to_string()),
+    })
+}
+
+/// The message text inside the prompt's fence (after `Name: `).
+pub fn current_message(turn_text: &str) -> String {
+    let section = turn_text.rsplit("<current_message>").next().unwrap_or("");
+    let line = section
+        .lines()
+        .skip_while(|l| !l.starts_with("```"))
+        .nth(1)
+        .unwrap_or("");
+    line.split_once(": ").map_or(line, |(_, t)| t).to_string()
 }
 
 fn respond(status: u16, headers: &[(&str, String)], body: Body, content_type: &str) -> Response {
@@ -266,6 +295,16 @@ async fn anthropic(
             tokio::time::sleep(Duration::from_secs(3600)).await;
             respond(200, &[], Body::empty(), "application/json")
         }
+        Script::Delay(ms, text) => {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            let body = json!({
+                "id": "msg_02", "type": "message", "role": "assistant", "model": model,
+                "content": [{"type": "text", "text": text}],
+                "stop_reason": "end_turn", "stop_sequence": null,
+                "usage": {"input_tokens": 10, "output_tokens": 5}
+            });
+            respond(200, &[], Body::from(body.to_string()), "application/json")
+        }
     }
 }
 
@@ -318,7 +357,7 @@ async fn openai(
             )];
             respond(200, &[], sse(frames), "text/event-stream")
         }
-        Script::Hang => {
+        Script::Hang | Script::Delay(..) => {
             tokio::time::sleep(Duration::from_secs(3600)).await;
             respond(200, &[], Body::empty(), "application/json")
         }
