@@ -16,7 +16,7 @@ CREATE TABLE inbox (
     reply             TEXT,               -- the reply, fixed when the turn commits
     parts_posted      INTEGER NOT NULL DEFAULT 0,
     reply_ts          TEXT,               -- Slack's ts of the first posted part
-    received_at       INTEGER NOT NULL,
+    received_us       INTEGER NOT NULL,   -- unix microseconds, for the reply-overhead metric
     done_at           INTEGER,
     UNIQUE (channel, ts)
 );

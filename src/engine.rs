@@ -77,8 +77,8 @@ pub struct TurnOutcome {
     pub user_model_updated: bool,
     /// The provider's error, when the model failed (the reply is then the apology).
     pub error: Option<String>,
-    /// Time spent waiting for the model, retries included.
-    pub model_ms: u64,
+    /// Time spent waiting for the model, retries included (µs).
+    pub model_us: u64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -216,12 +216,13 @@ impl Engine {
             )
         })
         .await;
-        let latency_ms = started.elapsed().as_millis() as u64;
+        let model_us = started.elapsed().as_micros() as u64;
+        let latency_ms = model_us / 1000;
         let completion = match result {
             Ok(c) => c,
             Err(e) => {
                 let mut failed = self.failed_turn(p, process, plan, e);
-                failed.model_ms = latency_ms;
+                failed.model_us = model_us;
                 return Ok(failed);
             }
         };
@@ -258,7 +259,7 @@ impl Engine {
             state_changes,
             user_model_updated,
             error: None,
-            model_ms: latency_ms,
+            model_us,
         })
     }
 
@@ -280,7 +281,7 @@ impl Engine {
             state_changes: Vec::new(),
             user_model_updated: false,
             error: Some(e.to_string()),
-            model_ms: 0,
+            model_us: 0,
         }
     }
 

@@ -17,9 +17,8 @@ pub struct Metrics {
     pub replies_posted: AtomicU64,
     pub replies_undeliverable: AtomicU64,
     pub turns_in_flight: AtomicU64,
-    /// Sum and count of (event received → reply posted) minus model time, in microseconds.
-    pub overhead_us_sum: AtomicU64,
-    pub overhead_count: AtomicU64,
+    /// (event accepted → reply posted) minus model time.
+    pub overhead: Histogram,
     pub slack_connected: AtomicBool,
 }
 
@@ -90,11 +89,10 @@ impl Metrics {
             "# HELP anima_turns_in_flight Turns being processed.\n# TYPE anima_turns_in_flight gauge\nanima_turns_in_flight {}",
             get(&self.turns_in_flight)
         );
-        let _ = writeln!(
-            out,
-            "# HELP anima_reply_overhead_seconds Event received to reply posted, less model time.\n# TYPE anima_reply_overhead_seconds summary\nanima_reply_overhead_seconds_sum {}\nanima_reply_overhead_seconds_count {}",
-            get(&self.overhead_us_sum) as f64 / 1e6,
-            get(&self.overhead_count)
+        self.overhead.render(
+            &mut out,
+            "anima_reply_overhead_seconds",
+            "Event accepted to reply posted, less model time",
         );
         let _ = writeln!(
             out,
@@ -102,6 +100,51 @@ impl Metrics {
             u8::from(self.slack_connected.load(Ordering::Relaxed))
         );
         out
+    }
+}
+
+/// Upper bounds of the histogram buckets, in microseconds.
+const BUCKETS_US: [u64; 14] = [
+    250, 500, 1_000, 2_000, 3_000, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 1_000_000,
+    5_000_000, 30_000_000,
+];
+
+/// A Prometheus histogram of durations.
+#[derive(Debug, Default)]
+pub struct Histogram {
+    buckets: [AtomicU64; 14],
+    sum_us: AtomicU64,
+    count: AtomicU64,
+}
+
+impl Histogram {
+    pub fn observe(&self, us: u64) {
+        if let Some(i) = BUCKETS_US.iter().position(|b| us <= *b) {
+            self.buckets[i].fetch_add(1, Ordering::Relaxed);
+        }
+        self.sum_us.fetch_add(us, Ordering::Relaxed);
+        self.count.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn render(&self, out: &mut String, name: &str, help: &str) {
+        let _ = writeln!(out, "# HELP {name} {help}.\n# TYPE {name} histogram");
+        let mut cumulative = 0;
+        for (bound, n) in BUCKETS_US.iter().zip(&self.buckets) {
+            cumulative += n.load(Ordering::Relaxed);
+            let _ = writeln!(
+                out,
+                "{name}_bucket{{le=\"{}\"}} {cumulative}",
+                *bound as f64 / 1e6
+            );
+        }
+        let count = self.count.load(Ordering::Relaxed);
+        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}");
+        let _ = writeln!(
+            out,
+            "{name}_sum {}",
+            self.sum_us.load(Ordering::Relaxed) as f64 / 1e6
+        );
+        let _ = writeln!(out, "{name}_count {count}");
     }
 }
 
@@ -118,10 +161,30 @@ mod tests {
         assert!(text
             .contains("# TYPE anima_replies_posted_total counter\nanima_replies_posted_total 2\n"));
         assert!(text.contains("anima_slack_connected 0"));
+        m.overhead.observe(800);
+        m.overhead.observe(4_000);
+        let text = m.render();
+        assert!(
+            text.contains("anima_reply_overhead_seconds_bucket{le=\"0.0005\"} 0\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("anima_reply_overhead_seconds_bucket{le=\"0.001\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("anima_reply_overhead_seconds_bucket{le=\"0.005\"} 2\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("anima_reply_overhead_seconds_count 2\n"),
+            "{text}"
+        );
         for line in text.lines().filter(|l| !l.starts_with('#')) {
-            let (name, value) = line.split_once(' ').unwrap();
+            let (name, value) = line.rsplit_once(' ').unwrap();
+            let bare = name.split('{').next().unwrap();
             assert!(
-                name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+                bare.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
                 "{line}"
             );
             assert!(value.parse::<f64>().is_ok(), "{line}");

@@ -15,7 +15,7 @@ use tokio::sync::{Notify, Semaphore};
 use tracing::{error, info, warn, Instrument};
 
 use crate::engine::{Engine, Perception};
-use crate::memory::{now_ms, InboxItem, InboxStatus, Store, StoreError};
+use crate::memory::{now_us, InboxItem, InboxStatus, Store, StoreError};
 use crate::metrics::Metrics;
 use crate::slack::api::{BotIdentity, SlackApi};
 use crate::slack::mrkdwn;
@@ -165,13 +165,22 @@ impl Router {
             .assistant_thread
             .then(|| item.reply_thread_ts.clone())
             .flatten();
-        let mut model_ms = 0;
+        let mut model_us = 0;
+        // The working sign is shown and cleared off the reply's path: never awaited before
+        // the model call or the post.
+        let mut sign = None;
         if item.status == InboxStatus::Pending {
             let permit = self.permits.clone().acquire_owned().await.ok();
             self.metrics.turns_in_flight.fetch_add(1, Ordering::Relaxed);
-            self.slack
-                .working(&item.channel, &item.ts, assistant.as_deref(), true)
-                .await;
+            let (slack, channel, ts, thread) = (
+                self.slack.clone(),
+                item.channel.clone(),
+                item.ts.clone(),
+                assistant.clone(),
+            );
+            sign = Some(tokio::spawn(async move {
+                slack.working(&channel, &ts, thread.as_deref(), true).await
+            }));
             let name = self.slack.display_name(&item.user_id).await;
             let result = self
                 .engine
@@ -187,7 +196,7 @@ impl Router {
             self.metrics.turns_in_flight.fetch_sub(1, Ordering::Relaxed);
             drop(permit);
             let outcome = result?;
-            model_ms = outcome.model_ms;
+            model_us = outcome.model_us;
             if outcome.error.is_some() {
                 Metrics::inc(&self.metrics.turns_failed);
                 let store = self.store.clone();
@@ -196,13 +205,12 @@ impl Router {
             } else {
                 Metrics::inc(&self.metrics.turns_completed);
             }
-            let store = self.store.clone();
-            let id = item.id;
-            item = blocking(move || store.inbox_item(id))
-                .await?
-                .expect("the row exists");
+            // The turn's transaction (or set_inbox_reply) fixed exactly this reply.
+            item.reply = Some(outcome.reply);
+            item.status = InboxStatus::Replying;
         }
 
+        let mut done = false;
         let reply = item.reply.clone().unwrap_or_default();
         let parts = mrkdwn::render(&reply, self.allow_broadcast, mrkdwn::MESSAGE_LIMIT);
         for (i, part) in parts
@@ -226,15 +234,18 @@ impl Router {
                     let store = self.store.clone();
                     let (id, channel, thread) =
                         (item.id, item.channel.clone(), item.reply_thread_ts.clone());
+                    let last = i + 1 == parts.len();
                     blocking(move || {
                         store.mark_part_posted(
                             id,
                             i as i64 + 1,
                             &ts,
                             thread.as_deref().map(|t| (channel.as_str(), t)),
+                            last,
                         )
                     })
                     .await?;
+                    done |= last;
                 }
                 Err(e) => {
                     // Slack refused it for good (e.g. not_in_channel): give up on this reply
@@ -245,17 +256,22 @@ impl Router {
                 }
             }
         }
-        self.slack
-            .working(&item.channel, &item.ts, assistant.as_deref(), false)
-            .await;
-        let store = self.store.clone();
-        let id = item.id;
-        blocking(move || store.mark_done(id)).await?;
-        let overhead_ms = (now_ms() - item.received_at - model_ms as i64).max(0) as u64;
-        self.metrics
-            .overhead_us_sum
-            .fetch_add(overhead_ms * 1000, Ordering::Relaxed);
-        Metrics::inc(&self.metrics.overhead_count);
+        if let Some(shown) = sign {
+            let (slack, channel, ts) = (self.slack.clone(), item.channel.clone(), item.ts.clone());
+            tokio::spawn(async move {
+                let _ = shown.await;
+                slack
+                    .working(&channel, &ts, assistant.as_deref(), false)
+                    .await
+            });
+        }
+        if !done {
+            let store = self.store.clone();
+            let id = item.id;
+            blocking(move || store.mark_done(id)).await?;
+        }
+        let overhead_us = (now_us() - item.received_us - model_us as i64).max(0) as u64;
+        self.metrics.overhead.observe(overhead_us);
         info!(inbox = item.id, parts = parts.len(), "replied");
         Ok(())
     }

@@ -4,7 +4,7 @@
 
 use rusqlite::{OptionalExtension, Row};
 
-use super::{now_ms, Store, StoreError};
+use super::{now_ms, now_us, Store, StoreError};
 
 /// A message accepted from Slack, about to be written.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,8 +52,8 @@ pub struct InboxItem {
     pub reply: Option<String>,
     pub parts_posted: i64,
     pub reply_ts: Option<String>,
-    /// When it was accepted (unix ms).
-    pub received_at: i64,
+    /// When it was accepted (unix microseconds).
+    pub received_us: i64,
 }
 
 impl InboxItem {
@@ -63,7 +63,7 @@ impl InboxItem {
     }
 }
 
-const COLUMNS: &str = "id, channel, ts, thread_key, reply_thread_ts, user_id, text, assistant_thread, status, reply, parts_posted, reply_ts, received_at";
+const COLUMNS: &str = "id, channel, ts, thread_key, reply_thread_ts, user_id, text, assistant_thread, status, reply, parts_posted, reply_ts, received_us";
 
 fn from_row(r: &Row) -> rusqlite::Result<InboxItem> {
     let status: String = r.get(8)?;
@@ -84,7 +84,7 @@ fn from_row(r: &Row) -> rusqlite::Result<InboxItem> {
         reply: r.get(9)?,
         parts_posted: r.get(10)?,
         reply_ts: r.get(11)?,
-        received_at: r.get(12)?,
+        received_us: r.get(12)?,
     })
 }
 
@@ -118,7 +118,7 @@ impl Store {
         let inserted = tx
             .prepare_cached(
                 "INSERT OR IGNORE INTO inbox (event_id, channel, ts, thread_key, reply_thread_ts, user_id, text,
-                     assistant_thread, received_at)
+                     assistant_thread, received_us)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
             )?
             .execute(rusqlite::params![
@@ -130,7 +130,7 @@ impl Store {
                 m.user_id,
                 m.text,
                 m.assistant_thread || assistant_thread,
-                now_ms()
+                now_us()
             ])?;
         let id = tx.last_insert_rowid();
         tx.commit()?;
@@ -180,20 +180,24 @@ impl Store {
     }
 
     /// Records that parts up to `parts_posted` are in Slack; the first part's ts is kept, and
-    /// the thread is remembered as one the soul has spoken in.
+    /// the thread is remembered as one the soul has spoken in. `last`: the row is done.
     pub fn mark_part_posted(
         &self,
         id: i64,
         parts_posted: i64,
         ts: &str,
         participation: Option<(&str, &str)>,
+        last: bool,
     ) -> Result<(), StoreError> {
         let mut conn = self.conn();
         let tx = conn.transaction()?;
         tx.prepare_cached(
-            "UPDATE inbox SET parts_posted = ?2, reply_ts = coalesce(reply_ts, ?3) WHERE id = ?1",
+            "UPDATE inbox SET parts_posted = ?2, reply_ts = coalesce(reply_ts, ?3),
+                 status = CASE WHEN ?4 THEN 'done' ELSE status END,
+                 done_at = CASE WHEN ?4 THEN ?5 ELSE done_at END
+             WHERE id = ?1",
         )?
-        .execute((id, parts_posted, ts))?;
+        .execute((id, parts_posted, ts, last, now_ms()))?;
         if let Some((channel, thread_ts)) = participation {
             tx.prepare_cached(
                 "INSERT OR IGNORE INTO slack_participation (channel, thread_ts) VALUES (?1, ?2)",
@@ -289,8 +293,9 @@ mod tests {
         let Intake::Accepted(id) = s.accept_inbound(&inbound("2.0")).unwrap() else {
             panic!()
         };
-        s.mark_part_posted(id, 1, "3.0", Some(("C1", "1.0")))
+        s.mark_part_posted(id, 1, "3.0", Some(("C1", "1.0")), true)
             .unwrap();
+        assert_eq!(s.inbox_item(id).unwrap().unwrap().status, InboxStatus::Done);
         assert!(matches!(s.accept_inbound(&m).unwrap(), Intake::Accepted(_)));
         assert_eq!(
             s.inbox_item(id).unwrap().unwrap().reply_ts.as_deref(),

@@ -5,6 +5,7 @@
 //! `spawn_blocking`. Knows nothing about prompts, providers or Slack.
 
 pub mod inbox;
+mod checkpoint;
 mod migrate;
 pub mod model_repo;
 pub mod soul_state;
@@ -54,6 +55,8 @@ pub enum StoreError {
 pub struct Store {
     conn: Mutex<Connection>,
     path: PathBuf,
+    /// Held for its Drop, which stops the thread.
+    _checkpointer: Option<checkpoint::Checkpointer>,
 }
 
 impl Store {
@@ -71,9 +74,16 @@ impl Store {
         })?;
         configure(&conn)?;
         migrate::migrate(&mut conn, path)?;
+        // Checkpoints (the WAL copied back into the database, with an fsync) run on their
+        // own thread and connection, not inside a turn's commit.
+        let checkpointer = checkpoint::Checkpointer::start(path);
+        if checkpointer.is_some() {
+            conn.pragma_update(None, "wal_autocheckpoint", 0)?;
+        }
         Ok(Store {
             conn: Mutex::new(conn),
             path: path.to_path_buf(),
+            _checkpointer: checkpointer,
         })
     }
 
@@ -106,6 +116,13 @@ impl Store {
     /// Takes and releases the write lock: the store can take writes right now.
     pub fn check_writable(&self) -> Result<(), StoreError> {
         self.conn().execute_batch("BEGIN IMMEDIATE; ROLLBACK;")?;
+        Ok(())
+    }
+
+    /// Copies the WAL into the database now (normally the checkpointer does it).
+    pub fn checkpoint(&self) -> Result<(), StoreError> {
+        self.conn()
+            .execute_batch("PRAGMA wal_checkpoint(PASSIVE);")?;
         Ok(())
     }
 
@@ -191,7 +208,17 @@ fn configure(conn: &Connection) -> Result<(), rusqlite::Error> {
     // last commits. One fsync per checkpoint instead of per turn.
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
+    // After a checkpoint, a WAL larger than this is truncated back to it.
+    conn.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)?;
     Ok(())
+}
+
+/// Unix time in microseconds.
+pub fn now_us() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros() as i64)
+        .unwrap_or(0)
 }
 
 /// Unix time in milliseconds.

@@ -1,0 +1,172 @@
+//! Load harness for `anima run`: `cargo bench --bench load`.
+//!
+//! The real (release) binary against the fake Slack (Socket Mode) and a zero-latency fake
+//! model, all on loopback. 100 threads × 10 messages; each thread's messages are sent in order,
+//! the threads interleaved. Reports start → connected, throughput, the latency from an event
+//! leaving the fake Slack to its reply arriving there (this includes the fake model's HTTP
+//! round trip, so it is an upper bound on anima's own overhead), and the daemon's idle and
+//! peak resident memory.
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use support::daemon::{home, Daemon};
+use support::slack::FakeSlack;
+use support::FakeModel;
+
+const THREADS: usize = 100;
+const MESSAGES: usize = 10;
+
+fn rss_kb(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with(field))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() as f64 * p) as usize).min(sorted.len() - 1)]
+}
+
+/// For each sent message, the time until its echo was posted, sorted.
+fn latencies(slack: &FakeSlack, sent: &[(String, Instant)]) -> Vec<Duration> {
+    let posts = slack.posts();
+    let by_text: std::collections::HashMap<&str, Instant> =
+        posts.iter().map(|p| (p.text.as_str(), p.at)).collect();
+    let mut out: Vec<Duration> = sent
+        .iter()
+        .filter_map(|(text, at)| by_text.get(text.as_str()).map(|p| p.duration_since(*at)))
+        .collect();
+    out.sort();
+    out
+}
+
+/// The cumulative buckets of `anima_reply_overhead_seconds`: (upper bound s, count).
+fn overhead_buckets(d: &Daemon) -> Vec<(f64, u64)> {
+    let (_, text) = support::daemon::http("GET", &d.url("/metrics"), &[], "");
+    text.lines()
+        .filter_map(|l| l.strip_prefix("anima_reply_overhead_seconds_bucket{le=\""))
+        .filter_map(|l| {
+            let (le, n) = l.split_once("\"} ")?;
+            Some((le.parse().unwrap_or(f64::INFINITY), n.parse().ok()?))
+        })
+        .collect()
+}
+
+/// "≤ X ms": the smallest bucket bound holding the `p` quantile.
+fn bucket_bound(buckets: &[(f64, u64)], p: f64) -> String {
+    let total = buckets.last().map_or(0, |b| b.1);
+    let want = (total as f64 * p).ceil() as u64;
+    match buckets.iter().find(|(_, n)| *n >= want) {
+        Some((le, _)) if le.is_finite() => format!("≤ {:.2} ms", le * 1e3),
+        _ => "> 30 s".to_string(),
+    }
+}
+
+fn main() {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    model.echo();
+    let home = home(&model, &slack, "socket", "[pipeline]\nmemory_window = 20\n");
+
+    let started = Instant::now();
+    let d = Daemon::start_env(&home, &[("ANIMA_LOG", "anima=warn,anima::daemon=info")]);
+    slack.wait(20, "a Socket Mode connection", |s| s.sockets() > 0);
+    let connected = started.elapsed();
+    std::thread::sleep(Duration::from_secs(1));
+    let pid = d.child.id();
+    let idle_rss = rss_kb(pid, "VmRSS:");
+
+    let total = THREADS * MESSAGES;
+    let mut sent = Vec::with_capacity(total);
+    let run = Instant::now();
+    for m in 0..MESSAGES {
+        for t in 0..THREADS {
+            let text = format!("t{t} m{m}");
+            let ev = json!({"type":"message","channel":format!("D{t:04}"),"user":format!("U{t}"),"text":text,
+                            "ts":format!("1700000000.{:06}", m + 1),"channel_type":"im"});
+            slack.send_event(ev, &format!("E{t}-{m}"), 0);
+            sent.push((format!("echo: {text}"), Instant::now()));
+        }
+    }
+    slack.wait(300, "every reply", |s| s.posts().len() >= total);
+    let elapsed = run.elapsed();
+
+    let burst_latencies = latencies(&slack, &sent);
+    let duplicates = slack.posts().len() - total;
+
+    let before = overhead_buckets(&d);
+    // Paced: 500 more messages at 250/s, well under capacity, for latency without queueing.
+    let mut paced = Vec::new();
+    let pace = Duration::from_millis(4);
+    let mut next = Instant::now();
+    for i in 0..500 {
+        let (t, m) = (i % THREADS, MESSAGES + i / THREADS);
+        let text = format!("t{t} m{m}");
+        let ev = json!({"type":"message","channel":format!("D{t:04}"),"user":format!("U{t}"),"text":text,
+                        "ts":format!("1700000000.{:06}", m + 1),"channel_type":"im"});
+        slack.send_event(ev, &format!("P{t}-{m}"), 0);
+        paced.push((format!("echo: {text}"), Instant::now()));
+        next += pace;
+        std::thread::sleep(next.saturating_duration_since(Instant::now()));
+    }
+    slack.wait(120, "the paced replies", |s| {
+        s.posts().len() >= total + 500 + duplicates
+    });
+    let paced_latencies = latencies(&slack, &paced);
+    let after = overhead_buckets(&d);
+    let paced_overhead: Vec<(f64, u64)> = after
+        .iter()
+        .zip(&before)
+        .map(|((le, a), (_, b))| (*le, a - b))
+        .collect();
+    let peak_rss = rss_kb(pid, "VmHWM:");
+
+    println!("anima run, {THREADS} threads × {MESSAGES} messages, zero-latency model, loopback");
+    println!(
+        "start → connected        {:>8.0} ms",
+        connected.as_secs_f64() * 1e3
+    );
+    println!(
+        "burst turns              {:>8}   ({} duplicates)",
+        burst_latencies.len(),
+        duplicates
+    );
+    println!(
+        "burst throughput         {:>8.0} turns/s",
+        total as f64 / elapsed.as_secs_f64()
+    );
+    println!(
+        "burst event → reply p99  {:>8.1} ms (includes queueing)",
+        percentile(&burst_latencies, 0.99).as_secs_f64() * 1e3
+    );
+    println!(
+        "paced 250/s → reply p50  {:>8.1} ms",
+        percentile(&paced_latencies, 0.50).as_secs_f64() * 1e3
+    );
+    println!(
+        "paced 250/s → reply p99  {:>8.1} ms",
+        percentile(&paced_latencies, 0.99).as_secs_f64() * 1e3
+    );
+    println!(
+        "paced overhead p50       {:>8}    (anima's own: accepted → posted, less model time)",
+        bucket_bound(&paced_overhead, 0.50)
+    );
+    println!(
+        "paced overhead p99       {:>8}",
+        bucket_bound(&paced_overhead, 0.99)
+    );
+    println!(
+        "idle RSS                 {:>8.1} MB",
+        idle_rss as f64 / 1024.0
+    );
+    println!(
+        "peak RSS                 {:>8.1} MB",
+        peak_rss as f64 / 1024.0
+    );
+}
