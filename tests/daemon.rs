@@ -530,3 +530,66 @@ fn health_metrics_and_whisper_endpoints() {
     );
     assert!(metrics.contains("anima_slack_connected 1"), "{metrics}");
 }
+
+#[test]
+fn assistant_threads_show_the_assistant_status_instead_of_a_reaction() {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    model.reply(&answer("Happy to help."));
+    let (_home, _d) = socket_daemon(&model, &slack, "");
+    slack.send_event(
+        json!({"type":"assistant_thread_started","assistant_thread":{"user_id":"U1","context":{"channel_id":"C123","team_id":"T111","enterprise_id":null},"channel_id":"D777","thread_ts":"1729999327.187299"},"event_ts":"1729999327.187299"}),
+        "EvA1",
+        0,
+    );
+    slack.wait(10, "the ack", |s| s.acks().len() == 1);
+    let mut msg = dm("D777", "U1", "1729999330.000100", "what can you do?");
+    msg["thread_ts"] = json!("1729999327.187299");
+    slack.send_event(msg, "EvA2", 0);
+    slack.wait(10, "the reply", |s| !s.posts().is_empty());
+    assert_eq!(
+        slack.posts()[0].thread_ts.as_deref(),
+        Some("1729999327.187299")
+    );
+    slack.wait(5, "the status to clear", |s| {
+        s.calls("assistant.threads.setStatus").len() == 2
+    });
+    let calls = slack.calls("assistant.threads.setStatus");
+    assert_eq!(calls[0]["status"], "is thinking…");
+    assert_eq!(calls[0]["thread_ts"], "1729999327.187299");
+    assert_eq!(calls[1]["status"], "");
+    assert!(slack.calls("reactions.add").is_empty());
+}
+
+#[test]
+fn a_burst_in_one_thread_does_not_starve_another() {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    model.slow_echo(150);
+    let (_home, _d) = socket_daemon(&model, &slack, "[slack]\nmax_concurrent_turns = 1\n");
+    for m in 0..8 {
+        slack.send_event(
+            dm(
+                "DBUSY",
+                "U1",
+                &format!("1700000000.{:06}", m + 1),
+                &format!("busy {m}"),
+            ),
+            &format!("EB{m}"),
+            0,
+        );
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    slack.send_event(dm("DQUIET", "U2", "1700000000.000001", "just one"), "EQ", 0);
+    slack.wait(20, "the quiet thread's reply", |s| {
+        s.posts().iter().any(|p| p.channel == "DQUIET")
+    });
+    let busy_before = slack
+        .posts()
+        .iter()
+        .filter(|p| p.channel == "DBUSY")
+        .count();
+    assert!(
+        busy_before <= 2,
+        "the quiet thread waited for {busy_before} busy turns"
+    );
+    slack.wait(20, "the burst", |s| s.posts().len() == 9);
+}

@@ -16,14 +16,15 @@ pub struct Daemon {
     log: Arc<Mutex<Vec<String>>>,
 }
 
-/// A home whose config points anima at the fakes. `extra` is appended to the file (whole
-/// sections, e.g. "[slack]\nreply_to_bots = true").
+/// A home whose config points anima at the fakes. `extra` is more TOML: keys under a leading
+/// `[slack]` line join the `[slack]` table; other tables follow it.
 pub fn home(model: &FakeModel, slack: &FakeSlack, mode: &str, extra: &str) -> Home {
+    let extra = extra.strip_prefix("[slack]\n").unwrap_or(extra);
     Home::new(
         "anthropic",
         &model.url(),
         &format!(
-            "\n[slack]\nmode = \"{mode}\"\napi_base_url = \"{}\"\n\n[http]\nlisten = \"127.0.0.1:0\"\n\n[daemon]\nshutdown_grace_secs = 10\n{extra}",
+            "\n[slack]\nmode = \"{mode}\"\napi_base_url = \"{}\"\n{extra}\n\n[http]\nlisten = \"127.0.0.1:0\"\n\n[daemon]\nshutdown_grace_secs = 10\n",
             slack.api_url()
         ),
     )

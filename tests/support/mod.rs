@@ -93,6 +93,8 @@ struct Inner {
     recorded: Vec<Recorded>,
     /// With an empty script: answer `echo: <the current message>` instead of the default.
     echo: bool,
+    /// Added before every echo answer.
+    echo_delay_ms: u64,
 }
 
 #[derive(Clone)]
@@ -148,6 +150,14 @@ impl FakeModel {
         self
     }
 
+    /// Echo, each answer after `ms`.
+    pub fn slow_echo(&self, ms: u64) -> &Self {
+        let mut inner = self.inner.lock().unwrap();
+        inner.echo = true;
+        inner.echo_delay_ms = ms;
+        self
+    }
+
     pub fn requests(&self) -> Vec<Recorded> {
         self.inner.lock().unwrap().recorded.clone()
     }
@@ -165,10 +175,18 @@ fn take(state: &Arc<Mutex<Inner>>, path: &str, headers: &HeaderMap, body: &Bytes
     };
     let echo = inner.echo.then(|| current_message(&rec.turn_text()));
     inner.recorded.push(rec);
+    let delay = inner.echo_delay_ms;
     inner.script.pop_front().unwrap_or_else(|| match echo {
-        Some(m) => Script::Reply(format!(
-            "<internal_monologue>secret thought</internal_monologue><external_dialogue>echo: {m}</external_dialogue>"
-        )),
+        Some(m) => {
+            let text = format!(
+                "<internal_monologue>secret thought</internal_monologue><external_dialogue>echo: {m}</external_dialogue>"
+            );
+            if delay > 0 {
+                Script::Delay(delay, text)
+            } else {
+                Script::Reply(text)
+            }
+        }
         None => Script::Reply(DEFAULT_REPLY.to_string()),
     })
 }
