@@ -159,6 +159,8 @@ fn main() {
         process: &process,
         history: &ctx.recent,
         speaker: "Tom",
+        process_note: None,
+        quiet_minutes: None,
         message: "What's the status of the BG3 port, and what should I do next?",
     };
     println!(
@@ -233,7 +235,7 @@ fn main() {
     let config =
         Arc::new(anima::config::parse(&cfg_text, Path::new("bench.toml"), dir.path()).unwrap());
     let engine_store = Arc::new(Store::open(&config.db_path()).unwrap());
-    let engine = Engine::new(
+    let engine = Engine::with_soul(
         config,
         engine_store,
         soul.clone(),

@@ -14,6 +14,7 @@ pub mod steps;
 pub mod slack;
 pub mod router;
 pub mod engine;
+pub mod process;
 pub mod prompt;
 pub mod llm;
 pub mod parse;

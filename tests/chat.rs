@@ -51,8 +51,8 @@ fn an_anthropic_turn_replies_with_the_dialogue_only() {
         vec![
             EntryType::UserMessage,
             EntryType::InternalMonologue,
-            EntryType::ExternalDialog,
-            EntryType::MentalQuery
+            EntryType::MentalQuery,
+            EntryType::ExternalDialog
         ]
     );
     assert_eq!(entries[1].verb.as_deref(), Some("pondered"));

@@ -9,7 +9,9 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use super::{load_config, open_store, CliResult, Failure};
 use crate::engine::{Engine, Perception, TurnOutcome};
 use crate::llm::select::{self, Environment, SelectError};
-use crate::soul::SoulFiles;
+use std::sync::Arc;
+
+use crate::process::Library;
 
 #[derive(Debug, Args)]
 pub struct ChatArgs {
@@ -29,13 +31,16 @@ pub struct ChatArgs {
 
 pub async fn run(config_path: Option<&Path>, args: ChatArgs) -> CliResult {
     let config = load_config(config_path)?;
-    let soul = SoulFiles::load(&config.soul_dir).map_err(|e| Failure::Usage(e.to_string()))?;
     let selected = select::select(&config.llm, &config.home, &Environment::from_process())
         .await
         .map_err(|e| match e {
             SelectError::Build(e) => Failure::runtime(e),
             other => Failure::Usage(other.to_string()),
         })?;
+    let library = Arc::new(
+        Library::load(&config.soul_dir, &config.processes_dir)
+            .map_err(|e| Failure::Usage(e.to_string()))?,
+    );
     tracing::info!(
         provider = selected.provider.name(),
         model = selected.provider.model(),
@@ -43,7 +48,7 @@ pub async fn run(config_path: Option<&Path>, args: ChatArgs) -> CliResult {
         "model provider chosen"
     );
     let store = open_store(&config)?;
-    let engine = Engine::new(config.clone(), store, soul, selected.provider);
+    let engine = Engine::new(config.clone(), store, library, selected.provider);
     engine
         .export_pending_models()
         .await
@@ -60,7 +65,7 @@ pub async fn run(config_path: Option<&Path>, args: ChatArgs) -> CliResult {
     if interactive {
         eprintln!(
             "Talking to {} through {} ({}). One message per line; Ctrl-D ends.",
-            engine.soul().name(),
+            engine.library().current().soul.name(),
             engine.provider().name(),
             engine.provider().model()
         );

@@ -25,6 +25,8 @@ pub struct Config {
     pub pipeline: PipelineConfig,
     pub slack: SlackConfig,
     pub shutdown_grace_secs: u64,
+    /// The process a new thread starts in (falls back to `main` if there is no such file).
+    pub initial_process: String,
     pub max_chain: u32,
     pub proactive_idle_minutes: u64,
     pub listen: SocketAddr,
@@ -313,6 +315,20 @@ fn validate(
     if raw.processes.max_chain == 0 {
         bad("processes", "max_chain", "must be at least 1".into());
     }
+    if raw.processes.initial.trim().is_empty() {
+        bad(
+            "processes",
+            "initial",
+            "must name a process (e.g. \"greeting\" or \"main\")".into(),
+        );
+    }
+    if raw.processes.proactive_idle_minutes == 0 {
+        bad(
+            "processes",
+            "proactive_idle_minutes",
+            "must be at least 1".into(),
+        );
+    }
     let listen = match raw.http.listen.parse::<SocketAddr>() {
         Ok(addr) => addr,
         Err(_) => {
@@ -362,6 +378,7 @@ fn validate(
             max_concurrent_turns: raw.slack.max_concurrent_turns,
         },
         shutdown_grace_secs: raw.daemon.shutdown_grace_secs,
+        initial_process: raw.processes.initial.trim().to_string(),
         max_chain: raw.processes.max_chain,
         proactive_idle_minutes: raw.processes.proactive_idle_minutes,
         listen,

@@ -154,6 +154,7 @@ impl Default for RawDaemon {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RawProcesses {
+    pub initial: String,
     pub max_chain: u32,
     pub proactive_idle_minutes: u64,
 }
@@ -161,6 +162,7 @@ pub struct RawProcesses {
 impl Default for RawProcesses {
     fn default() -> Self {
         Self {
+            initial: "greeting".into(),
             max_chain: 3,
             proactive_idle_minutes: 240,
         }

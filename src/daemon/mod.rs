@@ -20,10 +20,10 @@ use crate::config::{Config, SlackMode};
 use crate::engine::Engine;
 use crate::llm::select::{self, Environment, SelectError};
 use crate::metrics::Metrics;
+use crate::process::Library;
 use crate::router::Router;
 use crate::slack::api::{self, SlackApi};
 use crate::slack::{signature::Verifier, socket, Gate};
-use crate::soul::SoulFiles;
 
 /// Secrets the daemon needs, read from the environment; a missing one is a usage error that
 /// names the variable.
@@ -63,7 +63,10 @@ fn tokens(config: &Config) -> Result<Tokens, Failure> {
 
 pub async fn run(config: Arc<Config>) -> Result<(), Failure> {
     let tokens = tokens(&config)?;
-    let soul = SoulFiles::load(&config.soul_dir).map_err(|e| Failure::Usage(e.to_string()))?;
+    let library = Arc::new(
+        Library::load(&config.soul_dir, &config.processes_dir)
+            .map_err(|e| Failure::Usage(e.to_string()))?,
+    );
     let selected = select::select(&config.llm, &config.home, &Environment::from_process())
         .await
         .map_err(|e| match e {
@@ -80,7 +83,7 @@ pub async fn run(config: Arc<Config>) -> Result<(), Failure> {
     let engine = Arc::new(Engine::new(
         config.clone(),
         store.clone(),
-        soul,
+        library,
         selected.provider,
     ));
     engine

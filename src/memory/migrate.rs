@@ -11,6 +11,7 @@ use super::StoreError;
 const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0001_init.sql"),
     include_str!("../../migrations/0002_slack_inbox.sql"),
+    include_str!("../../migrations/0003_processes.sql"),
 ];
 
 /// The schema version this build writes.

@@ -7,6 +7,7 @@
 pub mod inbox;
 mod checkpoint;
 mod migrate;
+pub mod process_state;
 pub mod model_repo;
 pub mod soul_state;
 mod turn;

@@ -3,6 +3,9 @@
 
 use rusqlite::{Connection, OptionalExtension};
 
+use crate::process::ThreadProcess;
+
+use super::process_state::{self, TransitionRecord};
 use super::{
     now_ms, soul_state, users, working, Entry, NewEntry, SoulState, Store, StoreError, UserRecord,
 };
@@ -21,6 +24,8 @@ pub struct TurnContext {
     /// The oldest pending whisper: (id, text, source).
     pub whisper: Option<(i64, String, String)>,
     pub claude_session: Option<String>,
+    /// The thread's place in the process machine; `None` before its first turn.
+    pub process: Option<ThreadProcess>,
 }
 
 /// Token counts and timing of one model call.
@@ -51,9 +56,15 @@ pub struct TurnRecord {
     pub injected_user_model: bool,
     pub whisper_id: Option<i64>,
     pub claude_session: Option<String>,
-    pub usage: Option<UsageRecord>,
+    /// One row per model call (an execute_now chain makes several).
+    pub usage: Vec<UsageRecord>,
     /// The inbox row this turn answers, and its reply: fixed in the same transaction.
     pub inbox: Option<(i64, String)>,
+    /// The thread's process state after this turn, and the transitions it took.
+    pub process: Option<ThreadProcess>,
+    pub transitions: Vec<TransitionRecord>,
+    /// A proactive turn: no user message, so no interaction, thread or user turn is counted.
+    pub proactive: bool,
 }
 
 impl Store {
@@ -127,6 +138,7 @@ impl Store {
                 .unwrap_or_else(|| UserRecord::new(user_id, display_name)),
             whisper,
             claude_session,
+            process: process_state::load(&tx, thread)?,
         };
         tx.commit()?;
         Ok(ctx)
@@ -144,24 +156,40 @@ impl Store {
         for (k, v) in &rec.soul_updates {
             soul_state::set(&tx, k, v, now)?;
         }
+        if !rec.proactive {
+            tx.prepare_cached(
+                "UPDATE counters SET value = max(value, ?1) WHERE name = 'interactions'",
+            )?
+            .execute([rec.interaction as i64])?;
+        }
+        // A proactive turn answers no user message: it counts no thread or user turn.
+        let counted = i64::from(!rec.proactive);
         tx.prepare_cached(
-            "UPDATE counters SET value = max(value, ?1) WHERE name = 'interactions'",
-        )?
-        .execute([rec.interaction as i64])?;
-        tx.prepare_cached(
-            "INSERT INTO threads (thread, turns, claude_session, updated_at) VALUES (?1, 1, ?2, ?3)
-             ON CONFLICT (thread) DO UPDATE SET turns = turns + 1,
+            "INSERT INTO threads (thread, turns, claude_session, updated_at) VALUES (?1, ?4, ?2, ?3)
+             ON CONFLICT (thread) DO UPDATE SET turns = turns + ?4,
                  claude_session = coalesce(excluded.claude_session, claude_session),
                  updated_at = excluded.updated_at",
         )?
-        .execute((&rec.thread, &rec.claude_session, now))?;
-        tx.prepare_cached(
-            "UPDATE users SET turns = turns + 1,
-                 injected_at_turn = CASE WHEN ?2 THEN turns + 1 ELSE injected_at_turn END,
-                 updated_at = ?3
-             WHERE user_id = ?1",
-        )?
-        .execute((&rec.user_id, rec.injected_user_model, now))?;
+        .execute((&rec.thread, &rec.claude_session, now, counted))?;
+        if let Some(state) = &rec.process {
+            process_state::save(
+                &tx,
+                &rec.thread,
+                rec.interaction,
+                state,
+                &rec.transitions,
+                now,
+            )?;
+        }
+        if !rec.proactive {
+            tx.prepare_cached(
+                "UPDATE users SET turns = turns + 1,
+                     injected_at_turn = CASE WHEN ?2 THEN turns + 1 ELSE injected_at_turn END,
+                     updated_at = ?3
+                 WHERE user_id = ?1",
+            )?
+            .execute((&rec.user_id, rec.injected_user_model, now))?;
+        }
         let changed = match &rec.user_model {
             Some((model, note)) => Some(save_model(&tx, &rec.user_id, model, note, now)?),
             None => None,
@@ -172,7 +200,7 @@ impl Store {
             )?
             .execute((id, now, &rec.thread))?;
         }
-        if let Some(u) = &rec.usage {
+        for u in &rec.usage {
             tx.prepare_cached(
                 "INSERT INTO turn_usage (thread, interaction, provider, model, input_tokens, output_tokens,
                      cache_creation_tokens, cache_read_tokens, latency_ms, stop_reason, created_at)
@@ -324,7 +352,7 @@ mod tests {
             )
             .unwrap();
         }
-        rec.usage = Some(UsageRecord::default());
+        rec.usage = vec![UsageRecord::default()];
         assert!(s.commit_turn(&rec).is_err());
         assert_eq!(s.interactions().unwrap(), 0);
         assert_eq!(s.soul_state().unwrap().get("emotionalState"), "neutral");

@@ -45,6 +45,8 @@ struct Case {
     process: ProcessInstructions,
     history: Vec<Entry>,
     message: &'static str,
+    process_note: Option<String>,
+    quiet: Option<u64>,
 }
 
 impl Default for Case {
@@ -58,6 +60,8 @@ impl Default for Case {
             process: ProcessInstructions::default(),
             history: Vec::new(),
             message: "What's the status of the port?",
+            process_note: None,
+            quiet: None,
         }
     }
 }
@@ -74,6 +78,8 @@ impl Case {
             history: &self.history,
             speaker: "Tom",
             message: self.message,
+            process_note: self.process_note.as_deref(),
+            quiet_minutes: self.quiet,
         })
     }
 }
@@ -297,5 +303,28 @@ fn history_keeps_what_was_said_not_what_was_thought() {
                 text: "answer".into()
             },
         ]
+    );
+}
+
+#[test]
+fn the_process_section_carries_mode_runs_previous_and_params() {
+    let mut params = std::collections::BTreeMap::new();
+    params.insert("wasProvoked".to_string(), serde_json::json!(true));
+    let note = process_note("frustrated", "Shorter replies", 2, Some("main"), &params);
+    let p = Case {
+        process_note: Some(note),
+        ..Case::default()
+    }
+    .build();
+    insta::assert_snapshot!(p.user.split("<instructions>").next().unwrap());
+    let p = Case {
+        quiet: Some(240),
+        ..Case::default()
+    }
+    .build();
+    assert!(p.user.ends_with("</quiet>"));
+    assert!(
+        !p.user.contains("<current_message>"),
+        "a quiet turn has no message"
     );
 }

@@ -1,0 +1,148 @@
+//! Threads' places in the process machine, the transitions they took, and the quiet threads
+//! a proactive follow-up may go to.
+
+use rusqlite::{Connection, OptionalExtension};
+
+use super::{Store, StoreError};
+use crate::process::ThreadProcess;
+
+/// One transition taken.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TransitionRecord {
+    pub from: String,
+    pub to: String,
+    /// The rule's index in the process file; `None` for a fallback.
+    pub rule: Option<usize>,
+    pub execute_now: bool,
+    pub params: serde_json::Map<String, serde_json::Value>,
+}
+
+/// A stored transition, with when it happened.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TransitionRow {
+    pub interaction: i64,
+    pub record: TransitionRecord,
+    pub at: i64,
+}
+
+pub(super) fn load(conn: &Connection, thread: &str) -> Result<Option<ThreadProcess>, StoreError> {
+    let row = conn
+        .prepare_cached(
+            "SELECT current, previous, invocations, params FROM thread_process WHERE thread = ?1",
+        )?
+        .query_row([thread], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, Option<String>>(1)?,
+                r.get::<_, i64>(2)?,
+                r.get::<_, String>(3)?,
+            ))
+        })
+        .optional()?;
+    Ok(
+        row.map(|(current, previous, invocations, params)| ThreadProcess {
+            current,
+            previous,
+            invocations: invocations.max(0) as u64,
+            params: serde_json::from_str(&params).unwrap_or_default(),
+        }),
+    )
+}
+
+pub(super) fn save(
+    conn: &Connection,
+    thread: &str,
+    interaction: u64,
+    state: &ThreadProcess,
+    transitions: &[TransitionRecord],
+    now: i64,
+) -> Result<(), StoreError> {
+    let params = serde_json::to_string(&state.params).unwrap_or_else(|_| "{}".into());
+    conn.prepare_cached(
+        "INSERT INTO thread_process (thread, current, previous, invocations, params, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+         ON CONFLICT (thread) DO UPDATE SET current = excluded.current, previous = excluded.previous,
+             invocations = excluded.invocations, params = excluded.params, updated_at = excluded.updated_at",
+    )?
+    .execute((thread, &state.current, &state.previous, state.invocations as i64, params, now))?;
+    for t in transitions {
+        conn.prepare_cached(
+            "INSERT INTO process_transitions (thread, interaction, from_process, to_process, rule, execute_now, params, at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        )?
+        .execute(rusqlite::params![
+            thread,
+            interaction as i64,
+            t.from,
+            t.to,
+            t.rule.map(|r| r as i64),
+            t.execute_now,
+            serde_json::Value::Object(t.params.clone()).to_string(),
+            now
+        ])?;
+    }
+    Ok(())
+}
+
+impl Store {
+    /// A thread's process state, if it has one yet.
+    pub fn thread_process(&self, thread: &str) -> Result<Option<ThreadProcess>, StoreError> {
+        load(&self.conn(), thread)
+    }
+
+    /// The transitions a thread took, oldest first.
+    pub fn transitions(&self, thread: &str) -> Result<Vec<TransitionRow>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare(
+            "SELECT interaction, from_process, to_process, rule, execute_now, params, at
+             FROM process_transitions WHERE thread = ?1 ORDER BY id",
+        )?;
+        let rows = stmt.query_map([thread], |r| {
+            let params: String = r.get(5)?;
+            Ok(TransitionRow {
+                interaction: r.get(0)?,
+                record: TransitionRecord {
+                    from: r.get(1)?,
+                    to: r.get(2)?,
+                    rule: r.get::<_, Option<i64>>(3)?.map(|v| v as usize),
+                    execute_now: r.get(4)?,
+                    params: serde_json::from_str(&params).unwrap_or_default(),
+                },
+                at: r.get(6)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Threads the soul has taken part in whose last entry is older than `quiet_since` (unix
+    /// ms) and is not itself from a proactive turn: at most one proactive attempt, and so at
+    /// most one unanswered follow-up, per quiet spell.
+    pub fn quiet_threads(&self, quiet_since: i64) -> Result<Vec<(String, i64)>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare(
+            "SELECT w.thread, w.metadata, w.created_at FROM working_memory w
+             JOIN (SELECT thread, max(id) AS id FROM working_memory GROUP BY thread) last ON last.id = w.id
+             JOIN threads t ON t.thread = w.thread AND t.turns > 0
+             WHERE w.created_at <= ?1",
+        )?;
+        let rows = stmt.query_map([quiet_since], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, i64>(2)?,
+            ))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (thread, meta, at) = row?;
+            let proactive = serde_json::from_str::<serde_json::Value>(&meta)
+                .ok()
+                .and_then(|m| m.get("proactive").and_then(|p| p.as_bool()))
+                .unwrap_or(false);
+            if !proactive {
+                out.push((thread, at));
+            }
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,352 @@
+//! Process files: one TOML file per mental process in `processes/`, read and checked.
+//!
+//! Owns the file format and every problem a file can have (syntax, unknown steps, bad
+//! conditions, missing targets, execute_now cycles), each located by file and line.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::when::{self, Expr};
+use crate::config::Problem;
+use crate::steps::Step;
+
+/// The process every thread falls back to.
+pub const MAIN: &str = "main";
+/// The process of the idle-timer perception.
+pub const PROACTIVE: &str = "proactive";
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProcess {
+    name: Spanned<String>,
+    #[serde(default)]
+    description: String,
+    steps: Spanned<Vec<String>>,
+    #[serde(default)]
+    instructions: Option<String>,
+    #[serde(default)]
+    overrides: BTreeMap<String, Spanned<String>>,
+    #[serde(default)]
+    transitions: Vec<RawTransition>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTransition {
+    to: Spanned<String>,
+    #[serde(default)]
+    when: Option<Spanned<String>>,
+    #[serde(default)]
+    execute_now: bool,
+    #[serde(default)]
+    params: toml::Table,
+}
+
+/// A checked process.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProcessDef {
+    pub name: String,
+    pub description: String,
+    pub steps: Vec<Step>,
+    pub instructions: Option<String>,
+    pub overrides: BTreeMap<Step, String>,
+    pub transitions: Vec<Transition>,
+    /// The mental-query questions its rules read, asked by its `mental_query` step.
+    pub queries: Vec<String>,
+    pub file: PathBuf,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Transition {
+    pub to: String,
+    pub when: Expr,
+    /// The condition as written, for graphs and logs.
+    pub when_text: String,
+    pub execute_now: bool,
+    pub params: serde_json::Map<String, serde_json::Value>,
+    /// The line of `to` in the file.
+    pub line: usize,
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].matches('\n').count() + 1
+}
+
+/// Reads and checks one file on its own (targets are checked across files by [`check_set`]).
+pub fn load_file(path: &Path) -> Result<ProcessDef, Vec<Problem>> {
+    let file = path.display().to_string();
+    let problem = |line: Option<usize>, key: &str, message: String| Problem {
+        file: file.clone(),
+        key: key.to_string(),
+        line,
+        message,
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| vec![problem(None, "", format!("cannot read the file: {e}"))])?;
+    let raw: RawProcess = toml::from_str(&text).map_err(|e| {
+        vec![problem(
+            e.span().map(|s| line_of(&text, s.start)),
+            "",
+            e.message().trim().to_string(),
+        )]
+    })?;
+    let mut problems = Vec::new();
+    let at = |span: std::ops::Range<usize>| Some(line_of(&text, span.start));
+
+    let name = raw.name.get_ref().trim().to_string();
+    let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
+    {
+        problems.push(problem(
+            at(raw.name.span()),
+            "name",
+            format!("`{name}` is not a process name: use a–z, 0–9, `_` and `-`"),
+        ));
+    } else if name != stem {
+        problems.push(problem(
+            at(raw.name.span()),
+            "name",
+            format!("`{name}` must match the file name `{stem}.toml`"),
+        ));
+    }
+
+    let mut steps = Vec::new();
+    for s in raw.steps.get_ref() {
+        match Step::from_name(s.trim()) {
+            Some(step) if steps.contains(&step) => problems.push(problem(
+                at(raw.steps.span()),
+                "steps",
+                format!("step `{s}` is listed twice"),
+            )),
+            Some(step) => steps.push(step),
+            None => problems.push(problem(
+                at(raw.steps.span()),
+                "steps",
+                format!(
+                    "unknown step `{s}`; the steps are {}",
+                    Step::ALL.map(|s| s.name()).join(", ")
+                ),
+            )),
+        }
+    }
+    if !steps.contains(&Step::ExternalDialogue) {
+        problems.push(problem(
+            at(raw.steps.span()),
+            "steps",
+            "a process needs `external_dialogue`: it is how the soul answers".into(),
+        ));
+    }
+
+    let mut overrides = BTreeMap::new();
+    for (key, value) in &raw.overrides {
+        match Step::from_name(key) {
+            Some(step) if steps.contains(&step) => {
+                overrides.insert(step, value.get_ref().clone());
+            }
+            Some(_) => problems.push(problem(
+                at(value.span()),
+                &format!("overrides.{key}"),
+                format!("overrides `{key}`, which is not in steps"),
+            )),
+            None => problems.push(problem(
+                at(value.span()),
+                &format!("overrides.{key}"),
+                format!("unknown step `{key}`"),
+            )),
+        }
+    }
+
+    let mut transitions = Vec::new();
+    let mut queries = Vec::new();
+    for (i, t) in raw.transitions.iter().enumerate() {
+        let key = format!("transitions[{i}]");
+        let to = t.to.get_ref().trim().to_string();
+        if to.is_empty() {
+            problems.push(problem(
+                at(t.to.span()),
+                &format!("{key}.to"),
+                "names no process".into(),
+            ));
+        }
+        let (when_text, when_line) = match &t.when {
+            Some(w) => (w.get_ref().clone(), at(w.span())),
+            None => ("true".to_string(), at(t.to.span())),
+        };
+        match when::parse(&when_text) {
+            Ok(expr) => {
+                expr.queries(&mut queries);
+                let params = serde_json::to_value(&t.params)
+                    .ok()
+                    .and_then(|v| v.as_object().cloned())
+                    .unwrap_or_default();
+                transitions.push(Transition {
+                    to,
+                    when: expr,
+                    when_text,
+                    execute_now: t.execute_now,
+                    params,
+                    line: line_of(&text, t.to.span().start),
+                });
+            }
+            Err(e) => problems.push(problem(
+                when_line,
+                &format!("{key}.when"),
+                format!("{e} in `{when_text}`"),
+            )),
+        }
+    }
+    if !queries.is_empty() && !steps.contains(&Step::MentalQuery) {
+        problems.push(problem(
+            at(raw.steps.span()),
+            "steps",
+            format!(
+                "its rules ask {} but steps lack `mental_query`",
+                queries
+                    .iter()
+                    .map(|q| format!("query({q:?})"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ));
+    }
+    if name == PROACTIVE && !steps.contains(&Step::MentalQuery) {
+        problems.push(problem(
+            at(raw.steps.span()),
+            "steps",
+            "the proactive process needs `mental_query`: it decides whether to follow up".into(),
+        ));
+    }
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    Ok(ProcessDef {
+        name,
+        description: raw.description.trim().to_string(),
+        steps,
+        instructions: raw.instructions.filter(|s| !s.trim().is_empty()),
+        overrides,
+        transitions,
+        queries,
+        file: path.to_path_buf(),
+    })
+}
+
+/// Problems across files: `main` must exist, targets must exist, execute_now must not loop.
+pub fn check_set(defs: &BTreeMap<String, ProcessDef>, dir: &Path) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    if !defs.contains_key(MAIN) {
+        problems.push(Problem {
+            file: dir.join("main.toml").display().to_string(),
+            key: String::new(),
+            line: None,
+            message: "there is no `main` process; every thread falls back to it".into(),
+        });
+    }
+    for def in defs.values() {
+        for (i, t) in def.transitions.iter().enumerate() {
+            if !t.to.is_empty() && !defs.contains_key(&t.to) {
+                problems.push(Problem {
+                    file: def.file.display().to_string(),
+                    key: format!("transitions[{i}].to"),
+                    line: Some(t.line),
+                    message: format!(
+                        "names a missing process `{}` (known: {})",
+                        t.to,
+                        defs.keys().cloned().collect::<Vec<_>>().join(", ")
+                    ),
+                });
+            }
+        }
+    }
+    if let Some(cycle) = execute_now_cycle(defs) {
+        let first = &defs[&cycle[0]];
+        let t = first
+            .transitions
+            .iter()
+            .find(|t| t.execute_now && t.to == cycle[1]);
+        problems.push(Problem {
+            file: first.file.display().to_string(),
+            key: "transitions".into(),
+            line: t.map(|t| t.line),
+            message: format!("execute_now rules form a cycle: {}", cycle.join(" → ")),
+        });
+    }
+    problems
+}
+
+/// A cycle of execute_now transitions, as process names with the first repeated at the end.
+fn execute_now_cycle(defs: &BTreeMap<String, ProcessDef>) -> Option<Vec<String>> {
+    fn visit(
+        node: &str,
+        defs: &BTreeMap<String, ProcessDef>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(pos) = path.iter().position(|p| p == node) {
+            let mut cycle = path[pos..].to_vec();
+            cycle.push(node.to_string());
+            return Some(cycle);
+        }
+        if done.contains(node) {
+            return None;
+        }
+        path.push(node.to_string());
+        if let Some(def) = defs.get(node) {
+            for t in def.transitions.iter().filter(|t| t.execute_now) {
+                if let Some(c) = visit(&t.to, defs, path, done) {
+                    return Some(c);
+                }
+            }
+        }
+        path.pop();
+        done.insert(node.to_string());
+        None
+    }
+    let mut done = BTreeSet::new();
+    for name in defs.keys() {
+        if let Some(c) = visit(name, defs, &mut Vec::new(), &mut done) {
+            return Some(c);
+        }
+    }
+    None
+}
+
+/// Reads every `*.toml` in `dir`: the good definitions and every problem.
+pub fn load_dir(dir: &Path) -> (BTreeMap<String, ProcessDef>, Vec<Problem>) {
+    let mut defs = BTreeMap::new();
+    let mut problems = Vec::new();
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) => {
+            problems.push(Problem {
+                file: dir.display().to_string(),
+                key: String::new(),
+                line: None,
+                message: format!(
+                    "cannot read the processes folder: {e}; set [paths] processes_dir"
+                ),
+            });
+            return (defs, problems);
+        }
+    };
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    paths.sort();
+    for path in paths {
+        match load_file(&path) {
+            Ok(def) => {
+                defs.insert(def.name.clone(), def);
+            }
+            Err(p) => problems.extend(p),
+        }
+    }
+    (defs, problems)
+}

@@ -1,0 +1,243 @@
+//! The soul and process files in force, reloaded when they change.
+//!
+//! Each turn asks for the current set; at most every 250 ms that look also compares the
+//! files' modification times and sizes, and re-reads what changed. A file that fails its
+//! checks is logged (file and error) and the last good version stays in force. So an edit is
+//! in force for any turn that starts a second after the write, without a restart.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant, SystemTime};
+
+use tracing::{error, info, warn};
+
+use super::def::{self, ProcessDef, MAIN};
+use crate::soul::{SoulError, SoulFiles};
+use crate::steps::Step;
+
+const CHECK_EVERY: Duration = Duration::from_millis(250);
+
+/// The steps of the built-in `main`, used when `processes/main.toml` is missing or broken:
+/// the seed's full pipeline.
+pub const MAIN_STEPS: [Step; 6] = [
+    Step::InternalMonologue,
+    Step::ExternalDialogue,
+    Step::UserModelCheck,
+    Step::UserModelUpdate,
+    Step::SoulStateCheck,
+    Step::SoulStateUpdate,
+];
+
+/// The built-in `main` process.
+pub fn builtin_main() -> ProcessDef {
+    ProcessDef {
+        name: MAIN.into(),
+        description: "The full cognitive pipeline (built in)".into(),
+        steps: MAIN_STEPS.to_vec(),
+        instructions: None,
+        overrides: BTreeMap::new(),
+        transitions: Vec::new(),
+        queries: Vec::new(),
+        file: PathBuf::from("(built in)"),
+    }
+}
+
+/// One consistent set of files.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    pub soul: SoulFiles,
+    pub processes: BTreeMap<String, ProcessDef>,
+}
+
+impl Loaded {
+    /// A process by name; `None` if there is no such process.
+    pub fn process(&self, name: &str) -> Option<&ProcessDef> {
+        self.processes.get(name)
+    }
+
+    /// `main`, always there.
+    pub fn main(&self) -> &ProcessDef {
+        self.processes.get(MAIN).expect("main is always loaded")
+    }
+}
+
+type Stamp = Option<(SystemTime, u64)>;
+
+struct Watch {
+    soul_dir: PathBuf,
+    processes_dir: PathBuf,
+    last_check: Instant,
+    stamps: BTreeMap<PathBuf, Stamp>,
+    /// The last good definition of each process file.
+    good: BTreeMap<PathBuf, ProcessDef>,
+}
+
+pub struct Library {
+    current: RwLock<Arc<Loaded>>,
+    watch: Option<Mutex<Watch>>,
+}
+
+impl Library {
+    /// Files that never change (tests, benchmarks).
+    pub fn fixed(soul: SoulFiles, mut processes: BTreeMap<String, ProcessDef>) -> Library {
+        processes.entry(MAIN.into()).or_insert_with(builtin_main);
+        Library {
+            current: RwLock::new(Arc::new(Loaded { soul, processes })),
+            watch: None,
+        }
+    }
+
+    /// Reads the soul (which must load) and the process files (broken ones are logged and
+    /// left out), and watches them from then on.
+    pub fn load(soul_dir: &Path, processes_dir: &Path) -> Result<Library, SoulError> {
+        let soul = SoulFiles::load(soul_dir)?;
+        let mut watch = Watch {
+            soul_dir: soul_dir.to_path_buf(),
+            processes_dir: processes_dir.to_path_buf(),
+            last_check: Instant::now(),
+            stamps: BTreeMap::new(),
+            good: BTreeMap::new(),
+        };
+        watch.stamps = watch.scan();
+        for path in watch.stamps.keys().filter(|p| is_process_file(p)) {
+            match def::load_file(path) {
+                Ok(d) => {
+                    watch.good.insert(path.clone(), d);
+                }
+                Err(problems) => {
+                    for p in problems {
+                        error!(problem = %p, "process file rejected");
+                    }
+                }
+            }
+        }
+        let processes = watch.assemble();
+        Ok(Library {
+            current: RwLock::new(Arc::new(Loaded { soul, processes })),
+            watch: Some(Mutex::new(watch)),
+        })
+    }
+
+    /// The files in force now (re-reading any that changed, at most every 250 ms).
+    pub fn current(&self) -> Arc<Loaded> {
+        if let Some(watch) = &self.watch {
+            let mut w = watch.lock().unwrap_or_else(|e| e.into_inner());
+            if w.last_check.elapsed() >= CHECK_EVERY {
+                w.last_check = Instant::now();
+                let stamps = w.scan();
+                if stamps != w.stamps {
+                    let previous = self
+                        .current
+                        .read()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .clone();
+                    let next = w.reload(&previous, stamps);
+                    *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(next);
+                }
+            }
+        }
+        self.current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}
+
+fn is_process_file(p: &Path) -> bool {
+    p.extension().is_some_and(|x| x == "toml")
+}
+
+fn stamp(path: &Path) -> Stamp {
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.modified().ok()?, m.len()))
+}
+
+impl Watch {
+    fn scan(&self) -> BTreeMap<PathBuf, Stamp> {
+        let mut out = BTreeMap::new();
+        for f in ["soul.md", "skills.md"] {
+            let p = self.soul_dir.join(f);
+            out.insert(p.clone(), stamp(&p));
+        }
+        if let Ok(entries) = std::fs::read_dir(&self.processes_dir) {
+            for e in entries.flatten() {
+                let p = e.path();
+                if is_process_file(&p) {
+                    out.insert(p.clone(), stamp(&p));
+                }
+            }
+        }
+        out
+    }
+
+    fn assemble(&self) -> BTreeMap<String, ProcessDef> {
+        let mut processes: BTreeMap<String, ProcessDef> = self
+            .good
+            .values()
+            .map(|d| (d.name.clone(), d.clone()))
+            .collect();
+        if !processes.contains_key(MAIN) {
+            warn!(dir = %self.processes_dir.display(), "no usable main.toml; using the built-in main process");
+            processes.insert(MAIN.into(), builtin_main());
+        }
+        for p in def::check_set(&processes, &self.processes_dir) {
+            warn!(problem = %p, "process files");
+        }
+        processes
+    }
+
+    fn reload(&mut self, previous: &Loaded, stamps: BTreeMap<PathBuf, Stamp>) -> Loaded {
+        let changed: Vec<PathBuf> = stamps
+            .iter()
+            .filter(|(p, s)| self.stamps.get(*p) != Some(s))
+            .map(|(p, _)| p.clone())
+            .chain(
+                self.stamps
+                    .keys()
+                    .filter(|p| !stamps.contains_key(*p))
+                    .cloned(),
+            )
+            .collect();
+        self.stamps = stamps;
+        let mut soul = previous.soul.clone();
+        let mut processes_changed = false;
+        for path in changed {
+            if is_process_file(&path) {
+                processes_changed = true;
+                if !path.exists() {
+                    info!(file = %path.display(), "process file removed");
+                    self.good.remove(&path);
+                    continue;
+                }
+                match def::load_file(&path) {
+                    Ok(d) => {
+                        info!(file = %path.display(), process = %d.name, "process file reloaded");
+                        self.good.insert(path, d);
+                    }
+                    Err(problems) => {
+                        for p in problems {
+                            error!(problem = %p, "process file rejected; the last good version stays in force");
+                        }
+                    }
+                }
+            } else {
+                match SoulFiles::load(&self.soul_dir) {
+                    Ok(s) => {
+                        info!(file = %path.display(), "soul reloaded");
+                        soul = s;
+                    }
+                    Err(e) => {
+                        error!(error = %e, "soul file rejected; the last good version stays in force")
+                    }
+                }
+            }
+        }
+        let processes = if processes_changed {
+            self.assemble()
+        } else {
+            previous.processes.clone()
+        };
+        Loaded { soul, processes }
+    }
+}

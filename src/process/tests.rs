@@ -1,0 +1,306 @@
+//! The shipped process graph, the machine as tables of cases, file problems, graphs, reload.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::def::{check_set, load_dir, load_file};
+use super::when::Facts;
+use super::*;
+
+fn shipped() -> BTreeMap<String, ProcessDef> {
+    let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/processes"));
+    let (defs, problems) = load_dir(dir);
+    assert!(problems.is_empty(), "{problems:?}");
+    assert!(
+        check_set(&defs, dir).is_empty(),
+        "{:?}",
+        check_set(&defs, dir)
+    );
+    defs
+}
+
+fn facts(process: &str, emotional: &str, task: &str, queries: &[(&str, bool)]) -> Facts {
+    let mut f = Facts {
+        process: process.into(),
+        invocations: 1,
+        turns: 2,
+        ..Facts::default()
+    };
+    f.state.insert("emotionalState".into(), emotional.into());
+    f.state.insert("currentTask".into(), task.into());
+    f.queries = queries
+        .iter()
+        .map(|(q, a)| (q.to_string(), Some(*a)))
+        .collect();
+    f
+}
+
+#[test]
+fn the_shipped_graph_loads_clean_with_every_seed_process() {
+    let defs = shipped();
+    let names: Vec<&str> = defs.keys().map(String::as_str).collect();
+    assert_eq!(
+        names,
+        [
+            "deep_work",
+            "deescalation",
+            "frustrated",
+            "greeting",
+            "main",
+            "proactive"
+        ]
+    );
+    let greeting = &defs["greeting"];
+    assert!(
+        !greeting.steps.contains(&crate::steps::Step::SoulStateCheck),
+        "greeting: no soul-state check"
+    );
+    let deep = &defs["deep_work"];
+    assert!(
+        !deep
+            .steps
+            .iter()
+            .any(|s| s.name().starts_with("user_model")),
+        "deep_work skips user-model steps"
+    );
+    assert_eq!(defs["main"].queries, vec!["Is the user angry?".to_string()]);
+}
+
+#[test]
+fn each_shipped_transition() {
+    let defs = shipped();
+    let angry = [("Is the user angry?", true)];
+    // (process, facts, the transition expected: target and execute_now)
+    type Case<'a> = (&'a str, Facts, Option<(&'a str, bool)>);
+    let cases: &[Case] = &[
+        (
+            "greeting",
+            facts("greeting", "neutral", "", &[]),
+            Some(("main", false)),
+        ),
+        ("main", facts("main", "neutral", "", &[]), None),
+        (
+            "main",
+            facts("main", "neutral", "", &angry),
+            Some(("deescalation", true)),
+        ),
+        (
+            "main",
+            facts("main", "frustrated", "", &angry),
+            Some(("deescalation", true)),
+        ),
+        (
+            "main",
+            facts("main", "frustrated", "", &[]),
+            Some(("frustrated", false)),
+        ),
+        (
+            "main",
+            facts("main", "focused", "port the loader", &[]),
+            Some(("deep_work", false)),
+        ),
+        ("main", facts("main", "focused", "", &[]), None),
+        (
+            "frustrated",
+            facts("frustrated", "frustrated", "", &[]),
+            None,
+        ),
+        (
+            "frustrated",
+            facts("frustrated", "neutral", "", &[]),
+            Some(("main", false)),
+        ),
+        (
+            "frustrated",
+            facts("frustrated", "engaged", "", &[]),
+            Some(("main", false)),
+        ),
+        (
+            "frustrated",
+            facts("frustrated", "focused", "", &[]),
+            Some(("deep_work", false)),
+        ),
+        (
+            "deep_work",
+            facts(
+                "deep_work",
+                "focused",
+                "port",
+                &[("Is the task done?", false)],
+            ),
+            None,
+        ),
+        (
+            "deep_work",
+            facts(
+                "deep_work",
+                "focused",
+                "port",
+                &[("Is the task done?", true)],
+            ),
+            Some(("main", false)),
+        ),
+        (
+            "deep_work",
+            facts("deep_work", "focused", "", &[]),
+            Some(("main", false)),
+        ),
+        (
+            "deescalation",
+            facts(
+                "deescalation",
+                "neutral",
+                "",
+                &[("Is the user still upset?", true)],
+            ),
+            None,
+        ),
+        (
+            "deescalation",
+            facts(
+                "deescalation",
+                "neutral",
+                "",
+                &[("Is the user still upset?", false)],
+            ),
+            Some(("main", false)),
+        ),
+        (
+            "proactive",
+            facts("proactive", "neutral", "", &[]),
+            Some(("main", false)),
+        ),
+    ];
+    for (process, f, want) in cases {
+        let got = next(&defs[*process], f).map(|(_, t)| (t.to.as_str(), t.execute_now));
+        assert_eq!(got, *want, "{process} with {f:?}");
+    }
+    let (_, t) = next(&defs["main"], &facts("main", "neutral", "", &angry)).unwrap();
+    assert_eq!(t.params.get("wasProvoked"), Some(&serde_json::json!(true)));
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(format!("{name}.toml"));
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+const MINIMAL_MAIN: &str = "name = \"main\"\nsteps = [\"external_dialogue\"]\n";
+
+#[test]
+fn file_problems_name_the_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let cases = [
+        ("syntax", "name = \"syntax\"\nsteps = [\"external_dialogue\"\n", 2, "unclosed array"),
+        ("steps", "name = \"steps\"\ndescription = \"x\"\nsteps = [\"external_dialogue\", \"dream\"]\n", 3, "unknown step `dream`"),
+        ("when", "name = \"when\"\nsteps = [\"external_dialogue\"]\n\n[[transitions]]\nto = \"main\"\nwhen = 'state.x = 1'\n", 6, "column 9"),
+        ("query", "name = \"query\"\nsteps = [\"external_dialogue\"]\n[[transitions]]\nto = \"main\"\nwhen = 'query(\"Angry?\")'\n", 2, "lack `mental_query`"),
+        ("mismatch", "name = \"other\"\nsteps = [\"external_dialogue\"]\n", 1, "must match the file name"),
+        ("nodialogue", "name = \"nodialogue\"\nsteps = [\"internal_monologue\"]\n", 2, "needs `external_dialogue`"),
+        ("unknownkey", "name = \"unknownkey\"\nsteps = [\"external_dialogue\"]\ncolour = \"red\"\n", 3, "unknown field `colour`"),
+        ("override", "name = \"override\"\nsteps = [\"external_dialogue\"]\n[overrides]\ninternal_monologue = \"x\"\n", 4, "not in steps"),
+    ];
+    for (name, text, line, needle) in cases {
+        let p = write(d, name, text);
+        let problems = load_file(&p).unwrap_err();
+        let hit = problems.iter().find(|pr| pr.to_string().contains(needle));
+        let hit = hit.unwrap_or_else(|| panic!("{name}: {problems:?}"));
+        assert_eq!(hit.line, Some(line), "{name}: {hit}");
+        assert!(
+            hit.to_string().starts_with(&p.display().to_string()),
+            "{hit}"
+        );
+    }
+}
+
+#[test]
+fn missing_targets_and_execute_now_cycles_are_found_across_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write(d, "main", "name = \"main\"\nsteps = [\"external_dialogue\"]\n\n[[transitions]]\nto = \"a\"\nexecute_now = true\n");
+    write(d, "a", "name = \"a\"\nsteps = [\"external_dialogue\"]\n[[transitions]]\nto = \"b\"\nexecute_now = true\n[[transitions]]\nto = \"nowhere\"\n");
+    write(d, "b", "name = \"b\"\nsteps = [\"external_dialogue\"]\n[[transitions]]\nto = \"main\"\nexecute_now = true\n");
+    let (defs, problems) = load_dir(d);
+    assert!(problems.is_empty());
+    let set = check_set(&defs, d);
+    let text: Vec<String> = set.iter().map(|p| p.to_string()).collect();
+    assert!(
+        text.iter()
+            .any(|t| t.contains("a.toml:7") && t.contains("missing process `nowhere`")),
+        "{text:?}"
+    );
+    assert!(
+        text.iter()
+            .any(|t| t.contains("execute_now rules form a cycle: a → b → main → a")),
+        "{text:?}"
+    );
+}
+
+#[test]
+fn graphs_are_drawn_from_the_files() {
+    let defs = shipped();
+    insta::assert_snapshot!("mermaid", graph::mermaid(&defs));
+    insta::assert_snapshot!("dot", graph::dot(&defs));
+}
+
+#[test]
+fn edits_are_in_force_within_a_second_and_bad_files_keep_the_last_good_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let soul_dir = dir.path().join("soul");
+    let proc_dir = dir.path().join("processes");
+    std::fs::create_dir_all(&soul_dir).unwrap();
+    std::fs::create_dir_all(&proc_dir).unwrap();
+    std::fs::write(soul_dir.join("soul.md"), "# Wren\nfirst\n").unwrap();
+    write(&proc_dir, "main", MINIMAL_MAIN);
+    let lib = Library::load(&soul_dir, &proc_dir).unwrap();
+    assert!(lib.current().soul.soul_md.contains("first"));
+    assert_eq!(lib.current().main().description, "");
+
+    std::fs::write(soul_dir.join("soul.md"), "# Wren\nsecond, longer\n").unwrap();
+    write(
+        &proc_dir,
+        "main",
+        "name = \"main\"\ndescription = \"edited\"\nsteps = [\"external_dialogue\"]\n",
+    );
+    std::thread::sleep(Duration::from_millis(1000));
+    let now = lib.current();
+    assert!(now.soul.soul_md.contains("second"), "soul.md reloaded");
+    assert_eq!(now.main().description, "edited", "main.toml reloaded");
+
+    write(
+        &proc_dir,
+        "main",
+        "name = \"main\"\nsteps = [\"no_such_step\"]\n# a longer file\n",
+    );
+    std::fs::write(soul_dir.join("soul.md"), "").unwrap();
+    std::thread::sleep(Duration::from_millis(1000));
+    let now = lib.current();
+    assert_eq!(
+        now.main().description,
+        "edited",
+        "the last good main stays in force"
+    );
+    assert!(
+        now.soul.soul_md.contains("second"),
+        "the last good soul stays in force"
+    );
+
+    write(
+        &proc_dir,
+        "extra",
+        "name = \"extra\"\nsteps = [\"external_dialogue\"]\n",
+    );
+    std::thread::sleep(Duration::from_millis(1000));
+    assert!(
+        lib.current().process("extra").is_some(),
+        "a new file is picked up"
+    );
+    std::fs::remove_file(proc_dir.join("extra.toml")).unwrap();
+    std::thread::sleep(Duration::from_millis(1000));
+    assert!(
+        lib.current().process("extra").is_none(),
+        "a removed file is dropped"
+    );
+}
