@@ -86,6 +86,54 @@ impl Router {
         }
     }
 
+    /// Runs the proactive process for a quiet conversation, unless a worker is on it; then
+    /// carries on with any message that arrived meanwhile, like any worker.
+    pub fn follow_up(self: &Arc<Self>, thread_key: &str) {
+        if self.stopping.load(Ordering::SeqCst) {
+            return;
+        }
+        let mut active = self.active.lock().unwrap_or_else(|e| e.into_inner());
+        if active.working.contains(thread_key) {
+            return;
+        }
+        active.working.insert(thread_key.to_string());
+        self.workers.fetch_add(1, Ordering::SeqCst);
+        let me = self.clone();
+        let key = thread_key.to_string();
+        let span = tracing::info_span!("proactive", thread = %key);
+        tokio::spawn(
+            async move {
+                if let Err(e) = me.proactive(&key).await {
+                    warn!(error = %e, "proactive follow-up failed");
+                }
+                me.work(key).await
+            }
+            .instrument(span),
+        );
+    }
+
+    async fn proactive(&self, key: &str) -> anyhow::Result<()> {
+        let store = self.store.clone();
+        let k = key.to_string();
+        let Some((channel, thread_ts, last_ts)) =
+            blocking(move || store.slack_location(&k)).await?
+        else {
+            return Ok(());
+        };
+        let Some(reply) = self.engine.proactive(key, crate::memory::now_ms()).await? else {
+            return Ok(());
+        };
+        for part in mrkdwn::render(&reply, self.allow_broadcast, mrkdwn::MESSAGE_LIMIT) {
+            let ts = self
+                .slack
+                .post(&self.bot, &channel, thread_ts.as_deref(), &last_ts, &part)
+                .await?;
+            Metrics::inc(&self.metrics.replies_posted);
+            info!(ts = %ts, "proactive follow-up posted");
+        }
+        Ok(())
+    }
+
     /// Resumes every conversation with open rows (after a restart).
     pub async fn resume(self: &Arc<Self>) -> anyhow::Result<usize> {
         let store = self.store.clone();

@@ -7,6 +7,7 @@ use super::{CliResult, Failure};
 use crate::config::{self, ProviderKind};
 use crate::llm::select::{find_executable, Environment};
 use crate::memory::Store;
+use crate::process::def;
 use crate::soul::SoulFiles;
 
 pub async fn run(config_path: Option<&Path>) -> CliResult {
@@ -50,6 +51,29 @@ pub async fn run(config_path: Option<&Path>) -> CliResult {
                 }
             }
             Err(e) => problems.push(e.to_string()),
+        }
+
+        if config.processes_dir.is_dir() {
+            let (defs, file_problems) = def::load_dir(&config.processes_dir);
+            let set_problems = def::check_set(&defs, &config.processes_dir);
+            if file_problems.is_empty() && set_problems.is_empty() {
+                notes.push(format!(
+                    "processes: {} ({})",
+                    config.processes_dir.display(),
+                    defs.keys().cloned().collect::<Vec<_>>().join(", ")
+                ));
+            }
+            problems.extend(
+                file_problems
+                    .iter()
+                    .chain(&set_problems)
+                    .map(|p| p.to_string()),
+            );
+        } else {
+            notes.push(format!(
+                "processes: {} does not exist; every thread runs the built-in main process",
+                config.processes_dir.display()
+            ));
         }
 
         let db = config.db_path();

@@ -6,6 +6,7 @@
 
 mod chat;
 mod check;
+mod processes;
 mod users;
 
 use std::path::PathBuf;
@@ -47,6 +48,11 @@ pub enum Command {
     Users {
         #[command(subcommand)]
         command: users::UsersCommand,
+    },
+    /// Mental processes: the files, their graph, a thread's state.
+    Processes {
+        #[command(subcommand)]
+        command: processes::ProcessesCommand,
     },
 }
 
@@ -106,6 +112,7 @@ async fn dispatch(cli: Cli) -> CliResult {
         Command::Run => crate::daemon::run(load_config(config_path)?).await,
         Command::Check => check::run(config_path).await,
         Command::Users { command } => users::run(config_path, command),
+        Command::Processes { command } => processes::run(config_path, command),
     }
 }
 

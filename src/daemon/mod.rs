@@ -134,6 +134,7 @@ pub async fn run(config: Arc<Config>) -> Result<(), Failure> {
     };
     info!(user = %bot.user_id, bot = bot.bot_id.as_deref().unwrap_or(""), team = %bot.team, "Slack identity known");
 
+    let engine_for_scan = engine.clone();
     let router = Router::new(
         store.clone(),
         engine,
@@ -186,6 +187,8 @@ pub async fn run(config: Arc<Config>) -> Result<(), Failure> {
         }
     };
 
+    tokio::spawn(follow_ups(engine_for_scan, router.clone(), stop_rx.clone()));
+
     let mut stop = stop_rx.clone();
     let _ = stop.wait_for(|s| *s).await;
     info!(
@@ -206,6 +209,30 @@ pub async fn run(config: Arc<Config>) -> Result<(), Failure> {
     let _ = tokio::time::timeout(Duration::from_secs(2), server).await;
     info!("stopped");
     Ok(())
+}
+
+/// Every minute: quiet threads get a chance at one proactive follow-up.
+async fn follow_ups(engine: Arc<Engine>, router: Arc<Router>, mut stop: watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(60));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
+        if engine
+            .library()
+            .current()
+            .process(crate::process::PROACTIVE)
+            .is_none()
+        {
+            continue;
+        }
+        match engine.quiet_threads(crate::memory::now_ms()).await {
+            Ok(threads) => threads.iter().for_each(|t| router.follow_up(t)),
+            Err(e) => warn!(error = %e, "cannot look for quiet threads"),
+        }
+    }
 }
 
 async fn signals(stop: watch::Sender<bool>) {

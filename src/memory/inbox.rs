@@ -216,6 +216,18 @@ impl Store {
         Ok(())
     }
 
+    /// Where a conversation lives in Slack: (channel, reply thread ts, the latest message's ts).
+    pub fn slack_location(
+        &self,
+        thread_key: &str,
+    ) -> Result<Option<(String, Option<String>, String)>, StoreError> {
+        Ok(self
+            .conn()
+            .prepare_cached("SELECT channel, reply_thread_ts, ts FROM inbox WHERE thread_key = ?1 ORDER BY id DESC LIMIT 1")?
+            .query_row([thread_key], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .optional()?)
+    }
+
     /// Remembers an assistant thread (from `assistant_thread_started`): the soul takes part in
     /// it from the start, and shows its working sign as the assistant status.
     pub fn mark_assistant_thread(&self, channel: &str, thread_ts: &str) -> Result<(), StoreError> {
