@@ -5,7 +5,6 @@
 
 use std::time::Duration;
 
-use futures_util::StreamExt;
 use serde_json::{json, Value};
 
 use super::{http, sse, BoxFuture, ChatRequest, Completion, Deltas, LlmError, Provider, Usage};
@@ -58,62 +57,24 @@ impl Anthropic {
         deltas: Option<&Deltas>,
     ) -> Result<Completion, LlmError> {
         let body = request_body(&self.model, req.prompt, req.max_tokens, self.stream);
-        let resp = self
+        let request = self
             .client
             .post(&self.url)
             .header("x-api-key", self.key.expose())
             .header("anthropic-version", "2023-06-01")
-            .json(&body)
-            .send()
-            .await
-            .map_err(|e| http::send_error(NAME, e, self.timeout))?;
-        let status = resp.status();
-        if !status.is_success() {
-            let headers = resp.headers().clone();
-            let text = resp.text().await.unwrap_or_default();
-            return Err(http::status_error(NAME, status, &headers, &text));
+            .json(&body);
+        let resp = http::send(NAME, request, self.timeout).await?;
+        if !self.stream {
+            return parse_message(&http::body(NAME, resp, self.timeout).await?);
         }
-        if self.stream {
-            self.read_stream(resp, deltas).await
-        } else {
-            let text = resp
-                .text()
-                .await
-                .map_err(|e| http::send_error(NAME, e, self.timeout))?;
-            parse_message(&text)
-        }
-    }
-
-    async fn read_stream(
-        &self,
-        resp: reqwest::Response,
-        deltas: Option<&Deltas>,
-    ) -> Result<Completion, LlmError> {
-        let mut reader = sse::SseReader::default();
         let mut acc = StreamState::default();
-        let mut body = resp.bytes_stream();
-        while let Some(chunk) = body.next().await {
-            let chunk = chunk.map_err(|e| LlmError::Stream {
+        sse::read(NAME, resp, |frame| acc.apply(frame, deltas))
+            .await?
+            .ok_or_else(|| LlmError::Stream {
                 provider: NAME,
-                message: e.to_string(),
+                message: "the stream closed before message_stop".into(),
                 retryable: true,
-            })?;
-            for frame in reader.push(&chunk) {
-                if let Some(done) = acc.apply(&frame, deltas)? {
-                    return Ok(done);
-                }
-            }
-        }
-        if let Some(frame) = reader.finish() {
-            if let Some(done) = acc.apply(&frame, deltas)? {
-                return Ok(done);
-            }
-        }
-        Err(LlmError::Stream {
-            provider: NAME,
-            message: "the stream closed before message_stop".into(),
-            retryable: true,
-        })
+            })
     }
 }
 

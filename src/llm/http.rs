@@ -27,6 +27,36 @@ pub fn client(timeout: Duration) -> Result<reqwest::Client, LlmError> {
         })
 }
 
+/// Sends a request; a non-success status becomes the provider's error.
+pub async fn send(
+    provider: &'static str,
+    request: reqwest::RequestBuilder,
+    timeout: Duration,
+) -> Result<reqwest::Response, LlmError> {
+    let resp = request
+        .send()
+        .await
+        .map_err(|e| send_error(provider, e, timeout))?;
+    let status = resp.status();
+    if status.is_success() {
+        return Ok(resp);
+    }
+    let headers = resp.headers().clone();
+    let text = resp.text().await.unwrap_or_default();
+    Err(status_error(provider, status, &headers, &text))
+}
+
+/// The whole body as text.
+pub async fn body(
+    provider: &'static str,
+    resp: reqwest::Response,
+    timeout: Duration,
+) -> Result<String, LlmError> {
+    resp.text()
+        .await
+        .map_err(|e| send_error(provider, e, timeout))
+}
+
 /// Maps a transport error.
 pub fn send_error(provider: &'static str, e: reqwest::Error, timeout: Duration) -> LlmError {
     if e.is_timeout() {

@@ -3,7 +3,6 @@
 
 use std::time::Duration;
 
-use futures_util::StreamExt;
 use serde_json::{json, Value};
 
 use super::{http, sse, BoxFuture, ChatRequest, Completion, Deltas, LlmError, Provider, Usage};
@@ -53,16 +52,8 @@ impl OpenAi {
         if let Some(k) = key {
             req = req.bearer_auth(k.expose());
         }
-        let resp = req
-            .send()
-            .await
-            .map_err(|e| http::send_error(NAME, e, timeout))?;
-        let status = resp.status();
-        let headers = resp.headers().clone();
-        let text = resp.text().await.unwrap_or_default();
-        if !status.is_success() {
-            return Err(http::status_error(NAME, status, &headers, &text));
-        }
+        let resp = http::send(NAME, req, timeout).await?;
+        let text = http::body(NAME, resp, timeout).await?;
         let v: Value = serde_json::from_str(&text)
             .map_err(|e| bad(format!("model list is not JSON ({e})")))?;
         v.get("data")
@@ -80,63 +71,27 @@ impl OpenAi {
         deltas: Option<&Deltas>,
     ) -> Result<Completion, LlmError> {
         let body = request_body(&self.model, req.prompt, req.max_tokens, self.stream);
-        let mut builder = self
+        let mut request = self
             .client
             .post(format!("{}/chat/completions", self.base))
             .json(&body);
         if let Some(k) = &self.key {
-            builder = builder.bearer_auth(k.expose());
+            request = request.bearer_auth(k.expose());
         }
-        let resp = builder
-            .send()
-            .await
-            .map_err(|e| http::send_error(NAME, e, self.timeout))?;
-        let status = resp.status();
-        if !status.is_success() {
-            let headers = resp.headers().clone();
-            let text = resp.text().await.unwrap_or_default();
-            return Err(http::status_error(NAME, status, &headers, &text));
+        let resp = http::send(NAME, request, self.timeout).await?;
+        if !self.stream {
+            return parse_completion(&http::body(NAME, resp, self.timeout).await?, &self.model);
         }
-        if self.stream {
-            return self.read_stream(resp, deltas).await;
-        }
-        let text = resp
-            .text()
-            .await
-            .map_err(|e| http::send_error(NAME, e, self.timeout))?;
-        parse_completion(&text, &self.model)
-    }
-
-    async fn read_stream(
-        &self,
-        resp: reqwest::Response,
-        deltas: Option<&Deltas>,
-    ) -> Result<Completion, LlmError> {
-        let mut reader = sse::SseReader::default();
         let mut acc = StreamState {
             model: self.model.clone(),
             ..StreamState::default()
         };
-        let mut body = resp.bytes_stream();
-        while let Some(chunk) = body.next().await {
-            let chunk = chunk.map_err(|e| LlmError::Stream {
-                provider: NAME,
-                message: e.to_string(),
-                retryable: true,
-            })?;
-            for frame in reader.push(&chunk) {
-                if acc.apply(&frame.data, deltas)? {
-                    return Ok(acc.finish());
-                }
-            }
-        }
-        if let Some(frame) = reader.finish() {
-            if acc.apply(&frame.data, deltas)? {
-                return Ok(acc.finish());
-            }
-        }
-        if acc.stop_reason.is_some() {
-            // Some servers end a finished stream without `[DONE]`.
+        let done = sse::read(NAME, resp, |frame| {
+            Ok(acc.apply(&frame.data, deltas)?.then_some(()))
+        })
+        .await?;
+        // Some servers end a finished stream without `[DONE]`.
+        if done.is_some() || acc.stop_reason.is_some() {
             return Ok(acc.finish());
         }
         Err(LlmError::Stream {

@@ -1,5 +1,36 @@
 //! An incremental server-sent-events reader: bytes in any chunking → (event, data) frames.
 
+use futures_util::StreamExt;
+
+use super::LlmError;
+
+/// Feeds every frame of a response body to `on_frame` until it returns `Some`. `Ok(None)`:
+/// the body ended first (the caller decides whether that is complete).
+pub async fn read<T>(
+    provider: &'static str,
+    resp: reqwest::Response,
+    mut on_frame: impl FnMut(&Frame) -> Result<Option<T>, LlmError>,
+) -> Result<Option<T>, LlmError> {
+    let mut reader = SseReader::default();
+    let mut body = resp.bytes_stream();
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk.map_err(|e| LlmError::Stream {
+            provider,
+            message: e.to_string(),
+            retryable: true,
+        })?;
+        for frame in reader.push(&chunk) {
+            if let Some(done) = on_frame(&frame)? {
+                return Ok(Some(done));
+            }
+        }
+    }
+    match reader.finish() {
+        Some(frame) => on_frame(&frame),
+        None => Ok(None),
+    }
+}
+
 /// One SSE frame.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Frame {
