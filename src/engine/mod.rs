@@ -269,26 +269,9 @@ impl Engine {
             let Some((rule, t)) = process::next(def, &facts) else {
                 break run;
             };
-            let target = if lib.process(&t.to).is_some() {
-                t.to.clone()
-            } else {
-                warn!(from = %def.name, to = %t.to, "transition names an unknown process; falling back to main");
-                MAIN.to_string()
-            };
-            info!(from = %def.name, to = %target, rule, execute_now = t.execute_now, "process transition");
-            transitions.push(TransitionRecord {
-                from: def.name.clone(),
-                to: target.clone(),
-                rule: Some(rule),
-                execute_now: t.execute_now,
-                params: t.params.clone(),
-            });
-            state = ThreadProcess {
-                current: target,
-                previous: Some(def.name.clone()),
-                invocations: 0,
-                params: t.params.clone().into_iter().collect(),
-            };
+            let (record, next_state) = take(&lib, &def.name, rule, t);
+            transitions.push(record);
+            state = next_state;
             if !t.execute_now {
                 break run;
             }
@@ -514,6 +497,37 @@ fn instructions_of(def: &ProcessDef, extra: &[&str]) -> ProcessInstructions {
         note: def.instructions.clone(),
         mental_queries,
     }
+}
+
+/// Takes a transition out of `from`: the record of it and the thread's new state. A target
+/// that does not exist falls back to main.
+fn take(
+    lib: &Loaded,
+    from: &str,
+    rule: usize,
+    t: &process::Transition,
+) -> (TransitionRecord, ThreadProcess) {
+    let target = if lib.process(&t.to).is_some() {
+        t.to.clone()
+    } else {
+        warn!(from, to = %t.to, "transition names an unknown process; falling back to main");
+        MAIN.to_string()
+    };
+    info!(from, to = %target, rule, execute_now = t.execute_now, "process transition");
+    let record = TransitionRecord {
+        from: from.to_string(),
+        to: target.clone(),
+        rule: Some(rule),
+        execute_now: t.execute_now,
+        params: t.params.clone(),
+    };
+    let state = ThreadProcess {
+        current: target,
+        previous: Some(from.to_string()),
+        invocations: 0,
+        params: t.params.clone().into_iter().collect(),
+    };
+    (record, state)
 }
 
 /// What a process's rules read after a run.

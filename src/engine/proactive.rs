@@ -10,11 +10,10 @@
 use tracing::{info, warn};
 
 use super::apply::Outcome;
-use super::{facts_for, instructions_of, Engine, EngineError};
-use crate::memory::process_state::TransitionRecord;
+use super::{facts_for, instructions_of, take, Engine, EngineError};
 use crate::memory::{EntryType, NewEntry, TurnRecord};
 use crate::parse::ReplySource;
-use crate::process::{self, ThreadProcess, MAIN, PROACTIVE};
+use crate::process::{self, ThreadProcess, PROACTIVE};
 use crate::prompt::{self, PromptInput};
 
 /// Asked on every proactive turn: is a follow-up worth it?
@@ -158,24 +157,11 @@ impl Engine {
         );
         let mut transitions = Vec::new();
         if let Some((rule, t)) = process::next(def, &facts) {
-            let target = if lib.process(&t.to).is_some() {
-                t.to.clone()
-            } else {
-                MAIN.to_string()
-            };
-            transitions.push(TransitionRecord {
-                from: PROACTIVE.into(),
-                to: target.clone(),
-                rule: Some(rule),
-                execute_now: false,
-                params: t.params.clone(),
-            });
-            state = ThreadProcess {
-                current: target,
-                previous: Some(PROACTIVE.into()),
-                invocations: 0,
-                params: t.params.clone().into_iter().collect(),
-            };
+            // A proactive turn answers no message, so nothing runs on after it.
+            let (mut record, next_state) = take(&lib, PROACTIVE, rule, t);
+            record.execute_now = false;
+            transitions.push(record);
+            state = next_state;
         }
         let record = TurnRecord {
             thread: thread.to_string(),
