@@ -56,6 +56,20 @@ fn an_anthropic_turn_replies_with_the_dialogue_only() {
         ]
     );
     assert_eq!(entries[1].verb.as_deref(), Some("pondered"));
+    let usage = store.usage("terminal").unwrap();
+    assert_eq!(usage.len(), 1);
+    assert_eq!(
+        (
+            usage[0].provider.as_str(),
+            usage[0].model.as_str(),
+            usage[0].input_tokens,
+            usage[0].output_tokens,
+            usage[0].cache_read_tokens
+        ),
+        ("anthropic", "claude-test", 2095, 503, 1800),
+        "usage, cache reads included, recorded per turn"
+    );
+    assert_eq!(usage[0].stop_reason.as_deref(), Some("end_turn"));
     assert_eq!(store.interactions().unwrap(), 1);
 }
 

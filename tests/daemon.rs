@@ -593,3 +593,25 @@ fn a_burst_in_one_thread_does_not_starve_another() {
     );
     slack.wait(20, "the burst", |s| s.posts().len() == 9);
 }
+
+#[test]
+fn a_dropped_socket_reconnects_and_names_are_cached() {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    model.echo();
+    let (_home, _d) = socket_daemon(&model, &slack, "");
+    slack.send_event(dm("D1", "U1", "5.0", "before"), "E1", 0);
+    slack.wait(10, "the first reply", |s| s.posts().len() == 1);
+    let opens = slack.calls("apps.connections.open").len();
+    slack.drop_all();
+    slack.wait(20, "a new connection", |s| {
+        s.calls("apps.connections.open").len() > opens && s.sockets() > 0
+    });
+    slack.send_event(dm("D1", "U1", "6.0", "after the drop"), "E2", 0);
+    slack.wait(10, "the reply", |s| s.posts().len() == 2);
+    assert_eq!(slack.posts()[1].text, "echo: after the drop");
+    assert_eq!(
+        slack.calls("users.info").len(),
+        1,
+        "the display name is cached"
+    );
+}

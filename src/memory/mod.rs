@@ -189,6 +189,29 @@ impl Store {
         users::history(&self.conn(), user_id)
     }
 
+    /// The model calls of a thread's turns, oldest first.
+    pub fn usage(&self, thread: &str) -> Result<Vec<UsageRecord>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare(
+            "SELECT provider, model, input_tokens, output_tokens, cache_creation_tokens, cache_read_tokens,
+                    latency_ms, stop_reason
+             FROM turn_usage WHERE thread = ?1 ORDER BY id",
+        )?;
+        let rows = stmt.query_map([thread], |r| {
+            Ok(UsageRecord {
+                provider: r.get(0)?,
+                model: r.get(1)?,
+                input_tokens: r.get::<_, i64>(2)? as u64,
+                output_tokens: r.get::<_, i64>(3)? as u64,
+                cache_creation_tokens: r.get::<_, i64>(4)? as u64,
+                cache_read_tokens: r.get::<_, i64>(5)? as u64,
+                latency_ms: r.get::<_, i64>(6)? as u64,
+                stop_reason: r.get(7)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
     pub fn claude_session(&self, thread: &str) -> Result<Option<String>, StoreError> {
         let conn = self.conn();
         Ok(conn

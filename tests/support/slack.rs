@@ -221,6 +221,14 @@ impl FakeSlack {
         self.inner.lock().unwrap().sent.get(envelope_id).copied()
     }
 
+    /// Closes every socket with no disconnect frame (a dropped connection).
+    pub fn drop_all(&self) {
+        let mut inner = self.inner.lock().unwrap();
+        for s in inner.sockets.drain(..) {
+            let _ = s.send(CLOSE.to_string());
+        }
+    }
+
     pub fn disconnect_all(&self, reason: &str) {
         let frame = json!({"type":"disconnect","reason":reason,"debug_info":{"host":"applink-1"}})
             .to_string();
