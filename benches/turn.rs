@@ -14,10 +14,11 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anima::engine::{Engine, Perception, MAIN_STEPS};
+use anima::engine::{Engine, Perception};
 use anima::llm::{BoxFuture, ChatRequest, Completion, Deltas, LlmError, Provider, Usage};
 use anima::memory::{EntryType, NewEntry, SoulState, Store, TurnRecord};
 use anima::parse::parse_response;
+use anima::process::library::MAIN_STEPS;
 use anima::prompt::{build_prompt, plan, Gates, ProcessInstructions, PromptInput};
 use anima::soul::SoulFiles;
 

@@ -27,7 +27,6 @@ use crate::memory::{
     now_ms, SoulState, Store, StoreError, TurnContext, TurnRecord, UsageRecord, UserRecord,
 };
 use crate::parse::{parse_response, Cognition};
-use crate::process::library::MAIN_STEPS as LIBRARY_MAIN_STEPS;
 use crate::process::when::Facts;
 use crate::process::{self, Library, Loaded, ProcessDef, ThreadProcess, MAIN};
 use crate::prompt::{self, Gates, ProcessInstructions, PromptInput, TurnPlan};
@@ -38,9 +37,6 @@ use apply::Outcome;
 /// goes to the log.
 pub const PROVIDER_DOWN_REPLY: &str =
     "Sorry, I can't think right now: my model isn't answering. Your message is saved, so try me again in a moment.";
-
-/// The steps of the built-in main process (the seed's full pipeline).
-pub const MAIN_STEPS: [crate::steps::Step; 6] = LIBRARY_MAIN_STEPS;
 
 /// One incoming message, wherever it came from.
 #[derive(Debug, Clone)]
