@@ -1,6 +1,10 @@
-//! WAL checkpoints off the hot path: a thread with its own connection runs a PASSIVE
-//! checkpoint every second (passive: it never blocks a writer), so no turn's commit pays for
-//! copying the WAL back and syncing the database file.
+//! WAL checkpoints off the hot path: a thread with its own connection copies the WAL back into
+//! the database (a PASSIVE checkpoint, which never takes a writer's lock), so no turn's commit
+//! pays for it.
+//!
+//! A checkpoint syncs the WAL and the database file, and appends to the WAL stall while it
+//! does; so it runs once the store has been quiet for a second, and under unbroken writing at
+//! least every 10 seconds, which bounds the WAL.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -10,7 +14,12 @@ use std::time::Duration;
 
 use rusqlite::Connection;
 
-const INTERVAL: Duration = Duration::from_secs(1);
+/// How often the thread looks at the store.
+const TICK: Duration = Duration::from_millis(250);
+/// Quiet ticks before a checkpoint (one second).
+const QUIET_TICKS: u32 = 4;
+/// Busy ticks after which a checkpoint runs anyway (ten seconds).
+const BUSY_TICKS: u32 = 40;
 
 pub struct Checkpointer {
     stop: Arc<AtomicBool>,
@@ -34,10 +43,28 @@ impl Checkpointer {
         let thread = std::thread::Builder::new()
             .name("anima-checkpoint".into())
             .spawn(move || {
+                // `data_version` changes whenever another connection commits.
+                let version = |c: &Connection| {
+                    c.query_row("PRAGMA data_version", [], |r| r.get::<_, i64>(0))
+                        .ok()
+                };
+                let mut last = version(&conn);
+                let (mut busy, mut quiet) = (0u32, 0u32);
                 while !flag.load(Ordering::SeqCst) {
-                    std::thread::park_timeout(INTERVAL);
-                    if let Err(e) = conn.execute_batch("PRAGMA wal_checkpoint(PASSIVE);") {
-                        tracing::debug!(error = %e, "checkpoint skipped");
+                    std::thread::park_timeout(TICK);
+                    let now = version(&conn);
+                    if now != last {
+                        last = now;
+                        busy += 1;
+                        quiet = 0;
+                    } else {
+                        quiet += 1;
+                    }
+                    if busy > 0 && (quiet >= QUIET_TICKS || busy >= BUSY_TICKS) {
+                        match conn.execute_batch("PRAGMA wal_checkpoint(PASSIVE);") {
+                            Ok(()) => busy = 0,
+                            Err(e) => tracing::debug!(error = %e, "checkpoint skipped"),
+                        }
                     }
                 }
             })
