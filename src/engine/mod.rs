@@ -24,7 +24,7 @@ use crate::llm::{self, ChatRequest, Completion, LlmError, Provider};
 use crate::memory::model_repo::ModelRepo;
 use crate::memory::process_state::TransitionRecord;
 use crate::memory::{
-    now_ms, SoulState, Store, StoreError, TurnContext, TurnRecord, UsageRecord, UserRecord,
+    now_ms, Entry, SoulState, Store, StoreError, TurnContext, TurnRecord, UsageRecord, UserRecord,
 };
 use crate::parse::{parse_response, Cognition};
 use crate::process::when::Facts;
@@ -194,7 +194,6 @@ impl Engine {
             .rev()
             .find(|e| e.id < message_id)
             .map_or(0.0, |e| (now_ms() - e.created_at).max(0) as f64 / 60_000.0);
-        let model_text = ctx.user.model_or_blueprint();
         let mut state = self.entry_state(&lib, &ctx);
         let mut soul = ctx.soul.clone();
         let mut outcome = Outcome::default();
@@ -209,27 +208,17 @@ impl Engine {
             ran.push(def.name.clone());
             let plan = self.plan(def, &ctx);
             info!(process = %def.name, interaction = ctx.interaction, steps = ?plan.steps, user_model = plan.inject_user_model, why = plan.user_model_reason, "turn planned");
-            let note = prompt::process_note(
-                &def.name,
-                &def.description,
-                state.invocations,
-                state.previous.as_deref(),
-                &state.params,
-            );
-            let instructions = instructions_of(def, &[]);
-            let built = prompt::build_prompt(&PromptInput {
-                soul: &lib.soul,
-                soul_state: &soul,
-                whisper: ctx.whisper.as_ref().map(|w| w.1.as_str()),
-                user_model: plan
-                    .inject_user_model
-                    .then_some((ctx.user.display_name.as_str(), model_text.as_str())),
-                steps: &plan.steps,
-                process: &instructions,
+            let built = run_prompt(&RunInput {
+                lib: &lib,
+                def,
+                state: &state,
+                ctx: &ctx,
+                soul: &soul,
+                plan: &plan,
                 history: &history,
-                speaker: &p.display_name,
-                message: &p.text,
-                process_note: Some(&note),
+                extra_queries: &[],
+                whisper: ctx.whisper.as_ref().map(|w| w.1.as_str()),
+                message: Some((&p.display_name, &p.text)),
                 quiet_minutes: None,
             });
             let run = match self.call(&built, ctx.claude_session.as_deref(), plan).await {
@@ -477,6 +466,54 @@ impl Engine {
             Err(e) => warn!(error = %e, "user model export task failed"),
         }
     }
+}
+
+/// What one process run's prompt is made from.
+struct RunInput<'a> {
+    lib: &'a Loaded,
+    def: &'a ProcessDef,
+    state: &'a ThreadProcess,
+    ctx: &'a TurnContext,
+    soul: &'a SoulState,
+    plan: &'a TurnPlan,
+    history: &'a [Entry],
+    /// Questions the engine adds to the process's own.
+    extra_queries: &'a [&'a str],
+    whisper: Option<&'a str>,
+    /// (speaker, text); `None` for a proactive turn.
+    message: Option<(&'a str, &'a str)>,
+    quiet_minutes: Option<u64>,
+}
+
+/// Builds one process run's prompt: its process section, its instructions, the gated user
+/// model, and the message (or the quiet).
+fn run_prompt(i: &RunInput) -> prompt::Prompt {
+    let note = prompt::process_note(
+        &i.def.name,
+        &i.def.description,
+        i.state.invocations,
+        i.state.previous.as_deref(),
+        &i.state.params,
+    );
+    let instructions = instructions_of(i.def, i.extra_queries);
+    let model_text = i.ctx.user.model_or_blueprint();
+    let (speaker, message) = i.message.unwrap_or(("", ""));
+    prompt::build_prompt(&PromptInput {
+        soul: &i.lib.soul,
+        soul_state: i.soul,
+        whisper: i.whisper,
+        user_model: i
+            .plan
+            .inject_user_model
+            .then_some((i.ctx.user.display_name.as_str(), model_text.as_str())),
+        steps: &i.plan.steps,
+        process: &instructions,
+        history: i.history,
+        speaker,
+        message,
+        process_note: Some(&note),
+        quiet_minutes: i.quiet_minutes,
+    })
 }
 
 /// The instructions a process contributes: its overrides, its note, and the questions its

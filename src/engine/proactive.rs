@@ -10,11 +10,10 @@
 use tracing::{info, warn};
 
 use super::apply::Outcome;
-use super::{facts_for, instructions_of, take, Engine, EngineError};
+use super::{facts_for, run_prompt, take, Engine, EngineError, RunInput};
 use crate::memory::{EntryType, NewEntry, TurnRecord};
 use crate::parse::ReplySource;
 use crate::process::{self, ThreadProcess, PROACTIVE};
-use crate::prompt::{self, PromptInput};
 
 /// Asked on every proactive turn: is a follow-up worth it?
 pub const FOLLOW_UP_QUESTION: &str =
@@ -89,28 +88,17 @@ impl Engine {
             params: previous.params.clone(),
         };
         let plan = self.plan(def, &ctx);
-        let note = prompt::process_note(
-            &def.name,
-            &def.description,
-            state.invocations,
-            state.previous.as_deref(),
-            &state.params,
-        );
-        let instructions = instructions_of(def, &[FOLLOW_UP_QUESTION, CLOSED_QUESTION]);
-        let model_text = ctx.user.model_or_blueprint();
-        let built = prompt::build_prompt(&PromptInput {
-            soul: &lib.soul,
-            soul_state: &ctx.soul,
-            whisper: None,
-            user_model: plan
-                .inject_user_model
-                .then_some((ctx.user.display_name.as_str(), model_text.as_str())),
-            steps: &plan.steps,
-            process: &instructions,
+        let built = run_prompt(&RunInput {
+            lib: &lib,
+            def,
+            state: &state,
+            ctx: &ctx,
+            soul: &ctx.soul,
+            plan: &plan,
             history: &history,
-            speaker: "",
-            message: "",
-            process_note: Some(&note),
+            extra_queries: &[FOLLOW_UP_QUESTION, CLOSED_QUESTION],
+            whisper: None,
+            message: None,
             quiet_minutes: Some(quiet),
         });
         let run = match self.call(&built, ctx.claude_session.as_deref(), plan).await {
