@@ -615,3 +615,20 @@ fn a_dropped_socket_reconnects_and_names_are_cached() {
         "the display name is cached"
     );
 }
+
+#[test]
+fn a_refused_working_sign_is_named_once_and_never_stops_the_reply() {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    model.echo();
+    slack.refuse("reactions.add", "missing_scope");
+    let (_home, d) = socket_daemon(&model, &slack, "");
+    slack.send_event(dm("D1", "U1", "5.0", "one"), "E1", 0);
+    slack.send_event(dm("D1", "U1", "6.0", "two"), "E2", 0);
+    slack.wait(10, "both replies", |s| s.posts().len() == 2);
+    let warnings = d
+        .log()
+        .lines()
+        .filter(|l| l.contains("WARN") && l.contains("reactions.add failed: missing_scope"))
+        .count();
+    assert_eq!(warnings, 1, "{}", d.log());
+}

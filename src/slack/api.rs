@@ -68,6 +68,7 @@ pub struct SlackApi {
     client: Arc<SlackHyperClient>,
     bot_token: SlackApiToken,
     names: Mutex<HashMap<String, (String, Instant)>>,
+    warned: Mutex<std::collections::HashSet<String>>,
 }
 
 /// A hyper connector that speaks HTTPS (native roots) and plain HTTP (for a local fake or a
@@ -112,6 +113,7 @@ impl SlackApi {
             client,
             bot_token: token(bot_token),
             names: Mutex::new(HashMap::new()),
+            warned: Mutex::new(Default::default()),
         }
     }
 
@@ -358,8 +360,19 @@ impl SlackApi {
             }
         };
         if let Err(e) = result {
-            // The sign is a courtesy: its failure never stops a reply.
-            debug!(error = %e, "working sign not shown");
+            // The sign is a courtesy: its failure never stops a reply. Each kind of failure
+            // (method and code) is a warning once, then debug: a missing scope would
+            // otherwise fill the log.
+            let first = self
+                .warned
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(e.to_string());
+            if first {
+                warn!(error = %e, "working sign not shown (further failures like this at debug)");
+            } else {
+                debug!(error = %e, "working sign not shown");
+            }
         }
     }
 }

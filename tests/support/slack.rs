@@ -55,6 +55,8 @@ struct Inner {
     sockets: Vec<mpsc::UnboundedSender<String>>,
     acks: Vec<String>,
     sent: HashMap<String, Instant>,
+    /// Methods that answer `{"ok":false,"error":code}`.
+    refused: HashMap<String, String>,
 }
 
 #[derive(Clone)]
@@ -134,6 +136,15 @@ impl FakeSlack {
             .filter(|(m, _, _)| m == method)
             .map(|(_, _, a)| a.clone())
             .collect()
+    }
+
+    /// Makes every call of `method` answer `{"ok":false,"error":code}`.
+    pub fn refuse(&self, method: &str, code: &str) {
+        self.inner
+            .lock()
+            .unwrap()
+            .refused
+            .insert(method.to_string(), code.to_string());
     }
 
     pub fn fail_next_post(&self, f: PostFailure) {
@@ -333,6 +344,9 @@ async fn web_api(
     };
     if auth.as_deref() != Some(&format!("Bearer {expected}")) {
         return ok_false("invalid_auth");
+    }
+    if let Some(code) = s.inner.lock().unwrap().refused.get(&method).cloned() {
+        return ok_false(&code);
     }
     let str_arg = |k: &str| args.get(k).and_then(Value::as_str).map(str::to_string);
     match method.as_str() {
