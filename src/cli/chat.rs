@@ -6,12 +6,8 @@ use std::path::Path;
 use clap::Args;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
-use super::{load_config, open_store, CliResult, Failure};
-use crate::engine::{Engine, Perception, TurnOutcome};
-use crate::llm::select::{self, Environment, SelectError};
-use std::sync::Arc;
-
-use crate::process::Library;
+use super::{load_config, CliResult, Failure};
+use crate::engine::{Perception, TurnOutcome};
 
 #[derive(Debug, Args)]
 pub struct ChatArgs {
@@ -31,28 +27,7 @@ pub struct ChatArgs {
 
 pub async fn run(config_path: Option<&Path>, args: ChatArgs) -> CliResult {
     let config = load_config(config_path)?;
-    let selected = select::select(&config.llm, &config.home, &Environment::from_process())
-        .await
-        .map_err(|e| match e {
-            SelectError::Build(e) => Failure::runtime(e),
-            other => Failure::Usage(other.to_string()),
-        })?;
-    let library = Arc::new(
-        Library::load(&config.soul_dir, &config.processes_dir)
-            .map_err(|e| Failure::Usage(e.to_string()))?,
-    );
-    tracing::info!(
-        provider = selected.provider.name(),
-        model = selected.provider.model(),
-        reason = selected.reason,
-        "model provider chosen"
-    );
-    let store = open_store(&config)?;
-    let engine = Engine::new(config.clone(), store, library, selected.provider);
-    engine
-        .export_pending_models()
-        .await
-        .map_err(Failure::runtime)?;
+    let engine = super::engine(&config).await?;
 
     let name = args
         .user

@@ -16,7 +16,10 @@ use std::sync::Arc;
 use clap::{Parser, Subcommand};
 
 use crate::config::{self, Config};
+use crate::engine::Engine;
+use crate::llm::select::{self, Environment, SelectError};
 use crate::memory::Store;
+use crate::process::Library;
 use crate::telemetry::{self, LogFormat};
 
 #[derive(Debug, Parser)]
@@ -121,6 +124,32 @@ fn load_config(path: Option<&std::path::Path>) -> Result<Arc<Config>, Failure> {
     config::load(path)
         .map(Arc::new)
         .map_err(|e| Failure::Usage(e.to_string()))
+}
+
+/// The engine `chat` and `run` share: the provider (`auto` resolved, the choice logged), the
+/// soul and process files (watched), the store; user models that missed git are committed.
+pub(crate) async fn engine(config: &Arc<Config>) -> Result<Engine, Failure> {
+    let selected = select::select(&config.llm, &config.home, &Environment::from_process())
+        .await
+        .map_err(|e| match e {
+            SelectError::Build(e) => Failure::runtime(e),
+            other => Failure::Usage(other.to_string()),
+        })?;
+    tracing::info!(
+        provider = selected.provider.name(),
+        model = selected.provider.model(),
+        reason = selected.reason,
+        "model provider chosen"
+    );
+    let library = Library::load(&config.soul_dir, &config.processes_dir)
+        .map_err(|e| Failure::Usage(e.to_string()))?;
+    let store = open_store(config)?;
+    let engine = Engine::new(config.clone(), store, Arc::new(library), selected.provider);
+    engine
+        .export_pending_models()
+        .await
+        .map_err(Failure::runtime)?;
+    Ok(engine)
 }
 
 /// Opens the store; a database from a newer anima is a configuration problem (exit 2).

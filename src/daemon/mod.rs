@@ -18,9 +18,7 @@ use crate::cli::Failure;
 use crate::config::secret::Secret;
 use crate::config::{Config, SlackMode};
 use crate::engine::Engine;
-use crate::llm::select::{self, Environment, SelectError};
 use crate::metrics::Metrics;
-use crate::process::Library;
 use crate::router::Router;
 use crate::slack::api::{self, SlackApi};
 use crate::slack::{signature::Verifier, socket, Gate};
@@ -63,33 +61,8 @@ fn tokens(config: &Config) -> Result<Tokens, Failure> {
 
 pub async fn run(config: Arc<Config>) -> Result<(), Failure> {
     let tokens = tokens(&config)?;
-    let library = Arc::new(
-        Library::load(&config.soul_dir, &config.processes_dir)
-            .map_err(|e| Failure::Usage(e.to_string()))?,
-    );
-    let selected = select::select(&config.llm, &config.home, &Environment::from_process())
-        .await
-        .map_err(|e| match e {
-            SelectError::Build(e) => Failure::runtime(e),
-            other => Failure::Usage(other.to_string()),
-        })?;
-    info!(
-        provider = selected.provider.name(),
-        model = selected.provider.model(),
-        reason = selected.reason,
-        "model provider chosen"
-    );
-    let store = crate::cli::open_store(&config)?;
-    let engine = Arc::new(Engine::new(
-        config.clone(),
-        store.clone(),
-        library,
-        selected.provider,
-    ));
-    engine
-        .export_pending_models()
-        .await
-        .map_err(Failure::runtime)?;
+    let engine = Arc::new(crate::cli::engine(&config).await?);
+    let store = engine.store().clone();
 
     let (stop_tx, stop_rx) = watch::channel(false);
     tokio::spawn(signals(stop_tx));
