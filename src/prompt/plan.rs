@@ -95,15 +95,7 @@ fn user_model_gate(
 mod tests {
     use super::*;
     use crate::memory::NewEntry;
-
-    const MAIN: [Step; 6] = [
-        Step::InternalMonologue,
-        Step::ExternalDialogue,
-        Step::UserModelCheck,
-        Step::UserModelUpdate,
-        Step::SoulStateCheck,
-        Step::SoulStateUpdate,
-    ];
+    use crate::process::library::MAIN_STEPS as MAIN;
     const GATES: Gates = Gates {
         soul_state_interval: 3,
         user_model_interval: 5,

@@ -4,15 +4,7 @@ use std::path::Path;
 
 use super::*;
 use crate::memory::NewEntry;
-
-const MAIN: [Step; 6] = [
-    Step::InternalMonologue,
-    Step::ExternalDialogue,
-    Step::UserModelCheck,
-    Step::UserModelUpdate,
-    Step::SoulStateCheck,
-    Step::SoulStateUpdate,
-];
+use crate::process::library::MAIN_STEPS as MAIN;
 
 fn soul() -> SoulFiles {
     SoulFiles {
