@@ -138,10 +138,6 @@ impl Engine {
         &self.provider
     }
 
-    pub fn config(&self) -> &Arc<Config> {
-        &self.config
-    }
-
     /// Commits user models that SQLite has but git does not (after a crash between the two).
     pub async fn export_pending_models(&self) -> Result<usize, EngineError> {
         let store = self.store.clone();

@@ -238,18 +238,6 @@ impl Store {
         )?;
         Ok(())
     }
-
-    /// Whether the soul has spoken in this thread.
-    pub fn participates(&self, channel: &str, thread_ts: &str) -> Result<bool, StoreError> {
-        Ok(self
-            .conn()
-            .prepare_cached(
-                "SELECT 1 FROM slack_participation WHERE channel = ?1 AND thread_ts = ?2",
-            )?
-            .query_row((channel, thread_ts), |r| r.get::<_, i64>(0))
-            .optional()?
-            .is_some())
-    }
 }
 
 #[cfg(test)]

@@ -120,13 +120,6 @@ impl Store {
         Ok(())
     }
 
-    /// Copies the WAL into the database now (normally the checkpointer does it).
-    pub fn checkpoint(&self) -> Result<(), StoreError> {
-        self.conn()
-            .execute_batch("PRAGMA wal_checkpoint(PASSIVE);")?;
-        Ok(())
-    }
-
     pub fn path(&self) -> &Path {
         &self.path
     }

@@ -132,11 +132,6 @@ impl ModelRepo {
         }
         Ok(out)
     }
-
-    /// The committed text of a model.
-    pub fn read(&self, slug: &str) -> Option<String> {
-        std::fs::read_to_string(self.root.join(Self::rel_path(slug))).ok()
-    }
 }
 
 /// The commit message: the change note, as data. Empty notes get a plain default.
@@ -175,7 +170,10 @@ mod tests {
         let log = repo.log("tom").unwrap();
         let messages: Vec<&str> = log.iter().map(|r| r.message.as_str()).collect();
         assert_eq!(messages, vec![hostile, "First impression."]);
-        assert_eq!(repo.read("tom").unwrap(), "# Tom\nv2\n");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("memory/users/tom.md")).unwrap(),
+            "# Tom\nv2\n"
+        );
 
         let git = git2::Repository::open(dir.path().join("memory")).unwrap();
         let head = git.head().unwrap().peel_to_commit().unwrap();

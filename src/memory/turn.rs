@@ -233,15 +233,6 @@ impl Store {
         tx.commit()?;
         Ok(user)
     }
-
-    /// Forgets a claude-cli session that the CLI no longer knows.
-    pub fn clear_claude_session(&self, thread: &str) -> Result<(), StoreError> {
-        self.conn().execute(
-            "UPDATE threads SET claude_session = NULL WHERE thread = ?1",
-            [thread],
-        )?;
-        Ok(())
-    }
 }
 
 fn upsert_user(

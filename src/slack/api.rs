@@ -117,10 +117,6 @@ impl SlackApi {
         }
     }
 
-    pub fn client(&self) -> &Arc<SlackHyperClient> {
-        &self.client
-    }
-
     async fn timed<T>(
         method: &'static str,
         fut: impl std::future::Future<Output = ClientResult<T>>,
