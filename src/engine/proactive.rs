@@ -46,23 +46,7 @@ impl Engine {
         let store = self.store.clone();
         let (t, window) = (thread.to_string(), self.config.pipeline.memory_window);
         let ctx = tokio::task::spawn_blocking(move || {
-            let entries = store.thread_entries(&t)?;
-            let last_user = entries
-                .iter()
-                .rev()
-                .find(|e| e.entry_type == EntryType::UserMessage);
-            let (user_id, name) = match last_user {
-                Some(e) => (
-                    e.user_id.clone().unwrap_or_default(),
-                    e.metadata
-                        .get("name")
-                        .and_then(|n| n.as_str())
-                        .unwrap_or("")
-                        .to_string(),
-                ),
-                None => (String::new(), String::new()),
-            };
-            let last_at = entries.last().map_or(0, |e| e.created_at);
+            let (user_id, name, last_at) = store.last_speaker(&t)?;
             store
                 .load_turn(&t, &user_id, &name, window)
                 .map(|ctx| (ctx, last_at))
