@@ -4,7 +4,8 @@
 //! 2 KB model answer with every step. Reports the median and p99 of
 //!   * build_prompt,
 //!   * parse_response,
-//!   * assemble + parse + persist (record the message, load the context, plan, build, parse,
+//!   * assemble + parse + persist (begin the turn: record the message, take its number, load
+//!     the context; plan, build, parse,
 //!     commit the turn in one SQLite transaction): the engine work of a turn,
 //!   * a whole `Engine::turn` with a zero-latency in-process provider (adds the async
 //!     hand-offs and, on turns that change the user model, the git commit).
@@ -16,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use anima::engine::{Engine, Perception};
 use anima::llm::{BoxFuture, ChatRequest, Completion, Deltas, LlmError, Provider, Usage};
-use anima::memory::{EntryType, NewEntry, SoulState, Store, TurnRecord};
+use anima::memory::{EntryType, NewEntry, SoulState, Store, TurnRecord, TurnStart};
 use anima::parse::parse_response;
 use anima::process::library::MAIN_STEPS;
 use anima::prompt::{build_prompt, plan, Gates, ProcessInstructions, PromptInput};
@@ -154,7 +155,10 @@ fn main() {
     let input = PromptInput {
         soul: &soul,
         soul_state: &state,
-        whisper: Some("He circles back to this; he needs assurance."),
+        whisper: Some(anima::prompt::Intuition {
+            text: "He circles back to this; he needs assurance.",
+            source: "kothar",
+        }),
         user_model: Some(("Tom", &model)),
         steps: &MAIN_STEPS,
         process: &process,
@@ -185,10 +189,18 @@ fn main() {
         time(3_000, || {
             n += 1;
             let thread = format!("C1:{}.0", n % 50);
-            store
-                .record_user_message(&thread, "U1", "Tom", "What's the status of the port?", None)
+            let (_, ctx) = store
+                .begin_turn(&TurnStart {
+                    thread: &thread,
+                    user_id: "U1",
+                    display_name: "Tom",
+                    text: "What's the status of the port?",
+                    source: None,
+                    window: 20,
+                    claimant: "bench",
+                    claim_until_ms: 0,
+                })
                 .unwrap();
-            let ctx = store.load_turn(&thread, "U1", "Tom", 20).unwrap();
             let plan = plan(
                 &MAIN_STEPS,
                 ctx.interaction,

@@ -20,5 +20,6 @@ pub mod llm;
 pub mod parse;
 pub mod memory;
 pub mod metrics;
+pub mod failpoint;
 pub mod daemon;
 pub mod cli;

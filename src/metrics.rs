@@ -3,7 +3,10 @@
 //! Lock-free counters only; nothing here blocks a turn.
 
 use std::fmt::Write;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+
+/// How long a failure keeps `/healthz` saying "degraded".
+const DEGRADED_FOR_MS: i64 = 15 * 60 * 1000;
 
 #[derive(Debug, Default)]
 pub struct Metrics {
@@ -17,6 +20,12 @@ pub struct Metrics {
     pub replies_posted: AtomicU64,
     pub replies_undeliverable: AtomicU64,
     pub turns_in_flight: AtomicU64,
+    /// Turns that panicked (caught; the message is tried again).
+    pub turns_panicked: AtomicU64,
+    /// Messages given up after every attempt and answered with the apology.
+    pub messages_failed: AtomicU64,
+    /// Unix ms of the last panic or give-up (0: none).
+    last_failure_ms: AtomicI64,
     /// (event accepted → reply posted) minus model time.
     pub overhead: Histogram,
     pub slack_connected: AtomicBool,
@@ -27,10 +36,56 @@ impl Metrics {
         counter.fetch_add(1, Ordering::Relaxed);
     }
 
+    pub fn note_panic(&self) {
+        Self::inc(&self.turns_panicked);
+        self.last_failure_ms
+            .store(crate::memory::now_ms(), Ordering::Relaxed);
+    }
+
+    pub fn note_given_up(&self) {
+        Self::inc(&self.messages_failed);
+        self.last_failure_ms
+            .store(crate::memory::now_ms(), Ordering::Relaxed);
+    }
+
+    /// Why the daemon is degraded: a turn panicked or a message was given up recently.
+    pub fn degraded(&self, now_ms: i64) -> Option<String> {
+        let last = self.last_failure_ms.load(Ordering::Relaxed);
+        (last > 0 && now_ms - last < DEGRADED_FOR_MS).then(|| {
+            format!(
+                "degraded: {} turn(s) panicked and {} message(s) were answered with an apology after every attempt failed; the last {} s ago (see the log)",
+                self.turns_panicked.load(Ordering::Relaxed),
+                self.messages_failed.load(Ordering::Relaxed),
+                (now_ms - last) / 1000
+            )
+        })
+    }
+
+    /// One counter, rendered like the others.
+    pub fn render_counter(out: &mut String, name: &str, help: &str, value: u64) {
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}.\n# TYPE {name} counter\n{name} {value}"
+        );
+    }
+
+    /// The store's write failures, rendered with the rest (the store keeps the count).
+    pub fn render_store(out: &mut String, write_errors: u64, writable: bool) {
+        let _ = writeln!(
+            out,
+            "# HELP anima_store_write_errors_total Writes that failed because the store could not write.\n# TYPE anima_store_write_errors_total counter\nanima_store_write_errors_total {write_errors}"
+        );
+        let _ = writeln!(
+            out,
+            "# HELP anima_store_writable Whether the store's last write succeeded.\n# TYPE anima_store_writable gauge\nanima_store_writable {}",
+            u8::from(writable)
+        );
+    }
+
     pub fn render(&self) -> String {
         let mut out = String::with_capacity(2048);
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        let counters: [(&str, &str, &AtomicU64); 9] = [
+        let counters: [(&str, &str, &AtomicU64); 11] = [
             (
                 "anima_slack_events_received_total",
                 "Slack events received",
@@ -75,6 +130,16 @@ impl Metrics {
                 "anima_replies_undeliverable_total",
                 "replies Slack refused",
                 &self.replies_undeliverable,
+            ),
+            (
+                "anima_turns_panicked_total",
+                "turns that panicked (caught; the message is tried again)",
+                &self.turns_panicked,
+            ),
+            (
+                "anima_messages_failed_total",
+                "messages answered with the apology after every attempt failed",
+                &self.messages_failed,
             ),
         ];
         for (name, help, c) in counters {

@@ -4,21 +4,33 @@
 //! A worker takes its conversation's oldest open row, runs the turn (which fixes the reply
 //! in the turn's own transaction), posts the reply part by part (recording each), and marks
 //! the row done. After a crash the open rows are resumed where they stopped: a row whose reply
-//! is fixed is only posted, never answered again. Knows nothing about how events arrive.
+//! is fixed is only posted, never answered again, and a part that may have been in flight is
+//! looked for in the conversation first. Knows nothing about how events arrive.
+//!
+//! No row can wedge its conversation: a turn that fails or panics is caught, the row is tried
+//! again up to `MAX_ATTEMPTS` pick-ups (restarts included), then answered with a short
+//! apology and marked failed, and the conversation goes on with its next message.
 
 use std::collections::HashSet;
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures_util::FutureExt;
 use tokio::sync::{Notify, Semaphore};
 use tracing::{error, info, warn, Instrument};
 
 use crate::engine::{Engine, Perception};
+use crate::memory::inbox::MAX_ATTEMPTS;
 use crate::memory::{now_us, InboxItem, InboxStatus, Store, StoreError};
 use crate::metrics::Metrics;
-use crate::slack::api::{BotIdentity, SlackApi};
+use crate::slack::api::{BotIdentity, Outgoing, PostMark, SlackApi};
 use crate::slack::mrkdwn;
+
+/// What a person is told when their message could not be answered after every attempt.
+pub const FAILED_REPLY: &str =
+    "Sorry, something went wrong on my side and I couldn't answer that message. Please try again, perhaps in other words.";
 
 #[derive(Default)]
 struct Active {
@@ -78,11 +90,9 @@ impl Router {
             active.dirty.insert(thread_key.to_string());
         } else {
             active.working.insert(thread_key.to_string());
-            self.workers.fetch_add(1, Ordering::SeqCst);
-            let me = self.clone();
-            let key = thread_key.to_string();
-            let span = tracing::info_span!("conversation", thread = %key);
-            tokio::spawn(async move { me.work(key).await }.instrument(span));
+            let guard = WorkerGuard::new(self.clone(), thread_key);
+            let span = tracing::info_span!("conversation", thread = %thread_key);
+            tokio::spawn(async move { guard.router.clone().work(&guard).await }.instrument(span));
         }
     }
 
@@ -97,16 +107,23 @@ impl Router {
             return;
         }
         active.working.insert(thread_key.to_string());
-        self.workers.fetch_add(1, Ordering::SeqCst);
-        let me = self.clone();
-        let key = thread_key.to_string();
-        let span = tracing::info_span!("proactive", thread = %key);
+        let guard = WorkerGuard::new(self.clone(), thread_key);
+        let span = tracing::info_span!("proactive", thread = %thread_key);
         tokio::spawn(
             async move {
-                if let Err(e) = me.proactive(&key).await {
-                    warn!(error = %e, "proactive follow-up failed");
+                let me = guard.router.clone();
+                match AssertUnwindSafe(me.proactive(&guard.key))
+                    .catch_unwind()
+                    .await
+                {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => warn!(error = %e, "proactive follow-up failed"),
+                    Err(panic) => {
+                        me.metrics.note_panic();
+                        error!(panic = %panic_text(&panic), "proactive follow-up panicked");
+                    }
                 }
-                me.work(key).await
+                me.work(&guard).await
             }
             .instrument(span),
         );
@@ -124,10 +141,14 @@ impl Router {
             return Ok(());
         };
         for part in mrkdwn::render(&reply, self.allow_broadcast, mrkdwn::MESSAGE_LIMIT) {
-            let ts = self
-                .slack
-                .post(&self.bot, &channel, thread_ts.as_deref(), &last_ts, &part)
-                .await?;
+            let out = Outgoing {
+                channel: &channel,
+                thread_ts: thread_ts.as_deref(),
+                after_ts: &last_ts,
+                text: &part,
+                mark: None,
+            };
+            let ts = self.slack.post(&self.bot, &out, false).await?;
             Metrics::inc(&self.metrics.replies_posted);
             info!(ts = %ts, "proactive follow-up posted");
         }
@@ -159,7 +180,8 @@ impl Router {
         tokio::time::timeout(grace, wait).await.is_ok()
     }
 
-    async fn work(self: Arc<Self>, key: String) {
+    async fn work(self: Arc<Self>, guard: &WorkerGuard) {
+        let key = &guard.key;
         let mut failures = 0u32;
         loop {
             if self.stopping.load(Ordering::SeqCst) {
@@ -167,14 +189,15 @@ impl Router {
             }
             let store = self.store.clone();
             let k = key.clone();
-            let item = match blocking(move || store.next_open(&k)).await {
+            let item = match blocking(move || store.claim_next(&k)).await {
                 Ok(Some(item)) => item,
                 Ok(None) => {
                     let mut active = self.active.lock().unwrap_or_else(|e| e.into_inner());
-                    if active.dirty.remove(&key) {
+                    if active.dirty.remove(key) {
                         continue;
                     }
-                    active.working.remove(&key);
+                    active.working.remove(key);
+                    guard.left.store(true, Ordering::SeqCst);
                     break;
                 }
                 Err(e) => {
@@ -182,19 +205,71 @@ impl Router {
                     continue;
                 }
             };
-            match self.process(item).await {
-                Ok(()) => failures = 0,
-                Err(e) => self.backoff(&mut failures, &e.to_string()).await,
+            if item.attempts > MAX_ATTEMPTS {
+                if let Err(e) = self.give_up(&item).await {
+                    self.backoff(&mut failures, &e.to_string()).await;
+                }
+                continue;
+            }
+            let (id, shown) = (item.id, item.clone());
+            match AssertUnwindSafe(self.process(item)).catch_unwind().await {
+                Ok(Ok(())) => failures = 0,
+                Ok(Err(e)) => self.backoff(&mut failures, &e.to_string()).await,
+                Err(panic) => {
+                    self.metrics.note_panic();
+                    error!(inbox = id, attempt = shown.attempts, max_attempts = MAX_ATTEMPTS, panic = %panic_text(&panic),
+                        "a turn panicked; the message is tried again, then answered with an apology");
+                    self.clear_working_sign(&shown);
+                    self.backoff(&mut failures, "a turn panicked").await;
+                }
             }
         }
-        if self.stopping.load(Ordering::SeqCst) {
-            let mut active = self.active.lock().unwrap_or_else(|e| e.into_inner());
-            active.working.remove(&key);
-            active.dirty.remove(&key);
+    }
+
+    /// Answers a row that failed on every attempt with the apology (unless part of its reply
+    /// is already in Slack) and marks it failed, so its conversation goes on.
+    async fn give_up(&self, item: &InboxItem) -> anyhow::Result<()> {
+        error!(
+            inbox = item.id,
+            attempts = item.attempts - 1,
+            "a message failed on every attempt; answering it with an apology"
+        );
+        if item.parts_posted == 0 {
+            let out = Outgoing {
+                channel: &item.channel,
+                thread_ts: item.reply_thread_ts.as_deref(),
+                after_ts: &item.ts,
+                text: FAILED_REPLY,
+                mark: Some(PostMark {
+                    inbox: item.id,
+                    part: 0,
+                }),
+            };
+            // A crash after this post and before the row is marked brings it back here:
+            // look before posting again.
+            let again = item.attempts > MAX_ATTEMPTS + 1;
+            if let Err(e) = self.slack.post(&self.bot, &out, again).await {
+                warn!(error = %e, inbox = item.id, "the apology was not delivered");
+            }
         }
-        if self.workers.fetch_sub(1, Ordering::SeqCst) == 1 {
-            self.idle.notify_waiters();
-        }
+        let store = self.store.clone();
+        let id = item.id;
+        blocking(move || store.mark_failed(id, "failed on every attempt")).await?;
+        self.metrics.note_given_up();
+        self.clear_working_sign(item);
+        Ok(())
+    }
+
+    /// Clears the working sign of a row whose turn did not get to clear it.
+    fn clear_working_sign(&self, item: &InboxItem) {
+        let slack = self.slack.clone();
+        let (channel, ts) = (item.channel.clone(), item.ts.clone());
+        let assistant = assistant_thread(item);
+        tokio::spawn(async move {
+            slack
+                .working(&channel, &ts, assistant.as_deref(), false)
+                .await
+        });
     }
 
     async fn backoff(&self, failures: &mut u32, error: &str) {
@@ -209,17 +284,17 @@ impl Router {
     }
 
     async fn process(&self, mut item: InboxItem) -> anyhow::Result<()> {
-        let assistant = item
-            .assistant_thread
-            .then(|| item.reply_thread_ts.clone())
-            .flatten();
+        let assistant = assistant_thread(&item);
+        // A row whose reply was fixed before this pick-up may have had a part in flight when
+        // anima stopped: that part is looked for in the conversation before it is posted.
+        let mut maybe_posted = item.status == InboxStatus::Replying;
         let mut model_us = 0;
         // The working sign is shown and cleared off the reply's path: never awaited before
         // the model call or the post.
         let mut sign = None;
         if item.status == InboxStatus::Pending {
             let permit = self.permits.clone().acquire_owned().await.ok();
-            self.metrics.turns_in_flight.fetch_add(1, Ordering::Relaxed);
+            let in_flight = InFlight::new(&self.metrics);
             let (slack, channel, ts, thread) = (
                 self.slack.clone(),
                 item.channel.clone(),
@@ -241,7 +316,7 @@ impl Router {
                     inbox_id: Some(item.id),
                 })
                 .await;
-            self.metrics.turns_in_flight.fetch_sub(1, Ordering::Relaxed);
+            drop(in_flight);
             drop(permit);
             let outcome = result?;
             model_us = outcome.model_us;
@@ -260,23 +335,27 @@ impl Router {
 
         let mut done = false;
         let reply = item.reply.clone().unwrap_or_default();
+        // Tests arm this to prove that a panic here cannot wedge the conversation.
+        crate::failpoint::panic_if("reply", reply.contains("\u{1F4A5}"));
         let parts = mrkdwn::render(&reply, self.allow_broadcast, mrkdwn::MESSAGE_LIMIT);
         for (i, part) in parts
             .iter()
             .enumerate()
             .skip(item.parts_posted.max(0) as usize)
         {
-            match self
-                .slack
-                .post(
-                    &self.bot,
-                    &item.channel,
-                    item.reply_thread_ts.as_deref(),
-                    &item.ts,
-                    part,
-                )
-                .await
-            {
+            let out = Outgoing {
+                channel: &item.channel,
+                thread_ts: item.reply_thread_ts.as_deref(),
+                after_ts: &item.ts,
+                text: part,
+                mark: Some(PostMark {
+                    inbox: item.id,
+                    part: i + 1,
+                }),
+            };
+            let posted = self.slack.post(&self.bot, &out, maybe_posted).await;
+            maybe_posted = false;
+            match posted {
                 Ok(ts) => {
                     Metrics::inc(&self.metrics.replies_posted);
                     let store = self.store.clone();
@@ -329,4 +408,72 @@ async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
 ) -> anyhow::Result<T> {
     Ok(tokio::task::spawn_blocking(f).await??)
+}
+
+/// The assistant thread a row's working sign goes to, when it is in one.
+fn assistant_thread(item: &InboxItem) -> Option<String> {
+    item.assistant_thread
+        .then(|| item.reply_thread_ts.clone())
+        .flatten()
+}
+
+/// A worker's place in the router: taken when it is spawned, given back when it ends, even by
+/// a panic, so `drain` never waits for a worker that is gone.
+struct WorkerGuard {
+    router: Arc<Router>,
+    key: String,
+    /// The worker left its conversation itself (under the lock, seeing no more rows).
+    left: AtomicBool,
+}
+
+impl WorkerGuard {
+    fn new(router: Arc<Router>, key: &str) -> Self {
+        router.workers.fetch_add(1, Ordering::SeqCst);
+        WorkerGuard {
+            router,
+            key: key.to_string(),
+            left: AtomicBool::new(false),
+        }
+    }
+}
+
+impl Drop for WorkerGuard {
+    fn drop(&mut self) {
+        let r = &self.router;
+        // A worker that stopped early (shutdown, or a panic outside a turn) frees its
+        // conversation, so the next message gets a new worker.
+        if !self.left.load(Ordering::SeqCst) {
+            let mut active = r.active.lock().unwrap_or_else(|e| e.into_inner());
+            active.working.remove(&self.key);
+            active.dirty.remove(&self.key);
+        }
+        if r.workers.fetch_sub(1, Ordering::SeqCst) == 1 {
+            r.idle.notify_waiters();
+        }
+    }
+}
+
+/// Counts a turn in flight for as long as it lives.
+struct InFlight<'a>(&'a Metrics);
+
+impl<'a> InFlight<'a> {
+    fn new(metrics: &'a Metrics) -> Self {
+        metrics.turns_in_flight.fetch_add(1, Ordering::Relaxed);
+        InFlight(metrics)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.turns_in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// What a panic said.
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_string())
 }

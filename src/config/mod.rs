@@ -29,6 +29,8 @@ pub struct Config {
     pub initial_process: String,
     pub max_chain: u32,
     pub proactive_idle_minutes: u64,
+    /// How often the daemon looks for quiet threads.
+    pub proactive_scan_secs: u64,
     pub listen: SocketAddr,
 }
 
@@ -158,8 +160,14 @@ pub fn parse(text: &str, file: &Path, base: &Path) -> Result<Config, ConfigError
             file: file.display().to_string(),
             key: e
                 .span()
-                .and_then(|s| section_at(text, s.start))
-                .map(|s| format!("[{s}]"))
+                .map(
+                    |s| match (section_at(text, s.start), key_at(text, s.start)) {
+                        (Some(section), Some(key)) => format!("{section}.{key}"),
+                        (None, Some(key)) => key,
+                        (Some(section), None) => format!("[{section}]"),
+                        (None, None) => String::new(),
+                    },
+                )
                 .unwrap_or_default(),
             line: e.span().map(|s| line_of(text, s.start)),
             message: e.message().trim().to_string(),
@@ -170,6 +178,16 @@ pub fn parse(text: &str, file: &Path, base: &Path) -> Result<Config, ConfigError
 
 fn line_of(text: &str, offset: usize) -> usize {
     text[..offset.min(text.len())].matches('\n').count() + 1
+}
+
+/// The key set on the line a byte offset falls in, when the offset is in its value (a value
+/// of the wrong type): `max_tokens = "lots"` → `max_tokens`.
+fn key_at(text: &str, offset: usize) -> Option<String> {
+    let offset = offset.min(text.len());
+    let start = text[..offset].rfind('\n').map_or(0, |i| i + 1);
+    let (key, _) = text[start..offset].split_once('=')?;
+    let key = key.trim().trim_matches('"');
+    (!key.is_empty() && !key.starts_with('[')).then(|| key.to_string())
 }
 
 /// The `[section]` a byte offset falls in.
@@ -322,6 +340,13 @@ fn validate(
             "must name a process (e.g. \"greeting\" or \"main\")".into(),
         );
     }
+    if raw.processes.proactive_scan_secs == 0 {
+        bad(
+            "processes",
+            "proactive_scan_secs",
+            "must be at least 1".into(),
+        );
+    }
     if raw.processes.proactive_idle_minutes == 0 {
         bad(
             "processes",
@@ -381,6 +406,7 @@ fn validate(
         initial_process: raw.processes.initial.trim().to_string(),
         max_chain: raw.processes.max_chain,
         proactive_idle_minutes: raw.processes.proactive_idle_minutes,
+        proactive_scan_secs: raw.processes.proactive_scan_secs,
         listen,
     })
 }
@@ -458,6 +484,22 @@ mod tests {
         assert!(
             err.to_string()
                 .contains("/etc/anima/anima.toml:3: in [llm]"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_value_of_the_wrong_type_names_its_key() {
+        let err = parse_str("[llm]\nmodel = \"x\"\nmax_tokens = \"lots\"\n").unwrap_err();
+        let p = &err.problems[0];
+        assert_eq!(
+            (p.key.as_str(), p.line),
+            ("llm.max_tokens", Some(3)),
+            "{err}"
+        );
+        assert!(
+            err.to_string()
+                .contains("/etc/anima/anima.toml:3: key `llm.max_tokens`"),
             "{err}"
         );
     }

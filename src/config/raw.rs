@@ -157,6 +157,7 @@ pub struct RawProcesses {
     pub initial: String,
     pub max_chain: u32,
     pub proactive_idle_minutes: u64,
+    pub proactive_scan_secs: u64,
 }
 
 impl Default for RawProcesses {
@@ -165,6 +166,7 @@ impl Default for RawProcesses {
             initial: "greeting".into(),
             max_chain: 3,
             proactive_idle_minutes: 240,
+            proactive_scan_secs: 60,
         }
     }
 }

@@ -1,11 +1,16 @@
 //! The daemon's HTTP routes on `[http] listen`: `POST /slack/events` (Events API mode),
 //! `GET /healthz`, `GET /metrics`, `POST /api/whisper`.
+//!
+//! Bodies are capped per route before they are read, and a whisper's token is checked before
+//! its body is read at all. Refused requests are logged at warn at most once a minute per
+//! route (the rest at debug) and counted.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -16,13 +21,24 @@ use subtle::ConstantTimeEq;
 use tracing::{debug, info, warn};
 
 use crate::config::secret::Secret;
-use crate::memory::Store;
+use crate::memory::{now_ms, Store};
 use crate::metrics::Metrics;
 use crate::slack::signature::{SignatureError, Verifier};
 use crate::slack::Gate;
 
 /// The longest whisper accepted, in characters.
 const MAX_WHISPER_CHARS: usize = 2_000;
+/// The longest whisper source accepted, in characters.
+const MAX_SOURCE_CHARS: usize = 100;
+/// The largest Events API body read (a Slack event is a few KB; a 40,000-character message
+/// with its blocks stays well under this).
+const MAX_EVENT_BYTES: usize = 512 * 1024;
+/// The largest whisper body read.
+const MAX_WHISPER_BYTES: usize = 16 * 1024;
+/// Without a write for this long, `/healthz` proves the store with one.
+const PROBE_AFTER_MS: i64 = 5_000;
+/// How long `/healthz` waits for that write.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
 pub struct HttpState {
     pub store: Arc<Store>,
@@ -33,11 +49,52 @@ pub struct HttpState {
     pub verifier: Option<Verifier>,
     pub whisper_token: Option<Secret>,
     pub stopping: AtomicBool,
+    pub refusals: Refusals,
+}
+
+/// Refused requests: counted, and logged at warn at most once a minute per route.
+#[derive(Debug, Default)]
+pub struct Refusals {
+    count: AtomicU64,
+    last_warned: Mutex<Vec<(&'static str, Instant)>>,
+}
+
+impl Refusals {
+    fn refuse(&self, route: &'static str, why: &str) {
+        self.count.fetch_add(1, Ordering::Relaxed);
+        let mut last = self.last_warned.lock().unwrap_or_else(|e| e.into_inner());
+        let due = match last.iter_mut().find(|(r, _)| *r == route) {
+            Some((_, at)) if at.elapsed() < Duration::from_secs(60) => false,
+            Some((_, at)) => {
+                *at = Instant::now();
+                true
+            }
+            None => {
+                last.push((route, Instant::now()));
+                true
+            }
+        };
+        if due {
+            warn!(
+                route,
+                why, "request refused (more refusals within a minute are logged at debug)"
+            );
+        } else {
+            debug!(route, why, "request refused");
+        }
+    }
+
+    pub fn count(&self) -> u64 {
+        self.count.load(Ordering::Relaxed)
+    }
 }
 
 pub fn routes(state: Arc<HttpState>) -> Router {
     Router::new()
-        .route("/slack/events", post(slack_events))
+        .route(
+            "/slack/events",
+            post(slack_events).layer(DefaultBodyLimit::max(MAX_EVENT_BYTES)),
+        )
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
         .route("/api/whisper", post(whisper))
@@ -45,10 +102,8 @@ pub fn routes(state: Arc<HttpState>) -> Router {
 }
 
 async fn healthz(State(s): State<Arc<HttpState>>) -> Response {
-    let store = s.store.clone();
-    let writable = tokio::task::spawn_blocking(move || store.check_writable()).await;
-    if !matches!(writable, Ok(Ok(()))) {
-        return (StatusCode::SERVICE_UNAVAILABLE, "store not writable").into_response();
+    if let Err(why) = store_health(&s).await {
+        return (StatusCode::SERVICE_UNAVAILABLE, why).into_response();
     }
     if !s.metrics.slack_connected.load(Ordering::SeqCst) {
         return (StatusCode::SERVICE_UNAVAILABLE, "slack not connected").into_response();
@@ -56,15 +111,46 @@ async fn healthz(State(s): State<Arc<HttpState>>) -> Response {
     if s.stopping.load(Ordering::SeqCst) {
         return (StatusCode::SERVICE_UNAVAILABLE, "shutting down").into_response();
     }
+    if let Some(why) = s.metrics.degraded(now_ms()) {
+        return (StatusCode::OK, why).into_response();
+    }
     (StatusCode::OK, "ok").into_response()
 }
 
+/// The store takes writes: its last write succeeded, and (after a quiet spell) a probe write
+/// does too, within `PROBE_TIMEOUT`.
+async fn store_health(s: &HttpState) -> Result<(), String> {
+    let health = s.store.write_health();
+    if let Some(why) = health.failing() {
+        return Err(format!("store cannot take writes: {why}"));
+    }
+    if now_ms() - health.last_ok_ms() < PROBE_AFTER_MS {
+        return Ok(());
+    }
+    let store = s.store.clone();
+    let probe = tokio::task::spawn_blocking(move || store.probe());
+    match tokio::time::timeout(PROBE_TIMEOUT, probe).await {
+        Ok(Ok(Ok(()))) => Ok(()),
+        Ok(Ok(Err(e))) => Err(format!("store cannot take writes: {e}")),
+        Ok(Err(e)) => Err(format!("store probe failed: {e}")),
+        Err(_) => Err(format!(
+            "store cannot take writes: a write did not finish within {} s",
+            PROBE_TIMEOUT.as_secs()
+        )),
+    }
+}
+
 async fn metrics(State(s): State<Arc<HttpState>>) -> Response {
-    (
-        [("content-type", "text/plain; version=0.0.4")],
-        s.metrics.render(),
-    )
-        .into_response()
+    let mut text = s.metrics.render();
+    let health = s.store.write_health();
+    Metrics::render_store(&mut text, health.errors(), health.failing().is_none());
+    Metrics::render_counter(
+        &mut text,
+        "anima_http_refused_total",
+        "HTTP requests refused for a bad signature or token",
+        s.refusals.count(),
+    );
+    ([("content-type", "text/plain; version=0.0.4")], text).into_response()
 }
 
 async fn slack_events(
@@ -88,7 +174,7 @@ async fn slack_events(
     ) {
         Ok(()) => {}
         Err(e @ (SignatureError::Mismatch | SignatureError::Stale | SignatureError::Missing)) => {
-            warn!(error = %e, "Events API request refused");
+            s.refusals.refuse("/slack/events", &e.to_string());
             return (StatusCode::UNAUTHORIZED, e.to_string()).into_response();
         }
         Err(e) => {
@@ -146,7 +232,7 @@ async fn slack_events(
     }
 }
 
-async fn whisper(State(s): State<Arc<HttpState>>, headers: HeaderMap, body: Bytes) -> Response {
+async fn whisper(State(s): State<Arc<HttpState>>, request: Request) -> Response {
     let Some(token) = &s.whisper_token else {
         return (
             StatusCode::SERVICE_UNAVAILABLE,
@@ -154,7 +240,8 @@ async fn whisper(State(s): State<Arc<HttpState>>, headers: HeaderMap, body: Byte
         )
             .into_response();
     };
-    let given = headers
+    let given = request
+        .headers()
         .get("authorization")
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
@@ -165,8 +252,17 @@ async fn whisper(State(s): State<Arc<HttpState>>, headers: HeaderMap, body: Byte
         .unwrap_u8()
         != 1
     {
+        s.refusals.refuse("/api/whisper", "bad bearer token");
         return (StatusCode::UNAUTHORIZED, "bad bearer token").into_response();
     }
+    // The token is good: now the body, up to its cap.
+    let Ok(body) = axum::body::to_bytes(request.into_body(), MAX_WHISPER_BYTES).await else {
+        return (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("the body is over {MAX_WHISPER_BYTES} bytes"),
+        )
+            .into_response();
+    };
     let Ok(json) = serde_json::from_slice::<Value>(&body) else {
         return (
             StatusCode::BAD_REQUEST,
@@ -190,6 +286,13 @@ async fn whisper(State(s): State<Arc<HttpState>>, headers: HeaderMap, body: Byte
         return (
             StatusCode::BAD_REQUEST,
             "`whisper` must be 1 to 2000 characters",
+        )
+            .into_response();
+    }
+    if source.is_empty() || source.chars().count() > MAX_SOURCE_CHARS {
+        return (
+            StatusCode::BAD_REQUEST,
+            "`source` must be 1 to 100 characters",
         )
             .into_response();
     }

@@ -75,6 +75,7 @@ pub async fn run(config: Arc<Config>) -> Result<(), Failure> {
         verifier: tokens.signing.as_ref().map(Verifier::new),
         whisper_token: Secret::from_env("ANIMA_WHISPER_TOKEN"),
         stopping: Default::default(),
+        refusals: Default::default(),
     });
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
@@ -160,7 +161,12 @@ pub async fn run(config: Arc<Config>) -> Result<(), Failure> {
         }
     };
 
-    tokio::spawn(follow_ups(engine_for_scan, router.clone(), stop_rx.clone()));
+    tokio::spawn(follow_ups(
+        engine_for_scan,
+        router.clone(),
+        Duration::from_secs(config.proactive_scan_secs),
+        stop_rx.clone(),
+    ));
 
     let mut stop = stop_rx.clone();
     let _ = stop.wait_for(|s| *s).await;
@@ -184,9 +190,15 @@ pub async fn run(config: Arc<Config>) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Every minute: quiet threads get a chance at one proactive follow-up.
-async fn follow_ups(engine: Arc<Engine>, router: Arc<Router>, mut stop: watch::Receiver<bool>) {
-    let mut tick = tokio::time::interval(Duration::from_secs(60));
+/// Every `[processes] proactive_scan_secs`: quiet threads get a chance at one proactive
+/// follow-up.
+async fn follow_ups(
+    engine: Arc<Engine>,
+    router: Arc<Router>,
+    every: Duration,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
         tokio::select! {

@@ -10,7 +10,7 @@
 mod apply;
 mod proactive;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 use serde::Serialize;
@@ -21,10 +21,11 @@ pub use proactive::{CLOSED_QUESTION, FOLLOW_UP_QUESTION};
 
 use crate::config::Config;
 use crate::llm::{self, ChatRequest, Completion, LlmError, Provider};
-use crate::memory::model_repo::ModelRepo;
+use crate::memory::model_repo::Exporter;
 use crate::memory::process_state::TransitionRecord;
 use crate::memory::{
-    now_ms, Entry, SoulState, Store, StoreError, TurnContext, TurnRecord, UsageRecord, UserRecord,
+    now_ms, Entry, SoulState, Store, StoreError, TurnContext, TurnRecord, TurnStart, UsageRecord,
+    Whisper,
 };
 use crate::parse::{parse_response, Cognition};
 use crate::process::when::Facts;
@@ -88,7 +89,7 @@ pub struct Engine {
     store: Arc<Store>,
     library: Arc<Library>,
     provider: Arc<dyn Provider>,
-    repo: Arc<Mutex<Option<ModelRepo>>>,
+    models: Arc<Exporter>,
 }
 
 /// One process run's result.
@@ -107,11 +108,11 @@ impl Engine {
         provider: Arc<dyn Provider>,
     ) -> Self {
         Engine {
+            models: Arc::new(Exporter::new(&config.memory_dir())),
             config,
             store,
             library,
             provider,
-            repo: Arc::new(Mutex::new(None)),
         }
     }
 
@@ -138,15 +139,17 @@ impl Engine {
         &self.provider
     }
 
-    /// Commits user models that SQLite has but git does not (after a crash between the two).
+    /// Commits user models that SQLite has but git does not (after a crash between the two,
+    /// or while the repository could not be written). Returns the commits made.
     pub async fn export_pending_models(&self) -> Result<usize, EngineError> {
-        let store = self.store.clone();
-        let pending = tokio::task::spawn_blocking(move || store.unexported_models()).await??;
-        let n = pending.len();
-        for user in pending {
-            self.export_model(user).await;
+        let (models, store) = (self.models.clone(), self.store.clone());
+        match tokio::task::spawn_blocking(move || models.export_pending(&store)).await? {
+            Ok(n) => Ok(n),
+            Err(e) => {
+                warn!(error = %e, "user models not committed to git; they will be at the next change or start");
+                Ok(0)
+            }
         }
-        Ok(n)
     }
 
     /// Runs one turn. Errors only when the store fails; a model failure is an outcome.
@@ -160,16 +163,20 @@ impl Engine {
         let window = self.config.pipeline.memory_window;
         let store = self.store.clone();
         let pc = p.clone();
+        let claimant = uuid::Uuid::new_v4().simple().to_string();
+        let claim_until_ms = now_ms() + self.claim_lease_ms();
+        let who = claimant.clone();
         let (message_id, ctx) = tokio::task::spawn_blocking(move || {
-            let id = store.record_user_message(
-                &pc.thread,
-                &pc.user_id,
-                &pc.display_name,
-                &pc.text,
-                pc.source.as_deref(),
-            )?;
-            let ctx = store.load_turn(&pc.thread, &pc.user_id, &pc.display_name, window)?;
-            Ok::<_, StoreError>((id, ctx))
+            store.begin_turn(&TurnStart {
+                thread: &pc.thread,
+                user_id: &pc.user_id,
+                display_name: &pc.display_name,
+                text: &pc.text,
+                source: pc.source.as_deref(),
+                window,
+                claimant: &who,
+                claim_until_ms,
+            })
         })
         .await??;
         debug!(text = %p.text, "message recorded");
@@ -213,13 +220,20 @@ impl Engine {
                 plan: &plan,
                 history: &history,
                 extra_queries: &[],
-                whisper: ctx.whisper.as_ref().map(|w| w.1.as_str()),
+                whisper: ctx.whisper.as_ref(),
                 message: Some((&p.display_name, &p.text)),
                 quiet_minutes: None,
             });
             let run = match self.call(&built, ctx.claude_session.as_deref(), plan).await {
                 Ok(run) => run,
                 Err((e, latency_us)) => {
+                    // The turn did not happen: its number and its whisper go back.
+                    let store = self.store.clone();
+                    let (n, whisper) = (ctx.interaction, ctx.whisper.as_ref().map(|w| w.id));
+                    tokio::task::spawn_blocking(move || {
+                        store.release_turn(n, whisper.map(|id| (id, claimant.as_str())))
+                    })
+                    .await??;
                     return Ok(self.failed_turn(
                         p,
                         state.current.clone(),
@@ -278,7 +292,7 @@ impl Engine {
             soul_updates: std::mem::take(&mut outcome.soul_updates),
             user_model: outcome.user_model.take(),
             injected_user_model: outcome.injected_user_model,
-            whisper_id: ctx.whisper.as_ref().map(|w| w.0),
+            whisper_id: ctx.whisper.as_ref().map(|w| w.id),
             claude_session: last.completion.session.clone(),
             usage,
             inbox: p.inbox_id.map(|id| (id, reply.clone())),
@@ -289,8 +303,10 @@ impl Engine {
         let store = self.store.clone();
         let changed_user =
             tokio::task::spawn_blocking(move || store.commit_turn(&record)).await??;
-        if let Some(user) = changed_user {
-            self.export_model(user).await;
+        if changed_user.is_some() {
+            // Every version git has not seen yet, this one last (the model is safe in SQLite
+            // whatever happens here).
+            self.export_pending_models().await?;
         }
         Ok(TurnOutcome {
             reply,
@@ -305,6 +321,13 @@ impl Engine {
             error: None,
             model_us,
         })
+    }
+
+    /// How long a turn's claim on a whisper lasts: longer than any model call with its
+    /// retries can take, so only a turn whose process died loses it this way.
+    fn claim_lease_ms(&self) -> i64 {
+        let llm = &self.config.llm;
+        (llm.timeout_secs as i64 * (llm.max_retries as i64 + 1) + 60) * 1000
     }
 
     /// The thread's process at the start of a turn: its stored one, or for a new thread the
@@ -421,47 +444,6 @@ impl Engine {
             model_us,
         }
     }
-
-    /// Commits a user's current model to the git repository; failures are logged and retried
-    /// at the next start (the model is safe in SQLite).
-    async fn export_model(&self, user: UserRecord) {
-        let repo = self.repo.clone();
-        let store = self.store.clone();
-        let root = self.config.memory_dir();
-        let result = tokio::task::spawn_blocking(move || -> Result<(), String> {
-            let Some(model) = user.model.as_deref() else {
-                return Ok(());
-            };
-            let note = store
-                .model_history(&user.user_id)
-                .map_err(|e| e.to_string())?
-                .into_iter()
-                .rev()
-                .find(|h| h.0 == user.model_version)
-                .map(|h| h.1)
-                .unwrap_or_default();
-            let mut guard = repo.lock().unwrap_or_else(|e| e.into_inner());
-            if guard.is_none() {
-                *guard = Some(ModelRepo::open_or_init(&root).map_err(|e| e.to_string())?);
-            }
-            let repo = guard.as_ref().expect("opened above");
-            repo.commit_model(&user.slug, model, &note)
-                .map_err(|e| e.to_string())?;
-            store
-                .mark_exported(&user.user_id, user.model_version)
-                .map_err(|e| e.to_string())?;
-            info!(user = %user.slug, version = user.model_version, "user model committed");
-            Ok(())
-        })
-        .await;
-        match result {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                warn!(error = %e, "user model not committed to git; will retry at next start")
-            }
-            Err(e) => warn!(error = %e, "user model export task failed"),
-        }
-    }
 }
 
 /// What one process run's prompt is made from.
@@ -475,7 +457,7 @@ struct RunInput<'a> {
     history: &'a [Entry],
     /// Questions the engine adds to the process's own.
     extra_queries: &'a [&'a str],
-    whisper: Option<&'a str>,
+    whisper: Option<&'a Whisper>,
     /// (speaker, text); `None` for a proactive turn.
     message: Option<(&'a str, &'a str)>,
     quiet_minutes: Option<u64>,
@@ -497,7 +479,10 @@ fn run_prompt(i: &RunInput) -> prompt::Prompt {
     prompt::build_prompt(&PromptInput {
         soul: &i.lib.soul,
         soul_state: i.soul,
-        whisper: i.whisper,
+        whisper: i.whisper.map(|w| prompt::Intuition {
+            text: &w.text,
+            source: &w.source,
+        }),
         user_model: i
             .plan
             .inject_user_model

@@ -1,6 +1,7 @@
 //! The durable Slack inbox: accepted messages, in order per conversation, until their reply
 //! is posted. A row moves pending → replying (its reply fixed, in the turn's transaction) →
-//! done (every part posted, each part's progress recorded as it goes).
+//! done (every part posted, each part's progress recorded as it goes), or → failed when it
+//! could not be answered within `MAX_ATTEMPTS` pick-ups (it then got the short apology).
 
 use rusqlite::{OptionalExtension, Row};
 
@@ -36,7 +37,12 @@ pub enum InboxStatus {
     Pending,
     Replying,
     Done,
+    Failed,
 }
+
+/// How often a row is picked up before it is given up: a row that panics or fails every
+/// time (a poison row) must not hold its conversation.
+pub const MAX_ATTEMPTS: i64 = 3;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InboxItem {
@@ -54,6 +60,8 @@ pub struct InboxItem {
     pub reply_ts: Option<String>,
     /// When it was accepted (unix microseconds).
     pub received_us: i64,
+    /// Pick-ups so far, this one included.
+    pub attempts: i64,
 }
 
 impl InboxItem {
@@ -63,7 +71,7 @@ impl InboxItem {
     }
 }
 
-const COLUMNS: &str = "id, channel, ts, thread_key, reply_thread_ts, user_id, text, assistant_thread, status, reply, parts_posted, reply_ts, received_us";
+const COLUMNS: &str = "id, channel, ts, thread_key, reply_thread_ts, user_id, text, assistant_thread, status, reply, parts_posted, reply_ts, received_us, attempts";
 
 fn from_row(r: &Row) -> rusqlite::Result<InboxItem> {
     let status: String = r.get(8)?;
@@ -79,12 +87,14 @@ fn from_row(r: &Row) -> rusqlite::Result<InboxItem> {
         status: match status.as_str() {
             "replying" => InboxStatus::Replying,
             "done" => InboxStatus::Done,
+            "failed" => InboxStatus::Failed,
             _ => InboxStatus::Pending,
         },
         reply: r.get(9)?,
         parts_posted: r.get(10)?,
         reply_ts: r.get(11)?,
         received_us: r.get(12)?,
+        attempts: r.get(13)?,
     })
 }
 
@@ -92,52 +102,22 @@ impl Store {
     /// Writes an accepted message, unless it is a duplicate or needs a participation the
     /// soul does not have. One transaction, so two twins racing cannot both be accepted.
     pub fn accept_inbound(&self, m: &NewInbound) -> Result<Intake, StoreError> {
-        let mut conn = self.conn();
-        let tx = conn.transaction()?;
-        if let Some((channel, thread_ts)) = &m.only_if_participating {
-            let spoke: Option<i64> = tx
-                .prepare_cached(
-                    "SELECT 1 FROM slack_participation WHERE channel = ?1 AND thread_ts = ?2",
-                )?
-                .query_row((channel, thread_ts), |r| r.get(0))
-                .optional()?;
-            if spoke.is_none() {
-                return Ok(Intake::NotParticipating);
-            }
-        }
-        let assistant_thread = match &m.reply_thread_ts {
-            Some(t) => tx
-                .prepare_cached(
-                    "SELECT 1 FROM slack_participation WHERE channel = ?1 AND thread_ts = ?2 AND kind = 'assistant'",
-                )?
-                .query_row((&m.channel, t), |r| r.get::<_, i64>(0))
-                .optional()?
-                .is_some(),
-            None => false,
-        };
-        let inserted = tx
-            .prepare_cached(
-                "INSERT OR IGNORE INTO inbox (event_id, channel, ts, thread_key, reply_thread_ts, user_id, text,
-                     assistant_thread, received_us)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-            )?
-            .execute(rusqlite::params![
-                m.event_id,
-                m.channel,
-                m.ts,
-                m.thread_key,
-                m.reply_thread_ts,
-                m.user_id,
-                m.text,
-                m.assistant_thread || assistant_thread,
-                now_us()
-            ])?;
-        let id = tx.last_insert_rowid();
-        tx.commit()?;
-        Ok(if inserted == 1 {
-            Intake::Accepted(id)
-        } else {
-            Intake::Duplicate
+        self.write(|tx| accept(tx, m))
+    }
+
+    /// Picks up the conversation's next unfinished message, oldest ts first (numerically: a
+    /// ts is seconds.microseconds, well within a double's precision), and counts the pick-up.
+    pub fn claim_next(&self, thread_key: &str) -> Result<Option<InboxItem>, StoreError> {
+        self.write(|tx| {
+            Ok(tx
+                .prepare_cached(&format!(
+                    "UPDATE inbox SET attempts = attempts + 1
+                     WHERE id = (SELECT id FROM inbox WHERE thread_key = ?1 AND status IN ('pending', 'replying')
+                                 ORDER BY CAST(ts AS REAL), ts LIMIT 1)
+                     RETURNING {COLUMNS}"
+                ))?
+                .query_row([thread_key], from_row)
+                .optional()?)
         })
     }
 
@@ -147,7 +127,7 @@ impl Store {
         Ok(self
             .conn()
             .prepare_cached(&format!(
-                "SELECT {COLUMNS} FROM inbox WHERE thread_key = ?1 AND status != 'done' ORDER BY CAST(ts AS REAL), ts LIMIT 1"
+                "SELECT {COLUMNS} FROM inbox WHERE thread_key = ?1 AND status IN ('pending', 'replying') ORDER BY CAST(ts AS REAL), ts LIMIT 1"
             ))?
             .query_row([thread_key], from_row)
             .optional()?)
@@ -156,8 +136,9 @@ impl Store {
     /// Conversations with unfinished messages (to resume after a restart).
     pub fn open_threads(&self) -> Result<Vec<String>, StoreError> {
         let conn = self.conn();
-        let mut stmt =
-            conn.prepare("SELECT DISTINCT thread_key FROM inbox WHERE status != 'done'")?;
+        let mut stmt = conn.prepare(
+            "SELECT DISTINCT thread_key FROM inbox WHERE status IN ('pending', 'replying')",
+        )?;
         let rows = stmt.query_map([], |r| r.get(0))?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
@@ -172,11 +153,13 @@ impl Store {
 
     /// Fixes the reply of a message whose turn did not commit (the model failed).
     pub fn set_inbox_reply(&self, id: i64, reply: &str) -> Result<(), StoreError> {
-        self.conn().execute(
-            "UPDATE inbox SET status = 'replying', reply = ?2 WHERE id = ?1 AND status = 'pending'",
-            (id, reply),
-        )?;
-        Ok(())
+        self.write(|tx| {
+            tx.execute(
+                "UPDATE inbox SET status = 'replying', reply = ?2 WHERE id = ?1 AND status = 'pending'",
+                (id, reply),
+            )?;
+            Ok(())
+        })
     }
 
     /// Records that parts up to `parts_posted` are in Slack; the first part's ts is kept, and
@@ -189,31 +172,44 @@ impl Store {
         participation: Option<(&str, &str)>,
         last: bool,
     ) -> Result<(), StoreError> {
-        let mut conn = self.conn();
-        let tx = conn.transaction()?;
-        tx.prepare_cached(
-            "UPDATE inbox SET parts_posted = ?2, reply_ts = coalesce(reply_ts, ?3),
+        self.write(|tx| {
+            tx.prepare_cached(
+                "UPDATE inbox SET parts_posted = ?2, reply_ts = coalesce(reply_ts, ?3),
                  status = CASE WHEN ?4 THEN 'done' ELSE status END,
                  done_at = CASE WHEN ?4 THEN ?5 ELSE done_at END
              WHERE id = ?1",
-        )?
-        .execute((id, parts_posted, ts, last, now_ms()))?;
-        if let Some((channel, thread_ts)) = participation {
-            tx.prepare_cached(
+            )?
+            .execute((id, parts_posted, ts, last, now_ms()))?;
+            if let Some((channel, thread_ts)) = participation {
+                tx.prepare_cached(
                 "INSERT OR IGNORE INTO slack_participation (channel, thread_ts) VALUES (?1, ?2)",
             )?
             .execute((channel, thread_ts))?;
-        }
-        tx.commit()?;
-        Ok(())
+            }
+            Ok(())
+        })
     }
 
     pub fn mark_done(&self, id: i64) -> Result<(), StoreError> {
-        self.conn().execute(
-            "UPDATE inbox SET status = 'done', done_at = ?2 WHERE id = ?1",
-            (id, now_ms()),
-        )?;
-        Ok(())
+        self.write(|tx| {
+            tx.execute(
+                "UPDATE inbox SET status = 'done', done_at = ?2 WHERE id = ?1",
+                (id, now_ms()),
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Gives a row up: it was answered with the apology (or could not be), and `failure`
+    /// says why, for the operator.
+    pub fn mark_failed(&self, id: i64, failure: &str) -> Result<(), StoreError> {
+        self.write(|tx| {
+            tx.execute(
+                "UPDATE inbox SET status = 'failed', failure = ?2, done_at = ?3 WHERE id = ?1",
+                (id, failure, now_ms()),
+            )?;
+            Ok(())
+        })
     }
 
     /// Where a conversation lives in Slack: (channel, reply thread ts, the latest message's ts).
@@ -231,13 +227,62 @@ impl Store {
     /// Remembers an assistant thread (from `assistant_thread_started`): the soul takes part in
     /// it from the start, and shows its working sign as the assistant status.
     pub fn mark_assistant_thread(&self, channel: &str, thread_ts: &str) -> Result<(), StoreError> {
-        self.conn().execute(
-            "INSERT INTO slack_participation (channel, thread_ts, kind) VALUES (?1, ?2, 'assistant')
-             ON CONFLICT (channel, thread_ts) DO UPDATE SET kind = 'assistant'",
-            (channel, thread_ts),
-        )?;
-        Ok(())
+        self.write(|tx| {
+            tx.execute(
+                "INSERT INTO slack_participation (channel, thread_ts, kind) VALUES (?1, ?2, 'assistant')
+                 ON CONFLICT (channel, thread_ts) DO UPDATE SET kind = 'assistant'",
+                (channel, thread_ts),
+            )?;
+            Ok(())
+        })
     }
+}
+
+fn accept(tx: &rusqlite::Connection, m: &NewInbound) -> Result<Intake, StoreError> {
+    if let Some((channel, thread_ts)) = &m.only_if_participating {
+        let spoke: Option<i64> = tx
+            .prepare_cached(
+                "SELECT 1 FROM slack_participation WHERE channel = ?1 AND thread_ts = ?2",
+            )?
+            .query_row((channel, thread_ts), |r| r.get(0))
+            .optional()?;
+        if spoke.is_none() {
+            return Ok(Intake::NotParticipating);
+        }
+    }
+    let assistant_thread = match &m.reply_thread_ts {
+            Some(t) => tx
+                .prepare_cached(
+                    "SELECT 1 FROM slack_participation WHERE channel = ?1 AND thread_ts = ?2 AND kind = 'assistant'",
+                )?
+                .query_row((&m.channel, t), |r| r.get::<_, i64>(0))
+                .optional()?
+                .is_some(),
+            None => false,
+        };
+    let inserted = tx
+            .prepare_cached(
+                "INSERT OR IGNORE INTO inbox (event_id, channel, ts, thread_key, reply_thread_ts, user_id, text,
+                     assistant_thread, received_us)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            )?
+            .execute(rusqlite::params![
+                m.event_id,
+                m.channel,
+                m.ts,
+                m.thread_key,
+                m.reply_thread_ts,
+                m.user_id,
+                m.text,
+                m.assistant_thread || assistant_thread,
+                now_us()
+            ])?;
+    let id = tx.last_insert_rowid();
+    Ok(if inserted == 1 {
+        Intake::Accepted(id)
+    } else {
+        Intake::Duplicate
+    })
 }
 
 #[cfg(test)]

@@ -1,9 +1,13 @@
-//! Schema migrations: numbered SQL files from migrations/, embedded at build time, applied
-//! in one transaction each, the version kept in `PRAGMA user_version`.
+//! Schema migrations: numbered SQL files from migrations/, embedded at build time, the
+//! version kept in `PRAGMA user_version`.
+//!
+//! Several processes may open one home at once (`anima run` beside `anima chat`): the
+//! migrations run inside one EXCLUSIVE transaction that reads the version again once it holds
+//! the lock, so whoever comes second finds the work done and applies nothing.
 
 use std::path::Path;
 
-use rusqlite::Connection;
+use rusqlite::{Connection, TransactionBehavior};
 
 use super::StoreError;
 
@@ -12,12 +16,30 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0001_init.sql"),
     include_str!("../../migrations/0002_slack_inbox.sql"),
     include_str!("../../migrations/0003_processes.sql"),
+    include_str!("../../migrations/0004_hardening.sql"),
 ];
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 pub fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
+    if version(conn, path)? == SCHEMA_VERSION {
+        return Ok(());
+    }
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Exclusive)?;
+    // Read again under the lock: another process may have migrated meanwhile.
+    let current = version(&tx, path)?;
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", (i + 1) as i64)?;
+        tracing::info!(version = i + 1, "database migrated");
+    }
+    tx.commit()?;
+    Ok(())
+}
+
+/// The schema version, refused when newer than this build.
+fn version(conn: &Connection, path: &Path) -> Result<i64, StoreError> {
     let current: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     if current > SCHEMA_VERSION {
         return Err(StoreError::TooNew {
@@ -26,14 +48,7 @@ pub fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
             supported: SCHEMA_VERSION,
         });
     }
-    for (i, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
-        let tx = conn.transaction()?;
-        tx.execute_batch(sql)?;
-        tx.pragma_update(None, "user_version", (i + 1) as i64)?;
-        tx.commit()?;
-        tracing::info!(version = i + 1, "database migrated");
-    }
-    Ok(())
+    Ok(current)
 }
 
 #[cfg(test)]
@@ -73,6 +88,25 @@ mod tests {
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .unwrap();
         assert_eq!(v, SCHEMA_VERSION + 1);
+    }
+
+    #[test]
+    fn processes_opening_a_fresh_home_at_once_migrate_it_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("anima.db");
+        let opened: Vec<_> = (0..6)
+            .map(|_| {
+                let p = path.clone();
+                std::thread::spawn(move || crate::memory::Store::open(&p).map(|_| ()))
+            })
+            .collect();
+        for h in opened {
+            h.join().unwrap().expect("every opener succeeds");
+        }
+        assert_eq!(
+            crate::memory::Store::inspect(&path).unwrap(),
+            SCHEMA_VERSION
+        );
     }
 
     #[test]

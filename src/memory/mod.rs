@@ -3,6 +3,10 @@
 //!
 //! Owns the schema and every SQL statement. Blocking: async callers wrap calls in
 //! `spawn_blocking`. Knows nothing about prompts, providers or Slack.
+//!
+//! Every write goes through `Store::write`: a transaction that takes SQLite's write lock when
+//! it begins (IMMEDIATE, so a second process waits for the lock instead of failing on an
+//! upgrade), and whose outcome is remembered for the health check.
 
 pub mod inbox;
 mod checkpoint;
@@ -14,16 +18,20 @@ mod turn;
 pub mod users;
 pub mod working;
 
+mod health;
+
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use rusqlite::{Connection, OpenFlags, OptionalExtension};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior};
+
+pub use health::WriteHealth;
 
 pub use inbox::{InboxItem, InboxStatus, Intake, NewInbound};
 pub use migrate::SCHEMA_VERSION;
 pub use soul_state::SoulState;
-pub use turn::{TurnContext, TurnRecord, UsageRecord};
+pub use turn::{TurnContext, TurnRecord, TurnStart, UsageRecord, Whisper};
 pub use users::{slug, UserRecord};
 pub use working::{Entry, EntryType, NewEntry};
 
@@ -56,6 +64,7 @@ pub enum StoreError {
 pub struct Store {
     conn: Mutex<Connection>,
     path: PathBuf,
+    health: WriteHealth,
     /// Held for its Drop, which stops the thread.
     _checkpointer: Option<checkpoint::Checkpointer>,
 }
@@ -73,7 +82,7 @@ impl Store {
             path: path.to_path_buf(),
             source,
         })?;
-        configure(&conn)?;
+        configure(&mut conn)?;
         migrate::migrate(&mut conn, path)?;
         // Checkpoints (the WAL copied back into the database, with an fsync) run on their
         // own thread and connection, not inside a turn's commit.
@@ -81,11 +90,49 @@ impl Store {
         if checkpointer.is_some() {
             conn.pragma_update(None, "wal_autocheckpoint", 0)?;
         }
-        Ok(Store {
+        let store = Store {
             conn: Mutex::new(conn),
             path: path.to_path_buf(),
+            health: WriteHealth::default(),
             _checkpointer: checkpointer,
+        };
+        // A database SQLite opened read-only (its file is not writable) fails here, at start,
+        // not at the first message.
+        store.probe()?;
+        Ok(store)
+    }
+
+    /// Runs `f` in one write transaction (IMMEDIATE: the write lock is taken when it begins,
+    /// waiting up to the busy timeout for another process to let go of it) and commits. The
+    /// outcome is remembered: a store that cannot write shows in `write_health`.
+    pub fn write<T>(
+        &self,
+        f: impl FnOnce(&Transaction) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let mut conn = self.conn();
+        let result = (|| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let value = f(&tx)?;
+            tx.commit()?;
+            Ok(value)
+        })();
+        drop(conn);
+        self.health.note(&result, &self.path);
+        result
+    }
+
+    /// Writes one row: proves that the store takes writes right now.
+    pub fn probe(&self) -> Result<(), StoreError> {
+        self.write(|tx| {
+            tx.prepare_cached("INSERT OR REPLACE INTO store_probe (id, at) VALUES (1, ?1)")?
+                .execute([now_ms()])?;
+            Ok(())
         })
+    }
+
+    /// Whether the last write succeeded, and when the last good one was.
+    pub fn write_health(&self) -> &WriteHealth {
+        &self.health
     }
 
     /// Opens an existing database read-only and reports its schema version (for `anima check`).
@@ -114,12 +161,6 @@ impl Store {
         Ok(version)
     }
 
-    /// Takes and releases the write lock: the store can take writes right now.
-    pub fn check_writable(&self) -> Result<(), StoreError> {
-        self.conn().execute_batch("BEGIN IMMEDIATE; ROLLBACK;")?;
-        Ok(())
-    }
-
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -142,12 +183,13 @@ impl Store {
 
     /// Queues a whispered intuition for the next successful turn.
     pub fn add_whisper(&self, whisper: &str, source: &str) -> Result<i64, StoreError> {
-        let conn = self.conn();
-        conn.execute(
-            "INSERT INTO whispers (whisper, source, created_at) VALUES (?1, ?2, ?3)",
-            (whisper, source, now_ms()),
-        )?;
-        Ok(conn.last_insert_rowid())
+        self.write(|tx| {
+            tx.execute(
+                "INSERT INTO whispers (whisper, source, created_at) VALUES (?1, ?2, ?3)",
+                (whisper, source, now_ms()),
+            )?;
+            Ok(tx.last_insert_rowid())
+        })
     }
 
     /// The thread's working memory, oldest first (all of it; for inspection and tests).
@@ -174,7 +216,15 @@ impl Store {
     }
 
     pub fn mark_exported(&self, user_id: &str, version: i64) -> Result<(), StoreError> {
-        users::mark_exported(&self.conn(), user_id, version)
+        self.write(|tx| users::mark_exported(tx, user_id, version))
+    }
+
+    /// Versions of a user's model not yet in git: (version, model, change note), oldest first.
+    pub fn pending_model_versions(
+        &self,
+        user_id: &str,
+    ) -> Result<Vec<(i64, String, String)>, StoreError> {
+        users::pending_versions(&self.conn(), user_id)
     }
 
     /// A user's model history from SQLite: (version, change note, time), oldest first.
@@ -218,8 +268,15 @@ impl Store {
     }
 }
 
-fn configure(conn: &Connection) -> Result<(), rusqlite::Error> {
-    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+/// How long a write waits for another process (or the checkpointer) to release the lock.
+const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+fn configure(conn: &mut Connection) -> Result<(), rusqlite::Error> {
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    // Every transaction takes the write lock when it begins: a deferred one that reads and
+    // then writes fails at once (SQLITE_BUSY) when another process wrote in between, and no
+    // busy timeout can help it.
+    conn.set_transaction_behavior(TransactionBehavior::Immediate);
     conn.pragma_update(None, "journal_mode", "WAL")?;
     // WAL + NORMAL: a commit survives a crash of anima; only a power loss can drop the
     // last commits. One fsync per checkpoint instead of per turn.

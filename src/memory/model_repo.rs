@@ -4,10 +4,18 @@
 //! Uses libgit2 directly: no shell ever sees a note or a model, and nothing is pushed anywhere.
 //! The slug is the only part of a path that comes from outside, and `users::slug` admits only
 //! `a-z`, `0-9` and `-`.
+//!
+//! `Exporter` brings git up to date with SQLite: every version not yet committed, in order,
+//! each with its own note, under a file lock so that processes sharing a home (`anima run`
+//! beside `anima chat`) never commit at once. A repository that cannot be written (for a
+//! while) only delays the export: the next export commits everything that waited.
 
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use git2::{Oid, Repository, Signature};
+
+use super::Store;
 
 #[derive(Debug, thiserror::Error)]
 #[error("user-model repository {path}: {message}")]
@@ -131,6 +139,58 @@ impl ModelRepo {
             }
         }
         Ok(out)
+    }
+}
+
+/// Exports user models from the store to the repository at `root`, opening it on first use.
+pub struct Exporter {
+    root: PathBuf,
+    repo: Mutex<Option<ModelRepo>>,
+}
+
+impl Exporter {
+    pub fn new(root: &Path) -> Self {
+        Exporter {
+            root: root.to_path_buf(),
+            repo: Mutex::new(None),
+        }
+    }
+
+    /// Commits every version of every user model that SQLite has and git does not, oldest
+    /// first, marking each exported as it goes. Returns the commits made. Blocking.
+    pub fn export_pending(&self, store: &Store) -> Result<usize, RepoError> {
+        let err = |e: &dyn std::fmt::Display| RepoError {
+            path: self.root.clone(),
+            message: e.to_string(),
+        };
+        if store.unexported_models().map_err(|e| err(&e))?.is_empty() {
+            return Ok(0);
+        }
+        let mut guard = self.repo.lock().unwrap_or_else(|e| e.into_inner());
+        // One exporter at a time across processes (creating the repository included); what is
+        // pending is read again under the lock.
+        let lock = std::fs::File::create(self.root.with_extension("lock")).map_err(|e| err(&e))?;
+        lock.lock().map_err(|e| err(&e))?;
+        if guard.is_none() {
+            *guard = Some(ModelRepo::open_or_init(&self.root)?);
+        }
+        let repo = guard.as_ref().expect("opened above");
+        let mut commits = 0;
+        for user in store.unexported_models().map_err(|e| err(&e))? {
+            for (version, model, note) in store
+                .pending_model_versions(&user.user_id)
+                .map_err(|e| err(&e))?
+            {
+                if repo.commit_model(&user.slug, &model, &note)?.is_some() {
+                    commits += 1;
+                }
+                store
+                    .mark_exported(&user.user_id, version)
+                    .map_err(|e| err(&e))?;
+                tracing::info!(user = %user.slug, version, "user model committed");
+            }
+        }
+        Ok(commits)
     }
 }
 

@@ -13,21 +13,47 @@ use super::{
 /// What a turn needs to know before the prompt is built.
 #[derive(Debug, Clone)]
 pub struct TurnContext {
-    /// This turn's interaction number (turns processed so far + 1).
+    /// This turn's interaction number: taken by `begin_turn`; for a proactive turn, the
+    /// number the next message would take.
     pub interaction: u64,
     /// Completed turns in this thread before this one.
     pub thread_turns: i64,
-    /// The thread's last `memory_window` entries, oldest first (this turn's message included).
+    /// The thread's entries since its `memory_window`-th latest message (a user message or
+    /// a reply), oldest first (this turn's message included).
     pub recent: Vec<Entry>,
     pub soul: SoulState,
     pub user: UserRecord,
-    /// The oldest pending whisper: (id, text, source).
-    pub whisper: Option<(i64, String, String)>,
+    /// The whisper this turn claimed.
+    pub whisper: Option<Whisper>,
     pub claude_session: Option<String>,
     /// The thread's place in the process machine; `None` before its first turn.
     pub process: Option<ThreadProcess>,
 }
 
+/// A whispered intuition, and who whispered it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Whisper {
+    pub id: i64,
+    pub text: String,
+    pub source: String,
+}
+
+/// What a message turn starts from.
+#[derive(Debug, Clone)]
+pub struct TurnStart<'a> {
+    pub thread: &'a str,
+    pub user_id: &'a str,
+    pub display_name: &'a str,
+    pub text: &'a str,
+    /// Where the message came from (an inbox row): recorded once however often it is retried.
+    pub source: Option<&'a str>,
+    pub window: u32,
+    /// Names this turn's claim on a whisper (unique per turn).
+    pub claimant: &'a str,
+    /// When the claim lapses (unix ms) if the turn neither commits nor releases it: a claim
+    /// held by a process that died is freed then.
+    pub claim_until_ms: i64,
+}
 /// Token counts and timing of one model call.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct UsageRecord {
@@ -79,33 +105,78 @@ impl Store {
         text: &str,
         source: Option<&str>,
     ) -> Result<i64, StoreError> {
-        let mut conn = self.conn();
-        let tx = conn.transaction()?;
-        let now = now_ms();
-        upsert_user(&tx, user_id, display_name, now)?;
-        if let Some(src) = source {
-            let existing: Option<i64> = tx
-                .prepare_cached("SELECT id FROM working_memory WHERE source = ?1")?
-                .query_row([src], |r| r.get(0))
-                .optional()?;
-            if let Some(id) = existing {
-                tx.commit()?;
-                return Ok(id);
-            }
-        }
-        let entry = NewEntry::new(super::EntryType::UserMessage, text)
-            .user(user_id)
-            .metadata(serde_json::json!({ "name": display_name }));
-        let id = working::insert(&tx, thread, &entry, now)?;
-        if let Some(src) = source {
-            tx.prepare_cached("UPDATE working_memory SET source = ?2 WHERE id = ?1")?
-                .execute((id, src))?;
-        }
-        tx.commit()?;
-        Ok(id)
+        self.write(|tx| record_message(tx, thread, user_id, display_name, text, source))
     }
 
-    /// Reads what the prompt needs, in one read transaction.
+    /// Starts a message turn in one write transaction: the message is recorded (before
+    /// anything can fail), the interaction number is taken (`UPDATE … RETURNING`, so turns
+    /// running at once get distinct numbers), the oldest free whisper is claimed by this turn
+    /// alone, and the context is read. Returns the message's entry id and the context.
+    pub fn begin_turn(&self, t: &TurnStart) -> Result<(i64, TurnContext), StoreError> {
+        self.write(|tx| {
+            let id = record_message(
+                tx,
+                t.thread,
+                t.user_id,
+                t.display_name,
+                t.text,
+                t.source,
+            )?;
+            let interaction: i64 = tx
+                .prepare_cached(
+                    "UPDATE counters SET value = value + 1 WHERE name = 'interactions' RETURNING value",
+                )?
+                .query_row([], |r| r.get(0))?;
+            let now = now_ms();
+            let whisper = tx
+                .prepare_cached(
+                    "UPDATE whispers SET claimed_by = ?1, claimed_until = ?2
+                     WHERE id = (SELECT id FROM whispers
+                                 WHERE consumed_at IS NULL AND (claimed_until IS NULL OR claimed_until < ?3)
+                                 ORDER BY id LIMIT 1)
+                     RETURNING id, whisper, source",
+                )?
+                .query_row((t.claimant, t.claim_until_ms, now), |r| {
+                    Ok(Whisper {
+                        id: r.get(0)?,
+                        text: r.get(1)?,
+                        source: r.get(2)?,
+                    })
+                })
+                .optional()?;
+            let mut ctx = context(tx, t.thread, t.user_id, t.display_name, t.window)?;
+            ctx.interaction = interaction as u64;
+            ctx.whisper = whisper;
+            Ok((id, ctx))
+        })
+    }
+
+    /// Undoes what `begin_turn` took for a turn that failed (the model did not answer): the
+    /// interaction number is given back unless a later turn has taken one, and the whisper
+    /// is released for the next turn. The message stays in working memory.
+    pub fn release_turn(
+        &self,
+        interaction: u64,
+        whisper: Option<(i64, &str)>,
+    ) -> Result<(), StoreError> {
+        self.write(|tx| {
+            tx.prepare_cached(
+                "UPDATE counters SET value = value - 1 WHERE name = 'interactions' AND value = ?1",
+            )?
+            .execute([interaction as i64])?;
+            if let Some((id, claimant)) = whisper {
+                tx.prepare_cached(
+                    "UPDATE whispers SET claimed_by = NULL, claimed_until = NULL
+                     WHERE id = ?1 AND claimed_by = ?2 AND consumed_at IS NULL",
+                )?
+                .execute((id, claimant))?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Reads what a turn without a message (a proactive turn) needs; takes no number and
+    /// claims no whisper.
     pub fn load_turn(
         &self,
         thread: &str,
@@ -114,32 +185,8 @@ impl Store {
         window: u32,
     ) -> Result<TurnContext, StoreError> {
         let mut conn = self.conn();
-        let tx = conn.transaction()?;
-        let interactions: i64 = tx
-            .prepare_cached("SELECT value FROM counters WHERE name = 'interactions'")?
-            .query_row([], |r| r.get(0))?;
-        let (thread_turns, claude_session) = tx
-            .prepare_cached("SELECT turns, claude_session FROM threads WHERE thread = ?1")?
-            .query_row([thread], |r| Ok((r.get::<_, i64>(0)?, r.get(1)?)))
-            .optional()?
-            .unwrap_or((0, None));
-        let whisper = tx
-            .prepare_cached(
-                "SELECT id, whisper, source FROM whispers WHERE consumed_at IS NULL ORDER BY id LIMIT 1",
-            )?
-            .query_row([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-            .optional()?;
-        let ctx = TurnContext {
-            interaction: interactions as u64 + 1,
-            thread_turns,
-            recent: working::recent(&tx, thread, window)?,
-            soul: soul_state::load(&tx)?,
-            user: users::get(&tx, user_id)?
-                .unwrap_or_else(|| UserRecord::new(user_id, display_name)),
-            whisper,
-            claude_session,
-            process: process_state::load(&tx, thread)?,
-        };
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Deferred)?;
+        let ctx = context(&tx, thread, user_id, display_name, window)?;
         tx.commit()?;
         Ok(ctx)
     }
@@ -147,61 +194,59 @@ impl Store {
     /// Writes a turn's outcome in one transaction. Returns the user's record when their model
     /// changed, so the caller can export it to the git repository.
     pub fn commit_turn(&self, rec: &TurnRecord) -> Result<Option<UserRecord>, StoreError> {
-        let mut conn = self.conn();
-        let tx = conn.transaction()?;
-        let now = now_ms();
-        for e in &rec.entries {
-            working::insert(&tx, &rec.thread, e, now)?;
-        }
-        for (k, v) in &rec.soul_updates {
-            soul_state::set(&tx, k, v, now)?;
-        }
-        if !rec.proactive {
-            tx.prepare_cached(
-                "UPDATE counters SET value = max(value, ?1) WHERE name = 'interactions'",
-            )?
-            .execute([rec.interaction as i64])?;
-        }
-        // A proactive turn answers no user message: it counts no thread or user turn.
-        let counted = i64::from(!rec.proactive);
-        tx.prepare_cached(
-            "INSERT INTO threads (thread, turns, claude_session, updated_at) VALUES (?1, ?4, ?2, ?3)
+        self.write(|tx| commit(tx, rec))
+    }
+}
+
+fn commit(tx: &Connection, rec: &TurnRecord) -> Result<Option<UserRecord>, StoreError> {
+    let now = now_ms();
+    for e in &rec.entries {
+        working::insert(tx, &rec.thread, e, now)?;
+    }
+    for (k, v) in &rec.soul_updates {
+        soul_state::set(tx, k, v, now)?;
+    }
+    // The interaction number was taken when the turn began. A proactive turn answers no user message: it counts no thread or user turn.
+    let counted = i64::from(!rec.proactive);
+    tx.prepare_cached(
+        "INSERT INTO threads (thread, turns, claude_session, updated_at) VALUES (?1, ?4, ?2, ?3)
              ON CONFLICT (thread) DO UPDATE SET turns = turns + ?4,
                  claude_session = coalesce(excluded.claude_session, claude_session),
                  updated_at = excluded.updated_at",
-        )?
-        .execute((&rec.thread, &rec.claude_session, now, counted))?;
-        if let Some(state) = &rec.process {
-            process_state::save(
-                &tx,
-                &rec.thread,
-                rec.interaction,
-                state,
-                &rec.transitions,
-                now,
-            )?;
-        }
-        if !rec.proactive {
-            tx.prepare_cached(
-                "UPDATE users SET turns = turns + 1,
+    )?
+    .execute((&rec.thread, &rec.claude_session, now, counted))?;
+    if let Some(state) = &rec.process {
+        process_state::save(
+            tx,
+            &rec.thread,
+            rec.interaction,
+            state,
+            &rec.transitions,
+            now,
+        )?;
+    }
+    if !rec.proactive {
+        tx.prepare_cached(
+            "UPDATE users SET turns = turns + 1,
                      injected_at_turn = CASE WHEN ?2 THEN turns + 1 ELSE injected_at_turn END,
                      updated_at = ?3
                  WHERE user_id = ?1",
-            )?
-            .execute((&rec.user_id, rec.injected_user_model, now))?;
-        }
-        let changed = match &rec.user_model {
-            Some((model, note)) => Some(save_model(&tx, &rec.user_id, model, note, now)?),
-            None => None,
-        };
-        if let Some(id) = rec.whisper_id {
-            tx.prepare_cached(
-                "UPDATE whispers SET consumed_at = ?2, consumed_by = ?3 WHERE id = ?1 AND consumed_at IS NULL",
-            )?
-            .execute((id, now, &rec.thread))?;
-        }
-        for u in &rec.usage {
-            tx.prepare_cached(
+        )?
+        .execute((&rec.user_id, rec.injected_user_model, now))?;
+    }
+    let changed = match &rec.user_model {
+        Some((model, note)) => Some(save_model(tx, &rec.user_id, model, note, now)?),
+        None => None,
+    };
+    if let Some(id) = rec.whisper_id {
+        tx.prepare_cached(
+            "UPDATE whispers SET consumed_at = ?2, consumed_by = ?3, claimed_until = NULL
+                 WHERE id = ?1 AND consumed_at IS NULL",
+        )?
+        .execute((id, now, &rec.thread))?;
+    }
+    for u in &rec.usage {
+        tx.prepare_cached(
                 "INSERT INTO turn_usage (thread, interaction, provider, model, input_tokens, output_tokens,
                      cache_creation_tokens, cache_read_tokens, latency_ms, stop_reason, created_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
@@ -219,20 +264,76 @@ impl Store {
                 u.stop_reason,
                 now
             ])?;
-        }
-        if let Some((id, reply)) = &rec.inbox {
-            tx.prepare_cached(
-                "UPDATE inbox SET status = 'replying', reply = ?2 WHERE id = ?1 AND status = 'pending'",
-            )?
-            .execute((id, reply))?;
-        }
-        let user = match changed {
-            Some(()) => users::get(&tx, &rec.user_id)?,
-            None => None,
-        };
-        tx.commit()?;
-        Ok(user)
     }
+    if let Some((id, reply)) = &rec.inbox {
+        tx.prepare_cached(
+            "UPDATE inbox SET status = 'replying', reply = ?2 WHERE id = ?1 AND status = 'pending'",
+        )?
+        .execute((id, reply))?;
+    }
+    let user = match changed {
+        Some(()) => users::get(tx, &rec.user_id)?,
+        None => None,
+    };
+    Ok(user)
+}
+
+fn record_message(
+    tx: &Connection,
+    thread: &str,
+    user_id: &str,
+    display_name: &str,
+    text: &str,
+    source: Option<&str>,
+) -> Result<i64, StoreError> {
+    let now = now_ms();
+    upsert_user(tx, user_id, display_name, now)?;
+    if let Some(src) = source {
+        let existing: Option<i64> = tx
+            .prepare_cached("SELECT id FROM working_memory WHERE source = ?1")?
+            .query_row([src], |r| r.get(0))
+            .optional()?;
+        if let Some(id) = existing {
+            return Ok(id);
+        }
+    }
+    let entry = NewEntry::new(super::EntryType::UserMessage, text)
+        .user(user_id)
+        .metadata(serde_json::json!({ "name": display_name }));
+    let id = working::insert(tx, thread, &entry, now)?;
+    if let Some(src) = source {
+        tx.prepare_cached("UPDATE working_memory SET source = ?2 WHERE id = ?1")?
+            .execute((id, src))?;
+    }
+    Ok(id)
+}
+
+/// The context a turn reads; `interaction` is the number the next message would take.
+fn context(
+    tx: &Connection,
+    thread: &str,
+    user_id: &str,
+    display_name: &str,
+    window: u32,
+) -> Result<TurnContext, StoreError> {
+    let interactions: i64 = tx
+        .prepare_cached("SELECT value FROM counters WHERE name = 'interactions'")?
+        .query_row([], |r| r.get(0))?;
+    let (thread_turns, claude_session) = tx
+        .prepare_cached("SELECT turns, claude_session FROM threads WHERE thread = ?1")?
+        .query_row([thread], |r| Ok((r.get::<_, i64>(0)?, r.get(1)?)))
+        .optional()?
+        .unwrap_or((0, None));
+    Ok(TurnContext {
+        interaction: interactions as u64 + 1,
+        thread_turns,
+        recent: working::recent(tx, thread, window)?,
+        soul: soul_state::load(tx)?,
+        user: users::get(tx, user_id)?.unwrap_or_else(|| UserRecord::new(user_id, display_name)),
+        whisper: None,
+        claude_session,
+        process: process_state::load(tx, thread)?,
+    })
 }
 
 fn upsert_user(
@@ -298,6 +399,19 @@ mod tests {
         (dir, store)
     }
 
+    fn start<'a>(thread: &'a str, text: &'a str, claimant: &'a str) -> TurnStart<'a> {
+        TurnStart {
+            thread,
+            user_id: "U1",
+            display_name: "Tom",
+            text,
+            source: None,
+            window: 20,
+            claimant,
+            claim_until_ms: now_ms() + 60_000,
+        }
+    }
+
     fn record(thread: &str, interaction: u64) -> TurnRecord {
         TurnRecord {
             thread: thread.into(),
@@ -311,9 +425,7 @@ mod tests {
     #[test]
     fn a_turn_counts_and_advances_the_thread_and_user() {
         let (_d, s) = store();
-        s.record_user_message("t1", "U1", "Tom", "hello", None)
-            .unwrap();
-        let ctx = s.load_turn("t1", "U1", "Tom", 20).unwrap();
+        let (_, ctx) = s.begin_turn(&start("t1", "hello", "a")).unwrap();
         assert_eq!(ctx.interaction, 1);
         assert_eq!(ctx.thread_turns, 0);
         assert_eq!(ctx.recent.len(), 1);
@@ -321,7 +433,7 @@ mod tests {
         rec.injected_user_model = true;
         s.commit_turn(&rec).unwrap();
         let ctx = s.load_turn("t1", "U1", "Tom", 20).unwrap();
-        assert_eq!(ctx.interaction, 2);
+        assert_eq!(ctx.interaction, 2, "the number the next message takes");
         assert_eq!(ctx.thread_turns, 1);
         assert_eq!(ctx.user.turns, 1);
         assert_eq!(ctx.user.injected_at_turn, Some(1));
@@ -412,17 +524,77 @@ mod tests {
     fn a_whisper_is_consumed_once() {
         let (_d, s) = store();
         let id = s.add_whisper("they need assurance", "kothar").unwrap();
-        s.record_user_message("t1", "U1", "Tom", "hello", None)
-            .unwrap();
-        let ctx = s.load_turn("t1", "U1", "Tom", 20).unwrap();
-        assert_eq!(ctx.whisper.as_ref().map(|w| w.0), Some(id));
+        let (_, ctx) = s.begin_turn(&start("t1", "hello", "a")).unwrap();
+        let w = ctx.whisper.expect("claimed");
+        assert_eq!((w.id, w.source.as_str()), (id, "kothar"));
         let mut rec = record("t1", 1);
         rec.whisper_id = Some(id);
         s.commit_turn(&rec).unwrap();
-        assert!(s
-            .load_turn("t1", "U1", "Tom", 20)
-            .unwrap()
-            .whisper
-            .is_none());
+        let (_, ctx) = s.begin_turn(&start("t1", "again", "b")).unwrap();
+        assert!(ctx.whisper.is_none());
+    }
+
+    #[test]
+    fn turns_running_at_once_take_distinct_numbers_and_one_whisper_shapes_one_turn() {
+        let (_d, s) = store();
+        let whisper = s.add_whisper("they need assurance", "kothar").unwrap();
+        let s = std::sync::Arc::new(s);
+        let started: Vec<_> = (0..24)
+            .map(|i| {
+                let s = s.clone();
+                std::thread::spawn(move || {
+                    let (thread, claimant) = (format!("t{i}"), format!("c{i}"));
+                    let (_, ctx) = s.begin_turn(&start(&thread, "hi", &claimant)).unwrap();
+                    (ctx.interaction, ctx.whisper.map(|w| w.id))
+                })
+            })
+            .collect();
+        let mut numbers = Vec::new();
+        let mut whispered = 0;
+        for h in started {
+            let (n, w) = h.join().unwrap();
+            numbers.push(n);
+            if w.is_some() {
+                assert_eq!(w, Some(whisper));
+                whispered += 1;
+            }
+        }
+        numbers.sort_unstable();
+        assert_eq!(numbers, (1..=24).collect::<Vec<u64>>());
+        assert_eq!(whispered, 1, "exactly one turn claimed the whisper");
+        assert_eq!(s.interactions().unwrap(), 24);
+    }
+
+    #[test]
+    fn a_failed_turn_gives_back_its_number_and_its_whisper() {
+        let (_d, s) = store();
+        let id = s.add_whisper("they need assurance", "kothar").unwrap();
+        let (_, ctx) = s.begin_turn(&start("t1", "hello", "a")).unwrap();
+        assert_eq!(ctx.interaction, 1);
+        // Another turn starts meanwhile: it cannot take the claimed whisper.
+        let (_, other) = s.begin_turn(&start("t2", "hey", "b")).unwrap();
+        assert!(other.whisper.is_none());
+        // The first fails: its number stays taken (a later turn has one), the whisper is free.
+        s.release_turn(1, Some((id, "a"))).unwrap();
+        assert_eq!(s.interactions().unwrap(), 2);
+        // Releasing someone else's claim does nothing; giving back the newest number works.
+        let (_, third) = s.begin_turn(&start("t3", "yo", "c")).unwrap();
+        assert_eq!(third.whisper.map(|w| w.id), Some(id));
+        s.release_turn(third.interaction, Some((id, "a"))).unwrap();
+        assert_eq!(s.interactions().unwrap(), 2);
+        let (_, fourth) = s.begin_turn(&start("t4", "yo", "d")).unwrap();
+        assert!(fourth.whisper.is_none(), "still claimed by c");
+        assert_eq!(fourth.interaction, 3);
+    }
+
+    #[test]
+    fn a_claim_left_by_a_dead_process_lapses() {
+        let (_d, s) = store();
+        let id = s.add_whisper("they need assurance", "kothar").unwrap();
+        let mut t = start("t1", "hello", "dead");
+        t.claim_until_ms = now_ms() - 1;
+        assert!(s.begin_turn(&t).unwrap().1.whisper.is_some());
+        let (_, ctx) = s.begin_turn(&start("t2", "hi", "alive")).unwrap();
+        assert_eq!(ctx.whisper.map(|w| w.id), Some(id));
     }
 }

@@ -138,6 +138,19 @@ pub(super) fn mark_exported(
     Ok(())
 }
 
+/// Versions of a user's model not yet in git: (version, model, change note), oldest first.
+pub(super) fn pending_versions(
+    conn: &Connection,
+    user_id: &str,
+) -> Result<Vec<(i64, String, String)>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT h.version, h.model, h.change_note FROM user_model_history h JOIN users u USING (user_id)
+         WHERE h.user_id = ?1 AND h.version > u.exported_version ORDER BY h.version",
+    )?;
+    let rows = stmt.query_map([user_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
 pub(super) fn history(
     conn: &Connection,
     user_id: &str,

@@ -111,6 +111,22 @@ impl Entry {
     }
 }
 
+/// The most characters of one entry that are stored. A longer entry (a runaway monologue, a
+/// pasted log) is cut there and marked, so one answer cannot fill the disk or every later
+/// prompt's history.
+pub const MAX_ENTRY_CHARS: usize = 32_000;
+
+/// What is marked at the end of a cut entry.
+pub const CUT_MARK: &str = " […cut]";
+
+/// `text` cut to `MAX_ENTRY_CHARS` characters (never inside a character).
+fn capped(text: &str) -> std::borrow::Cow<'_, str> {
+    match text.char_indices().nth(MAX_ENTRY_CHARS) {
+        None => std::borrow::Cow::Borrowed(text),
+        Some((at, _)) => std::borrow::Cow::Owned(format!("{}{CUT_MARK}", &text[..at])),
+    }
+}
+
 pub(super) fn insert(
     conn: &Connection,
     thread: &str,
@@ -124,7 +140,7 @@ pub(super) fn insert(
     .execute((
         thread,
         e.entry_type.as_str(),
-        &e.content,
+        capped(&e.content),
         &e.verb,
         &e.user_id,
         e.metadata.to_string(),
@@ -156,16 +172,25 @@ fn from_row(r: &Row) -> rusqlite::Result<Entry> {
     })
 }
 
-/// The last `limit` entries of a thread, oldest first.
+/// A thread's entries since its `messages`-th latest message (a user message or a reply: the
+/// entries that are history), oldest first. The window counts what was said, not the
+/// thoughts and checks between: a window of 20 is the last 20 things said, about ten
+/// exchanges, with the checks among them (which the user-model gate reads).
 pub(super) fn recent(
     conn: &Connection,
     thread: &str,
-    limit: u32,
+    messages: u32,
 ) -> Result<Vec<Entry>, StoreError> {
+    if messages == 0 {
+        return Ok(Vec::new());
+    }
     let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {COLUMNS} FROM (SELECT * FROM working_memory WHERE thread = ?1 ORDER BY id DESC LIMIT ?2) ORDER BY id"
+        "SELECT {COLUMNS} FROM working_memory WHERE thread = ?1 AND id >= coalesce(
+             (SELECT id FROM working_memory WHERE thread = ?1 AND entry_type IN ('userMessage', 'externalDialog')
+              ORDER BY id DESC LIMIT 1 OFFSET ?2 - 1), 0)
+         ORDER BY id"
     ))?;
-    let rows = stmt.query_map((thread, limit), from_row)?;
+    let rows = stmt.query_map((thread, messages), from_row)?;
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
@@ -175,4 +200,103 @@ pub(super) fn all(conn: &Connection, thread: &str) -> Result<Vec<Entry>, StoreEr
     ))?;
     let rows = stmt.query_map([thread], from_row)?;
     Ok(rows.collect::<Result<_, _>>()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conn() -> Connection {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::memory::Store::open(&dir.path().join("a.db")).unwrap();
+        drop(store);
+        let c = Connection::open(dir.path().join("a.db")).unwrap();
+        std::mem::forget(dir);
+        c
+    }
+
+    #[test]
+    fn the_window_counts_what_was_said_not_the_thoughts_between() {
+        let c = conn();
+        for i in 0..6 {
+            insert(
+                &c,
+                "t",
+                &NewEntry::new(EntryType::UserMessage, format!("q{i}")),
+                0,
+            )
+            .unwrap();
+            insert(
+                &c,
+                "t",
+                &NewEntry::new(EntryType::InternalMonologue, "hm"),
+                0,
+            )
+            .unwrap();
+            insert(
+                &c,
+                "t",
+                &NewEntry::new(EntryType::MentalQuery, USER_MODEL_CHECK),
+                0,
+            )
+            .unwrap();
+            insert(
+                &c,
+                "t",
+                &NewEntry::new(EntryType::ExternalDialog, format!("a{i}")),
+                0,
+            )
+            .unwrap();
+        }
+        let said = |w: u32| -> Vec<String> {
+            recent(&c, "t", w)
+                .unwrap()
+                .into_iter()
+                .filter(|e| {
+                    matches!(
+                        e.entry_type,
+                        EntryType::UserMessage | EntryType::ExternalDialog
+                    )
+                })
+                .map(|e| e.content)
+                .collect()
+        };
+        assert_eq!(said(4), ["q4", "a4", "q5", "a5"], "two exchanges");
+        let window = recent(&c, "t", 4).unwrap();
+        assert_eq!(window.len(), 8, "with the thoughts and checks between them");
+        assert_eq!(said(100).len(), 12, "a short thread is all there");
+        assert!(recent(&c, "t", 0).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_runaway_entry_is_stored_cut_and_marked() {
+        let c = conn();
+        let huge = "é".repeat(MAX_ENTRY_CHARS + 5_000);
+        insert(
+            &c,
+            "t",
+            &NewEntry::new(EntryType::InternalMonologue, huge),
+            0,
+        )
+        .unwrap();
+        let stored = &all(&c, "t").unwrap()[0].content;
+        assert!(stored.ends_with(CUT_MARK));
+        assert_eq!(
+            stored.chars().count(),
+            MAX_ENTRY_CHARS + CUT_MARK.chars().count()
+        );
+        let short = "日本語 🦀";
+        insert(&c, "t", &NewEntry::new(EntryType::UserMessage, short), 0).unwrap();
+        assert_eq!(all(&c, "t").unwrap()[1].content, short);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn capping_never_splits_a_character(s in "\\PC{0,40}", n in 0usize..4) {
+            let text = s.repeat(n * 1000 + 1);
+            let capped = capped(&text);
+            proptest::prop_assert!(capped.chars().count() <= MAX_ENTRY_CHARS + CUT_MARK.chars().count());
+            proptest::prop_assert!(text.starts_with(capped.trim_end_matches(CUT_MARK)));
+        }
+    }
 }

@@ -25,7 +25,7 @@ use crate::steps::Step;
 pub struct PromptInput<'a> {
     pub soul: &'a SoulFiles,
     pub soul_state: &'a SoulState,
-    pub whisper: Option<&'a str>,
+    pub whisper: Option<Intuition<'a>>,
     /// The person's name and model, when the gate lets it in.
     pub user_model: Option<(&'a str, &'a str)>,
     pub steps: &'a [Step],
@@ -39,6 +39,13 @@ pub struct PromptInput<'a> {
     pub process_note: Option<&'a str>,
     /// A proactive turn: no message, only this many minutes of quiet.
     pub quiet_minutes: Option<u64>,
+}
+
+/// A whispered intuition, and who whispered it (both untrusted).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Intuition<'a> {
+    pub text: &'a str,
+    pub source: &'a str,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,11 +113,18 @@ fn turn_sections(input: &PromptInput) -> String {
         out.push_str("</soul_state>\n\n");
     }
     if let Some(whisper) = input.whisper {
+        // Who whispered it, so a soul with several whisperers can tell them apart; one line.
+        let source = whisper
+            .source
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
         let _ = write!(
             out,
-            "<intuition>\n{} sensed an intuition surface from deeper memory:\n> {}\n</intuition>\n\n",
+            "<intuition>\n{} sensed an intuition surface from deeper memory, whispered by {}:\n> {}\n</intuition>\n\n",
             input.soul.name(),
-            fence::neutralise(whisper.trim()).replace('\n', "\n> ")
+            fence::neutralise(if source.is_empty() { "unknown" } else { &source }),
+            fence::neutralise(whisper.text.trim()).replace('\n', "\n> ")
         );
     }
     if let Some((name, model)) = input.user_model {

@@ -50,7 +50,7 @@ pub fn plan(
 ) -> TurnPlan {
     let (inject_user_model, user_model_reason) =
         user_model_gate(thread_turns, recent, user, gates.user_model_interval);
-    let soul_state_due = interaction % gates.soul_state_interval == 0;
+    let soul_state_due = interaction.is_multiple_of(gates.soul_state_interval);
     let steps = process_steps
         .iter()
         .copied()

@@ -63,7 +63,10 @@ impl Case {
         build_prompt(&PromptInput {
             soul: &self.soul,
             soul_state: &self.state,
-            whisper: self.whisper,
+            whisper: self.whisper.map(|text| Intuition {
+                text,
+                source: "kothar",
+            }),
             user_model: self.model,
             steps: &self.steps,
             process: &self.process,

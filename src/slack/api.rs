@@ -64,6 +64,55 @@ impl SlackError {
     }
 }
 
+/// The `metadata` event type on every reply anima posts.
+pub const REPLY_EVENT_TYPE: &str = "anima_reply";
+
+/// Which reply a message is: its inbox row and part. Slack keeps it as message metadata, so
+/// a message whose post outcome was lost (a timeout, or a crash while the post was in flight)
+/// is found again in the conversation instead of being posted twice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PostMark {
+    pub inbox: i64,
+    pub part: usize,
+}
+
+impl PostMark {
+    fn metadata(self) -> SlackMessageMetadata {
+        SlackMessageMetadata {
+            event_type: REPLY_EVENT_TYPE.to_string(),
+            event_payload: Some(
+                [
+                    ("inbox".to_string(), self.inbox.to_string()),
+                    ("part".to_string(), self.part.to_string()),
+                ]
+                .into(),
+            ),
+        }
+    }
+
+    fn is_on(self, m: &SlackHistoryMessage) -> bool {
+        m.content.metadata.as_ref().is_some_and(|meta| {
+            let payload = meta.event_payload.as_ref();
+            let field = |k: &str| payload.and_then(|p| p.get(k)).map(String::as_str);
+            meta.event_type == REPLY_EVENT_TYPE
+                && field("inbox") == Some(self.inbox.to_string().as_str())
+                && field("part") == Some(self.part.to_string().as_str())
+        })
+    }
+}
+
+/// One message to post.
+#[derive(Debug, Clone, Copy)]
+pub struct Outgoing<'a> {
+    pub channel: &'a str,
+    /// The thread to post in; `None`: the channel's top level.
+    pub thread_ts: Option<&'a str>,
+    /// The message it answers: a copy of it is looked for only after this ts.
+    pub after_ts: &'a str,
+    pub text: &'a str,
+    pub mark: Option<PostMark>,
+}
+
 pub struct SlackApi {
     client: Arc<SlackHyperClient>,
     bot_token: SlackApiToken,
@@ -204,23 +253,31 @@ impl SlackApi {
 
     /// Posts one message and returns its ts. Rate limits are waited out; an error whose
     /// outcome is unknown (a timeout, a dropped connection, a 5xx) is followed by a look at the
-    /// conversation, so a message that did arrive is never posted again.
+    /// conversation, so a message that did arrive is never posted again. `maybe_posted`: a
+    /// post of this message may already have happened (it was in flight when anima stopped),
+    /// so look before the first attempt too.
     pub async fn post(
         &self,
         bot: &BotIdentity,
-        channel: &str,
-        thread_ts: Option<&str>,
-        after_ts: &str,
-        text: &str,
+        out: &Outgoing<'_>,
+        maybe_posted: bool,
     ) -> Result<String, SlackError> {
+        if maybe_posted {
+            if let Some(ts) = self.find_posted(bot, out).await {
+                info!(ts = %ts, "the reply had arrived before the restart; not posting it again");
+                return Ok(ts);
+            }
+        }
         let mut attempt = 0u32;
         loop {
             let session = self.client.open_session(&self.bot_token);
             let req = SlackApiChatPostMessageRequest::new(
-                SlackChannelId::new(channel.to_string()),
-                SlackMessageContent::new().with_text(text.to_string()),
+                SlackChannelId::new(out.channel.to_string()),
+                SlackMessageContent::new()
+                    .with_text(out.text.to_string())
+                    .opt_metadata(out.mark.map(PostMark::metadata)),
             )
-            .opt_thread_ts(thread_ts.map(|t| SlackTs::new(t.to_string())));
+            .opt_thread_ts(out.thread_ts.map(|t| SlackTs::new(t.to_string())));
             let err = match Self::timed("chat.postMessage", session.chat_post_message(&req)).await {
                 Ok(r) => return Ok(r.ts.to_string()),
                 Err(e) => e,
@@ -237,15 +294,12 @@ impl SlackApi {
                 }
                 SlackError::Api { code, .. } if code == "ratelimited" => Duration::from_secs(1),
                 SlackError::Api { code, .. } => {
-                    warn!(method = "chat.postMessage", code = %code, channel, "Slack refused the reply");
+                    warn!(method = "chat.postMessage", code = %code, channel = out.channel, "Slack refused the reply");
                     return Err(err);
                 }
                 SlackError::Transport { .. } => {
                     warn!(error = %err, attempt, "chat.postMessage outcome unknown; checking the conversation");
-                    if let Some(ts) = self
-                        .find_posted(bot, channel, thread_ts, after_ts, text)
-                        .await
-                    {
+                    if let Some(ts) = self.find_posted(bot, out).await {
                         info!(ts = %ts, "the reply had arrived; not posting it again");
                         return Ok(ts);
                     }
@@ -259,33 +313,41 @@ impl SlackApi {
         }
     }
 
-    /// Our own message with this text, after `after_ts`, in the conversation.
-    async fn find_posted(
-        &self,
-        bot: &BotIdentity,
-        channel: &str,
-        thread_ts: Option<&str>,
-        after_ts: &str,
-        text: &str,
-    ) -> Option<String> {
+    /// Our own copy of `out` in the conversation: the message carrying its mark, or (for an
+    /// unmarked post) our message with its text, after `after_ts`.
+    async fn find_posted(&self, bot: &BotIdentity, out: &Outgoing<'_>) -> Option<String> {
         let session = self.client.open_session(&self.bot_token);
-        let channel_id = SlackChannelId::new(channel.to_string());
-        let oldest = SlackTs::new(after_ts.to_string());
-        let messages = match thread_ts {
+        let channel_id = SlackChannelId::new(out.channel.to_string());
+        let oldest = SlackTs::new(out.after_ts.to_string());
+        let messages = match out.thread_ts {
             Some(t) => {
-                let req = SlackApiConversationsRepliesRequest::new(
-                    channel_id,
-                    SlackTs::new(t.to_string()),
+                // slack-morphism's request type has no include_all_metadata: the same call,
+                // with it.
+                let params = [
+                    ("channel", Some(out.channel.to_string())),
+                    ("ts", Some(t.to_string())),
+                    ("oldest", Some(out.after_ts.to_string())),
+                    ("include_all_metadata", Some("true".to_string())),
+                    ("limit", Some("200".to_string())),
+                ];
+                Self::timed(
+                    "conversations.replies",
+                    session
+                        .http_session_api
+                        .http_get::<SlackApiConversationsRepliesResponse, _, _>(
+                            "conversations.replies",
+                            &params,
+                            None,
+                        ),
                 )
-                .with_oldest(oldest);
-                Self::timed("conversations.replies", session.conversations_replies(&req))
-                    .await
-                    .map(|r| r.messages)
+                .await
+                .map(|r| r.messages)
             }
             None => {
                 let req = SlackApiConversationsHistoryRequest::new()
                     .with_channel(channel_id)
-                    .with_oldest(oldest);
+                    .with_oldest(oldest)
+                    .with_include_all_metadata(true);
                 Self::timed("conversations.history", session.conversations_history(&req))
                     .await
                     .map(|r| r.messages)
@@ -304,13 +366,16 @@ impl SlackApi {
         );
         messages
             .into_iter()
-            .find(|m| {
-                let mine = m.sender.user.as_ref().map(|u| u.to_string())
-                    == Some(bot.user_id.clone())
-                    || (bot.bot_id.is_some()
-                        && m.sender.bot_id.as_ref().map(|b| b.to_string()) == bot.bot_id);
-                mine && ts_order(m.origin.ts.as_ref()) > ts_order(after_ts)
-                    && m.content.text.as_deref() == Some(text)
+            .find(|m| match out.mark {
+                Some(mark) => mark.is_on(m),
+                None => {
+                    let mine = m.sender.user.as_ref().map(|u| u.to_string())
+                        == Some(bot.user_id.clone())
+                        || (bot.bot_id.is_some()
+                            && m.sender.bot_id.as_ref().map(|b| b.to_string()) == bot.bot_id);
+                    mine && ts_order(m.origin.ts.as_ref()) > ts_order(out.after_ts)
+                        && m.content.text.as_deref() == Some(out.text)
+                }
             })
             .map(|m| m.origin.ts.to_string())
     }

@@ -9,11 +9,11 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use slack_morphism::errors::SlackClientError;
+use slack_morphism::errors::{SlackClientError, SlackClientProtocolError};
 use slack_morphism::prelude::*;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use super::Gate;
 use crate::config::secret::Secret;
@@ -72,11 +72,20 @@ fn on_error(
     _client: Arc<SlackHyperClient>,
     states: SlackClientEventsUserState,
 ) -> HttpStatusCode {
-    let malformed = err
-        .downcast_ref::<SlackClientError>()
-        .is_some_and(|e| matches!(e, SlackClientError::ProtocolError(_)));
-    if malformed {
-        warn!(error = %err, "a Slack payload could not be read; acknowledged and dropped");
+    // An unreadable frame reaches here as the protocol error itself (slack-morphism then
+    // acknowledges it); one from a callback as a `SlackClientError`.
+    let protocol = err
+        .downcast_ref::<SlackClientProtocolError>()
+        .or_else(|| match err.downcast_ref::<SlackClientError>() {
+            Some(SlackClientError::ProtocolError(p)) => Some(p),
+            _ => None,
+        });
+    if let Some(p) = protocol {
+        // The body is user text (up to megabytes on one line): its size at warn, a cut of it
+        // at debug only.
+        let body = p.json_body.as_deref().unwrap_or("");
+        warn!(reason = %p.json_error, bytes = body.len(), "a Slack payload could not be read; acknowledged and dropped");
+        debug!(body = %cut(body, 500), "the unreadable payload");
         if let Ok(s) = states.try_read() {
             if let Some(m) = s.get_user_state::<Arc<Metrics>>() {
                 Metrics::inc(&m.events_malformed);
@@ -87,5 +96,25 @@ fn on_error(
         // Not recorded: no acknowledgement, so Slack sends it again.
         warn!(error = %err, "a Slack event was not recorded; leaving it unacknowledged");
         HttpStatusCode::INTERNAL_SERVER_ERROR
+    }
+}
+
+/// The first `max` characters of `text`, marked when cut.
+fn cut(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((at, _)) => format!("{}… ({} bytes in all)", &text[..at], text.len()),
+        None => text.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cut;
+
+    #[test]
+    fn a_cut_keeps_whole_characters() {
+        assert_eq!(cut("héllo", 10), "héllo");
+        assert_eq!(cut("日本語テキスト", 3), "日本語… (21 bytes in all)");
+        assert_eq!(cut("🦀🦀", 1), "🦀… (8 bytes in all)");
     }
 }

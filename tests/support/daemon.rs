@@ -157,6 +157,16 @@ impl Drop for Daemon {
 
 /// A blocking HTTP request to the daemon, for tests: (status, body).
 pub fn http(method: &str, url: &str, headers: &[(&str, &str)], body: &str) -> (u16, String) {
+    try_http(method, url, headers, body).unwrap()
+}
+
+/// Like `http`, but a connection the server closed before taking the whole body is an error.
+pub fn try_http(
+    method: &str,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Result<(u16, String), String> {
     anima::llm::install_tls_provider();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -170,8 +180,8 @@ pub fn http(method: &str, url: &str, headers: &[(&str, &str)], body: &str) -> (u
         for (k, v) in headers {
             req = req.header(*k, *v);
         }
-        let resp = req.send().await.unwrap();
+        let resp = req.send().await.map_err(|e| format!("{e:?}"))?;
         let status = resp.status().as_u16();
-        (status, resp.text().await.unwrap())
+        Ok((status, resp.text().await.map_err(|e| e.to_string())?))
     })
 }

@@ -34,6 +34,8 @@ pub struct Post {
     pub text: String,
     pub ts: String,
     pub at: Instant,
+    /// The message's `metadata` (event_type and event_payload), as posted.
+    pub metadata: Option<Value>,
 }
 
 /// How the next chat.postMessage calls fail.
@@ -45,6 +47,9 @@ pub enum PostFailure {
     StoredThenError,
     /// `{"ok":false,"error":code}`.
     Api(&'static str),
+    /// The message is stored at once; the answer comes this many ms later (a slow Slack: a
+    /// client killed meanwhile never learns that its message arrived).
+    StoredThenDelay(u64),
 }
 
 #[derive(Default)]
@@ -389,7 +394,11 @@ async fn web_api(
                 text: text.clone(),
                 ts: ts.clone(),
                 at: Instant::now(),
+                metadata: args.get("metadata").cloned(),
             });
+            if let Some(PostFailure::StoredThenDelay(ms)) = failure {
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+            }
             if matches!(failure, Some(PostFailure::StoredThenError)) {
                 return Response::builder()
                     .status(500)
@@ -403,11 +412,21 @@ async fn web_api(
         "conversations.replies" | "conversations.history" => {
             let channel = str_arg("channel").unwrap_or_default();
             let thread = str_arg("ts");
+            // Slack returns a message's metadata only when asked for it.
+            let with_metadata = args
+                .get("include_all_metadata")
+                .is_some_and(|v| v == &json!(true) || v == &json!("true"));
             let posts = s.inner.lock().unwrap().posts.clone();
             let messages: Vec<Value> = posts
                 .into_iter()
                 .filter(|p| p.channel == channel && (thread.is_none() || p.thread_ts == thread))
-                .map(|p| json!({"type":"message","user":BOT_USER,"bot_id":BOT_ID,"text":p.text,"ts":p.ts,"thread_ts":p.thread_ts}))
+                .map(|p| {
+                    let mut m = json!({"type":"message","user":BOT_USER,"bot_id":BOT_ID,"text":p.text,"ts":p.ts,"thread_ts":p.thread_ts});
+                    if let (true, Some(meta)) = (with_metadata, &p.metadata) {
+                        m["metadata"] = meta.clone();
+                    }
+                    m
+                })
                 .collect();
             ok(json!({"messages": messages, "has_more": false}))
         }

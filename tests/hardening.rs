@@ -1,0 +1,492 @@
+//! What breaking the daemon on purpose found (the hardening issue): each test drives the real
+//! binary against the fake Slack and the fake model, and fails on the code before the fix.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use support::daemon::{home, http, try_http, Daemon};
+use support::slack::{self, FakeSlack, PostFailure};
+use support::*;
+
+fn mention(channel: &str, ts: &str, text: &str) -> serde_json::Value {
+    json!({"type":"app_mention","user":"U061F7AUR","text":format!("<@{}> {text}", slack::BOT_USER),"ts":ts,"channel":channel,"event_ts":ts})
+}
+
+fn thread_message(channel: &str, ts: &str, thread_ts: &str, text: &str) -> serde_json::Value {
+    json!({"type":"message","channel":channel,"channel_type":"channel","user":"U061F7AUR","text":text,"ts":ts,"thread_ts":thread_ts})
+}
+
+fn socket_daemon_env(
+    model: &FakeModel,
+    slack: &FakeSlack,
+    extra: &str,
+    env: &[(&str, &str)],
+) -> (Home, Daemon) {
+    let home = home(model, slack, "socket", extra);
+    let d = Daemon::start_env(&home, env);
+    slack.wait_connected_or(|| d.log());
+    (home, d)
+}
+
+fn metric(d: &Daemon, name: &str) -> f64 {
+    let (_, text) = http("GET", &d.url("/metrics"), &[], "");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} ")))
+        .unwrap_or_else(|| panic!("no {name} in\n{text}"))
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn a_reply_that_panics_every_time_is_answered_with_an_apology_and_the_thread_goes_on() {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    // The failpoint panics while posting any reply that contains 💥: a poison row.
+    model.reply(&answer("💥 boom"));
+    model.reply(&answer("Still here."));
+    let (home, d) = socket_daemon_env(&model, &slack, "", &[("ANIMA_FAILPOINTS", "reply")]);
+    slack.send_event(mention("C1", "2.000001", "break it"), "E1", 0);
+    slack.wait(20, "the apology", |s| s.posts().len() == 1);
+    let posts = slack.posts();
+    assert!(
+        posts[0].text.starts_with("Sorry, something went wrong"),
+        "{posts:?}"
+    );
+    assert_eq!(posts[0].thread_ts.as_deref(), Some("2.000001"));
+    assert_eq!(
+        model.requests().len(),
+        1,
+        "the reply was fixed once; only its posting was retried"
+    );
+    // The working sign does not stay up.
+    slack.wait(5, "the working sign to go", |s| {
+        !s.calls("reactions.remove").is_empty()
+    });
+
+    // The conversation keeps going: the next message in the thread is answered.
+    slack.send_event(
+        thread_message("C1", "2.000002", "2.000001", "<@UBOT> and now?"),
+        "E2",
+        0,
+    );
+    slack.wait(10, "the next reply", |s| s.posts().len() == 2);
+    assert_eq!(slack.posts()[1].text, "Still here.");
+
+    assert_eq!(metric(&d, "anima_turns_panicked_total"), 3.0);
+    assert_eq!(metric(&d, "anima_messages_failed_total"), 1.0);
+    let (status, body) = http("GET", &d.url("/healthz"), &[], "");
+    assert_eq!(status, 200);
+    assert!(body.starts_with("degraded"), "{body}");
+    let item = home.store().inbox_item(1).unwrap().unwrap();
+    assert_eq!(item.status, anima::memory::InboxStatus::Failed);
+}
+
+#[test]
+fn a_poison_row_is_not_retried_forever_across_restarts() {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    model.reply(&answer("💥"));
+    let home = home(&model, &slack, "socket", "");
+    let mut d = Daemon::start_env(&home, &[("ANIMA_FAILPOINTS", "reply")]);
+    slack.wait_connected_or(|| d.log());
+    slack.send_event(mention("C1", "3.000001", "poison"), "E1", 0);
+    d.wait_log("a turn panicked", 10);
+    // SIGTERM ends within the grace even with a panicked worker behind it.
+    let started = Instant::now();
+    assert_eq!(d.terminate(), 0);
+    assert!(started.elapsed() < Duration::from_secs(8), "{}", d.log());
+    for _ in 0..2 {
+        let mut again = Daemon::start_env(&home, &[("ANIMA_FAILPOINTS", "reply")]);
+        slack.wait(10, "a retry", |_| {
+            again.log().contains("a turn panicked") || again.log().contains("every attempt")
+        });
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(again.terminate(), 0);
+    }
+    let d = Daemon::start_env(&home, &[("ANIMA_FAILPOINTS", "reply")]);
+    slack.wait(15, "the apology", |s| s.posts().len() == 1);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(slack.posts().len(), 1, "one apology, never the poison");
+    drop(d);
+}
+
+#[test]
+fn four_chats_and_the_daemon_on_one_home_lose_nothing() {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    model.echo();
+    let home = home(&model, &slack, "socket", "");
+    let d = Daemon::start(&home);
+    slack.wait_connected_or(|| d.log());
+    let per_chat = 12;
+    let chats: Vec<_> = (0..4)
+        .map(|c| {
+            let config = home.config();
+            let dir = home.dir.path().to_path_buf();
+            std::thread::spawn(move || {
+                let input: String = (0..per_chat)
+                    .map(|i| format!("chat {c} line {i}\n"))
+                    .collect();
+                let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_anima"));
+                cmd.arg("--config")
+                    .arg(config)
+                    .args([
+                        "chat",
+                        "--thread",
+                        &format!("t{c}"),
+                        "--user",
+                        &format!("P{c}"),
+                    ])
+                    .current_dir(&dir)
+                    .env_clear()
+                    .env("PATH", "/usr/bin:/bin")
+                    .env("HOME", &dir)
+                    .env("ANTHROPIC_API_KEY", "sk-ant-test-secret-key")
+                    .stdin(std::process::Stdio::piped())
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped());
+                run(cmd, &input)
+            })
+        })
+        .collect();
+    for i in 0..20 {
+        slack.send_event(
+            mention(
+                &format!("C{}", i % 5),
+                &format!("4.{:06}", i + 1),
+                &format!("slack {i}"),
+            ),
+            &format!("E{i}"),
+            0,
+        );
+    }
+    for (c, h) in chats.into_iter().enumerate() {
+        let r = h.join().unwrap();
+        assert_eq!(r.status, 0, "chat {c}: {}", r.stderr);
+        let got = replies(&r.stdout);
+        let want: Vec<String> = (0..per_chat)
+            .map(|i| format!("echo: chat {c} line {i}"))
+            .collect();
+        assert_eq!(got, want, "chat {c}: {}", r.stderr);
+    }
+    slack.wait(20, "every Slack reply", |s| s.posts().len() == 20);
+    let store = home.store();
+    assert_eq!(store.interactions().unwrap(), 4 * per_chat + 20);
+    for c in 0..4 {
+        let said = store
+            .thread_entries(&format!("t{c}"))
+            .unwrap()
+            .into_iter()
+            .filter(|e| e.entry_type == anima::memory::EntryType::UserMessage)
+            .count() as u64;
+        assert_eq!(said, per_chat);
+    }
+    assert!(!d.log().contains("database is locked"), "{}", d.log());
+}
+
+#[test]
+fn concurrent_turns_take_distinct_numbers_and_one_whisper_shapes_one_turn() {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    model.slow_echo(150);
+    let (home, d) = socket_daemon_env(
+        &model,
+        &slack,
+        "[slack]\nmax_concurrent_turns = 24\n",
+        &[("ANIMA_WHISPER_TOKEN", "whisper-secret")],
+    );
+    let (status, _) = http(
+        "POST",
+        &d.url("/api/whisper"),
+        &[("authorization", "Bearer whisper-secret")],
+        &json!({"whisper":"They need assurance.","source":"kothar"}).to_string(),
+    );
+    assert_eq!(status, 202);
+    for i in 0..24 {
+        slack.send_event(
+            mention(&format!("C{i}"), "5.000001", &format!("question {i}")),
+            &format!("E{i}"),
+            0,
+        );
+    }
+    slack.wait(20, "24 replies", |s| s.posts().len() == 24);
+    assert_eq!(home.store().interactions().unwrap(), 24);
+    let requests = model.requests();
+    assert_eq!(requests.len(), 24);
+    let soul_state_turns = requests
+        .iter()
+        .filter(|r| r.turn_text().contains("<soul_state_check>"))
+        .count();
+    assert_eq!(soul_state_turns, 8, "interactions 3, 6, … 24");
+    let whispered: Vec<_> = requests
+        .iter()
+        .filter(|r| r.turn_text().contains("<intuition>"))
+        .collect();
+    assert_eq!(whispered.len(), 1, "one turn claimed the whisper");
+    assert!(whispered[0].turn_text().contains("whispered by kothar"));
+}
+
+#[test]
+fn a_sigkill_while_the_post_is_in_flight_never_posts_twice() {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    model.reply(&answer("Exactly once."));
+    let home = home(&model, &slack, "socket", "");
+    let mut d = Daemon::start(&home);
+    slack.wait_connected_or(|| d.log());
+    // Slack stores the message but answers only after 5 s: the daemon is killed meanwhile.
+    slack.fail_next_post(PostFailure::StoredThenDelay(5_000));
+    slack.send_event(mention("C1", "6.000001", "once please"), "E1", 0);
+    slack.wait(10, "the post to arrive", |s| s.posts().len() == 1);
+    d.kill9();
+
+    let d = Daemon::start(&home);
+    d.wait_log("the reply had arrived before the restart", 15);
+    std::thread::sleep(Duration::from_millis(500));
+    let posts = slack.posts();
+    assert_eq!(posts.len(), 1, "{posts:#?}");
+    assert_eq!(
+        posts[0].metadata.as_ref().unwrap()["event_type"],
+        "anima_reply"
+    );
+    let item = home.store().inbox_item(1).unwrap().unwrap();
+    assert_eq!(item.status, anima::memory::InboxStatus::Done);
+    assert_eq!(item.reply_ts.as_deref(), Some(posts[0].ts.as_str()));
+}
+
+#[test]
+fn health_says_when_the_store_cannot_take_writes() {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    model.reply(&answer("Stored at last."));
+    let (home, d) = socket_daemon_env(&model, &slack, "", &[]);
+    assert_eq!(http("GET", &d.url("/healthz"), &[], "").0, 200);
+
+    // Another process holds the database's write lock: nothing can be written.
+    let db = home.data().join("anima.db");
+    let blocker = rusqlite::Connection::open(&db).unwrap();
+    blocker.execute_batch("BEGIN EXCLUSIVE;").unwrap();
+    let env = slack.send_event(mention("C1", "7.000001", "hello?"), "E1", 0);
+    d.wait_log("the store cannot take writes", 20);
+    let (status, body) = http("GET", &d.url("/healthz"), &[], "");
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("store cannot take writes"), "{body}");
+    assert!(metric(&d, "anima_store_write_errors_total") >= 1.0);
+    assert_eq!(metric(&d, "anima_store_writable"), 0.0);
+    assert!(
+        !slack.acks().contains(&env),
+        "not recorded, so not acknowledged"
+    );
+
+    // The lock goes; Slack redelivers; the message is stored and answered.
+    blocker.execute_batch("ROLLBACK;").unwrap();
+    drop(blocker);
+    slack.send_event(mention("C1", "7.000001", "hello?"), "E1", 1);
+    slack.wait(15, "the reply", |s| s.posts().len() == 1);
+    assert_eq!(http("GET", &d.url("/healthz"), &[], "").0, 200);
+    assert_eq!(metric(&d, "anima_store_writable"), 1.0);
+    let errors = d
+        .log()
+        .lines()
+        .filter(|l| l.contains("ERROR") && l.contains("the store cannot take writes"))
+        .count();
+    assert_eq!(errors, 1, "one error per episode");
+}
+
+#[test]
+fn refused_requests_are_cheap_and_quiet() {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    let (_home, d) = socket_daemon_env(
+        &model,
+        &slack,
+        "",
+        &[("ANIMA_WHISPER_TOKEN", "whisper-secret")],
+    );
+    for _ in 0..5 {
+        let (status, _) = http(
+            "POST",
+            &d.url("/api/whisper"),
+            &[("authorization", "Bearer nope")],
+            "{}",
+        );
+        assert_eq!(status, 401);
+    }
+    let warned = d
+        .log()
+        .lines()
+        .filter(|l| l.contains("WARN") && l.contains("request refused"))
+        .count();
+    assert_eq!(warned, 1, "{}", d.log());
+    assert_eq!(metric(&d, "anima_http_refused_total"), 5.0);
+
+    // Over the cap: refused (413) before it is read whole; the server may close the
+    // connection while the client is still writing.
+    let big = format!(
+        "{{\"whisper\":\"{}\",\"source\":\"x\"}}",
+        "a".repeat(2 * 1024 * 1024)
+    );
+    match try_http(
+        "POST",
+        &d.url("/api/whisper"),
+        &[("authorization", "Bearer whisper-secret")],
+        &big,
+    ) {
+        Ok((status, _)) => assert_eq!(status, 413),
+        Err(e) => assert!(e.contains("BrokenPipe") || e.contains("reset"), "{e}"),
+    }
+    let long_source = json!({"whisper":"hi","source":"s".repeat(101)}).to_string();
+    let (status, body) = http(
+        "POST",
+        &d.url("/api/whisper"),
+        &[("authorization", "Bearer whisper-secret")],
+        &long_source,
+    );
+    assert_eq!((status, body.contains("source")), (400, true));
+}
+
+#[test]
+fn an_unreadable_socket_frame_is_counted_acknowledged_and_not_logged_whole() {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    let (_home, d) = socket_daemon_env(&model, &slack, "", &[]);
+    let secret_text = "my private words ".repeat(2000);
+    let frame = json!({"envelope_id":"env-bad","type":"events_api","accepts_response_payload":false,"retry_attempt":0,"retry_reason":"","payload":{"type":"event_callback","event":{"type":"message","text":secret_text,"ts":17}}});
+    slack.send_frame(frame.to_string());
+    slack.wait(10, "the ack", |s| s.acks().contains(&"env-bad".to_string()));
+    d.wait_log("could not be read", 5);
+    assert_eq!(metric(&d, "anima_slack_events_malformed_total"), 1.0);
+    let log = d.log();
+    assert!(!log.contains("left unacknowledged"), "{log}");
+    let warn_line = log
+        .lines()
+        .find(|l| l.contains("could not be read"))
+        .unwrap();
+    assert!(!warn_line.contains("my private words"), "{warn_line}");
+    assert!(
+        log.len() < secret_text.len(),
+        "the body is never logged whole"
+    );
+}
+
+#[test]
+fn the_proactive_scanner_follows_up_a_quiet_thread_in_the_daemon() {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    model.reply(&answer("I'll look into the loader."));
+    let extra = "\n[processes]\nproactive_idle_minutes = 60\nproactive_scan_secs = 1\n";
+    let home = home(&model, &slack, "socket", extra);
+    // The shipped processes, `proactive` among them.
+    let processes = home.dir.path().join("processes");
+    std::fs::create_dir_all(&processes).unwrap();
+    for f in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/processes")).unwrap() {
+        let f = f.unwrap();
+        std::fs::copy(f.path(), processes.join(f.file_name())).unwrap();
+    }
+    let mut d = Daemon::start(&home);
+    slack.wait_connected_or(|| d.log());
+    slack.send_event(
+        mention("C1", "8.000001", "can you check the loader?"),
+        "E1",
+        0,
+    );
+    slack.wait(10, "the reply", |s| s.posts().len() == 1);
+    assert_eq!(d.terminate(), 0);
+
+    // Two hours pass.
+    let db = rusqlite::Connection::open(home.data().join("anima.db")).unwrap();
+    db.execute(
+        "UPDATE working_memory SET created_at = created_at - 7200000",
+        [],
+    )
+    .unwrap();
+    drop(db);
+    model.reply(&format!(
+        "<internal_monologue>hm</internal_monologue><mental_query question=\"{}\">true</mental_query><mental_query question=\"{}\">false</mental_query><external_dialogue>Did the loader port work out?</external_dialogue>",
+        anima::engine::FOLLOW_UP_QUESTION,
+        anima::engine::CLOSED_QUESTION
+    ));
+    let d = Daemon::start(&home);
+    slack.wait(10, "the follow-up", |s| s.posts().len() == 2);
+    let posts = slack.posts();
+    assert_eq!(posts[1].text, "Did the loader port work out?");
+    assert_eq!(posts[1].thread_ts.as_deref(), Some("8.000001"));
+    // One attempt per quiet spell: the next scans leave it alone.
+    std::thread::sleep(Duration::from_millis(2_500));
+    assert_eq!(slack.posts().len(), 2);
+    assert_eq!(model.requests().len(), 2, "{}", d.log());
+}
+
+#[test]
+fn intermediate_user_model_versions_reach_git_once_it_can_be_written() {
+    let model = FakeModel::start();
+    for (m, note) in [("v1", "First."), ("v2", "Second."), ("v3", "Third.")] {
+        model.reply(&format!("<external_dialogue>ok</external_dialogue><user_model_check>true</user_model_check><user_model_update># Ada\n{m}</user_model_update><model_change_note>{note}</model_change_note>"));
+    }
+    let home = Home::new("anthropic", &model.url(), "");
+    // The memory repository cannot be created: a file stands where its folder should be.
+    std::fs::create_dir_all(home.data()).unwrap();
+    std::fs::write(home.data().join("memory"), "in the way").unwrap();
+    let r = home.run(&["chat", "--user", "Ada"], "one\ntwo\n");
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    std::fs::remove_file(home.data().join("memory")).unwrap();
+    let r = home.run(&["chat", "--user", "Ada"], "three\n");
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    let log = home.run(&["users", "log", "Ada"], "");
+    let notes: Vec<&str> = log.stdout.lines().collect();
+    assert_eq!(notes.len(), 3, "{}", log.stdout);
+    assert!(notes[0].ends_with("Third."));
+    assert!(notes[1].ends_with("Second."));
+    assert!(notes[2].ends_with("First."));
+}
+
+#[test]
+fn the_history_window_counts_what_was_said_not_the_thoughts_between() {
+    // Every default answer writes a monologue, a reply and a check: four entries a turn.
+    let model = FakeModel::start();
+    let home = Home::new(
+        "anthropic",
+        &model.url(),
+        "\n[pipeline]\nmemory_window = 4\n",
+    );
+    let r = home.run(&["chat"], "first\nsecond\nthird\nfourth\n");
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    let last = model.requests()[3].prompt_text();
+    // Four messages: this one, and before it the last exchange (and a reply, dropped because
+    // history starts with the person).
+    assert!(last.contains(": third"), "{last}");
+    assert!(!last.contains("second"), "{last}");
+}
+
+#[test]
+fn an_events_api_body_over_its_cap_is_refused_unread() {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    model.reply(&answer("Small is fine."));
+    let home = home(&model, &slack, "events", "");
+    let d = Daemon::start(&home);
+    d.wait_log("ready for Events API", 10);
+    let now = slack::now_secs().to_string();
+    let huge = slack::event_callback(
+        json!({"type":"message","channel":"D1","user":"U1","text":"x".repeat(1024 * 1024),"ts":"9.0","channel_type":"im"}),
+        "EvBig",
+    )
+    .to_string();
+    let signed = |body: &str| slack::sign(slack::SIGNING_SECRET, &now, body);
+    let headers = |sig: &str| {
+        vec![
+            ("content-type".to_string(), "application/json".to_string()),
+            ("x-slack-request-timestamp".to_string(), now.clone()),
+            ("x-slack-signature".to_string(), sig.to_string()),
+        ]
+    };
+    let h = headers(&signed(&huge));
+    let h: Vec<(&str, &str)> = h.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    match try_http("POST", &d.url("/slack/events"), &h, &huge) {
+        Ok((status, _)) => assert_eq!(status, 413),
+        Err(e) => assert!(e.contains("BrokenPipe") || e.contains("reset"), "{e}"),
+    }
+    // A normal event still goes through.
+    let small = slack::event_callback(
+        json!({"type":"message","channel":"D1","user":"U1","text":"hi","ts":"9.1","channel_type":"im"}),
+        "EvSmall",
+    )
+    .to_string();
+    let h = headers(&signed(&small));
+    let h: Vec<(&str, &str)> = h.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    assert_eq!(http("POST", &d.url("/slack/events"), &h, &small).0, 200);
+    slack.wait(10, "the reply", |s| s.posts().len() == 1);
+    assert_eq!(model.requests().len(), 1, "the huge event cost nothing");
+}
