@@ -7,7 +7,7 @@
 //!   * assemble + parse + persist (begin the turn: record the message, take its number, load
 //!     the context; plan, build, parse,
 //!     commit the turn in one SQLite transaction): the engine work of a turn,
-//!   * a whole `Engine::turn` with a zero-latency in-process provider (adds the async
+//!   * a whole `Engine::perceive` with a zero-latency in-process provider (adds the async
 //!     hand-offs and, on turns that change the user model, the git commit).
 
 use std::hint::black_box;
@@ -15,7 +15,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anima::engine::{Engine, Perception};
+use anima::engine::{Engine, Message, Perception};
 use anima::llm::{BoxFuture, ChatRequest, Completion, Deltas, LlmError, Provider, Usage};
 use anima::memory::{EntryType, NewEntry, SoulState, Store, TurnRecord, TurnStart};
 use anima::parse::parse_response;
@@ -260,17 +260,17 @@ fn main() {
         .unwrap();
     let mut n = 0u64;
     stats(
-        "Engine::turn, zero-latency model (incl. git)",
+        "Engine::perceive, zero-latency model (incl. git)",
         time(1_000, || {
             n += 1;
-            rt.block_on(engine.turn(&Perception {
+            rt.block_on(engine.perceive(&Perception::Message(Message {
                 thread: format!("C2:{}.0", n % 50),
                 user_id: "U1".into(),
                 display_name: "Tom".into(),
                 text: "What's the status of the port?".into(),
                 source: None,
                 inbox_id: None,
-            }))
+            })))
             .unwrap()
         }),
     );

@@ -1,9 +1,13 @@
 //! The daemon's counters, rendered in Prometheus text format for `GET /metrics`.
 //!
-//! Lock-free counters only; nothing here blocks a turn.
+//! Counters only; nothing here blocks a turn.
 
 use std::fmt::Write;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use tracing::{debug, warn};
 
 /// How long a failure keeps `/healthz` saying "degraded".
 const DEGRADED_FOR_MS: i64 = 15 * 60 * 1000;
@@ -29,6 +33,8 @@ pub struct Metrics {
     /// (event accepted → reply posted) minus model time.
     pub overhead: Histogram,
     pub slack_connected: AtomicBool,
+    /// HTTP requests refused for a bad signature or token.
+    pub refusals: Refusals,
 }
 
 impl Metrics {
@@ -165,6 +171,43 @@ impl Metrics {
             u8::from(self.slack_connected.load(Ordering::Relaxed))
         );
         out
+    }
+}
+
+/// Refused requests: counted, and logged at warn at most once a minute per route.
+#[derive(Debug, Default)]
+pub struct Refusals {
+    count: AtomicU64,
+    last_warned: Mutex<Vec<(&'static str, Instant)>>,
+}
+
+impl Refusals {
+    pub fn refuse(&self, route: &'static str, why: &str) {
+        self.count.fetch_add(1, Ordering::Relaxed);
+        let mut last = self.last_warned.lock().unwrap_or_else(|e| e.into_inner());
+        let due = match last.iter_mut().find(|(r, _)| *r == route) {
+            Some((_, at)) if at.elapsed() < Duration::from_secs(60) => false,
+            Some((_, at)) => {
+                *at = Instant::now();
+                true
+            }
+            None => {
+                last.push((route, Instant::now()));
+                true
+            }
+        };
+        if due {
+            warn!(
+                route,
+                why, "request refused (more refusals within a minute are logged at debug)"
+            );
+        } else {
+            debug!(route, why, "request refused");
+        }
+    }
+
+    pub fn count(&self) -> u64 {
+        self.count.load(Ordering::Relaxed)
     }
 }
 

@@ -453,7 +453,7 @@ fn events_api_verifies_signatures_and_answers_signed_events() {
     std::thread::sleep(Duration::from_millis(200));
     assert!(model.requests().is_empty(), "nothing answered");
     assert!(
-        home.store().open_threads().unwrap().is_empty(),
+        home.store().open_conversations().unwrap().is_empty(),
         "nothing stored"
     );
 

@@ -248,7 +248,7 @@ fn a_sigkill_while_the_post_is_in_flight_never_posts_twice() {
     );
     let item = home.store().inbox_item(1).unwrap().unwrap();
     assert_eq!(item.status, anima::memory::InboxStatus::Done);
-    assert_eq!(item.reply_ts.as_deref(), Some(posts[0].ts.as_str()));
+    assert_eq!(item.reply_ref.as_deref(), Some(posts[0].ts.as_str()));
 }
 
 #[test]

@@ -8,6 +8,7 @@ mod support;
 use std::path::Path;
 use std::sync::Arc;
 
+use anima::engine::{Message, Perception, Quiet};
 use serde_json::Value;
 use support::*;
 
@@ -306,22 +307,36 @@ async fn proactive_follow_ups_under_a_controlled_clock() {
         "\n[processes]\nproactive_idle_minutes = 240\n",
     );
     let engine = engine(&model, &home);
-    let person = |thread: &str, text: &str| anima::engine::Perception {
-        thread: thread.into(),
-        user_id: "U1".into(),
-        display_name: "Tom".into(),
-        text: text.into(),
-        source: None,
-        inbox_id: None,
+    let person = |thread: &str, text: &str| {
+        Perception::Message(Message {
+            thread: thread.into(),
+            user_id: "U1".into(),
+            display_name: "Tom".into(),
+            text: text.into(),
+            source: None,
+            inbox_id: None,
+        })
+    };
+    // What a quiet spell makes the soul say, if anything.
+    let follow_up = |thread: &str, now_ms: i64| {
+        let p = Perception::Quiet(Quiet {
+            thread: thread.into(),
+            now_ms,
+        });
+        let engine = &engine;
+        async move {
+            let o = engine.perceive(&p).await.unwrap();
+            o.said.then_some(o.reply)
+        }
     };
     model
         .reply(&said("I'll look at the loader."))
         .reply(&said("Bye!"));
     engine
-        .turn(&person("A", "can you check the loader?"))
+        .perceive(&person("A", "can you check the loader?"))
         .await
         .unwrap();
-    engine.turn(&person("B", "thanks, bye")).await.unwrap();
+    engine.perceive(&person("B", "thanks, bye")).await.unwrap();
     let now = anima::memory::now_ms();
     let minute = 60_000;
 
@@ -338,7 +353,7 @@ async fn proactive_follow_ups_under_a_controlled_clock() {
     assert_eq!(quiet, ["A", "B"]);
 
     model.reply(&proactive_answer(true, false));
-    let follow = engine.proactive("A", now + 241 * minute).await.unwrap();
+    let follow = follow_up("A", now + 241 * minute).await;
     assert_eq!(follow.as_deref(), Some("Did the loader port work out?"));
     let prompt = model.requests().last().unwrap().turn_text();
     assert!(
@@ -349,7 +364,7 @@ async fn proactive_follow_ups_under_a_controlled_clock() {
 
     model.reply(&proactive_answer(true, true));
     assert_eq!(
-        engine.proactive("B", now + 241 * minute).await.unwrap(),
+        follow_up("B", now + 241 * minute).await,
         None,
         "never in a closed thread"
     );
@@ -373,14 +388,14 @@ async fn proactive_follow_ups_under_a_controlled_clock() {
     // The person answers: the thread can be quiet again later.
     model.reply(&said("Great."));
     engine
-        .turn(&person("A", "it worked, thanks"))
+        .perceive(&person("A", "it worked, thanks"))
         .await
         .unwrap();
     let later = anima::memory::now_ms() + 241 * minute;
     assert_eq!(engine.quiet_threads(later).await.unwrap(), ["A"]);
     model.reply(&proactive_answer(false, false));
     assert_eq!(
-        engine.proactive("A", later).await.unwrap(),
+        follow_up("A", later).await,
         None,
         "nothing open: no follow-up"
     );

@@ -7,7 +7,7 @@ use clap::Args;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use super::{load_config, CliResult, Failure};
-use crate::engine::{Perception, TurnOutcome};
+use crate::engine::{Engine, Message, Perception, TurnOutcome};
 
 #[derive(Debug, Args)]
 pub struct ChatArgs {
@@ -27,7 +27,7 @@ pub struct ChatArgs {
 
 pub async fn run(config_path: Option<&Path>, args: ChatArgs) -> CliResult {
     let config = load_config(config_path)?;
-    let engine = super::engine(&config).await?;
+    let engine = Engine::build(&config).await.map_err(super::Failure::from)?;
 
     let name = args
         .user
@@ -60,14 +60,14 @@ pub async fn run(config_path: Option<&Path>, args: ChatArgs) -> CliResult {
             continue;
         }
         let outcome = engine
-            .turn(&Perception {
+            .perceive(&Perception::Message(Message {
                 thread: args.thread.clone(),
                 user_id: user_id.clone(),
                 display_name: name.clone(),
                 text: line,
                 source: None,
                 inbox_id: None,
-            })
+            }))
             .await
             .map_err(Failure::runtime)?;
         if let Some(err) = &outcome.error {

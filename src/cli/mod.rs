@@ -16,10 +16,8 @@ use std::sync::Arc;
 use clap::{Parser, Subcommand};
 
 use crate::config::{self, Config};
-use crate::engine::Engine;
-use crate::llm::select::{self, Environment, SelectError};
+use crate::engine::BuildError;
 use crate::memory::Store;
-use crate::process::Library;
 use crate::telemetry::{self, LogFormat};
 
 #[derive(Debug, Parser)]
@@ -74,6 +72,24 @@ impl Failure {
     }
 }
 
+impl From<BuildError> for Failure {
+    fn from(e: BuildError) -> Self {
+        match e {
+            BuildError::Config(m) => Failure::Usage(m),
+            BuildError::Runtime(m) => Failure::Runtime(m),
+        }
+    }
+}
+
+impl From<crate::daemon::DaemonError> for Failure {
+    fn from(e: crate::daemon::DaemonError) -> Self {
+        match e {
+            crate::daemon::DaemonError::Usage(m) => Failure::Usage(m),
+            crate::daemon::DaemonError::Runtime(m) => Failure::Runtime(m),
+        }
+    }
+}
+
 pub type CliResult = Result<(), Failure>;
 
 /// Runs the parsed command line; prints errors and maps them to an exit code.
@@ -112,7 +128,7 @@ async fn dispatch(cli: Cli) -> CliResult {
     let config_path = cli.config.as_deref();
     match cli.command {
         Command::Chat(args) => chat::run(config_path, args).await,
-        Command::Run => crate::daemon::run(load_config(config_path)?).await,
+        Command::Run => Ok(crate::daemon::run(load_config(config_path)?).await?),
         Command::Check => check::run(config_path).await,
         Command::Users { command } => users::run(config_path, command),
         Command::Processes { command } => processes::run(config_path, command),
@@ -124,32 +140,6 @@ fn load_config(path: Option<&std::path::Path>) -> Result<Arc<Config>, Failure> {
     config::load(path)
         .map(Arc::new)
         .map_err(|e| Failure::Usage(e.to_string()))
-}
-
-/// The engine `chat` and `run` share: the provider (`auto` resolved, the choice logged), the
-/// soul and process files (watched), the store; user models that missed git are committed.
-pub(crate) async fn engine(config: &Arc<Config>) -> Result<Engine, Failure> {
-    let selected = select::select(&config.llm, &config.home, &Environment::from_process())
-        .await
-        .map_err(|e| match e {
-            SelectError::Build(e) => Failure::runtime(e),
-            other => Failure::Usage(other.to_string()),
-        })?;
-    tracing::info!(
-        provider = selected.provider.name(),
-        model = selected.provider.model(),
-        reason = selected.reason,
-        "model provider chosen"
-    );
-    let library = Library::load(&config.soul_dir, &config.processes_dir)
-        .map_err(|e| Failure::Usage(e.to_string()))?;
-    let store = open_store(config)?;
-    let engine = Engine::new(config.clone(), store, Arc::new(library), selected.provider);
-    engine
-        .export_pending_models()
-        .await
-        .map_err(Failure::runtime)?;
-    Ok(engine)
 }
 
 /// Opens the store; a database from a newer anima is a configuration problem (exit 2).

@@ -1,38 +1,30 @@
-//! The daemon's HTTP routes on `[http] listen`: `POST /slack/events` (Events API mode),
-//! `GET /healthz`, `GET /metrics`, `POST /api/whisper`.
+//! The daemon's HTTP routes on `[http] listen`: `GET /healthz`, `GET /metrics`,
+//! `POST /api/whisper`, and Slack's `POST /slack/events` door (which `slack::events` owns).
 //!
 //! Bodies are capped per route before they are read, and a whisper's token is checked before
 //! its body is read at all. Refused requests are logged at warn at most once a minute per
 //! route (the rest at debug) and counted.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
-use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use serde_json::Value;
-use slack_morphism::prelude::SlackPushEvent;
 use subtle::ConstantTimeEq;
-use tracing::{debug, info, warn};
 
 use crate::config::secret::Secret;
 use crate::memory::{now_ms, Store};
 use crate::metrics::Metrics;
-use crate::slack::signature::{SignatureError, Verifier};
-use crate::slack::Gate;
 
 /// The longest whisper accepted, in characters.
 const MAX_WHISPER_CHARS: usize = 2_000;
 /// The longest whisper source accepted, in characters.
 const MAX_SOURCE_CHARS: usize = 100;
-/// The largest Events API body read (a Slack event is a few KB; a 40,000-character message
-/// with its blocks stays well under this).
-const MAX_EVENT_BYTES: usize = 512 * 1024;
 /// The largest whisper body read.
 const MAX_WHISPER_BYTES: usize = 16 * 1024;
 /// Without a write for this long, `/healthz` proves the store with one.
@@ -43,62 +35,18 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 pub struct HttpState {
     pub store: Arc<Store>,
     pub metrics: Arc<Metrics>,
-    /// Set once Slack's identity is known; events before that get 503 (Slack retries).
-    pub gate: OnceLock<Arc<Gate>>,
-    /// Events API mode: the signing secret's verifier.
-    pub verifier: Option<Verifier>,
     pub whisper_token: Option<Secret>,
-    pub stopping: AtomicBool,
-    pub refusals: Refusals,
+    pub stopping: Arc<AtomicBool>,
 }
 
-/// Refused requests: counted, and logged at warn at most once a minute per route.
-#[derive(Debug, Default)]
-pub struct Refusals {
-    count: AtomicU64,
-    last_warned: Mutex<Vec<(&'static str, Instant)>>,
-}
-
-impl Refusals {
-    fn refuse(&self, route: &'static str, why: &str) {
-        self.count.fetch_add(1, Ordering::Relaxed);
-        let mut last = self.last_warned.lock().unwrap_or_else(|e| e.into_inner());
-        let due = match last.iter_mut().find(|(r, _)| *r == route) {
-            Some((_, at)) if at.elapsed() < Duration::from_secs(60) => false,
-            Some((_, at)) => {
-                *at = Instant::now();
-                true
-            }
-            None => {
-                last.push((route, Instant::now()));
-                true
-            }
-        };
-        if due {
-            warn!(
-                route,
-                why, "request refused (more refusals within a minute are logged at debug)"
-            );
-        } else {
-            debug!(route, why, "request refused");
-        }
-    }
-
-    pub fn count(&self) -> u64 {
-        self.count.load(Ordering::Relaxed)
-    }
-}
-
-pub fn routes(state: Arc<HttpState>) -> Router {
+/// The daemon's own routes, with Slack's Events API door (owned by `slack`) beside them.
+pub fn routes(state: Arc<HttpState>, slack_door: Router) -> Router {
     Router::new()
-        .route(
-            "/slack/events",
-            post(slack_events).layer(DefaultBodyLimit::max(MAX_EVENT_BYTES)),
-        )
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
         .route("/api/whisper", post(whisper))
         .with_state(state)
+        .merge(slack_door)
 }
 
 async fn healthz(State(s): State<Arc<HttpState>>) -> Response {
@@ -148,88 +96,9 @@ async fn metrics(State(s): State<Arc<HttpState>>) -> Response {
         &mut text,
         "anima_http_refused_total",
         "HTTP requests refused for a bad signature or token",
-        s.refusals.count(),
+        s.metrics.refusals.count(),
     );
     ([("content-type", "text/plain; version=0.0.4")], text).into_response()
-}
-
-async fn slack_events(
-    State(s): State<Arc<HttpState>>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let Some(verifier) = &s.verifier else {
-        return (
-            StatusCode::NOT_FOUND,
-            "the Events API is off ([slack] mode = \"socket\")",
-        )
-            .into_response();
-    };
-    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    let text = String::from_utf8_lossy(&body);
-    match verifier.verify(
-        header("x-slack-signature"),
-        header("x-slack-request-timestamp"),
-        &text,
-    ) {
-        Ok(()) => {}
-        Err(e @ (SignatureError::Mismatch | SignatureError::Stale | SignatureError::Missing)) => {
-            s.refusals.refuse("/slack/events", &e.to_string());
-            return (StatusCode::UNAUTHORIZED, e.to_string()).into_response();
-        }
-        Err(e) => {
-            warn!(error = %e, "Events API request could not be verified");
-            return (StatusCode::INTERNAL_SERVER_ERROR, "cannot verify").into_response();
-        }
-    }
-    if let Some(n) = header("x-slack-retry-num") {
-        debug!(
-            retry = n,
-            reason = header("x-slack-retry-reason").unwrap_or(""),
-            "Slack retry"
-        );
-    }
-    let Ok(json) = serde_json::from_slice::<Value>(&body) else {
-        Metrics::inc(&s.metrics.events_malformed);
-        warn!(
-            bytes = body.len(),
-            "Events API body is not JSON; acknowledged and dropped"
-        );
-        return StatusCode::OK.into_response();
-    };
-    if json.get("type").and_then(Value::as_str) == Some("url_verification") {
-        let challenge = json.get("challenge").and_then(Value::as_str).unwrap_or("");
-        info!("Events API URL verified");
-        return axum::Json(serde_json::json!({ "challenge": challenge })).into_response();
-    }
-    if s.stopping.load(Ordering::SeqCst) {
-        return (StatusCode::SERVICE_UNAVAILABLE, "shutting down").into_response();
-    }
-    let Some(gate) = s.gate.get() else {
-        return (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "not connected to Slack yet",
-        )
-            .into_response();
-    };
-    match serde_json::from_value::<SlackPushEvent>(json) {
-        Ok(SlackPushEvent::EventCallback(cb)) => match gate.handle(cb).await {
-            Ok(()) => StatusCode::OK.into_response(),
-            Err(e) => {
-                warn!(error = %e, "event not recorded; Slack will retry");
-                (StatusCode::INTERNAL_SERVER_ERROR, "not recorded").into_response()
-            }
-        },
-        Ok(other) => {
-            debug!(event = ?std::mem::discriminant(&other), "Events API payload without a message");
-            StatusCode::OK.into_response()
-        }
-        Err(e) => {
-            Metrics::inc(&s.metrics.events_malformed);
-            warn!(error = %e, "Events API payload could not be read; acknowledged and dropped");
-            StatusCode::OK.into_response()
-        }
-    }
 }
 
 async fn whisper(State(s): State<Arc<HttpState>>, request: Request) -> Response {
@@ -252,7 +121,9 @@ async fn whisper(State(s): State<Arc<HttpState>>, request: Request) -> Response 
         .unwrap_u8()
         != 1
     {
-        s.refusals.refuse("/api/whisper", "bad bearer token");
+        s.metrics
+            .refusals
+            .refuse("/api/whisper", "bad bearer token");
         return (StatusCode::UNAUTHORIZED, "bad bearer token").into_response();
     }
     // The token is good: now the body, up to its cap.

@@ -7,21 +7,47 @@
 
 mod http;
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use tokio::sync::watch;
 use tracing::{info, warn};
 
-use crate::cli::Failure;
 use crate::config::secret::Secret;
 use crate::config::{Config, SlackMode};
-use crate::engine::Engine;
+use crate::engine::{BuildError, Engine};
 use crate::metrics::Metrics;
 use crate::router::Router;
 use crate::slack::api::{self, SlackApi};
+use crate::slack::events::{self, EventsDoor};
+use crate::slack::out::SlackSurface;
 use crate::slack::{signature::Verifier, socket, Gate};
+
+/// Why the daemon could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    /// Something the person must set or fix (a missing token, a bad soul file): exit 2.
+    #[error("{0}")]
+    Usage(String),
+    #[error("{0}")]
+    Runtime(String),
+}
+
+impl DaemonError {
+    fn runtime(e: impl std::fmt::Display) -> Self {
+        DaemonError::Runtime(e.to_string())
+    }
+}
+
+impl From<BuildError> for DaemonError {
+    fn from(e: BuildError) -> Self {
+        match e {
+            BuildError::Config(m) => DaemonError::Usage(m),
+            BuildError::Runtime(m) => DaemonError::Runtime(m),
+        }
+    }
+}
 
 /// Secrets the daemon needs, read from the environment; a missing one is a usage error that
 /// names the variable.
@@ -31,10 +57,10 @@ struct Tokens {
     signing: Option<Secret>,
 }
 
-fn tokens(config: &Config) -> Result<Tokens, Failure> {
+fn tokens(config: &Config) -> Result<Tokens, DaemonError> {
     let need = |name: &str, what: &str| {
         Secret::from_env(name)
-            .ok_or_else(|| Failure::Usage(format!("{name} is not set: export {what}")))
+            .ok_or_else(|| DaemonError::Usage(format!("{name} is not set: export {what}")))
     };
     let bot = need(
         "SLACK_BOT_TOKEN",
@@ -59,39 +85,42 @@ fn tokens(config: &Config) -> Result<Tokens, Failure> {
     Ok(Tokens { bot, app, signing })
 }
 
-pub async fn run(config: Arc<Config>) -> Result<(), Failure> {
+pub async fn run(config: Arc<Config>) -> Result<(), DaemonError> {
     let tokens = tokens(&config)?;
-    let engine = Arc::new(crate::cli::engine(&config).await?);
+    let engine = Arc::new(Engine::build(&config).await?);
     let store = engine.store().clone();
 
     let (stop_tx, stop_rx) = watch::channel(false);
     tokio::spawn(signals(stop_tx));
 
     let metrics = Arc::new(Metrics::default());
+    let stopping = Arc::new(AtomicBool::new(false));
+    let door = Arc::new(EventsDoor {
+        verifier: tokens.signing.as_ref().map(Verifier::new),
+        gate: OnceLock::new(),
+        metrics: metrics.clone(),
+        stopping: stopping.clone(),
+    });
     let http_state = Arc::new(http::HttpState {
         store: store.clone(),
         metrics: metrics.clone(),
-        gate: OnceLock::new(),
-        verifier: tokens.signing.as_ref().map(Verifier::new),
         whisper_token: Secret::from_env("ANIMA_WHISPER_TOKEN"),
-        stopping: Default::default(),
-        refusals: Default::default(),
+        stopping: stopping.clone(),
     });
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .map_err(|e| {
-            Failure::Runtime(format!(
+            DaemonError::Runtime(format!(
                 "cannot listen on {} ([http] listen): {e}",
                 config.listen
             ))
         })?;
-    let local = listener.local_addr().map_err(Failure::runtime)?;
+    let local = listener.local_addr().map_err(DaemonError::runtime)?;
     info!(addr = %local, "http listening");
     let mut http_stop = stop_rx.clone();
-    let routes = http::routes(http_state.clone());
+    let routes = http::routes(http_state, events::routes(door.clone()));
     let server = tokio::spawn(async move {
-        let app = routes;
-        let _ = axum::serve(listener, app)
+        let _ = axum::serve(listener, routes)
             .with_graceful_shutdown(async move {
                 let _ = http_stop.wait_for(|s| *s).await;
             })
@@ -108,28 +137,28 @@ pub async fn run(config: Arc<Config>) -> Result<(), Failure> {
     };
     info!(user = %bot.user_id, bot = bot.bot_id.as_deref().unwrap_or(""), team = %bot.team, "Slack identity known");
 
-    let engine_for_scan = engine.clone();
-    let router = Router::new(
-        store.clone(),
-        engine,
+    let surface = Arc::new(SlackSurface::new(
         slack.clone(),
         bot.clone(),
         config.slack.allow_broadcast,
+    ));
+    let router = Router::new(
+        engine.clone(),
+        surface,
         config.slack.max_concurrent_turns,
         metrics.clone(),
     );
-    let resumed = router.resume().await.map_err(Failure::runtime)?;
+    let resumed = router.resume().await.map_err(DaemonError::runtime)?;
     if resumed > 0 {
         info!(conversations = resumed, "resuming unfinished messages");
     }
     let gate = Arc::new(Gate {
-        store: store.clone(),
         bot,
         config: config.slack.clone(),
         router: router.clone(),
         metrics: metrics.clone(),
     });
-    let _ = http_state.gate.set(gate.clone());
+    let _ = door.gate.set(gate.clone());
 
     let socket = match config.slack.mode {
         SlackMode::Socket => {
@@ -162,7 +191,7 @@ pub async fn run(config: Arc<Config>) -> Result<(), Failure> {
     };
 
     tokio::spawn(follow_ups(
-        engine_for_scan,
+        engine,
         router.clone(),
         Duration::from_secs(config.proactive_scan_secs),
         stop_rx.clone(),
@@ -174,7 +203,7 @@ pub async fn run(config: Arc<Config>) -> Result<(), Failure> {
         grace_secs = config.shutdown_grace_secs,
         "stopping: no new messages; finishing turns in flight"
     );
-    http_state.stopping.store(true, Ordering::SeqCst);
+    stopping.store(true, Ordering::SeqCst);
     if let Some(l) = &socket {
         l.shutdown().await;
     }

@@ -17,6 +17,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0002_slack_inbox.sql"),
     include_str!("../../migrations/0003_processes.sql"),
     include_str!("../../migrations/0004_hardening.sql"),
+    include_str!("../../migrations/0005_conversations.sql"),
 ];
 
 /// The schema version this build writes.
@@ -106,6 +107,63 @@ mod tests {
         assert_eq!(
             crate::memory::Store::inspect(&path).unwrap(),
             SCHEMA_VERSION
+        );
+    }
+
+    #[test]
+    fn version_5_keeps_every_inbox_row_and_conversation_in_neutral_words() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("anima.db");
+        {
+            let mut conn = Connection::open(&path).unwrap();
+            let tx = conn.transaction().unwrap();
+            for sql in &MIGRATIONS[..4] {
+                tx.execute_batch(sql).unwrap();
+            }
+            tx.pragma_update(None, "user_version", 4).unwrap();
+            tx.execute_batch(
+                "INSERT INTO inbox (id, event_id, channel, ts, thread_key, reply_thread_ts, user_id, text,
+                     assistant_thread, status, reply, parts_posted, reply_ts, received_us, attempts)
+                 VALUES (7, 'Ev1', 'D1', '1700000000.000100', 'D1:1.0', '1.0', 'U1', 'hi', 1,
+                     'replying', 'hello', 1, '1700000001.000000', 5, 2);
+                 INSERT INTO slack_participation (channel, thread_ts, kind) VALUES ('D1', '1.0', 'assistant');
+                 INSERT INTO working_memory (thread, entry_type, content, created_at, source)
+                 VALUES ('D1:1.0', 'userMessage', 'hi', 0, 'slack:D1:1700000000.000100');",
+            )
+            .unwrap();
+            tx.commit().unwrap();
+        }
+        let store = crate::memory::Store::open(&path).unwrap();
+        let item = store.inbox_item(7).unwrap().unwrap();
+        assert_eq!(item.origin, "D1:1700000000.000100");
+        assert_eq!(item.conversation, "D1:1.0");
+        assert_eq!(item.note.as_deref(), Some("assistant"));
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&item.address).unwrap(),
+            serde_json::json!({"channel": "D1", "ts": "1700000000.000100", "thread_ts": "1.0"})
+        );
+        assert_eq!(
+            (item.parts_posted, item.reply_ref.as_deref(), item.attempts),
+            (1, Some("1700000001.000000"), 2)
+        );
+        assert_eq!(store.thread_entries("D1:1.0").unwrap().len(), 1);
+        let source: String = store
+            .conn()
+            .query_row("SELECT source FROM working_memory", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(
+            source,
+            item.source(),
+            "a retried turn still finds its message"
+        );
+        assert_eq!(
+            store
+                .conversation_address("D1:1.0")
+                .unwrap()
+                .unwrap()
+                .1
+                .as_deref(),
+            Some("assistant")
         );
     }
 

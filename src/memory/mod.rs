@@ -1,8 +1,8 @@
 //! Durable memory: the SQLite store (working memory, soul state, users and their models,
 //! counters, whispers, usage) and the git repository that versions user models.
 //!
-//! Owns the schema and every SQL statement. Blocking: async callers wrap calls in
-//! `spawn_blocking`. Knows nothing about prompts, providers or Slack.
+//! Owns the schema and every SQL statement. Blocking: async callers go through `Store::call`,
+//! which moves the work off the runtime. Knows nothing about prompts, providers or Slack.
 //!
 //! Every write goes through `Store::write`: a transaction that takes SQLite's write lock when
 //! it begins (IMMEDIATE, so a second process waits for the lock instead of failing on an
@@ -28,7 +28,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction, Transactio
 
 pub use health::WriteHealth;
 
-pub use inbox::{InboxItem, InboxStatus, Intake, NewInbound};
+pub use inbox::{Inbound, InboxItem, InboxStatus, Intake};
 pub use migrate::SCHEMA_VERSION;
 pub use soul_state::SoulState;
 pub use turn::{TurnContext, TurnRecord, TurnStart, UsageRecord, Whisper};
@@ -57,6 +57,8 @@ pub enum StoreError {
     },
     #[error("database error: {0}")]
     Sql(#[from] rusqlite::Error),
+    #[error("a store task stopped: {0}")]
+    Task(String),
 }
 
 /// The SQLite store. One connection behind a mutex: SQLite serialises writers anyway, and a
@@ -100,6 +102,18 @@ impl Store {
         // not at the first message.
         store.probe()?;
         Ok(store)
+    }
+
+    /// Runs blocking store work off the async runtime: the one place where SQLite calls leave
+    /// it. `store.call(|s| s.claim_next(&key)).await`.
+    pub async fn call<T: Send + 'static>(
+        self: &std::sync::Arc<Self>,
+        f: impl FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let store = self.clone();
+        tokio::task::spawn_blocking(move || f(&store))
+            .await
+            .map_err(|e| StoreError::Task(e.to_string()))?
     }
 
     /// Runs `f` in one write transaction (IMMEDIATE: the write lock is taken when it begins,

@@ -4,18 +4,7 @@
 use rusqlite::{Connection, OptionalExtension};
 
 use super::{Store, StoreError};
-use crate::process::ThreadProcess;
-
-/// One transition taken.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TransitionRecord {
-    pub from: String,
-    pub to: String,
-    /// The rule's index in the process file; `None` for a fallback.
-    pub rule: Option<usize>,
-    pub execute_now: bool,
-    pub params: serde_json::Map<String, serde_json::Value>,
-}
+use crate::process::{ThreadProcess, TransitionRecord};
 
 /// A stored transition, with when it happened.
 #[derive(Debug, Clone, PartialEq)]

@@ -5,10 +5,11 @@ use rusqlite::{Connection, OptionalExtension};
 
 use crate::process::ThreadProcess;
 
-use super::process_state::{self, TransitionRecord};
+use super::process_state;
 use super::{
     now_ms, soul_state, users, working, Entry, NewEntry, SoulState, Store, StoreError, UserRecord,
 };
+use crate::process::TransitionRecord;
 
 /// What a turn needs to know before the prompt is built.
 #[derive(Debug, Clone)]

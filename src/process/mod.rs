@@ -2,18 +2,21 @@
 //! machine that moves a thread between them.
 //!
 //! `def` reads and checks the files, `when` is the condition language, `library` keeps the
-//! soul and process files in force (hot reload), `graph` draws them. `next` is the machine:
-//! state + parsed turn → the transition to take, with no I/O; the engine carries it out.
+//! soul and process files in force (hot reload), `graph` draws them. `machine` is the machine
+//! itself: entering a thread's process and stepping after a parsed answer, with no I/O; the
+//! engine carries out what it says.
 
 pub mod def;
 pub mod graph;
 pub mod library;
+pub mod machine;
 pub mod when;
 
 use std::collections::BTreeMap;
 
 pub use def::{ProcessDef, Transition, MAIN, PROACTIVE};
 pub use library::{Library, Loaded};
+pub use machine::TransitionRecord;
 
 /// A thread's place in the machine.
 #[derive(Debug, Clone, PartialEq, Default)]

@@ -9,8 +9,8 @@
 use slack_morphism::prelude::*;
 
 use super::api::BotIdentity;
+use super::NewInbound;
 use crate::config::SlackConfig;
-use crate::memory::NewInbound;
 
 /// What to do with one event.
 #[derive(Debug, Clone, PartialEq, Eq)]

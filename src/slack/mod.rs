@@ -1,13 +1,15 @@
-//! Slack: events in (Socket Mode, Events API), replies out (mrkdwn, split, posted once).
+//! Slack: both doors events come in by (Socket Mode in `socket`, the Events API route with
+//! its signature check in `events`), the rules of what is answered (`intake`), and replies out
+//! (`out`, the router's surface: mrkdwn, posting once, the working sign).
 //!
-//! `intake` decides what is answered, `Gate` records it durably before Slack is
-//! acknowledged and hands it to the router; `api` talks to the Web API; `socket` and the
-//! daemon's HTTP routes are the two doors events come through. Knows nothing about prompts
-//! or models.
+//! `Gate` is where every event enters: decide, hand the message to the router (which records
+//! it durably before Slack is acknowledged). Knows nothing about prompts or models.
 
 pub mod api;
+pub mod events;
 pub mod intake;
 pub mod mrkdwn;
+pub mod out;
 pub mod signature;
 pub mod socket;
 
@@ -17,16 +19,55 @@ use slack_morphism::prelude::SlackPushEventCallback;
 use tracing::{debug, info};
 
 use crate::config::SlackConfig;
-use crate::memory::{Intake, Store};
+use crate::memory::{Inbound, Intake};
 use crate::metrics::Metrics;
 use crate::router::Router;
 use api::BotIdentity;
 use intake::Decision;
+use out::{SlackAddress, ASSISTANT};
+
+/// A message the rules accept, in Slack's terms.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewInbound {
+    pub event_id: Option<String>,
+    pub channel: String,
+    pub ts: String,
+    /// The conversation: `channel:thread_ts`, or the channel for a DM's top level.
+    pub thread_key: String,
+    /// Where the reply goes; `None`: the channel's top level.
+    pub reply_thread_ts: Option<String>,
+    pub user_id: String,
+    pub text: String,
+    pub assistant_thread: bool,
+    /// Accept only if the soul has spoken in this (channel, thread_ts).
+    pub only_if_participating: Option<(String, String)>,
+}
+
+impl NewInbound {
+    /// The same message for the router: its origin (channel and ts, so Slack's retries and
+    /// the app_mention/message twins are one row), order and address.
+    fn into_inbound(self) -> Inbound {
+        let (secs, micros) = api::ts_order(&self.ts);
+        Inbound {
+            origin: format!("{}:{}", self.channel, self.ts),
+            seq: secs as f64 + micros as f64 / 1e6,
+            address: SlackAddress {
+                channel: self.channel,
+                ts: self.ts,
+                thread_ts: self.reply_thread_ts,
+            }
+            .encode(),
+            conversation: self.thread_key,
+            user_id: self.user_id,
+            text: self.text,
+            requires_spoken: self.only_if_participating.is_some(),
+        }
+    }
+}
 
 /// Where every Slack event enters: decide, record, hand off. Acknowledge only after this
 /// returns `Ok`: the message is then durable.
 pub struct Gate {
-    pub store: Arc<Store>,
     pub bot: BotIdentity,
     pub config: SlackConfig,
     pub router: Arc<Router>,
@@ -39,15 +80,11 @@ impl Gate {
         let event_id = ev.event_id.to_string();
         match intake::decide(&ev.event, &event_id, &self.bot, &self.config) {
             Decision::Accept(inbound) => {
-                let store = self.store.clone();
-                let key = inbound.thread_key.clone();
-                let channel = inbound.channel.clone();
-                let ts = inbound.ts.clone();
-                match tokio::task::spawn_blocking(move || store.accept_inbound(&inbound)).await?? {
+                let (channel, ts) = (inbound.channel.clone(), inbound.ts.clone());
+                match self.router.accept(inbound.into_inbound()).await? {
                     Intake::Accepted(id) => {
                         Metrics::inc(&self.metrics.events_accepted);
                         info!(inbox = id, event = %event_id, channel = %channel, ts = %ts, "message accepted");
-                        self.router.notify(&key);
                     }
                     Intake::Duplicate => {
                         Metrics::inc(&self.metrics.events_duplicate);
@@ -60,11 +97,9 @@ impl Gate {
                 }
             }
             Decision::AssistantThread { channel, thread_ts } => {
-                let store = self.store.clone();
-                tokio::task::spawn_blocking(move || {
-                    store.mark_assistant_thread(&channel, &thread_ts)
-                })
-                .await??;
+                self.router
+                    .note_conversation(&format!("{channel}:{thread_ts}"), ASSISTANT)
+                    .await?;
             }
             Decision::Ignore(why) => {
                 Metrics::inc(&self.metrics.events_ignored);

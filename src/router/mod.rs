@@ -1,15 +1,20 @@
-//! From the durable inbox to replies: one worker per conversation, messages in ts order, at
+//! From the durable inbox to replies: one worker per conversation, messages in order, at
 //! most `max_concurrent_turns` model calls at once across all conversations.
 //!
-//! A worker takes its conversation's oldest open row, runs the turn (which fixes the reply
-//! in the turn's own transaction), posts the reply part by part (recording each), and marks
-//! the row done. After a crash the open rows are resumed where they stopped: a row whose reply
-//! is fixed is only posted, never answered again, and a part that may have been in flight is
-//! looked for in the conversation first. Knows nothing about how events arrive.
+//! The router owns the inbox's life cycle: it accepts rows (from whichever door), runs each
+//! row's turn through the engine (which fixes the reply in the turn's own transaction),
+//! delivers the reply part by part through its `Surface` (recording each part), and marks
+//! the row done. After a crash the open rows are resumed where they stopped: a row whose
+//! reply is fixed is only delivered, never answered again, and a part that may have been in
+//! flight is looked for first. Quiet conversations get their proactive perception here too.
 //!
 //! No row can wedge its conversation: a turn that fails or panics is caught, the row is tried
 //! again up to `MAX_ATTEMPTS` pick-ups (restarts included), then answered with a short
 //! apology and marked failed, and the conversation goes on with its next message.
+//!
+//! Knows nothing of Slack: addresses are the surface's own text.
+
+pub mod surface;
 
 use std::collections::HashSet;
 use std::panic::AssertUnwindSafe;
@@ -21,12 +26,11 @@ use futures_util::FutureExt;
 use tokio::sync::{Notify, Semaphore};
 use tracing::{error, info, warn, Instrument};
 
-use crate::engine::{Engine, Perception};
+use crate::engine::{Engine, Message, Perception, Quiet};
 use crate::memory::inbox::MAX_ATTEMPTS;
-use crate::memory::{now_us, InboxItem, InboxStatus, Store, StoreError};
+use crate::memory::{now_ms, now_us, Inbound, InboxItem, InboxStatus, Intake, Store, StoreError};
 use crate::metrics::Metrics;
-use crate::slack::api::{BotIdentity, Outgoing, PostMark, SlackApi};
-use crate::slack::mrkdwn;
+pub use surface::{Address, Part, PartMark, Surface, Undeliverable};
 
 /// What a person is told when their message could not be answered after every attempt.
 pub const FAILED_REPLY: &str =
@@ -41,9 +45,7 @@ struct Active {
 pub struct Router {
     store: Arc<Store>,
     engine: Arc<Engine>,
-    slack: Arc<SlackApi>,
-    bot: BotIdentity,
-    allow_broadcast: bool,
+    surface: Arc<dyn Surface>,
     permits: Arc<Semaphore>,
     /// Conversations with a worker, and those notified while their worker was looking.
     active: Mutex<Active>,
@@ -54,22 +56,16 @@ pub struct Router {
 }
 
 impl Router {
-    #[allow(clippy::too_many_arguments)]
     pub fn new(
-        store: Arc<Store>,
         engine: Arc<Engine>,
-        slack: Arc<SlackApi>,
-        bot: BotIdentity,
-        allow_broadcast: bool,
+        surface: Arc<dyn Surface>,
         max_concurrent_turns: usize,
         metrics: Arc<Metrics>,
     ) -> Arc<Router> {
         Arc::new(Router {
-            store,
+            store: engine.store().clone(),
             engine,
-            slack,
-            bot,
-            allow_broadcast,
+            surface,
             permits: Arc::new(Semaphore::new(max_concurrent_turns)),
             active: Mutex::new(Active::default()),
             workers: AtomicU64::new(0),
@@ -79,43 +75,58 @@ impl Router {
         })
     }
 
+    /// Records a message durably (the caller acknowledges it only after this returns `Ok`)
+    /// and makes sure its conversation has a worker.
+    pub async fn accept(self: &Arc<Self>, m: Inbound) -> Result<Intake, StoreError> {
+        let conversation = m.conversation.clone();
+        let intake = self.store.call(move |s| s.accept_inbound(&m)).await?;
+        if let Intake::Accepted(_) = intake {
+            self.notify(&conversation);
+        }
+        Ok(intake)
+    }
+
+    /// The soul takes part in a conversation from its start; the surface's note goes with
+    /// its messages.
+    pub async fn note_conversation(&self, key: &str, note: &str) -> Result<(), StoreError> {
+        let (k, n) = (key.to_string(), note.to_string());
+        self.store.call(move |s| s.note_conversation(&k, &n)).await
+    }
+
     /// A conversation has a new open row: make sure a worker is on it.
-    pub fn notify(self: &Arc<Self>, thread_key: &str) {
+    fn notify(self: &Arc<Self>, conversation: &str) {
         if self.stopping.load(Ordering::SeqCst) {
             return;
         }
         let mut active = self.active.lock().unwrap_or_else(|e| e.into_inner());
-        if active.working.contains(thread_key) {
+        if active.working.contains(conversation) {
             // Its worker will look again before it leaves.
-            active.dirty.insert(thread_key.to_string());
+            active.dirty.insert(conversation.to_string());
         } else {
-            active.working.insert(thread_key.to_string());
-            let guard = WorkerGuard::new(self.clone(), thread_key);
-            let span = tracing::info_span!("conversation", thread = %thread_key);
+            active.working.insert(conversation.to_string());
+            let guard = WorkerGuard::new(self.clone(), conversation);
+            let span = tracing::info_span!("conversation", thread = %conversation);
             tokio::spawn(async move { guard.router.clone().work(&guard).await }.instrument(span));
         }
     }
 
-    /// Runs the proactive process for a quiet conversation, unless a worker is on it; then
-    /// carries on with any message that arrived meanwhile, like any worker.
-    pub fn follow_up(self: &Arc<Self>, thread_key: &str) {
+    /// A quiet conversation gets its proactive perception, unless a worker is on it; then
+    /// its worker carries on with any message that arrived meanwhile.
+    pub fn follow_up(self: &Arc<Self>, conversation: &str) {
         if self.stopping.load(Ordering::SeqCst) {
             return;
         }
         let mut active = self.active.lock().unwrap_or_else(|e| e.into_inner());
-        if active.working.contains(thread_key) {
+        if active.working.contains(conversation) {
             return;
         }
-        active.working.insert(thread_key.to_string());
-        let guard = WorkerGuard::new(self.clone(), thread_key);
-        let span = tracing::info_span!("proactive", thread = %thread_key);
+        active.working.insert(conversation.to_string());
+        let guard = WorkerGuard::new(self.clone(), conversation);
+        let span = tracing::info_span!("proactive", thread = %conversation);
         tokio::spawn(
             async move {
                 let me = guard.router.clone();
-                match AssertUnwindSafe(me.proactive(&guard.key))
-                    .catch_unwind()
-                    .await
-                {
+                match AssertUnwindSafe(me.quiet(&guard.key)).catch_unwind().await {
                     Ok(Ok(())) => {}
                     Ok(Err(e)) => warn!(error = %e, "proactive follow-up failed"),
                     Err(panic) => {
@@ -129,36 +140,33 @@ impl Router {
         );
     }
 
-    async fn proactive(&self, key: &str) -> anyhow::Result<()> {
-        let store = self.store.clone();
-        let k = key.to_string();
-        let Some((channel, thread_ts, last_ts)) =
-            blocking(move || store.slack_location(&k)).await?
+    async fn quiet(&self, conversation: &str) -> anyhow::Result<()> {
+        let key = conversation.to_string();
+        let Some((text, note)) = self
+            .store
+            .call(move |s| s.conversation_address(&key))
+            .await?
         else {
             return Ok(());
         };
-        let Some(reply) = self.engine.proactive(key, crate::memory::now_ms()).await? else {
-            return Ok(());
-        };
-        for part in mrkdwn::render(&reply, self.allow_broadcast, mrkdwn::MESSAGE_LIMIT) {
-            let out = Outgoing {
-                channel: &channel,
-                thread_ts: thread_ts.as_deref(),
-                after_ts: &last_ts,
-                text: &part,
-                mark: None,
-            };
-            let ts = self.slack.post(&self.bot, &out, false).await?;
-            Metrics::inc(&self.metrics.replies_posted);
-            info!(ts = %ts, "proactive follow-up posted");
+        let outcome = self
+            .engine
+            .perceive(&Perception::Quiet(Quiet {
+                thread: conversation.to_string(),
+                now_ms: now_ms(),
+            }))
+            .await?;
+        if outcome.said {
+            let to = Address { text, note };
+            self.deliver(&to, &outcome.reply, None).await?;
+            info!("proactive follow-up delivered");
         }
         Ok(())
     }
 
     /// Resumes every conversation with open rows (after a restart).
-    pub async fn resume(self: &Arc<Self>) -> anyhow::Result<usize> {
-        let store = self.store.clone();
-        let keys = blocking(move || store.open_threads()).await?;
+    pub async fn resume(self: &Arc<Self>) -> Result<usize, StoreError> {
+        let keys = self.store.call(|s| s.open_conversations()).await?;
         for k in &keys {
             self.notify(k);
         }
@@ -187,9 +195,8 @@ impl Router {
             if self.stopping.load(Ordering::SeqCst) {
                 break;
             }
-            let store = self.store.clone();
             let k = key.clone();
-            let item = match blocking(move || store.claim_next(&k)).await {
+            let item = match self.store.call(move |s| s.claim_next(&k)).await {
                 Ok(Some(item)) => item,
                 Ok(None) => {
                     let mut active = self.active.lock().unwrap_or_else(|e| e.into_inner());
@@ -211,65 +218,19 @@ impl Router {
                 }
                 continue;
             }
-            let (id, shown) = (item.id, item.clone());
+            let shown = item.clone();
             match AssertUnwindSafe(self.process(item)).catch_unwind().await {
                 Ok(Ok(())) => failures = 0,
                 Ok(Err(e)) => self.backoff(&mut failures, &e.to_string()).await,
                 Err(panic) => {
                     self.metrics.note_panic();
-                    error!(inbox = id, attempt = shown.attempts, max_attempts = MAX_ATTEMPTS, panic = %panic_text(&panic),
+                    error!(inbox = shown.id, attempt = shown.attempts, max_attempts = MAX_ATTEMPTS, panic = %panic_text(&panic),
                         "a turn panicked; the message is tried again, then answered with an apology");
                     self.clear_working_sign(&shown);
                     self.backoff(&mut failures, "a turn panicked").await;
                 }
             }
         }
-    }
-
-    /// Answers a row that failed on every attempt with the apology (unless part of its reply
-    /// is already in Slack) and marks it failed, so its conversation goes on.
-    async fn give_up(&self, item: &InboxItem) -> anyhow::Result<()> {
-        error!(
-            inbox = item.id,
-            attempts = item.attempts - 1,
-            "a message failed on every attempt; answering it with an apology"
-        );
-        if item.parts_posted == 0 {
-            let out = Outgoing {
-                channel: &item.channel,
-                thread_ts: item.reply_thread_ts.as_deref(),
-                after_ts: &item.ts,
-                text: FAILED_REPLY,
-                mark: Some(PostMark {
-                    inbox: item.id,
-                    part: 0,
-                }),
-            };
-            // A crash after this post and before the row is marked brings it back here:
-            // look before posting again.
-            let again = item.attempts > MAX_ATTEMPTS + 1;
-            if let Err(e) = self.slack.post(&self.bot, &out, again).await {
-                warn!(error = %e, inbox = item.id, "the apology was not delivered");
-            }
-        }
-        let store = self.store.clone();
-        let id = item.id;
-        blocking(move || store.mark_failed(id, "failed on every attempt")).await?;
-        self.metrics.note_given_up();
-        self.clear_working_sign(item);
-        Ok(())
-    }
-
-    /// Clears the working sign of a row whose turn did not get to clear it.
-    fn clear_working_sign(&self, item: &InboxItem) {
-        let slack = self.slack.clone();
-        let (channel, ts) = (item.channel.clone(), item.ts.clone());
-        let assistant = assistant_thread(item);
-        tokio::spawn(async move {
-            slack
-                .working(&channel, &ts, assistant.as_deref(), false)
-                .await
-        });
     }
 
     async fn backoff(&self, failures: &mut u32, error: &str) {
@@ -284,37 +245,32 @@ impl Router {
     }
 
     async fn process(&self, mut item: InboxItem) -> anyhow::Result<()> {
-        let assistant = assistant_thread(&item);
+        let to = address(&item);
         // A row whose reply was fixed before this pick-up may have had a part in flight when
-        // anima stopped: that part is looked for in the conversation before it is posted.
-        let mut maybe_posted = item.status == InboxStatus::Replying;
+        // anima stopped: that part is looked for before it is delivered.
+        let maybe_delivered = item.status == InboxStatus::Replying;
         let mut model_us = 0;
         // The working sign is shown and cleared off the reply's path: never awaited before
-        // the model call or the post.
+        // the model call or the delivery.
         let mut sign = None;
         if item.status == InboxStatus::Pending {
             let permit = self.permits.clone().acquire_owned().await.ok();
             let in_flight = InFlight::new(&self.metrics);
-            let (slack, channel, ts, thread) = (
-                self.slack.clone(),
-                item.channel.clone(),
-                item.ts.clone(),
-                assistant.clone(),
-            );
-            sign = Some(tokio::spawn(async move {
-                slack.working(&channel, &ts, thread.as_deref(), true).await
-            }));
-            let name = self.slack.display_name(&item.user_id).await;
+            let (surface, at) = (self.surface.clone(), to.clone());
+            sign = Some(tokio::spawn(
+                async move { surface.working(&at, true).await },
+            ));
+            let name = self.surface.speaker_name(&item.user_id).await;
             let result = self
                 .engine
-                .turn(&Perception {
-                    thread: item.thread_key.clone(),
+                .perceive(&Perception::Message(Message {
+                    thread: item.conversation.clone(),
                     user_id: item.user_id.clone(),
                     display_name: name,
                     text: item.text.clone(),
                     source: Some(item.source()),
                     inbox_id: Some(item.id),
-                })
+                }))
                 .await;
             drop(in_flight);
             drop(permit);
@@ -322,9 +278,10 @@ impl Router {
             model_us = outcome.model_us;
             if outcome.error.is_some() {
                 Metrics::inc(&self.metrics.turns_failed);
-                let store = self.store.clone();
                 let (id, reply) = (item.id, outcome.reply.clone());
-                blocking(move || store.set_inbox_reply(id, &reply)).await?;
+                self.store
+                    .call(move |s| s.set_inbox_reply(id, &reply))
+                    .await?;
             } else {
                 Metrics::inc(&self.metrics.turns_completed);
             }
@@ -333,88 +290,121 @@ impl Router {
             item.status = InboxStatus::Replying;
         }
 
-        let mut done = false;
         let reply = item.reply.clone().unwrap_or_default();
         // Tests arm this to prove that a panic here cannot wedge the conversation.
-        crate::failpoint::panic_if("reply", reply.contains("\u{1F4A5}"));
-        let parts = mrkdwn::render(&reply, self.allow_broadcast, mrkdwn::MESSAGE_LIMIT);
-        for (i, part) in parts
-            .iter()
-            .enumerate()
-            .skip(item.parts_posted.max(0) as usize)
-        {
-            let out = Outgoing {
-                channel: &item.channel,
-                thread_ts: item.reply_thread_ts.as_deref(),
-                after_ts: &item.ts,
-                text: part,
-                mark: Some(PostMark {
-                    inbox: item.id,
+        crate::failpoint::panic_if("reply", reply.contains('\u{1F4A5}'));
+        let parts = self
+            .deliver(&to, &reply, Some((&item, maybe_delivered)))
+            .await?;
+        if let Some(shown) = sign {
+            let (surface, at) = (self.surface.clone(), to);
+            tokio::spawn(async move {
+                let _ = shown.await;
+                surface.working(&at, false).await
+            });
+        }
+        let overhead_us = (now_us() - item.received_us - model_us as i64).max(0) as u64;
+        self.metrics.overhead.observe(overhead_us);
+        info!(inbox = item.id, parts, "replied");
+        Ok(())
+    }
+
+    /// Delivers a reply part by part. For an inbox row, each part is marked, the parts it
+    /// already has are skipped, each delivery is recorded, and the row is done at the end (or
+    /// when the surface refuses the reply for good). Returns the number of parts.
+    async fn deliver(
+        &self,
+        to: &Address,
+        reply: &str,
+        row: Option<(&InboxItem, bool)>,
+    ) -> anyhow::Result<usize> {
+        let parts = self.surface.parts(reply);
+        let (skip, mut maybe_delivered) = row.map_or((0, false), |(r, maybe)| {
+            (r.parts_posted.max(0) as usize, maybe)
+        });
+        let mut finished = false;
+        for (i, text) in parts.iter().enumerate().skip(skip) {
+            let part = Part {
+                text,
+                mark: row.map(|(r, _)| PartMark {
+                    row: r.id,
                     part: i + 1,
                 }),
+                maybe_delivered,
             };
-            let posted = self.slack.post(&self.bot, &out, maybe_posted).await;
-            maybe_posted = false;
-            match posted {
-                Ok(ts) => {
+            maybe_delivered = false;
+            match self.surface.deliver(to, part).await {
+                Ok(reference) => {
                     Metrics::inc(&self.metrics.replies_posted);
-                    let store = self.store.clone();
-                    let (id, channel, thread) =
-                        (item.id, item.channel.clone(), item.reply_thread_ts.clone());
-                    let last = i + 1 == parts.len();
-                    blocking(move || {
-                        store.mark_part_posted(
-                            id,
-                            i as i64 + 1,
-                            &ts,
-                            thread.as_deref().map(|t| (channel.as_str(), t)),
-                            last,
-                        )
-                    })
-                    .await?;
-                    done |= last;
+                    if let Some((r, _)) = row {
+                        let (id, last) = (r.id, i + 1 == parts.len());
+                        self.store
+                            .call(move |s| s.mark_part_posted(id, i as i64 + 1, &reference, last))
+                            .await?;
+                        finished = last;
+                    }
                 }
                 Err(e) => {
-                    // Slack refused it for good (e.g. not_in_channel): give up on this reply
-                    // rather than retry forever; the message and reply stay in the store.
+                    // Refused for good (e.g. not_in_channel): give up on this reply rather
+                    // than retry forever; the message and reply stay in the store.
                     Metrics::inc(&self.metrics.replies_undeliverable);
-                    warn!(error = %e, inbox = item.id, "reply not delivered");
+                    warn!(error = %e, "reply not delivered");
                     break;
                 }
             }
         }
-        if let Some(shown) = sign {
-            let (slack, channel, ts) = (self.slack.clone(), item.channel.clone(), item.ts.clone());
-            tokio::spawn(async move {
-                let _ = shown.await;
-                slack
-                    .working(&channel, &ts, assistant.as_deref(), false)
-                    .await
-            });
+        if let (Some((r, _)), false) = (row, finished) {
+            // Refused, or nothing (more) to deliver: the row is done all the same.
+            let id = r.id;
+            self.store.call(move |s| s.mark_done(id)).await?;
         }
-        if !done {
-            let store = self.store.clone();
-            let id = item.id;
-            blocking(move || store.mark_done(id)).await?;
+        Ok(parts.len())
+    }
+
+    /// Answers a row that failed on every attempt with the apology (unless part of its reply
+    /// is already delivered) and marks it failed, so its conversation goes on.
+    async fn give_up(&self, item: &InboxItem) -> anyhow::Result<()> {
+        error!(
+            inbox = item.id,
+            attempts = item.attempts - 1,
+            "a message failed on every attempt; answering it with an apology"
+        );
+        if item.parts_posted == 0 {
+            let part = Part {
+                text: FAILED_REPLY,
+                mark: Some(PartMark {
+                    row: item.id,
+                    part: 0,
+                }),
+                // A crash after this delivery and before the row is marked brings it back
+                // here: look before delivering again.
+                maybe_delivered: item.attempts > MAX_ATTEMPTS + 1,
+            };
+            if let Err(e) = self.surface.deliver(&address(item), part).await {
+                warn!(error = %e, inbox = item.id, "the apology was not delivered");
+            }
         }
-        let overhead_us = (now_us() - item.received_us - model_us as i64).max(0) as u64;
-        self.metrics.overhead.observe(overhead_us);
-        info!(inbox = item.id, parts = parts.len(), "replied");
+        let id = item.id;
+        self.store
+            .call(move |s| s.mark_failed(id, "failed on every attempt"))
+            .await?;
+        self.metrics.note_given_up();
+        self.clear_working_sign(item);
         Ok(())
+    }
+
+    /// Clears the working sign of a row whose turn did not get to clear it.
+    fn clear_working_sign(&self, item: &InboxItem) {
+        let (surface, at) = (self.surface.clone(), address(item));
+        tokio::spawn(async move { surface.working(&at, false).await });
     }
 }
 
-async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
-) -> anyhow::Result<T> {
-    Ok(tokio::task::spawn_blocking(f).await??)
-}
-
-/// The assistant thread a row's working sign goes to, when it is in one.
-fn assistant_thread(item: &InboxItem) -> Option<String> {
-    item.assistant_thread
-        .then(|| item.reply_thread_ts.clone())
-        .flatten()
+fn address(item: &InboxItem) -> Address {
+    Address {
+        text: item.address.clone(),
+        note: item.note.clone(),
+    }
 }
 
 /// A worker's place in the router: taken when it is spawned, given back when it ends, even by

@@ -1,0 +1,338 @@
+//! The one turn pipeline, for every kind of perception:
+//! begin (record the message, take its number, claim a whisper, read the context) → the
+//! thread's process, run after run (plan → prompt → model → parse → apply → step) → commit
+//! the turn in one transaction → export changed user models to git.
+//!
+//! What differs between kinds is the `Policy` (counted or not, whisper or not, chaining or
+//! not, extra questions) and the stage `begin`; everything else is shared.
+
+use serde_json::json;
+use tracing::{info, warn};
+
+use super::apply::Outcome;
+use super::perception::{answer, Perception, FOLLOW_UP_QUESTION};
+use super::prompting::{facts_for, run_prompt, RunInput};
+use super::{Engine, EngineError, TurnOutcome, PROVIDER_DOWN_REPLY};
+use crate::llm::LlmError;
+use crate::memory::{now_ms, Entry, EntryType, NewEntry, TurnContext, TurnRecord, TurnStart};
+use crate::process::machine::{self, Chaining};
+use crate::process::ThreadProcess;
+use crate::prompt::{self, Gates, TurnPlan};
+
+/// What the pipeline starts from, whatever the perception.
+struct Begun {
+    ctx: TurnContext,
+    /// The conversation as the model sees it before this perception.
+    history: Vec<Entry>,
+    /// The thread's place in the process machine as this perception enters it.
+    state: ThreadProcess,
+    /// The thread's turns for the rules (`turns`), this one included when it counts.
+    turns: u64,
+    idle_minutes: f64,
+    /// A perception without a message: the minutes of quiet the prompt mentions.
+    quiet_minutes: Option<u64>,
+    /// Names this turn's claim on a whisper.
+    claimant: String,
+}
+
+impl Engine {
+    pub(super) async fn run(&self, p: &Perception) -> Result<TurnOutcome, EngineError> {
+        let policy = p.policy();
+        let lib = self.library.current();
+        let begun = self.begin(p, &lib).await?;
+        let ctx = &begun.ctx;
+        let user = (!policy.proactive).then_some(&ctx.user);
+        let message = match p {
+            Perception::Message(m) => Some((m.display_name.as_str(), m.text.as_str())),
+            Perception::Quiet(_) => None,
+        };
+        let mut state = begun.state.clone();
+        let mut soul = ctx.soul.clone();
+        let mut outcome = Outcome::default();
+        let (mut transitions, mut usage, mut ran) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut model_us, mut chain) = (0, 0);
+        let last = loop {
+            let def = machine::begin_run(&mut state, &lib);
+            ran.push(def.name.clone());
+            let plan = self.plan(def, ctx);
+            info!(process = %def.name, interaction = ctx.interaction, steps = ?plan.steps, user_model = plan.inject_user_model, why = plan.user_model_reason, "turn planned");
+            let built = run_prompt(&RunInput {
+                lib: &lib,
+                def,
+                state: &state,
+                ctx,
+                soul: &soul,
+                plan: &plan,
+                history: &begun.history,
+                extra_queries: policy.extra_queries,
+                whisper: ctx.whisper.as_ref().filter(|_| policy.whisper),
+                message,
+                quiet_minutes: begun.quiet_minutes,
+            });
+            let run = match self.call(&built, ctx.claude_session.as_deref(), plan).await {
+                Ok(run) => run,
+                Err((e, latency_us)) => {
+                    return self
+                        .failed(p, &begun, state.current, ran, e, model_us + latency_us)
+                        .await;
+                }
+            };
+            model_us += run.latency_us;
+            usage.push(self.usage_record(&run));
+            outcome.apply(
+                &run.plan,
+                &run.cognition,
+                user,
+                &mut soul,
+                &policy.entry_meta(&def.name),
+            );
+            let facts = facts_for(
+                &soul,
+                &state,
+                &run.cognition,
+                begun.turns,
+                begun.idle_minutes,
+                &def.name,
+            );
+            let chaining = Chaining {
+                done: chain,
+                max: self.config.max_chain,
+                allowed: policy.chains,
+            };
+            let step = machine::step(def, state, &facts, &lib, chaining);
+            log_step(&step, self.config.max_chain);
+            state = step.state;
+            transitions.extend(step.record);
+            if !step.run_again {
+                break run;
+            }
+            chain += 1;
+        };
+
+        let said = policy.speaks(&last.cognition);
+        if said {
+            outcome.say(&last.cognition, &policy.said_meta());
+        } else if outcome.entries.is_empty() {
+            // A silent quiet-spell turn still leaves its mark, so the spell gets one attempt.
+            outcome.entries.push(
+                NewEntry::new(EntryType::MentalQuery, FOLLOW_UP_QUESTION).metadata(
+                    json!({ "result": answer(&last.cognition, FOLLOW_UP_QUESTION), "proactive": true }),
+                ),
+            );
+        }
+        if policy.proactive {
+            info!(thread = p.thread(), quiet_minutes = ?begun.quiet_minutes, follow_up = said, "proactive turn");
+        }
+        let user_model_updated = outcome.user_model.is_some();
+        let reply = last.cognition.reply.clone();
+        let (user_id, inbox) = match p {
+            Perception::Message(m) => (m.user_id.clone(), m.inbox_id.map(|id| (id, reply.clone()))),
+            Perception::Quiet(_) => (String::new(), None),
+        };
+        let record = TurnRecord {
+            thread: p.thread().to_string(),
+            user_id,
+            interaction: if policy.counted {
+                ctx.interaction
+            } else {
+                ctx.interaction.saturating_sub(1)
+            },
+            entries: std::mem::take(&mut outcome.entries),
+            soul_updates: std::mem::take(&mut outcome.soul_updates),
+            user_model: outcome.user_model.take(),
+            injected_user_model: outcome.injected_user_model,
+            whisper_id: ctx
+                .whisper
+                .as_ref()
+                .filter(|_| policy.whisper)
+                .map(|w| w.id),
+            claude_session: last.completion.session.clone(),
+            usage,
+            inbox,
+            process: Some(state.clone()),
+            transitions,
+            proactive: !policy.counted,
+        };
+        let changed_user = self.store.call(move |s| s.commit_turn(&record)).await?;
+        if changed_user.is_some() {
+            // Every version git has not seen yet, this one last (the model is safe in SQLite
+            // whatever happens here).
+            self.export_pending_models().await?;
+        }
+        Ok(TurnOutcome {
+            reply,
+            said,
+            thread: p.thread().to_string(),
+            process: state.current,
+            ran,
+            interaction: policy.counted.then_some(ctx.interaction),
+            cognition: Some(last.cognition),
+            plan: last.plan,
+            state_changes: outcome.state_changes,
+            user_model_updated,
+            error: None,
+            model_us,
+        })
+    }
+
+    /// The stage where the kinds differ: what is recorded and read before the first run.
+    async fn begin(
+        &self,
+        p: &Perception,
+        lib: &crate::process::Loaded,
+    ) -> Result<Begun, EngineError> {
+        let window = self.config.pipeline.memory_window;
+        let claimant = uuid::Uuid::new_v4().simple().to_string();
+        match p {
+            Perception::Message(m) => {
+                let claim_until_ms = now_ms() + self.claim_lease_ms();
+                let (pm, who) = (m.clone(), claimant.clone());
+                let (message_id, ctx) = self
+                    .store
+                    .call(move |s| {
+                        s.begin_turn(&TurnStart {
+                            thread: &pm.thread,
+                            user_id: &pm.user_id,
+                            display_name: &pm.display_name,
+                            text: &pm.text,
+                            source: pm.source.as_deref(),
+                            window,
+                            claimant: &who,
+                            claim_until_ms,
+                        })
+                    })
+                    .await?;
+                tracing::debug!(text = %m.text, "message recorded");
+                let earlier = ctx.recent.iter().filter(|e| e.id < message_id);
+                let idle_minutes = earlier
+                    .clone()
+                    .next_back()
+                    .map_or(0.0, |e| (now_ms() - e.created_at).max(0) as f64 / 60_000.0);
+                let history = if self.provider.keeps_sessions() {
+                    Vec::new()
+                } else {
+                    earlier.cloned().collect()
+                };
+                let state = machine::enter(ctx.process.as_ref(), &self.config.initial_process, lib);
+                Ok(Begun {
+                    turns: ctx.thread_turns as u64 + 1,
+                    history,
+                    state,
+                    idle_minutes,
+                    quiet_minutes: None,
+                    claimant,
+                    ctx,
+                })
+            }
+            Perception::Quiet(q) => {
+                let thread = q.thread.clone();
+                let (ctx, last_at) = self
+                    .store
+                    .call(move |s| {
+                        let (user_id, name, last_at) = s.last_speaker(&thread)?;
+                        let ctx = s.load_turn(&thread, &user_id, &name, window)?;
+                        Ok((ctx, last_at))
+                    })
+                    .await?;
+                let quiet = ((q.now_ms - last_at).max(0) / 60_000) as u64;
+                let history = if self.provider.keeps_sessions() {
+                    Vec::new()
+                } else {
+                    ctx.recent.clone()
+                };
+                let state = machine::enter_proactive(ctx.process.as_ref());
+                Ok(Begun {
+                    turns: ctx.thread_turns as u64,
+                    history,
+                    state,
+                    idle_minutes: quiet as f64,
+                    quiet_minutes: Some(quiet),
+                    claimant,
+                    ctx,
+                })
+            }
+        }
+    }
+
+    /// The model failed: a message gets the short apology and gives back its number and its
+    /// whisper (the message stays in working memory); a quiet spell stays silent.
+    async fn failed(
+        &self,
+        p: &Perception,
+        begun: &Begun,
+        process: String,
+        ran: Vec<String>,
+        e: LlmError,
+        model_us: u64,
+    ) -> Result<TurnOutcome, EngineError> {
+        let said = matches!(p, Perception::Message(_));
+        if said {
+            warn!(provider = self.provider.name(), error = %e, "model call failed; the message stays in working memory");
+            let (n, claimant) = (begun.ctx.interaction, begun.claimant.clone());
+            let whisper = begun.ctx.whisper.as_ref().map(|w| w.id);
+            self.store
+                .call(move |s| s.release_turn(n, whisper.map(|id| (id, claimant.as_str()))))
+                .await?;
+        } else {
+            warn!(thread = p.thread(), error = %e, "proactive turn: the model failed");
+        }
+        Ok(TurnOutcome {
+            reply: if said {
+                PROVIDER_DOWN_REPLY.to_string()
+            } else {
+                String::new()
+            },
+            said,
+            thread: p.thread().to_string(),
+            process,
+            ran,
+            interaction: None,
+            cognition: None,
+            plan: TurnPlan {
+                steps: Vec::new(),
+                inject_user_model: false,
+                user_model_reason: "the model failed",
+            },
+            state_changes: Vec::new(),
+            user_model_updated: false,
+            error: Some(e.to_string()),
+            model_us,
+        })
+    }
+
+    fn plan(&self, def: &crate::process::ProcessDef, ctx: &TurnContext) -> TurnPlan {
+        prompt::plan(
+            &def.steps,
+            ctx.interaction,
+            ctx.thread_turns,
+            &ctx.recent,
+            &ctx.user,
+            Gates {
+                soul_state_interval: self.config.pipeline.soul_state_interval,
+                user_model_interval: self.config.pipeline.user_model_interval,
+            },
+        )
+    }
+
+    /// How long a turn's claim on a whisper lasts: longer than any model call with its
+    /// retries can take, so only a turn whose process died loses it this way.
+    fn claim_lease_ms(&self) -> i64 {
+        let llm = &self.config.llm;
+        (llm.timeout_secs as i64 * (llm.max_retries as i64 + 1) + 60) * 1000
+    }
+}
+
+/// Says what the machine did.
+fn log_step(step: &machine::Step, max_chain: u32) {
+    let Some(r) = &step.record else { return };
+    if let Some(missing) = &step.fell_back_from {
+        warn!(from = %r.from, to = %missing, "transition names an unknown process; falling back to main");
+    }
+    info!(from = %r.from, to = %r.to, rule = ?r.rule, execute_now = r.execute_now, "process transition");
+    if step.chain_cut {
+        warn!(
+            max_chain,
+            "execute_now chain bound reached (a cycle?); the next message runs the target"
+        );
+    }
+}

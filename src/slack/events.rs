@@ -1,0 +1,121 @@
+//! The Events API door: `POST /slack/events`. The signature is checked first (url_verification
+//! included), the body is capped before it is read, and a signed event goes to the `Gate`; a
+//! 200 means it is recorded. In Socket Mode the route answers 404.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::Router;
+use serde_json::Value;
+use slack_morphism::prelude::SlackPushEvent;
+use tracing::{debug, info, warn};
+
+use super::signature::{SignatureError, Verifier};
+use super::Gate;
+use crate::metrics::Metrics;
+
+/// The largest body read (a Slack event is a few KB; a 40,000-character message with its
+/// blocks stays well under this).
+const MAX_EVENT_BYTES: usize = 512 * 1024;
+
+pub struct EventsDoor {
+    /// Events API mode: the signing secret's verifier; `None` in Socket Mode.
+    pub verifier: Option<Verifier>,
+    /// Set once Slack's identity is known; events before that get 503 (Slack retries).
+    pub gate: OnceLock<Arc<Gate>>,
+    pub metrics: Arc<Metrics>,
+    pub stopping: Arc<AtomicBool>,
+}
+
+pub fn routes(door: Arc<EventsDoor>) -> Router {
+    Router::new()
+        .route(
+            "/slack/events",
+            post(slack_events).layer(DefaultBodyLimit::max(MAX_EVENT_BYTES)),
+        )
+        .with_state(door)
+}
+
+async fn slack_events(
+    State(s): State<Arc<EventsDoor>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let Some(verifier) = &s.verifier else {
+        return (
+            StatusCode::NOT_FOUND,
+            "the Events API is off ([slack] mode = \"socket\")",
+        )
+            .into_response();
+    };
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let text = String::from_utf8_lossy(&body);
+    match verifier.verify(
+        header("x-slack-signature"),
+        header("x-slack-request-timestamp"),
+        &text,
+    ) {
+        Ok(()) => {}
+        Err(e @ (SignatureError::Mismatch | SignatureError::Stale | SignatureError::Missing)) => {
+            s.metrics.refusals.refuse("/slack/events", &e.to_string());
+            return (StatusCode::UNAUTHORIZED, e.to_string()).into_response();
+        }
+        Err(e) => {
+            warn!(error = %e, "Events API request could not be verified");
+            return (StatusCode::INTERNAL_SERVER_ERROR, "cannot verify").into_response();
+        }
+    }
+    if let Some(n) = header("x-slack-retry-num") {
+        debug!(
+            retry = n,
+            reason = header("x-slack-retry-reason").unwrap_or(""),
+            "Slack retry"
+        );
+    }
+    let Ok(json) = serde_json::from_slice::<Value>(&body) else {
+        Metrics::inc(&s.metrics.events_malformed);
+        warn!(
+            bytes = body.len(),
+            "Events API body is not JSON; acknowledged and dropped"
+        );
+        return StatusCode::OK.into_response();
+    };
+    if json.get("type").and_then(Value::as_str) == Some("url_verification") {
+        let challenge = json.get("challenge").and_then(Value::as_str).unwrap_or("");
+        info!("Events API URL verified");
+        return axum::Json(serde_json::json!({ "challenge": challenge })).into_response();
+    }
+    if s.stopping.load(Ordering::SeqCst) {
+        return (StatusCode::SERVICE_UNAVAILABLE, "shutting down").into_response();
+    }
+    let Some(gate) = s.gate.get() else {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not connected to Slack yet",
+        )
+            .into_response();
+    };
+    match serde_json::from_value::<SlackPushEvent>(json) {
+        Ok(SlackPushEvent::EventCallback(cb)) => match gate.handle(cb).await {
+            Ok(()) => StatusCode::OK.into_response(),
+            Err(e) => {
+                warn!(error = %e, "event not recorded; Slack will retry");
+                (StatusCode::INTERNAL_SERVER_ERROR, "not recorded").into_response()
+            }
+        },
+        Ok(other) => {
+            debug!(event = ?std::mem::discriminant(&other), "Events API payload without a message");
+            StatusCode::OK.into_response()
+        }
+        Err(e) => {
+            Metrics::inc(&s.metrics.events_malformed);
+            warn!(error = %e, "Events API payload could not be read; acknowledged and dropped");
+            StatusCode::OK.into_response()
+        }
+    }
+}
