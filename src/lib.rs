@@ -9,6 +9,7 @@
 
 pub mod config;
 pub mod telemetry;
+pub mod tls;
 pub mod soul;
 pub mod steps;
 pub mod slack;

@@ -278,7 +278,7 @@ fn engine(model: &FakeModel, home: &Home) -> anima::engine::Engine {
     let store = Arc::new(anima::memory::Store::open(&config.db_path()).unwrap());
     let library =
         Arc::new(anima::process::Library::load(&config.soul_dir, &config.processes_dir).unwrap());
-    anima::llm::install_tls_provider();
+    anima::tls::install();
     let provider = anima::llm::anthropic::Anthropic::new(
         &model.url(),
         anima::config::secret::Secret::new("k"),

@@ -99,7 +99,7 @@ pub fn run(cli: Cli) -> ExitCode {
         _ => "anima=warn",
     };
     telemetry::init(cli.log_format, default_filter);
-    crate::llm::install_tls_provider();
+    crate::tls::install();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -7,15 +7,8 @@ use reqwest::StatusCode;
 
 use super::LlmError;
 
-/// Installs rustls's `ring` provider as the process default. Slack's client uses ring; with
-/// two providers compiled in and none chosen, rustls would panic at the first handshake.
-pub fn install_tls_provider() {
-    // Err means one is installed already, which is what we want.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-}
-
+/// The HTTP client of a provider. TLS is chosen once at start (`crate::tls::install`).
 pub fn client(timeout: Duration) -> Result<reqwest::Client, LlmError> {
-    install_tls_provider();
     reqwest::Client::builder()
         .timeout(timeout)
         .connect_timeout(timeout.min(Duration::from_secs(10)))
@@ -255,7 +248,7 @@ mod tests {
 
     #[test]
     fn a_real_tls_client_builds_with_one_crypto_provider() {
-        install_tls_provider();
+        crate::tls::install();
         assert!(client(Duration::from_secs(5)).is_ok());
         let config = rustls::ClientConfig::builder()
             .with_root_certificates(rustls::RootCertStore::empty())

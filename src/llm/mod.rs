@@ -17,7 +17,6 @@ use std::future::Future;
 use std::pin::Pin;
 
 pub use error::LlmError;
-pub use http::install_tls_provider;
 
 use crate::prompt::Prompt;
 

@@ -123,7 +123,6 @@ pub struct SlackApi {
 /// A hyper connector that speaks HTTPS (native roots) and plain HTTP (for a local fake or a
 /// proxy), with HTTP/1 and HTTP/2.
 pub fn connector(api_base_url: &str) -> SlackClientHyperHttpsConnector {
-    crate::llm::install_tls_provider();
     let builder = hyper_rustls::HttpsConnectorBuilder::new();
     let https = match builder.with_native_roots() {
         Ok(b) => b.https_or_http().enable_http1().enable_http2().build(),

@@ -167,7 +167,7 @@ pub fn try_http(
     headers: &[(&str, &str)],
     body: &str,
 ) -> Result<(u16, String), String> {
-    anima::llm::install_tls_provider();
+    anima::tls::install();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
