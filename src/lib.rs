@@ -1,17 +1,16 @@
 //! anima: a Slack chat-bot daemon with an embedded soul engine.
 //!
-//! Modules in the order a message flows through them: configuration and the soul's files
-//! are read; a perception enters the `engine`, which plans the turn and builds the `prompt`
-//! (with the `steps` a process asks for), calls a model through `llm`, reads the answer with
-//! `parse`, and persists everything in `memory`. In the daemon, `slack` records each
-//! accepted event in the inbox and the `router` runs one conversation at a time per thread
-//! through the engine and posts the reply; `daemon` wires it together, `cli` is the door.
+//! The parts, in the order a message flows: `cli` is the door for a person and `daemon`
+//! wires the long-running service; `slack` takes events in by both doors and hands them to
+//! the `router`, which keeps the durable inbox and runs one conversation at a time through
+//! the `engine`; the engine moves a thread through its `process`, builds the `prompt`, asks a
+//! model through `llm`, reads the answer with `parse`, and keeps everything in `memory`; the
+//! router delivers the reply back through slack's surface. The rest is shared: `config`,
+//! `soul`, `steps`, `metrics`, `telemetry`, `tls`, `failpoint`. `tests/architecture.rs`
+//! holds each part to the edges it may have.
 
-pub mod config;
-pub mod telemetry;
-pub mod tls;
-pub mod soul;
-pub mod steps;
+pub mod cli;
+pub mod daemon;
 pub mod slack;
 pub mod router;
 pub mod engine;
@@ -20,7 +19,10 @@ pub mod prompt;
 pub mod llm;
 pub mod parse;
 pub mod memory;
+pub mod config;
+pub mod soul;
+pub mod steps;
 pub mod metrics;
+pub mod telemetry;
+pub mod tls;
 pub mod failpoint;
-pub mod daemon;
-pub mod cli;
