@@ -101,10 +101,12 @@ fn inline(text: &str, allow_broadcast: bool) -> String {
                 }
             }
         }
-        // Plain text up to the next special character.
-        let next = rest[1..]
+        // Plain text up to the next special character, stepping over the first character
+        // whole: it may be several bytes long (`¡`, `日`, an emoji).
+        let first = rest.chars().next().map_or(rest.len(), char::len_utf8);
+        let next = rest[first..]
             .find(['`', '[', '<'])
-            .map_or(rest.len(), |p| p + 1);
+            .map_or(rest.len(), |p| p + first);
         out.push_str(&escape(&emphasis(&rest[..next])));
         rest = &rest[next..];
     }
@@ -337,6 +339,25 @@ mod tests {
             assert!(!out.contains("<!"), "{out}");
             assert!(out.contains('@'), "{out}");
             assert_eq!(to_mrkdwn(&format!("hey {b}"), true), format!("hey {b}"));
+        }
+    }
+
+    #[test]
+    fn lines_opening_with_a_multi_byte_character_render() {
+        for (reply, want) in [
+            ("¡Hola!", "¡Hola!"),
+            ("¿Qué tal? a < b", "¿Qué tal? a &lt; b"),
+            ("Ça va", "Ça va"),
+            ("Über **alles**", "Über *alles*"),
+            ("Привет, мир", "Привет, мир"),
+            ("日本語のテキスト & more", "日本語のテキスト &amp; more"),
+            ("🦀 crabs <@U1>", "🦀 crabs <@U1>"),
+            ("👩\u{200d}💻 *busy*", "👩\u{200d}💻 _busy_"),
+            ("`x`é", "`x`é"),
+            ("<@U1>日本", "<@U1>日本"),
+            ("line one\n¡two!\n- ¿three?", "line one\n¡two!\n• ¿three?"),
+        ] {
+            assert_eq!(render(reply, false, MESSAGE_LIMIT), vec![want], "{reply}");
         }
     }
 
