@@ -210,7 +210,9 @@ fn escape(text: &str) -> String {
 }
 
 /// Splits on paragraph boundaries, then lines, then characters; a code fence cut in two is
-/// closed and reopened so each message renders.
+/// closed and reopened so each message renders. A line cut by characters is never cut
+/// inside an entity (`&amp;`) nor inside a Slack markup token (`<@U123>`, `<https://x|y>`)
+/// that fits in one message.
 pub fn split(text: &str, limit: usize) -> Vec<String> {
     let limit = limit.max(16);
     if text.chars().count() <= limit {
@@ -238,14 +240,12 @@ pub fn split(text: &str, limit: usize) -> Vec<String> {
                 push_piece(&mut current, &mut parts, line, "\n");
                 continue;
             }
-            let chars: Vec<char> = line.chars().collect();
-            for chunk in chars.chunks(limit) {
-                push_piece(
-                    &mut current,
-                    &mut parts,
-                    &chunk.iter().collect::<String>(),
-                    "\n",
-                );
+            for (i, chunk) in chunk_line(line, limit).into_iter().enumerate() {
+                // The line goes on in the next message: no newline where it had none.
+                if i > 0 && !current.is_empty() {
+                    parts.push(std::mem::take(&mut current));
+                }
+                push_piece(&mut current, &mut parts, chunk, "\n");
             }
         }
     }
@@ -253,6 +253,59 @@ pub fn split(text: &str, limit: usize) -> Vec<String> {
         parts.push(current);
     }
     balance_fences(parts)
+}
+
+/// The longest entity a cut steps back over (`&#x10FFFF;` is ten characters).
+const ENTITY_MAX: usize = 10;
+
+/// Cuts a line into pieces of at most `limit` characters, each cut moved back to the start
+/// of an entity or markup token it would fall inside.
+fn chunk_line(line: &str, limit: usize) -> Vec<&str> {
+    let chars: Vec<char> = line.chars().collect();
+    // The byte offset of each character, and of the end.
+    let offsets: Vec<usize> = line
+        .char_indices()
+        .map(|(i, _)| i)
+        .chain([line.len()])
+        .collect();
+    let mut pieces = Vec::new();
+    let mut start = 0;
+    while chars.len() - start > limit {
+        let mut cut = start + limit;
+        let in_markup = |c: char| !matches!(c, '<' | '>' | '\n');
+        if let Some(open) = enclosing(&chars, start, cut, ('<', '>'), limit, in_markup) {
+            cut = open;
+        }
+        let in_entity = |c: char| c.is_ascii_alphanumeric() || c == '#';
+        if let Some(amp) = enclosing(&chars, start, cut, ('&', ';'), ENTITY_MAX, in_entity) {
+            cut = amp;
+        }
+        pieces.push(&line[offsets[start]..offsets[cut]]);
+        start = cut;
+    }
+    pieces.push(&line[offsets[start]..]);
+    pieces
+}
+
+/// Where a span `open … close` of at most `max` characters, its inside all `inner`, starts,
+/// when a cut before `chars[cut]` would fall inside it and it starts after `start` (so
+/// cutting before it still makes progress).
+fn enclosing(
+    chars: &[char],
+    start: usize,
+    cut: usize,
+    (open, close): (char, char),
+    max: usize,
+    inner: impl Fn(char) -> bool,
+) -> Option<usize> {
+    let from = (start + 1).max((cut + 1).saturating_sub(max));
+    let first = (from..cut).rev().find(|&i| !inner(chars[i]))?;
+    if chars[first] != open {
+        return None;
+    }
+    let end = chars.len().min(first + max);
+    let last = (cut..end).find(|&i| !inner(chars[i]))?;
+    (chars[last] == close).then_some(first)
 }
 
 /// Re-fencing adds at most eight characters to a part: `limit` leaves room under Slack's own.
@@ -376,6 +429,40 @@ mod tests {
         let huge = "x".repeat(1000);
         let parts = split(&huge, 300);
         assert_eq!(parts.concat().replace('\n', ""), huge);
+    }
+
+    #[test]
+    fn a_long_line_is_never_cut_inside_an_entity_or_a_markup_token() {
+        // `…&` / `amp;…` was seen in posts: the line is cut by characters.
+        let text = to_mrkdwn(&"fish & chips <@U123> ".repeat(400), false);
+        assert!(!text.contains('\n'), "one long line");
+        for limit in [16, 17, 50, 333, MESSAGE_LIMIT] {
+            let parts = split(&text, limit);
+            assert!(parts.len() > 1);
+            for p in &parts {
+                assert!(p.chars().count() <= limit, "{p:?}");
+                let after_amp = p.rsplit_once('&').map_or(";", |(_, t)| t);
+                let after_lt = p.rsplit_once('<').map_or(">", |(_, t)| t);
+                assert!(
+                    after_amp.contains(';') && after_lt.contains('>'),
+                    "a part ends inside an entity or token: {p:?} (limit {limit})"
+                );
+            }
+            assert_eq!(parts.join(""), text, "nothing lost, no newline added");
+        }
+        let link = "<https://x.test/a?b=1&amp;c=2|the docs> ".repeat(100);
+        for p in split(&link, 60) {
+            assert!(p.starts_with("<https://"), "{p:?}");
+            assert!(p.trim_end().ends_with("docs>"), "{p:?}");
+        }
+    }
+
+    #[test]
+    fn a_markup_token_longer_than_a_message_is_still_cut() {
+        let token = format!("<https://x.test/{}>", "a".repeat(100));
+        let parts = split(&token, 40);
+        assert!(parts.iter().all(|p| p.chars().count() <= 40), "{parts:?}");
+        assert_eq!(parts.concat(), token);
     }
 
     #[test]
