@@ -3,8 +3,9 @@
 //! Answers channel mentions (in the mention's thread), direct messages (a top-level DM at top
 //! level, the DM's top level being one conversation; a DM thread in its thread), and later
 //! messages in threads the soul has spoken in. Ignores its own posts, other bots unless
-//! `reply_to_bots`, hidden and non-content subtypes, and channels or users outside the
-//! allow-lists. No I/O: `decide` returns what to store.
+//! `reply_to_bots`, hidden and non-content subtypes, channels or users outside the
+//! allow-lists, and events it could not answer (no channel, a `ts` or `thread_ts` that is not
+//! a Slack timestamp). No I/O: `decide` returns what to store.
 
 use slack_morphism::prelude::*;
 
@@ -106,6 +107,15 @@ pub fn decide(
 }
 
 fn decide_msg(m: Msg, event_id: &str, bot: &BotIdentity, cfg: &SlackConfig) -> Decision {
+    if m.channel.is_empty() {
+        return Decision::Ignore("message with an empty channel");
+    }
+    if !is_slack_ts(m.ts) {
+        return Decision::Ignore("message whose ts is not a Slack timestamp");
+    }
+    if m.thread_ts.is_some_and(|t| !is_slack_ts(t)) {
+        return Decision::Ignore("message whose thread_ts is not a Slack timestamp");
+    }
     let own = m.user == Some(bot.user_id.as_str())
         || (m.bot_id.is_some() && m.bot_id == bot.bot_id.as_deref());
     if own {
@@ -166,6 +176,13 @@ fn decide_msg(m: Msg, event_id: &str, bot: &BotIdentity, cfg: &SlackConfig) -> D
 enum Kind {
     Direct,
     Channel,
+}
+
+/// A Slack timestamp: digits, a dot, digits (`1515449522.000016`).
+fn is_slack_ts(ts: &str) -> bool {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    ts.split_once('.')
+        .is_some_and(|(secs, frac)| digits(secs) && digits(frac))
 }
 
 /// The text without the mention of the bot that opens it (`<@UBOT> hi` → `hi`).
@@ -309,6 +326,59 @@ mod tests {
         ] {
             assert_eq!(run(event.clone(), &c), Decision::Ignore(why), "{event}");
         }
+    }
+
+    #[test]
+    fn an_empty_channel_is_ignored() {
+        for event in [
+            json!({"type":"message","channel":"","channel_type":"im","user":"U1","text":"hi","ts":"2.0"}),
+            json!({"type":"app_mention","user":"U1","text":"<@UBOT> hi","ts":"2.0","channel":""}),
+        ] {
+            assert_eq!(
+                run(event.clone(), &cfg()),
+                Decision::Ignore("message with an empty channel"),
+                "{event}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_ts_that_is_not_a_slack_timestamp_is_ignored() {
+        for ts in [
+            "", "2", "2.", ".5", "abc", "1.2.3", "1e9.0", "-1.0", " 1.0", "１.０",
+        ] {
+            for event in [
+                json!({"type":"message","channel":"D1","channel_type":"im","user":"U1","text":"hi","ts":ts}),
+                json!({"type":"app_mention","user":"U1","text":"<@UBOT> hi","ts":ts,"channel":"C1"}),
+            ] {
+                assert_eq!(
+                    run(event.clone(), &cfg()),
+                    Decision::Ignore("message whose ts is not a Slack timestamp"),
+                    "{event}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_thread_ts_that_is_not_a_slack_timestamp_is_ignored() {
+        for thread_ts in ["", "1", "x.y", "1.0 "] {
+            for event in [
+                json!({"type":"message","channel":"C1","channel_type":"channel","user":"U1","text":"and?","ts":"3.0","thread_ts":thread_ts}),
+                json!({"type":"app_mention","user":"U1","text":"<@UBOT> hi","ts":"3.0","thread_ts":thread_ts,"channel":"C1"}),
+            ] {
+                assert_eq!(
+                    run(event.clone(), &cfg()),
+                    Decision::Ignore("message whose thread_ts is not a Slack timestamp"),
+                    "{event}"
+                );
+            }
+        }
+        let n = accepted(run(
+            json!({"type":"message","channel":"C1","channel_type":"channel","user":"U1","text":"and?","ts":"3.000200","thread_ts":"1515449522.000016"}),
+            &cfg(),
+        ));
+        assert_eq!(n.reply_thread_ts.as_deref(), Some("1515449522.000016"));
     }
 
     #[test]
