@@ -1,8 +1,9 @@
-//! The cognitive step catalogue: each step's tag, its default instruction, and the example
-//! text the instruction shows.
+//! The catalogue of tag names: each cognitive step's tag, its default instruction and the
+//! example text the instruction shows, and the names of the prompt's own sections.
 //!
-//! Shared by the prompt (which writes the instructions) and the parser (which must not take
-//! an echoed example for an answer). Owns no I/O and no policy about when a step runs.
+//! Shared by the prompt (which writes the instructions and sections) and the parser (which
+//! must not take an echoed example for an answer, nor show an echoed section). Owns no I/O
+//! and no policy about when a step runs.
 
 use std::fmt;
 
@@ -114,6 +115,22 @@ pub const EXAMPLE_TEXTS: [&str; 7] = [
 
 /// The placeholder verb of the examples.
 pub const EXAMPLE_VERB: &str = "VERB";
+
+/// The section tags the prompt is built from (`<soul>`, `<user_model name="…">` …). They are
+/// structure: a model that echoes the prompt writes them back, and the parser drops them and
+/// their content from the text it would otherwise show. A prompt test holds this list to
+/// what `build_prompt` emits.
+pub const PROMPT_SECTIONS: [&str; 9] = [
+    "soul",
+    "skills",
+    "soul_state",
+    "intuition",
+    "user_model",
+    "process",
+    "instructions",
+    "quiet",
+    "current_message",
+];
 
 /// Verbs for the internal monologue (from the seed's verb system).
 pub const MONOLOGUE_VERBS: [&str; 10] = [

@@ -1,10 +1,11 @@
 //! The corpus of malformed model outputs in tests/corpus/: each file is `reply: <expected>`,
 //! a `---` line, then the raw output. Every one must parse to its expected reply and never
-//! show a cognitive tag or the internal monologue.
+//! show a cognitive tag, a prompt section tag or the internal monologue.
 
 use std::path::Path;
 
 use anima::parse::parse_response;
+use anima::steps::PROMPT_SECTIONS;
 
 #[test]
 fn every_corpus_output_parses_to_its_expected_reply() {
@@ -30,7 +31,10 @@ fn every_corpus_output_parses_to_its_expected_reply() {
             "</",
         ]
         .iter()
-        .any(|t| lower.contains(t));
+        .any(|t| lower.contains(t))
+            || PROMPT_SECTIONS
+                .iter()
+                .any(|s| lower.contains(&format!("<{s}>")) || lower.contains(&format!("<{s} ")));
         let monologue_shown = c
             .monologue
             .as_ref()

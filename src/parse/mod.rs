@@ -2,7 +2,8 @@
 //!
 //! Tolerant of every malformation in docs/LLM.md (each has a named test in `tests.rs`):
 //! only known tag names are structure, open tags auto-close, echoes of the instructions are
-//! skipped, and the reply is never empty and never a raw tag. Knows nothing about which
+//! skipped, echoed prompt sections never reach the fallback reply, and the reply is never
+//! empty and never a raw tag. Knows nothing about which
 //! steps were requested (the engine decides what to act on) and does no I/O.
 
 mod scan;
@@ -100,7 +101,7 @@ pub fn parse_response(raw: &str, max_reply_chars: usize) -> Cognition {
         Some(d) if !d.text.is_empty() => (d.text.clone(), ReplySource::Dialogue),
         _ => {
             let fallback = clean_dialogue(&text::decode_entities(&text::drop_fence_lines(
-                &scanned.outside,
+                &without_structure(&scanned.outside),
             )));
             if fallback.is_empty() {
                 (EMPTY_REPLY_APOLOGY.to_string(), ReplySource::Apology)
@@ -136,6 +137,19 @@ pub fn parse_response(raw: &str, max_reply_chars: usize) -> Cognition {
         soul_state_check: last_bool(Tag::SoulStateCheck),
         soul_state_update,
         mental_queries,
+    }
+}
+
+/// The text outside the cognitive tags without echoed prompt sections, dropped again until
+/// nothing changes: removing one tag can join the halves of another (`<inter` + `nal_monologue>`).
+fn without_structure(outside: &str) -> String {
+    let mut text = text::drop_prompt_sections(outside);
+    loop {
+        let next = text::drop_prompt_sections(&scan::scan(&text).outside);
+        if next == text {
+            return next;
+        }
+        text = next;
     }
 }
 

@@ -231,6 +231,76 @@ fn m17_empty_content() {
 }
 
 #[test]
+fn m18_echoed_prompt_sections_never_reach_the_fallback() {
+    let echo = "<user_model name=\"Tom\">\n# Tom\n\n## Persona\nIndependent scholar.\n</user_model>\n\n<instructions>\nRespond with the XML-tagged sections below, in this order.\n</instructions>";
+    let c = p(&format!("{echo}\nHappy to help, Tom."));
+    assert_eq!(c.reply, "Happy to help, Tom.");
+    assert_eq!(c.reply_source, ReplySource::Fallback);
+    let c = p(echo);
+    assert_eq!(c.reply, EMPTY_REPLY_APOLOGY);
+    assert_eq!(c.reply_source, ReplySource::Apology);
+    for name in crate::steps::PROMPT_SECTIONS {
+        let c = p(&format!(
+            "Before.\n<{name} x=\"1\">\nechoed {name}\n</{name}>\nAfter."
+        ));
+        assert_eq!(c.reply, "Before.\n\nAfter.", "{name}");
+    }
+}
+
+#[test]
+fn m18_unclosed_unopened_and_chained_sections() {
+    let c = p("Hello.\n<current_message>\nTom: hi there");
+    assert_eq!(c.reply, "Hello.", "an unclosed section runs to the end");
+    let c = p("# Tom\nA scholar.\n</user_model>\nHi Tom!");
+    assert_eq!(
+        c.reply, "Hi Tom!",
+        "a lone closing tag claims the text before it"
+    );
+    let c = p("<soul>\nI am Wren.\n<SKILLS>\n- Conversation\n</SKILLS>\n<soul_state>\n- currentTask: x\nHi.");
+    assert_eq!(
+        c.reply, EMPTY_REPLY_APOLOGY,
+        "each section closes the one before"
+    );
+    let c = p("<instructions>\nDo not copy the placeholder text.\n<internal_monologue verb=\"VERB\">\nyour private reasoning\n</internal_monologue>\nVERB is one of: thought.\n</instructions>\nSure.");
+    assert_eq!(
+        c.reply, "Sure.",
+        "echoed instructions, examples and all, are dropped"
+    );
+    let c = p("<process name=\"main\"/>Fine.");
+    assert_eq!(c.reply, "Fine.");
+    let c = p("<inter<user_model>x</user_model>nal_monologue>secret thoughts");
+    assert_eq!(
+        c.reply, EMPTY_REPLY_APOLOGY,
+        "a tag joined by the removal is still structure"
+    );
+}
+
+#[test]
+fn m18_section_names_stay_text_when_they_are_not_tags() {
+    for (raw, reply) in [
+        ("My soul is tired.", "My soul is tired."),
+        ("Use <soulful> tags.", "Use <soulful> tags."),
+        (
+            "Write &lt;soul&gt; in the file.",
+            "Write <soul> in the file.",
+        ),
+        ("a <soul\nb", "a <soul\nb"),
+    ] {
+        assert_eq!(p(raw).reply, reply, "{raw}");
+    }
+}
+
+#[test]
+fn m18_with_a_dialogue_echoed_sections_change_nothing() {
+    let c = p("<user_model>\n# Tom\n</user_model>\n<instructions>obey</instructions>\n<external_dialogue>Hi Tom.</external_dialogue>\n<user_model_check>true</user_model_check>");
+    assert_eq!(c.reply, "Hi Tom.");
+    assert_eq!(c.reply_source, ReplySource::Dialogue);
+    assert_eq!(c.user_model_check, Some(true));
+    let c = p("<external_dialogue>Your <soul> section looks fine.</external_dialogue>");
+    assert_eq!(c.reply, "Your <soul> section looks fine.");
+}
+
+#[test]
 fn updates_and_mental_queries() {
     let c = p("<external_dialogue>ok</external_dialogue>\n<mental_query question=\"Is the user angry?\">yes</mental_query>\n<user_model_check>true</user_model_check>\n<user_model_update>\n# Tom\n\n## Persona\nScholar.\n</user_model_update>\n<model_change_note>Learned he is a scholar.</model_change_note>\n<soul_state_check>true</soul_state_check>\n<soul_state_update>\nemotionalState: engaged\ncurrentTopic: Minoan scripts\n</soul_state_update>");
     assert_eq!(

@@ -1,9 +1,10 @@
-//! Small text clean-ups for model output: reasoning blocks, whole-answer fences, CDATA,
-//! entities, `Name said:` prefixes, wrapping quotes, booleans, truncation.
+//! Small text clean-ups for model output: reasoning blocks, whole-answer fences, echoed
+//! prompt sections, CDATA, entities, `Name said:` prefixes, wrapping quotes, booleans,
+//! truncation.
 //!
 //! Pure functions on strings; each is tolerant and never panics.
 
-use crate::steps::{DIALOGUE_VERBS, MONOLOGUE_VERBS};
+use crate::steps::{DIALOGUE_VERBS, MONOLOGUE_VERBS, PROMPT_SECTIONS};
 
 /// Removes `<think>…</think>` / `<thinking>…</thinking>` blocks. An unclosed block runs to
 /// the next cognitive tag or to the end; a lone `</think>` ends reasoning that began at the
@@ -94,6 +95,86 @@ pub fn drop_fence_lines(text: &str) -> String {
         }
     }
     out
+}
+
+/// Removes echoed prompt sections ([`PROMPT_SECTIONS`]: `<soul>`, `<user_model name="…">` …)
+/// with their content, by the scanner's rules for cognitive tags: a section runs to its
+/// closing tag, to the next section tag or to the end; a closing tag with nothing open
+/// claims the text before it. A tag needs its `>` unless the text ends inside it.
+pub fn drop_prompt_sections(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut inside = false;
+    // Start of the text not yet kept or dropped.
+    let mut seg = 0;
+    let mut i = 0;
+    while let Some(rel) = text[i..].find('<') {
+        let lt = i + rel;
+        let Some((kind, end)) = section_tag(text, lt) else {
+            i = lt + 1;
+            continue;
+        };
+        if !inside && kind != SectionTag::Close {
+            out.push_str(&text[seg..lt]);
+        }
+        match kind {
+            SectionTag::Open => inside = true,
+            SectionTag::Close => inside = false,
+            SectionTag::SelfClosing => {}
+        }
+        seg = end;
+        i = end;
+    }
+    if !inside {
+        out.push_str(&text[seg..]);
+    }
+    out
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SectionTag {
+    Open,
+    Close,
+    SelfClosing,
+}
+
+/// A prompt section tag starting at `lt` (which holds `<`), and where it ends.
+fn section_tag(text: &str, lt: usize) -> Option<(SectionTag, usize)> {
+    let rest = &text[lt + 1..];
+    let (closing, rest) = match rest.strip_prefix('/') {
+        Some(r) => (true, r.trim_start()),
+        None => (false, rest),
+    };
+    let name_len = rest
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
+        .unwrap_or(rest.len());
+    let name = rest[..name_len].to_ascii_lowercase().replace('-', "_");
+    if !PROMPT_SECTIONS.contains(&name.as_str()) {
+        return None;
+    }
+    let after = &rest[name_len..];
+    if after
+        .chars()
+        .next()
+        .is_some_and(|c| !(c.is_whitespace() || c == '>' || c == '/'))
+    {
+        return None;
+    }
+    let after_start = text.len() - after.len();
+    match after.find(['>', '<', '\n']) {
+        Some(p) if after[p..].starts_with('>') => {
+            let kind = if closing {
+                SectionTag::Close
+            } else if after[..p].trim_end().ends_with('/') {
+                SectionTag::SelfClosing
+            } else {
+                SectionTag::Open
+            };
+            Some((kind, after_start + p + 1))
+        }
+        Some(_) => None,
+        None if closing => Some((SectionTag::Close, text.len())),
+        None => Some((SectionTag::Open, text.len())),
+    }
 }
 
 /// Decodes element content: CDATA sections verbatim, entities elsewhere.
@@ -288,6 +369,21 @@ mod tests {
             "fish & chips &bogus; &"
         );
         assert_eq!(decode_entities("caf&eacute;&nbsp;!"), "café\u{a0}!");
+    }
+
+    #[test]
+    fn prompt_sections_are_dropped_with_their_content() {
+        assert_eq!(drop_prompt_sections("a<soul>b</soul>c"), "ac");
+        assert_eq!(
+            drop_prompt_sections("<User-Model name=\"T\">b</ user_model >c"),
+            "c"
+        );
+        assert_eq!(drop_prompt_sections("a<quiet/>b"), "ab");
+        assert_eq!(
+            drop_prompt_sections("a <soul_stateful> b"),
+            "a <soul_stateful> b"
+        );
+        assert_eq!(drop_prompt_sections("kept</skills>x<instructions"), "x");
     }
 
     #[test]

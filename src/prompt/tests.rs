@@ -323,3 +323,57 @@ fn the_process_section_carries_mode_runs_previous_and_params() {
         "a quiet turn has no message"
     );
 }
+
+/// The tag names that open lines of `text` (`<name …>` or `</name>`).
+fn line_tags(text: &str) -> std::collections::BTreeSet<String> {
+    text.lines()
+        .filter_map(|l| l.trim_start().strip_prefix('<'))
+        .map(|t| t.trim_start_matches('/'))
+        .map(|t| {
+            t.chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect::<String>()
+        })
+        .filter(|n| !n.is_empty())
+        .collect()
+}
+
+#[test]
+fn every_section_tag_is_in_the_shared_list() {
+    // The instructions' examples open lines with cognitive tags: those are not sections.
+    let examples: String = Step::ALL
+        .iter()
+        .map(|s| s.example())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let cognitive = line_tags(&examples);
+    let mut state = SoulState::default();
+    state.set("currentTask", "x");
+    let mut params = std::collections::BTreeMap::new();
+    params.insert("k".to_string(), serde_json::json!(1));
+    let everything = Case {
+        state,
+        whisper: Some("w"),
+        model: Some(("Tom", "m")),
+        steps: Step::ALL.to_vec(),
+        process_note: Some(process_note("main", "d", 1, Some("x"), &params)),
+        ..Case::default()
+    };
+    let quiet = Case {
+        quiet: Some(5),
+        ..Case::default()
+    };
+    let emitted: std::collections::BTreeSet<String> = [everything.build(), quiet.build()]
+        .iter()
+        .flat_map(|p| line_tags(&p.full_text()))
+        .filter(|n| !cognitive.contains(n))
+        .collect();
+    let listed = crate::steps::PROMPT_SECTIONS
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    assert_eq!(
+        emitted, listed,
+        "steps::PROMPT_SECTIONS must name exactly the sections build_prompt emits"
+    );
+}
