@@ -83,7 +83,12 @@ fn inline(text: &str, allow_broadcast: bool) -> String {
         if rest.starts_with('[') {
             if let Some((label, url, used)) = markdown_link(rest) {
                 out.push('<');
-                out.push_str(&url.replace('|', "%7C").replace('>', "%3E"));
+                // The URL ends the token only at `|` or `>`; a `<` in it would open another.
+                out.push_str(
+                    &url.replace('|', "%7C")
+                        .replace('<', "%3C")
+                        .replace('>', "%3E"),
+                );
                 out.push('|');
                 out.push_str(&escape(&emphasis(label)).replace('|', "∣"));
                 out.push('>');
@@ -165,11 +170,17 @@ fn slack_markup(tag: &str, allow_broadcast: bool) -> Option<String> {
 
 /// `**bold**`/`__bold__` → `*bold*`, `*it*` → `_it_`, `~~s~~` → `~s~`.
 fn emphasis(text: &str) -> String {
-    let bold = replace_pairs(text, "**", "\u{1}");
-    let bold = replace_pairs(&bold, "__", "\u{1}");
+    // Bold is marked with a character the text does not hold, so italics leave it alone.
+    let mark = ('\u{e000}'..='\u{f8ff}')
+        .find(|c| !text.contains(*c))
+        .unwrap_or('\u{1}');
+    let mut buf = [0; 4];
+    let mark_str: &str = mark.encode_utf8(&mut buf);
+    let bold = replace_pairs(text, "**", mark_str);
+    let bold = replace_pairs(&bold, "__", mark_str);
     let italics = replace_pairs(&bold, "*", "_");
     let strike = replace_pairs(&italics, "~~", "~");
-    strike.replace('\u{1}', "*")
+    strike.replace(mark, "*")
 }
 
 /// Replaces matched pairs of `marker` around non-blank text.
@@ -378,6 +389,16 @@ mod tests {
             m("a < b & c > d <b>not html</b>"),
             "a &lt; b &amp; c &gt; d &lt;b&gt;not html&lt;/b&gt;"
         );
+    }
+
+    #[test]
+    fn a_link_url_cannot_open_a_token_and_text_keeps_every_character() {
+        assert_eq!(
+            m("[x](https://x.test/<!here>)"),
+            "<https://x.test/%3C!here%3E|x>"
+        );
+        assert_eq!(m("\u{1}**b**\u{1}"), "\u{1}*b*\u{1}");
+        assert_eq!(m("\u{e000}**b** *i*"), "\u{e000}*b* _i_");
     }
 
     #[test]
