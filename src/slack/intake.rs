@@ -192,10 +192,11 @@ fn without_leading_mention(text: &str, bot_user: &str) -> String {
         t.strip_prefix(&format!("<@{bot_user}|"))
             .and_then(|r| r.split_once('>').map(|x| x.1))
     });
-    match rest {
-        Some(r) if !r.trim().is_empty() => r.trim_start_matches([',', ':']).trim().to_string(),
-        _ => text.to_string(),
-    }
+    // A mention followed only by punctuation keeps its text: there is nothing else to read.
+    rest.map(|r| r.trim_start().trim_start_matches([',', ':']).trim())
+        .filter(|r| !r.is_empty())
+        .unwrap_or(text)
+        .to_string()
 }
 
 /// `<@U123>` or `<@U123|name>` for the bot.
@@ -326,6 +327,22 @@ mod tests {
         ] {
             assert_eq!(run(event.clone(), &c), Decision::Ignore(why), "{event}");
         }
+    }
+
+    #[test]
+    fn a_mention_followed_only_by_punctuation_keeps_its_text() {
+        assert_eq!(without_leading_mention("<@UBOT>:", "UBOT"), "<@UBOT>:");
+        assert_eq!(
+            without_leading_mention(" <@UBOT|anima> ,", "UBOT"),
+            " <@UBOT|anima> ,"
+        );
+        assert_eq!(without_leading_mention("<@UBOT> , hi", "UBOT"), "hi");
+        assert_eq!(without_leading_mention("<@UBOT>: ¿qué?", "UBOT"), "¿qué?");
+        let n = accepted(run(
+            json!({"type":"app_mention","user":"U1","text":"<@UBOT>,","ts":"1.0","channel":"C1"}),
+            &cfg(),
+        ));
+        assert_eq!(n.text, "<@UBOT>,");
     }
 
     #[test]
