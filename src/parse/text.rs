@@ -323,10 +323,14 @@ pub fn parse_key_values(text: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-/// Cuts text to at most `max` characters, on a character boundary, ending with `…` when cut.
+/// Cuts text to at most `max` characters, on a character boundary, ending with `…` when cut
+/// (nothing at all when `max` is zero).
 pub fn truncate_chars(text: &str, max: usize) -> String {
     if text.chars().count() <= max {
         return text.to_string();
+    }
+    if max == 0 {
+        return String::new();
     }
     let keep = max.saturating_sub(1);
     let end = text.char_indices().nth(keep).map_or(text.len(), |(i, _)| i);
@@ -417,6 +421,8 @@ mod tests {
         assert_eq!(truncate_chars("héllo wörld", 6), "héllo…");
         assert_eq!(truncate_chars("short", 10), "short");
         assert_eq!(truncate_chars("🦀🦀🦀", 2), "🦀…");
+        assert_eq!(truncate_chars("🦀🦀🦀", 1), "…");
+        assert_eq!(truncate_chars("é", 0), "", "zero characters means none");
     }
 
     #[test]
