@@ -229,6 +229,12 @@ pub fn split(text: &str, limit: usize) -> Vec<String> {
     if text.chars().count() <= limit {
         return vec![text.to_string()];
     }
+    // A code fence cut in two is closed and reopened: every part leaves room for that.
+    let limit = if text.contains("```") {
+        limit - FENCE_ROOM
+    } else {
+        limit
+    };
     let mut parts: Vec<String> = Vec::new();
     let mut current = String::new();
     let push_piece = |current: &mut String, parts: &mut Vec<String>, piece: &str, sep: &str| {
@@ -319,7 +325,11 @@ fn enclosing(
     (chars[last] == close).then_some(first)
 }
 
-/// Re-fencing adds at most eight characters to a part: `limit` leaves room under Slack's own.
+/// What re-fencing adds to a part at most: "```\n" before it and "\n```" after it.
+const FENCE_ROOM: usize = 8;
+
+/// Closes a fence left open at a part's end and reopens it in the next part; `split` has
+/// left [`FENCE_ROOM`] characters free for that.
 fn balance_fences(parts: Vec<String>) -> Vec<String> {
     let mut out = Vec::with_capacity(parts.len());
     let mut open = false;
@@ -496,6 +506,14 @@ mod tests {
         assert!(parts.len() > 1);
         for p in &parts {
             assert_eq!(p.matches("```").count() % 2, 0, "{p}");
+            assert!(
+                p.chars().count() <= 200,
+                "re-fenced parts stay within the limit: {p}"
+            );
+        }
+        let long_line = format!("```\n{}\n```", "x".repeat(500));
+        for p in split(&long_line, 100) {
+            assert!(p.chars().count() <= 100, "{p}");
         }
     }
 }
