@@ -6,6 +6,8 @@
 //! empty and never a raw tag. Knows nothing about which
 //! steps were requested (the engine decides what to act on) and does no I/O.
 
+#[cfg(test)]
+pub(crate) mod arbitrary;
 mod scan;
 #[cfg(test)]
 mod tests;
@@ -62,7 +64,8 @@ pub struct Cognition {
     pub mental_queries: Vec<MentalQuery>,
 }
 
-/// Parses one model answer. `max_reply_chars` bounds the reply.
+/// Parses one model answer. `max_reply_chars` bounds the reply; from 1 up, the reply is
+/// never empty (the config keeps it at 16 or more).
 pub fn parse_response(raw: &str, max_reply_chars: usize) -> Cognition {
     let reasoned = text::strip_reasoning(raw);
     let body = text::unwrap_fence(&reasoned);

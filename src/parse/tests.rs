@@ -1,6 +1,7 @@
 //! One named test per way models break a tagged answer (docs/LLM.md), plus the property
-//! tests: parsing never panics, the reply never carries a cognitive tag, render → parse
-//! round-trips.
+//! tests: parsing never panics, the reply never carries a cognitive tag nor (as a fallback)
+//! a prompt section, render → parse round-trips, and every text helper holds its promise on
+//! arbitrary Unicode.
 
 use super::*;
 use proptest::prelude::*;
@@ -417,5 +418,190 @@ proptest! {
         };
         prop_assume!(!has_cognitive_tag(&c.reply));
         prop_assert_eq!(parse_response(&render(&c), MAX), c);
+    }
+}
+
+fn has_section_tag(s: &str) -> bool {
+    let lower = s.to_lowercase().replace('-', "_");
+    crate::steps::PROMPT_SECTIONS.iter().any(|t| {
+        [format!("<{t}>"), format!("<{t} "), format!("</{t}")]
+            .iter()
+            .any(|tag| lower.contains(tag))
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1000))]
+
+    #[test]
+    fn unicode_answers_give_a_reply_without_structure(
+        raw in super::arbitrary::tagged(),
+        max in 1usize..400,
+    ) {
+        let c = parse_response(&raw, max);
+        prop_assert!(!c.reply.trim().is_empty(), "{:?}", raw);
+        prop_assert!(c.reply.chars().count() <= max);
+        prop_assert!(!has_cognitive_tag(&c.reply), "reply {:?} from {:?}", c.reply, raw);
+        if c.reply_source == ReplySource::Fallback {
+            prop_assert!(!has_section_tag(&c.reply), "reply {:?} from {:?}", c.reply, raw);
+        }
+        if let Some(d) = &c.dialogue {
+            prop_assert!(!d.text.is_empty());
+        }
+    }
+
+    #[test]
+    fn a_rendered_unicode_dialogue_parses_back(raw in super::arbitrary::tagged()) {
+        let d = clean_dialogue(&raw);
+        prop_assume!(!d.is_empty() && clean_dialogue(&d) == d);
+        prop_assume!(!EXAMPLE_TEXTS.iter().any(|x| d.eq_ignore_ascii_case(x)));
+        let c = Cognition {
+            monologue: None,
+            dialogue: Some(Said { text: d.clone(), verb: None }),
+            reply: d.clone(),
+            reply_source: ReplySource::Dialogue,
+            user_model_check: None,
+            user_model_update: None,
+            model_change_note: None,
+            soul_state_check: None,
+            soul_state_update: vec![],
+            mental_queries: vec![],
+        };
+        let back = parse_response(&render(&c), usize::MAX);
+        prop_assert_eq!(back.reply, d);
+        prop_assert_eq!(back.reply_source, ReplySource::Dialogue);
+    }
+
+    #[test]
+    fn scanned_contents_are_pieces_of_the_text(raw in super::arbitrary::tagged()) {
+        let s = scan::scan(&raw);
+        for e in &s.elements {
+            prop_assert!(raw.contains(e.content), "{:?}", e);
+        }
+        prop_assert!(s.outside.len() <= raw.len());
+        if !raw.contains('<') {
+            prop_assert!(s.elements.is_empty());
+            prop_assert_eq!(s.outside, raw);
+        }
+    }
+
+    #[test]
+    fn reasoning_fences_and_sections_only_ever_remove(raw in super::arbitrary::tagged()) {
+        let stripped = text::strip_reasoning(&raw);
+        prop_assert!(stripped.len() <= raw.len());
+        if !raw.to_ascii_lowercase().contains("think") {
+            prop_assert_eq!(&stripped, &raw);
+        }
+        let unwrapped = text::unwrap_fence(&raw);
+        prop_assert!(raw.contains(unwrapped));
+        let dropped = text::drop_fence_lines(&raw);
+        prop_assert!(dropped.len() <= raw.len());
+        for line in dropped.lines() {
+            let t = line.trim();
+            prop_assert!(
+                !(t.starts_with("```") && t[3..].chars().all(|c| c.is_ascii_alphanumeric())),
+                "{:?}", line
+            );
+        }
+        if !raw.contains("```") {
+            prop_assert_eq!(&dropped, &raw);
+        }
+        let sections = text::drop_prompt_sections(&raw);
+        prop_assert!(sections.len() <= raw.len());
+        let lower = raw.to_ascii_lowercase().replace('-', "_");
+        if !crate::steps::PROMPT_SECTIONS.iter().any(|s| lower.contains(s)) {
+            prop_assert_eq!(&sections, &raw);
+        }
+    }
+
+    #[test]
+    fn a_whole_answer_fence_unwraps_to_its_body(
+        body in super::arbitrary::text(),
+        info in prop::sample::select(vec!["", "xml", "html"]),
+    ) {
+        let body = body.replace('`', "'");
+        let fenced = format!("```{info}\n{body}\n```");
+        prop_assert_eq!(text::unwrap_fence(&fenced), format!("{body}\n"));
+    }
+
+    #[test]
+    fn entities_decode_what_escaping_wrote(s in super::arbitrary::text()) {
+        prop_assert_eq!(text::decode_entities(&quick_xml::escape::escape(&s)), s.clone());
+        if !s.contains('&') {
+            prop_assert_eq!(text::decode_entities(&s), s.clone());
+        }
+        if !s.contains("]]>") {
+            prop_assert_eq!(text::decode_content(&format!("<![CDATA[{s}]]>")), s.clone());
+        }
+        let _ = text::decode_content(&s);
+    }
+
+    #[test]
+    fn prefixes_and_quotes_only_ever_trim(s in super::arbitrary::text()) {
+        let p = text::strip_speaker_prefix(&s);
+        prop_assert!(s.ends_with(p), "{:?} → {:?}", s, p);
+        if !s.contains(':') {
+            prop_assert_eq!(p, s.as_str());
+        }
+        let q = text::strip_wrapping_quotes(&s);
+        prop_assert!(s.contains(q), "{:?} → {:?}", s, q);
+        prop_assert_eq!(q, q.trim());
+    }
+
+    #[test]
+    fn speaker_prefixes_go_and_what_follows_stays(
+        name in prop::sample::select(vec!["Wren", "Élodie", "Wren Ashby", "Юлия"]),
+        verb in prop::sample::select(vec!["said", "explained", "pointed out", "mused"]),
+        rest in super::arbitrary::text(),
+    ) {
+        let said = format!("{name} {verb}: {rest}");
+        let want = rest.trim_start();
+        prop_assert_eq!(text::strip_speaker_prefix(&said), want);
+    }
+
+    #[test]
+    fn booleans_are_read_only_from_their_words(
+        s in super::arbitrary::text(),
+        word in prop::sample::select(vec![("true", true), ("Yes", true), ("FALSE", false), ("no", false)]),
+        before in "[ \"'*(\n]{0,3}",
+        after in "[ .!\"'*)\n]{0,3}",
+    ) {
+        if let Some(b) = text::parse_bool(&s) {
+            let lower = s.to_lowercase();
+            let words: &[&str] = if b { &["true", "yes", "y", "1"] } else { &["false", "no", "n", "0"] };
+            prop_assert!(words.iter().any(|w| lower.contains(w)), "{:?} → {}", s, b);
+        }
+        let (w, want) = word;
+        prop_assert_eq!(text::parse_bool(&format!("{before}{w}{after}")), Some(want));
+    }
+
+    #[test]
+    fn key_values_have_plain_keys(s in super::arbitrary::text()) {
+        let kv = text::parse_key_values(&s);
+        prop_assert!(kv.len() <= s.lines().count());
+        for (k, _) in &kv {
+            prop_assert!(!k.is_empty() && !k.contains(' ') && !k.contains(':'), "{:?}", k);
+        }
+    }
+
+    #[test]
+    fn truncation_respects_the_character_count(s in super::arbitrary::text(), max in 0usize..80) {
+        let t = text::truncate_chars(&s, max);
+        prop_assert!(t.chars().count() <= max, "{:?} → {:?}", s, t);
+        if s.chars().count() <= max {
+            prop_assert_eq!(&t, &s);
+        } else if max > 0 {
+            let kept = t.strip_suffix('…');
+            prop_assert!(kept.is_some_and(|k| s.starts_with(k)), "{:?} → {:?}", s, t);
+        }
+    }
+
+    #[test]
+    fn tidy_trims_and_keeps_every_visible_character(s in super::arbitrary::text()) {
+        let t = text::tidy(&s);
+        prop_assert_eq!(t.as_str(), t.trim());
+        prop_assert!(!t.replace('\r', "").contains("\n\n\n"), "{:?}", t);
+        let visible = |x: &str| x.chars().filter(|c| !c.is_whitespace()).collect::<String>();
+        prop_assert_eq!(visible(&t), visible(&s));
     }
 }

@@ -207,6 +207,9 @@ fn mentions(text: &str, bot_user: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::parse::arbitrary;
+    use crate::slack::api::ts_order;
+    use proptest::prelude::*;
     use serde_json::json;
 
     fn cfg() -> SlackConfig {
@@ -421,5 +424,97 @@ mod tests {
             &c,
         );
         assert_eq!(d, Decision::Ignore("user not in allowed_users"));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(500))]
+
+        #[test]
+        fn any_message_text_is_decided_without_panicking(
+            text in arbitrary::text(),
+            channel_type in prop::sample::select(vec!["im", "channel", "group", "mpim"]),
+            thread in any::<bool>(),
+            mention_event in any::<bool>(),
+        ) {
+            let mut event = if mention_event {
+                json!({"type":"app_mention","user":"U1","text":text,"ts":"2.000100","channel":"C1"})
+            } else {
+                json!({"type":"message","channel":"C1","channel_type":channel_type,"user":"U1","text":text,"ts":"2.000100"})
+            };
+            if thread {
+                event["thread_ts"] = json!("1.000001");
+            }
+            match run(event, &cfg()) {
+                Decision::Accept(n) => {
+                    prop_assert!(!n.text.trim().is_empty(), "{:?} → {:?}", text, n.text);
+                    prop_assert!(text.contains(&n.text), "{:?} → {:?}", text, n.text);
+                    prop_assert_eq!(n.channel, "C1");
+                    prop_assert_eq!(n.ts, "2.000100");
+                }
+                Decision::Ignore(why) => {
+                    if text.trim().is_empty() {
+                        prop_assert_eq!(why, "message without text");
+                    }
+                }
+                d @ Decision::AssistantThread { .. } => prop_assert!(false, "{:?}", d),
+            }
+        }
+
+        #[test]
+        fn an_unusable_channel_or_ts_is_never_accepted(
+            channel in prop_oneof![Just(String::new()), Just("C1".to_string()), arbitrary::text()],
+            ts in prop_oneof![Just("2.000100".to_string()), arbitrary::text()],
+            thread_ts in prop::option::of(prop_oneof![Just("1.0".to_string()), arbitrary::text()]),
+        ) {
+            let mut event = json!({"type":"message","channel":channel,"channel_type":"channel","user":"U1","text":"<@UBOT> hi","ts":ts});
+            if let Some(t) = &thread_ts {
+                event["thread_ts"] = json!(t);
+            }
+            let usable = !channel.is_empty()
+                && is_slack_ts(&ts)
+                && thread_ts.as_deref().is_none_or(is_slack_ts);
+            let d = run(event, &cfg());
+            prop_assert_eq!(matches!(d, Decision::Accept(_)), usable, "{:?}", d);
+        }
+
+        #[test]
+        fn the_leading_mention_is_dropped_and_nothing_else(
+            before in prop::sample::select(vec!["", " ", "\n", "\u{a0}"]),
+            mention in prop::sample::select(vec!["<@UBOT>", "<@UBOT|anima>"]),
+            rest in arbitrary::text(),
+        ) {
+            let text = format!("{before}{mention}{rest}");
+            let out = without_leading_mention(&text, "UBOT");
+            prop_assert!(!out.trim().is_empty(), "{:?} → {:?}", text, out);
+            prop_assert!(text.contains(&out), "{:?} → {:?}", text, out);
+            let left = rest.trim_start().trim_start_matches([',', ':']).trim();
+            if !left.is_empty() {
+                prop_assert_eq!(out, left);
+            }
+            prop_assert!(mentions(&text, "UBOT"));
+            let later = format!("{rest}{mention}");
+            prop_assert!(mentions(&later, "UBOT"));
+        }
+
+        #[test]
+        fn text_without_the_bots_id_never_mentions_it(text in arbitrary::text()) {
+            let text = text.replace("UBOT", "UBOX");
+            prop_assert!(!mentions(&text, "UBOT"));
+            prop_assert_eq!(without_leading_mention(&text, "UBOT"), text);
+        }
+
+        #[test]
+        fn slack_timestamps_sort_like_their_numbers(
+            a in (0u64..4_000_000_000, 0u64..1_000_000),
+            b in (0u64..4_000_000_000, 0u64..1_000_000),
+            junk in arbitrary::text(),
+        ) {
+            let ts = |(s, m): (u64, u64)| format!("{s}.{m:06}");
+            prop_assert!(is_slack_ts(&ts(a)));
+            prop_assert_eq!(ts_order(&ts(a)), a);
+            prop_assert_eq!(ts_order(&ts(a)).cmp(&ts_order(&ts(b))), a.cmp(&b));
+            let _ = ts_order(&junk);
+            let _ = is_slack_ts(&junk);
+        }
     }
 }

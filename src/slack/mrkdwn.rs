@@ -357,6 +357,8 @@ fn balance_fences(parts: Vec<String>) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::parse::arbitrary;
+    use proptest::prelude::*;
 
     fn m(s: &str) -> String {
         to_mrkdwn(s, false)
@@ -514,6 +516,149 @@ mod tests {
         let long_line = format!("```\n{}\n```", "x".repeat(500));
         for p in split(&long_line, 100) {
             assert!(p.chars().count() <= 100, "{p}");
+        }
+    }
+
+    /// Slack's escaping on mrkdwn: every `<` opens a markup token closed on its line (a
+    /// broadcast only when allowed), every `>` closes one, and every `&` outside a token
+    /// starts `&amp;`, `&lt;` or `&gt;`.
+    fn check_escaped(out: &str, allow_broadcast: bool) -> Result<(), String> {
+        let mut rest = out;
+        while let Some(p) = rest.find(['<', '>', '&']) {
+            let at = &rest[p..];
+            if at.starts_with('>') {
+                return Err(format!("a raw > at {at:?}"));
+            }
+            if let Some(after) = at.strip_prefix('&') {
+                if !["amp;", "lt;", "gt;"].iter().any(|e| after.starts_with(e)) {
+                    return Err(format!("a raw & at {at:?}"));
+                }
+                rest = after;
+                continue;
+            }
+            let end = at.find('>').ok_or(format!("an unclosed < at {at:?}"))?;
+            let inner = &at[1..end];
+            let markup = ["@", "#", "http://", "https://", "mailto:"]
+                .iter()
+                .any(|p| inner.starts_with(p))
+                || (allow_broadcast && inner.starts_with('!'));
+            if !markup || inner.contains(['<', '\n']) {
+                return Err(format!("a raw < at {at:?}"));
+            }
+            rest = &at[end + 1..];
+        }
+        Ok(())
+    }
+
+    /// The characters that carry meaning: no whitespace, no fence backticks.
+    fn visible(s: &str) -> String {
+        s.chars()
+            .filter(|c| !c.is_whitespace() && *c != '`')
+            .collect()
+    }
+
+    /// Whether `a`'s end and `b`'s start are the halves of one entity.
+    fn entity_cut(a: &str, b: &str) -> bool {
+        let a = a.strip_suffix("\n```").unwrap_or(a);
+        let b = b.strip_prefix("```\n").unwrap_or(b);
+        let Some((_, tail)) = a.rsplit_once('&') else {
+            return false;
+        };
+        let is_name = |s: &str| s.chars().all(|c| c.is_ascii_alphanumeric() || c == '#');
+        let Some((head, _)) = b.split_once(';') else {
+            return false;
+        };
+        tail.len() < 9 && is_name(tail) && is_name(head) && tail.len() + head.len() < 9
+    }
+
+    fn fence_lines(part: &str) -> usize {
+        part.lines()
+            .filter(|l| l.trim_start().starts_with("```"))
+            .count()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1000))]
+
+        #[test]
+        fn mrkdwn_is_escaped_and_broadcasts_only_pass_when_allowed(text in arbitrary::text()) {
+            let out = to_mrkdwn(&text, false);
+            prop_assert!(!out.contains("<!"), "{:?} → {:?}", text, out);
+            if let Err(e) = check_escaped(&out, false) {
+                prop_assert!(false, "{} in {:?} → {:?}", e, text, out);
+            }
+            let out = to_mrkdwn(&text, true);
+            if let Err(e) = check_escaped(&out, true) {
+                prop_assert!(false, "{} in {:?} → {:?}", e, text, out);
+            }
+        }
+
+        #[test]
+        fn rendered_parts_fit_lose_nothing_and_cut_no_entity(
+            text in arbitrary::text(),
+            limit in 0usize..120,
+        ) {
+            let whole = to_mrkdwn(&text, false);
+            let parts = render(&text, false, limit);
+            prop_assert!(!parts.is_empty());
+            for p in &parts {
+                // Re-fenced parts too: split leaves room for the fences.
+                prop_assert!(p.chars().count() <= limit.max(16), "{:?}", p);
+                prop_assert!(!p.contains("<!"), "{:?}", p);
+                if parts.len() > 1 {
+                    prop_assert_eq!(fence_lines(p) % 2, 0, "unbalanced fence in {:?}", p);
+                }
+            }
+            for pair in parts.windows(2) {
+                prop_assert!(!entity_cut(&pair[0], &pair[1]), "entity cut: {:?}", pair);
+            }
+            prop_assert_eq!(visible(&parts.concat()), visible(&whole));
+        }
+
+        #[test]
+        fn split_parts_fit_and_lose_no_visible_character(
+            text in arbitrary::text(),
+            limit in 0usize..120,
+        ) {
+            let parts = split(&text, limit);
+            for p in &parts {
+                prop_assert!(p.chars().count() <= limit.max(16), "{:?}", p);
+            }
+            prop_assert_eq!(visible(&parts.concat()), visible(&text));
+        }
+
+        #[test]
+        fn a_line_is_cut_outside_every_entity_and_fitting_token(
+            line in arbitrary::text(),
+            limit in 16usize..48,
+        ) {
+            let chunks = chunk_line(&line, limit);
+            prop_assert_eq!(chunks.concat(), line.clone());
+            let chars: Vec<char> = line.chars().collect();
+            // Spans that must not be cut: (first, last) character indices.
+            let mut spans = Vec::new();
+            for (a, c) in chars.iter().enumerate() {
+                let (close, max, inner): (char, usize, fn(char) -> bool) = match c {
+                    '<' => ('>', limit, |c| !matches!(c, '<' | '>' | '\n')),
+                    '&' => (';', ENTITY_MAX, |c| c.is_ascii_alphanumeric() || c == '#'),
+                    _ => continue,
+                };
+                if let Some(b) = (a + 1..chars.len()).find(|&i| !inner(chars[i])) {
+                    if chars[b] == close && b - a < max {
+                        spans.push((a, b));
+                    }
+                }
+            }
+            let mut cut = 0;
+            for chunk in &chunks[..chunks.len() - 1] {
+                let n = chunk.chars().count();
+                prop_assert!(n > 0 && n <= limit, "{:?}", chunk);
+                cut += n;
+                for (a, b) in &spans {
+                    prop_assert!(!(*a < cut && cut <= *b), "cut at {} inside {:?}", cut, &chars[*a..=*b]);
+                }
+            }
+            prop_assert!(chunks[chunks.len() - 1].chars().count() <= limit);
         }
     }
 }
