@@ -40,6 +40,48 @@ fn metric(d: &Daemon, name: &str) -> f64 {
 }
 
 #[test]
+fn replies_that_open_with_non_ascii_are_posted() {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    let lines = [
+        "¡Hola!",
+        "¿Qué tal?",
+        "Ça va",
+        "Über alles",
+        "Привет",
+        "日本語のテキスト",
+        "🦀 a crab",
+        "`x`é",
+        "<@U1>日本",
+    ];
+    for l in lines {
+        model.reply(&answer(l));
+    }
+    let (_home, _d) = socket_daemon_env(&model, &slack, "", &[]);
+    for (i, _) in lines.iter().enumerate() {
+        slack.send_event(
+            mention("C1", &format!("1.{:06}", i + 1), "hola"),
+            &format!("E{i}"),
+            0,
+        );
+    }
+    slack.wait(20, "every reply", |s| s.posts().len() == lines.len());
+    let mut texts: Vec<String> = slack.posts().into_iter().map(|p| p.text).collect();
+    texts.sort();
+    for l in [
+        "¡Hola!",
+        "¿Qué tal?",
+        "Ça va",
+        "Привет",
+        "日本語のテキスト",
+        "🦀 a crab",
+    ] {
+        assert!(texts.iter().any(|t| t == l), "{l} in {texts:?}");
+    }
+    assert!(texts.iter().any(|t| t == "`x`é"), "{texts:?}");
+    assert!(texts.iter().any(|t| t == "<@U1>日本"), "{texts:?}");
+}
+
+#[test]
 fn a_reply_that_panics_every_time_is_answered_with_an_apology_and_the_thread_goes_on() {
     let (model, slack) = (FakeModel::start(), FakeSlack::start());
     // The failpoint panics while posting any reply that contains 💥: a poison row.

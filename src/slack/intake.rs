@@ -167,7 +167,6 @@ fn decide_msg(m: Msg, event_id: &str, bot: &BotIdentity, cfg: &SlackConfig) -> D
         reply_thread_ts,
         user_id: user.to_string(),
         text: without_leading_mention(m.text, &bot.user_id),
-        assistant_thread: false,
         only_if_participating: only_if,
     })
 }

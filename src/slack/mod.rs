@@ -38,7 +38,6 @@ pub struct NewInbound {
     pub reply_thread_ts: Option<String>,
     pub user_id: String,
     pub text: String,
-    pub assistant_thread: bool,
     /// Accept only if the soul has spoken in this (channel, thread_ts).
     pub only_if_participating: Option<(String, String)>,
 }
