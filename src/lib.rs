@@ -11,6 +11,7 @@
 
 pub mod cli;
 pub mod daemon;
+pub mod service;
 pub mod slack;
 pub mod router;
 pub mod engine;

@@ -7,6 +7,8 @@
 mod chat;
 mod check;
 mod processes;
+mod service;
+mod state;
 mod users;
 
 use std::path::PathBuf;
@@ -55,6 +57,13 @@ pub enum Command {
         #[command(subcommand)]
         command: processes::ProcessesCommand,
     },
+    /// Install, remove or describe anima as a service (systemd or launchd).
+    Service {
+        #[command(subcommand)]
+        command: service::ServiceCommand,
+    },
+    /// The soul's state, read-only (works while the daemon runs).
+    State(state::StateArgs),
 }
 
 /// A failure with the exit code it deserves.
@@ -132,6 +141,8 @@ async fn dispatch(cli: Cli) -> CliResult {
         Command::Check => check::run(config_path).await,
         Command::Users { command } => users::run(config_path, command),
         Command::Processes { command } => processes::run(config_path, command),
+        Command::Service { command } => service::run(config_path, command),
+        Command::State(args) => state::run(config_path, args),
     }
 }
 

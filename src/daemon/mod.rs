@@ -3,9 +3,11 @@
 //! Start: config, soul, provider, store → HTTP routes → auth.test (retried while Slack is
 //! unreachable) → router (resuming unfinished messages) → Socket Mode or Events API intake.
 //! SIGTERM/SIGINT: stop intake, let turns in flight finish within `shutdown_grace_secs`,
-//! exit 0; unfinished inbox rows wait for the next start.
+//! exit 0; unfinished inbox rows wait for the next start. Under systemd, the service manager
+//! hears READY, WATCHDOG and STOPPING (`notify`).
 
 mod http;
+mod notify;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -190,6 +192,8 @@ pub async fn run(config: Arc<Config>) -> Result<(), DaemonError> {
         }
     };
 
+    notify::ready_when_connected(metrics.clone(), stop_rx.clone());
+    notify::watchdog(store.clone(), stop_rx.clone());
     tokio::spawn(follow_ups(
         engine,
         router.clone(),
@@ -204,6 +208,7 @@ pub async fn run(config: Arc<Config>) -> Result<(), DaemonError> {
         "stopping: no new messages; finishing turns in flight"
     );
     stopping.store(true, Ordering::SeqCst);
+    notify::stopping();
     if let Some(l) = &socket {
         l.shutdown().await;
     }

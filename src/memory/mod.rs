@@ -13,6 +13,7 @@ mod checkpoint;
 mod migrate;
 pub mod process_state;
 pub mod model_repo;
+pub mod snapshot;
 pub mod soul_state;
 mod turn;
 pub mod users;
@@ -30,6 +31,7 @@ pub use health::WriteHealth;
 
 pub use inbox::{Inbound, InboxItem, InboxStatus, Intake};
 pub use migrate::SCHEMA_VERSION;
+pub use snapshot::{ConversationState, Snapshot};
 pub use soul_state::SoulState;
 pub use turn::{TurnContext, TurnRecord, TurnStart, UsageRecord, Whisper};
 pub use users::{slug, UserRecord};
@@ -51,6 +53,14 @@ pub enum StoreError {
         "the database {path} has schema version {found}, newer than this anima understands ({supported}); upgrade anima or point [paths] home elsewhere"
     )]
     TooNew {
+        path: PathBuf,
+        found: i64,
+        supported: i64,
+    },
+    #[error(
+        "the database {path} has schema version {found}, older than this anima's ({supported}); run `anima chat` or `anima run` once to upgrade it"
+    )]
+    Outdated {
         path: PathBuf,
         found: i64,
         supported: i64,
@@ -92,16 +102,21 @@ impl Store {
         if checkpointer.is_some() {
             conn.pragma_update(None, "wal_autocheckpoint", 0)?;
         }
-        let store = Store {
-            conn: Mutex::new(conn),
-            path: path.to_path_buf(),
-            health: WriteHealth::default(),
-            _checkpointer: checkpointer,
-        };
+        let mut store = Store::from_connection(conn, path);
+        store._checkpointer = checkpointer;
         // A database SQLite opened read-only (its file is not writable) fails here, at start,
         // not at the first message.
         store.probe()?;
         Ok(store)
+    }
+
+    fn from_connection(conn: Connection, path: &Path) -> Store {
+        Store {
+            conn: Mutex::new(conn),
+            path: path.to_path_buf(),
+            health: WriteHealth::default(),
+            _checkpointer: None,
+        }
     }
 
     /// Runs blocking store work off the async runtime: the one place where SQLite calls leave

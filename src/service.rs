@@ -1,0 +1,260 @@
+//! Service units for `anima service`: a systemd unit (Type=notify, watchdog, hardening) and a
+//! launchd agent, rendered from a `ServiceSpec`, and where each goes.
+//!
+//! Pure text: no I/O, so the units are snapshot-tested. `cli/service.rs` writes them and
+//! talks to systemctl / launchctl. Secrets never appear in a unit: they live in an
+//! environment file (mode 0600) that anima creates empty and never fills.
+
+use std::path::{Path, PathBuf};
+
+/// The systemd unit's (and launchd label's) name.
+pub const NAME: &str = "anima";
+/// The launchd label.
+pub const LAUNCHD_LABEL: &str = "dev.anima";
+/// How often systemd expects a sign of life; the daemon pings at half of it.
+pub const WATCHDOG_SECS: u64 = 60;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Manager {
+    Systemd,
+    Launchd,
+}
+
+impl Manager {
+    /// The platform's own: launchd on macOS, systemd elsewhere.
+    pub fn native() -> Manager {
+        if cfg!(target_os = "macos") {
+            Manager::Launchd
+        } else {
+            Manager::Systemd
+        }
+    }
+}
+
+/// Everything a unit says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceSpec {
+    /// The anima binary, absolute.
+    pub exe: PathBuf,
+    /// The configuration file, absolute; `None`: the built-in defaults.
+    pub config: Option<PathBuf>,
+    /// `[paths] home`: the only place the service writes.
+    pub home: PathBuf,
+    /// The secrets, one `NAME=value` a line.
+    pub env_file: PathBuf,
+    /// A per-user service (systemd --user, a LaunchAgent) rather than a system one.
+    pub user: bool,
+    pub shutdown_grace_secs: u64,
+}
+
+/// Where the unit goes. `user_home` is the invoking user's home (for per-user units).
+pub fn unit_path(manager: Manager, user: bool, user_home: &Path) -> PathBuf {
+    match (manager, user) {
+        (Manager::Systemd, false) => PathBuf::from("/etc/systemd/system/anima.service"),
+        (Manager::Systemd, true) => user_home.join(".config/systemd/user/anima.service"),
+        (Manager::Launchd, false) => PathBuf::from("/Library/LaunchDaemons/dev.anima.plist"),
+        (Manager::Launchd, true) => user_home.join("Library/LaunchAgents/dev.anima.plist"),
+    }
+}
+
+/// The systemd unit.
+pub fn systemd_unit(s: &ServiceSpec) -> String {
+    let exec = exec_args(s)
+        .iter()
+        .map(|a| systemd_quote(a))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let wanted_by = if s.user {
+        "default.target"
+    } else {
+        "multi-user.target"
+    };
+    format!(
+        "# Written by `anima service install`. Secrets go in the EnvironmentFile (mode 0600),
+# never here. Edit with care: `anima service install --force` writes it anew.
+[Unit]
+Description=anima, a Slack chat-bot daemon with a soul
+Wants=network-online.target
+After=network-online.target
+
+[Service]
+Type=notify
+NotifyAccess=main
+ExecStart={exec}
+EnvironmentFile=-{env}
+Restart=on-failure
+RestartSec=5
+WatchdogSec={WATCHDOG_SECS}
+TimeoutStopSec={stop}
+NoNewPrivileges=yes
+ProtectSystem=strict
+ProtectHome=read-only
+ReadWritePaths={home}
+PrivateTmp=yes
+CapabilityBoundingSet=
+RestrictSUIDSGID=yes
+LockPersonality=yes
+
+[Install]
+WantedBy={wanted_by}
+",
+        env = systemd_quote(&s.env_file.display().to_string()),
+        stop = s.shutdown_grace_secs + 10,
+        home = systemd_quote(&s.home.display().to_string()),
+    )
+}
+
+/// The launchd property list. launchd has no environment file: a shell reads it and execs
+/// anima, so the secrets stay out of the plist.
+pub fn launchd_plist(s: &ServiceSpec) -> String {
+    let env = shell_quote(&s.env_file.display().to_string());
+    let exec = exec_args(s)
+        .iter()
+        .map(|a| shell_quote(a))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let script = format!("set -a; [ -f {env} ] && . {env}; set +a; exec {exec}");
+    let logs = s.home.join("logs");
+    format!(
+        r#"<?xml version="1.0" encoding="UTF-8"?>
+<!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN" "http://www.apple.com/DTDs/PropertyList-1.0.dtd">
+<!-- Written by `anima service install`. Secrets go in {env_xml} (mode 0600), never here. -->
+<plist version="1.0">
+<dict>
+  <key>Label</key>
+  <string>{LAUNCHD_LABEL}</string>
+  <key>ProgramArguments</key>
+  <array>
+    <string>/bin/sh</string>
+    <string>-c</string>
+    <string>{script}</string>
+  </array>
+  <key>WorkingDirectory</key>
+  <string>{home}</string>
+  <key>RunAtLoad</key>
+  <true/>
+  <key>KeepAlive</key>
+  <dict>
+    <key>SuccessfulExit</key>
+    <false/>
+  </dict>
+  <key>ExitTimeOut</key>
+  <integer>{stop}</integer>
+  <key>StandardOutPath</key>
+  <string>{out}</string>
+  <key>StandardErrorPath</key>
+  <string>{err}</string>
+</dict>
+</plist>
+"#,
+        env_xml = xml(&s.env_file.display().to_string()),
+        script = xml(&script),
+        home = xml(&s.home.display().to_string()),
+        stop = s.shutdown_grace_secs + 10,
+        out = xml(&logs.join("anima.out.log").display().to_string()),
+        err = xml(&logs.join("anima.log").display().to_string()),
+    )
+}
+
+fn exec_args(s: &ServiceSpec) -> Vec<String> {
+    let mut args = vec![s.exe.display().to_string()];
+    if let Some(c) = &s.config {
+        args.push("--config".into());
+        args.push(c.display().to_string());
+    }
+    args.push("run".into());
+    args
+}
+
+/// A systemd command-line word: quoted when it holds anything but plain path characters;
+/// `%` and `$` doubled so systemd does not expand them.
+fn systemd_quote(word: &str) -> String {
+    let escaped = word.replace('%', "%%").replace('$', "$$");
+    let plain = escaped
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "/._-+=:,@%$".contains(c));
+    if plain && !escaped.is_empty() {
+        escaped
+    } else {
+        format!("\"{}\"", escaped.replace('\\', "\\\\").replace('"', "\\\""))
+    }
+}
+
+/// A POSIX shell word in single quotes.
+fn shell_quote(word: &str) -> String {
+    format!("'{}'", word.replace('\'', "'\\''"))
+}
+
+fn xml(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(user: bool) -> ServiceSpec {
+        ServiceSpec {
+            exe: "/usr/local/bin/anima".into(),
+            config: Some("/home/ada/anima/anima.toml".into()),
+            home: "/home/ada/.anima".into(),
+            env_file: "/home/ada/anima/anima.env".into(),
+            user,
+            shutdown_grace_secs: 20,
+        }
+    }
+
+    #[test]
+    fn the_systemd_units() {
+        insta::assert_snapshot!("systemd_system", systemd_unit(&spec(false)));
+        insta::assert_snapshot!("systemd_user", systemd_unit(&spec(true)));
+    }
+
+    #[test]
+    fn the_launchd_agent() {
+        insta::assert_snapshot!("launchd_user", launchd_plist(&spec(true)));
+    }
+
+    #[test]
+    fn odd_paths_stay_one_word_and_expand_nothing() {
+        let mut s = spec(false);
+        s.exe = "/opt/my apps/anima".into();
+        s.config = Some("/etc/anima/100%$HOME's.toml".into());
+        let unit = systemd_unit(&s);
+        assert!(
+            unit.contains(
+                "ExecStart=\"/opt/my apps/anima\" --config \"/etc/anima/100%%$$HOME's.toml\" run"
+            ),
+            "{unit}"
+        );
+        let plist = launchd_plist(&s);
+        assert!(
+            plist.contains("&apos;") || plist.contains("'\\''"),
+            "{plist}"
+        );
+        assert!(
+            !plist.contains("<string>/opt/my apps"),
+            "quoted inside the script"
+        );
+    }
+
+    #[test]
+    fn units_go_where_their_manager_looks() {
+        let home = Path::new("/home/ada");
+        assert_eq!(
+            unit_path(Manager::Systemd, true, home),
+            Path::new("/home/ada/.config/systemd/user/anima.service")
+        );
+        assert_eq!(
+            unit_path(Manager::Systemd, false, home),
+            Path::new("/etc/systemd/system/anima.service")
+        );
+        assert_eq!(
+            unit_path(Manager::Launchd, true, home),
+            Path::new("/home/ada/Library/LaunchAgents/dev.anima.plist")
+        );
+    }
+}

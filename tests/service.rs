@@ -1,0 +1,288 @@
+//! Running anima as a service: `anima service install|uninstall|status` against a fake
+//! systemctl, the unit checked by `systemd-analyze verify` where it exists, the daemon's
+//! READY / WATCHDOG / STOPPING on a fake NOTIFY_SOCKET, and `anima state` beside the daemon.
+
+mod support;
+
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixDatagram;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use support::daemon::{home, Daemon};
+use support::slack::{self, FakeSlack};
+use support::*;
+
+/// A home with a fake `systemctl` first on PATH that logs its arguments.
+fn with_fake_systemctl(home: &Home) -> (String, std::path::PathBuf) {
+    let bin = home.dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let log = home.dir.path().join("systemctl.log");
+    script(
+        &bin.join("systemctl"),
+        &format!(
+            "#!/bin/sh\necho \"$*\" >> '{}'\ncase \"$*\" in\n  *is-active*) echo active ;;\n  *show*) printf 'ExecMainStatus=0\\nExecMainExitTimestamp=Mon 2026-11-23 10:00:00 UTC\\n' ;;\nesac\n",
+            log.display()
+        ),
+    );
+    (format!("{}:/usr/bin:/bin", bin.display()), log)
+}
+
+#[test]
+fn a_dry_run_prints_the_unit_and_where_it_would_go() {
+    let home = Home::new(
+        "anthropic",
+        "http://127.0.0.1:9",
+        "\n[daemon]\nshutdown_grace_secs = 25\n",
+    );
+    let r = home.run(&["service", "install", "--systemd", "--dry-run"], "");
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    assert!(
+        r.stdout
+            .starts_with("# /etc/systemd/system/anima.service\n"),
+        "{}",
+        r.stdout
+    );
+    let config = home.config().canonicalize().unwrap();
+    for line in [
+        "Type=notify".to_string(),
+        format!(
+            "ExecStart={} --config {} run",
+            std::fs::canonicalize(env!("CARGO_BIN_EXE_anima"))
+                .unwrap()
+                .display(),
+            config.display()
+        ),
+        format!(
+            "EnvironmentFile=-{}",
+            config.with_file_name("anima.env").display()
+        ),
+        "Restart=on-failure".to_string(),
+        "WatchdogSec=60".to_string(),
+        "TimeoutStopSec=35".to_string(),
+        "NoNewPrivileges=yes".to_string(),
+        "ProtectSystem=strict".to_string(),
+        "ProtectHome=read-only".to_string(),
+        format!("ReadWritePaths={}", home.data().display()),
+        "PrivateTmp=yes".to_string(),
+        "CapabilityBoundingSet=".to_string(),
+    ] {
+        assert!(
+            r.stdout.lines().any(|l| l == line),
+            "{line} in\n{}",
+            r.stdout
+        );
+    }
+    assert!(
+        !home.dir.path().join("anima.env").exists(),
+        "a dry run writes nothing"
+    );
+
+    let r = home.run(
+        &["service", "install", "--launchd", "--user", "--dry-run"],
+        "",
+    );
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    assert!(
+        r.stdout.contains("Library/LaunchAgents/dev.anima.plist"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("<key>KeepAlive</key>"), "{}", r.stdout);
+}
+
+#[test]
+fn systemd_analyze_finds_nothing_wrong_with_the_unit() {
+    let Ok(out) = std::process::Command::new("systemd-analyze")
+        .arg("--version")
+        .output()
+    else {
+        eprintln!("systemd-analyze is not installed here: skipped");
+        return;
+    };
+    assert!(out.status.success());
+    let home = Home::new("anthropic", "http://127.0.0.1:9", "");
+    let r = home.run(&["service", "install", "--systemd", "--dry-run"], "");
+    let unit = r.stdout.split_once('\n').unwrap().1;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("anima.service");
+    std::fs::write(&file, unit).unwrap();
+    let out = std::process::Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&file)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        !stderr.contains("anima.service"),
+        "systemd-analyze complained about the unit:\n{stderr}"
+    );
+}
+
+#[test]
+fn install_status_and_uninstall_a_user_service() {
+    let home = Home::new("anthropic", "http://127.0.0.1:9", "");
+    let (path, log) = with_fake_systemctl(&home);
+    let env = [("PATH", path.as_str())];
+    let r = home.run_env(&["service", "install", "--systemd", "--user"], "", &env);
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    let unit = home.dir.path().join(".config/systemd/user/anima.service");
+    let text = std::fs::read_to_string(&unit).unwrap();
+    assert!(text.contains("WantedBy=default.target"), "{text}");
+    let secrets = home.dir.path().join("anima.env");
+    let mode = std::fs::metadata(&secrets).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "the secrets file is private");
+    assert!(
+        std::fs::read_to_string(&secrets)
+            .unwrap()
+            .lines()
+            .all(|l| l.starts_with('#')),
+        "and holds no value"
+    );
+    let calls = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(
+        calls.lines().collect::<Vec<_>>(),
+        ["--user daemon-reload", "--user enable --now anima.service"]
+    );
+
+    // Once only, unless forced; the secrets file is never overwritten.
+    std::fs::write(&secrets, "SLACK_BOT_TOKEN=xoxb-kept\n").unwrap();
+    let again = home.run_env(&["service", "install", "--systemd", "--user"], "", &env);
+    assert_eq!(again.status, 2);
+    assert!(again.stderr.contains("--force"), "{}", again.stderr);
+    let forced = home.run_env(
+        &["service", "install", "--systemd", "--user", "--force"],
+        "",
+        &env,
+    );
+    assert_eq!(forced.status, 0, "{}", forced.stderr);
+    assert_eq!(
+        std::fs::read_to_string(&secrets).unwrap(),
+        "SLACK_BOT_TOKEN=xoxb-kept\n"
+    );
+    assert!(!forced.stdout.contains("xoxb"), "secrets are never echoed");
+
+    let status = home.run_env(&["service", "status", "--systemd", "--user"], "", &env);
+    assert_eq!(status.status, 0, "{}", status.stderr);
+    assert!(
+        status.stdout.contains("installed: yes"),
+        "{}",
+        status.stdout
+    );
+    assert!(
+        status.stdout.contains("running: yes (active)"),
+        "{}",
+        status.stdout
+    );
+    assert!(
+        status
+            .stdout
+            .contains("last exit: status 0 at Mon 2026-11-23"),
+        "{}",
+        status.stdout
+    );
+
+    let gone = home.run_env(&["service", "uninstall", "--systemd", "--user"], "", &env);
+    assert_eq!(gone.status, 0, "{}", gone.stderr);
+    assert!(!unit.exists());
+    assert!(secrets.exists(), "the secrets stay");
+    let status = home.run_env(&["service", "status", "--systemd", "--user"], "", &env);
+    assert!(status.stdout.contains("installed: no"), "{}", status.stdout);
+}
+
+#[test]
+fn an_unwritable_unit_folder_says_what_to_do_instead() {
+    let home = Home::new("anthropic", "http://127.0.0.1:9", "");
+    let (path, _) = with_fake_systemctl(&home);
+    // A file where the folder should be.
+    std::fs::create_dir_all(home.dir.path().join(".config")).unwrap();
+    std::fs::write(home.dir.path().join(".config/systemd"), "not a folder").unwrap();
+    let r = home.run_env(
+        &["service", "install", "--systemd", "--user"],
+        "",
+        &[("PATH", path.as_str())],
+    );
+    assert_eq!(r.status, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("cannot write"), "{}", r.stderr);
+    assert!(r.stderr.contains(".config/systemd"), "{}", r.stderr);
+}
+
+#[test]
+fn under_systemd_the_daemon_says_ready_pings_the_watchdog_and_says_stopping() {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    let home = home(&model, &slack, "socket", "");
+    let socket_path = home.dir.path().join("notify.sock");
+    let socket = UnixDatagram::bind(&socket_path).unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let mut d = Daemon::start_env(
+        &home,
+        &[
+            ("NOTIFY_SOCKET", socket_path.to_str().unwrap()),
+            ("WATCHDOG_USEC", "400000"),
+        ],
+    );
+    slack.wait_connected_or(|| d.log());
+    let mut heard: Vec<String> = Vec::new();
+    let mut buf = [0u8; 512];
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline
+        && !(heard.iter().any(|m| m == "READY=1")
+            && heard.iter().filter(|m| *m == "WATCHDOG=1").count() >= 2)
+    {
+        if let Ok(n) = socket.recv(&mut buf) {
+            heard.push(String::from_utf8_lossy(&buf[..n]).trim().to_string());
+        }
+    }
+    assert!(
+        heard.iter().any(|m| m == "READY=1"),
+        "{heard:?}\n{}",
+        d.log()
+    );
+    assert!(
+        heard.iter().filter(|m| *m == "WATCHDOG=1").count() >= 2,
+        "{heard:?}"
+    );
+    assert_eq!(d.terminate(), 0);
+    let mut stopping = false;
+    while let Ok(n) = socket.recv(&mut buf) {
+        stopping |= String::from_utf8_lossy(&buf[..n]).trim() == "STOPPING=1";
+    }
+    assert!(stopping, "STOPPING=1 at shutdown");
+}
+
+#[test]
+fn state_reads_the_soul_beside_a_running_daemon() {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    model.reply(&answer("Hello."));
+    let home = home(&model, &slack, "socket", "");
+    let none = home.run(&["state"], "");
+    assert_eq!(none.status, 1, "{}", none.stderr);
+    assert!(none.stderr.contains("no database"), "{}", none.stderr);
+
+    let d = Daemon::start(&home);
+    slack.wait_connected_or(|| d.log());
+    slack.send_event(
+        json!({"type":"app_mention","user":"U1","text":format!("<@{}> hi", slack::BOT_USER),"ts":"1.000001","channel":"C1","event_ts":"1.000001"}),
+        "E1",
+        0,
+    );
+    slack.wait(10, "the reply", |s| s.posts().len() == 1);
+    let r = home.run(&["state", "--json"], "");
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    let v: serde_json::Value = serde_json::from_str(r.stdout.trim()).unwrap();
+    assert_eq!(v["interactions"], 1);
+    assert_eq!(v["inbox_depth"], 0);
+    assert_eq!(v["conversations"][0]["thread"], "C1:1.000001");
+    assert_eq!(v["conversations"][0]["turns"], 1);
+    assert_eq!(v["conversations"][0]["process"], "main");
+    let plain = home.run(&["state"], "");
+    assert!(plain.stdout.contains("interactions: 1"), "{}", plain.stdout);
+    assert!(
+        plain.stdout.contains("C1:1.000001  main  1 turn,"),
+        "{}",
+        plain.stdout
+    );
+}
