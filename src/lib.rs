@@ -12,6 +12,7 @@
 pub mod cli;
 pub mod daemon;
 pub mod service;
+pub mod admin;
 pub mod slack;
 pub mod router;
 pub mod engine;

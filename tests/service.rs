@@ -286,3 +286,83 @@ fn state_reads_the_soul_beside_a_running_daemon() {
         plain.stdout
     );
 }
+
+#[test]
+fn metrics_answer_an_operators_questions() {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    model.reply(&answer("Counted."));
+    slack.refuse("reactions.add", "missing_scope");
+    let home = home(&model, &slack, "socket", "");
+    let d = Daemon::start(&home);
+    slack.wait_connected_or(|| d.log());
+    slack.send_event(
+        json!({"type":"app_mention","user":"U1","text":format!("<@{}> count me", slack::BOT_USER),"ts":"3.000001","channel":"C1","event_ts":"3.000001"}),
+        "E1",
+        0,
+    );
+    slack.wait(10, "the reply", |s| s.posts().len() == 1);
+    std::thread::sleep(Duration::from_millis(300));
+    let (_, text) = support::daemon::http("GET", &d.url("/metrics"), &[], "");
+    for line in [
+        "anima_turns_total{process=\"main\",outcome=\"completed\"} 1",
+        "anima_model_calls_total{provider=\"anthropic\",outcome=\"ok\"} 1",
+        "anima_model_tokens_total{kind=\"input\"} 2095",
+        "anima_model_tokens_total{kind=\"cache_read\"} 1800",
+        "anima_model_call_seconds_count 1",
+        "anima_engine_turn_seconds_count 1",
+        "anima_replies_total{mode=\"whole\"} 1",
+        "anima_inbox_depth 0",
+        "anima_slack_api_errors_total{method=\"reactions.add\",code=\"missing_scope\"} 1",
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
+    }
+    let ratio: f64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("anima_prompt_cache_hit_ratio "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((ratio - 1800.0 / 3895.0).abs() < 1e-6, "{ratio}");
+    assert!(
+        !text.contains("U1") && !text.contains("C1:"),
+        "no user or thread labels"
+    );
+}
+
+#[test]
+fn a_turn_is_one_span_whose_json_log_line_says_what_happened() {
+    let model = FakeModel::start();
+    model.reply(&answer("Logged."));
+    let home = Home::new("anthropic", &model.url(), "");
+    let r = home.run_env(
+        &["--log-format", "json", "chat"],
+        "hello\n",
+        &[("ANIMA_LOG", "anima=info")],
+    );
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    let lines: Vec<serde_json::Value> = r
+        .stderr
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let done = lines
+        .iter()
+        .find(|v| v["message"] == "turn done")
+        .unwrap_or_else(|| panic!("{}", r.stderr));
+    let span = &done["span"];
+    assert_eq!(span["name"], "turn");
+    assert_eq!(span["thread"], "terminal");
+    assert_eq!(span["process"], "main");
+    assert_eq!(span["model"], "claude-test");
+    assert_eq!(span["input_tokens"], 2095);
+    assert_eq!(span["outcome"], "completed");
+    assert!(span["steps"]
+        .as_str()
+        .unwrap()
+        .contains("external_dialogue"));
+    assert!(!r.stderr.contains("hello"), "message bodies only at debug");
+    assert!(
+        !r.stderr.contains("sk-ant-test-secret-key"),
+        "secrets never"
+    );
+}

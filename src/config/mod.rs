@@ -32,6 +32,8 @@ pub struct Config {
     /// How often the daemon looks for quiet threads.
     pub proactive_scan_secs: u64,
     pub listen: SocketAddr,
+    /// Slack user ids allowed to send admin commands by DM.
+    pub admin_users: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -407,6 +409,7 @@ fn validate(
         max_chain: raw.processes.max_chain,
         proactive_idle_minutes: raw.processes.proactive_idle_minutes,
         proactive_scan_secs: raw.processes.proactive_scan_secs,
+        admin_users: raw.admin.users.clone(),
         listen,
     })
 }

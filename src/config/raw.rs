@@ -15,6 +15,7 @@ pub struct RawConfig {
     pub daemon: RawDaemon,
     pub processes: RawProcesses,
     pub http: RawHttp,
+    pub admin: RawAdmin,
 }
 
 #[derive(Debug, Deserialize)]
@@ -169,6 +170,12 @@ impl Default for RawProcesses {
             proactive_scan_secs: 60,
         }
     }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawAdmin {
+    pub users: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -1,5 +1,5 @@
 //! The daemon's HTTP routes on `[http] listen`: `GET /healthz`, `GET /metrics`,
-//! `POST /api/whisper`, and Slack's `POST /slack/events` door (which `slack::events` owns).
+//! `POST /api/whisper`, `/api/admin/…`, and Slack's `POST /slack/events` door (which `slack::events` owns).
 //!
 //! Bodies are capped per route before they are read, and a whisper's token is checked before
 //! its body is read at all. Refused requests are logged at warn at most once a minute per
@@ -17,16 +17,15 @@ use axum::Router;
 use serde_json::Value;
 use subtle::ConstantTimeEq;
 
+use crate::admin::MAX_WHISPER_CHARS;
 use crate::config::secret::Secret;
 use crate::memory::{now_ms, Store};
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, StoreSample};
 
-/// The longest whisper accepted, in characters.
-const MAX_WHISPER_CHARS: usize = 2_000;
 /// The longest whisper source accepted, in characters.
 const MAX_SOURCE_CHARS: usize = 100;
-/// The largest whisper body read.
-const MAX_WHISPER_BYTES: usize = 16 * 1024;
+/// The largest whisper or admin body read.
+const MAX_BODY_BYTES: usize = 16 * 1024;
 /// Without a write for this long, `/healthz` proves the store with one.
 const PROBE_AFTER_MS: i64 = 5_000;
 /// How long `/healthz` waits for that write.
@@ -36,6 +35,7 @@ pub struct HttpState {
     pub store: Arc<Store>,
     pub metrics: Arc<Metrics>,
     pub whisper_token: Option<Secret>,
+    pub admin_token: Option<Secret>,
     pub stopping: Arc<AtomicBool>,
 }
 
@@ -45,6 +45,7 @@ pub fn routes(state: Arc<HttpState>, slack_door: Router) -> Router {
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
         .route("/api/whisper", post(whisper))
+        .route("/api/admin/{action}", get(admin).post(admin))
         .with_state(state)
         .merge(slack_door)
 }
@@ -89,26 +90,31 @@ async fn store_health(s: &HttpState) -> Result<(), String> {
 }
 
 async fn metrics(State(s): State<Arc<HttpState>>) -> Response {
-    let mut text = s.metrics.render();
     let health = s.store.write_health();
-    Metrics::render_store(&mut text, health.errors(), health.failing().is_none());
-    Metrics::render_counter(
-        &mut text,
-        "anima_http_refused_total",
-        "HTTP requests refused for a bad signature or token",
-        s.metrics.refusals.count(),
-    );
-    ([("content-type", "text/plain; version=0.0.4")], text).into_response()
+    let inbox_depth = s.store.call(|st| st.inbox_depth()).await.unwrap_or(0);
+    let text = s.metrics.render(StoreSample {
+        write_errors: health.errors(),
+        writable: health.failing().is_none(),
+        inbox_depth,
+    });
+    (
+        [(
+            "content-type",
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response()
 }
 
-async fn whisper(State(s): State<Arc<HttpState>>, request: Request) -> Response {
-    let Some(token) = &s.whisper_token else {
-        return (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "the whisper endpoint is off: set ANIMA_WHISPER_TOKEN",
-        )
-            .into_response();
-    };
+/// Checks `Authorization: Bearer …` against `token` in constant time; a refusal is counted
+/// and answered 401.
+fn authorised(
+    s: &HttpState,
+    route: &'static str,
+    request: &Request,
+    token: &Secret,
+) -> Result<(), Refused> {
     let given = request
         .headers()
         .get("authorization")
@@ -119,40 +125,65 @@ async fn whisper(State(s): State<Arc<HttpState>>, request: Request) -> Response 
         .as_bytes()
         .ct_eq(token.expose().as_bytes())
         .unwrap_u8()
-        != 1
+        == 1
     {
-        s.metrics
-            .refusals
-            .refuse("/api/whisper", "bad bearer token");
-        return (StatusCode::UNAUTHORIZED, "bad bearer token").into_response();
+        return Ok(());
+    }
+    s.metrics.refusals.refuse(route, "bad bearer token");
+    Err((StatusCode::UNAUTHORIZED, "bad bearer token".to_string()))
+}
+
+/// The body of an authorised request as JSON, read up to `MAX_BODY_BYTES`.
+async fn json_body(request: Request) -> Result<Value, Refused> {
+    let Ok(body) = axum::body::to_bytes(request.into_body(), MAX_BODY_BYTES).await else {
+        return Err((
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("the body is over {MAX_BODY_BYTES} bytes"),
+        ));
+    };
+    serde_json::from_slice::<Value>(&body).map_err(|_| {
+        (
+            StatusCode::BAD_REQUEST,
+            "expected a JSON object".to_string(),
+        )
+    })
+}
+
+/// A request turned away: its status and why.
+type Refused = (StatusCode, String);
+
+async fn whisper(State(s): State<Arc<HttpState>>, request: Request) -> Response {
+    let Some(token) = &s.whisper_token else {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the whisper endpoint is off: set ANIMA_WHISPER_TOKEN",
+        )
+            .into_response();
+    };
+    if let Err(r) = authorised(&s, "/api/whisper", &request, token) {
+        return r.into_response();
     }
     // The token is good: now the body, up to its cap.
-    let Ok(body) = axum::body::to_bytes(request.into_body(), MAX_WHISPER_BYTES).await else {
-        return (
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!("the body is over {MAX_WHISPER_BYTES} bytes"),
-        )
-            .into_response();
+    match json_body(request).await {
+        Ok(json) => queue_whisper(&s, &json).await,
+        Err(r) => r.into_response(),
+    }
+}
+
+async fn queue_whisper(s: &HttpState, json: &Value) -> Response {
+    let field = |k: &str| {
+        json.get(k)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .trim()
+            .to_string()
     };
-    let Ok(json) = serde_json::from_slice::<Value>(&body) else {
-        return (
-            StatusCode::BAD_REQUEST,
-            "expected JSON: {\"whisper\": \"...\", \"source\": \"...\"}",
-        )
-            .into_response();
+    let (text, source) = (field("whisper"), field("source"));
+    let source = if source.is_empty() {
+        "unknown".to_string()
+    } else {
+        source
     };
-    let text = json
-        .get("whisper")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .trim()
-        .to_string();
-    let source = json
-        .get("source")
-        .and_then(Value::as_str)
-        .unwrap_or("unknown")
-        .trim()
-        .to_string();
     if text.is_empty() || text.chars().count() > MAX_WHISPER_CHARS {
         return (
             StatusCode::BAD_REQUEST,
@@ -160,20 +191,78 @@ async fn whisper(State(s): State<Arc<HttpState>>, request: Request) -> Response 
         )
             .into_response();
     }
-    if source.is_empty() || source.chars().count() > MAX_SOURCE_CHARS {
+    if source.chars().count() > MAX_SOURCE_CHARS {
         return (
             StatusCode::BAD_REQUEST,
             "`source` must be 1 to 100 characters",
         )
             .into_response();
     }
-    let store = s.store.clone();
-    match tokio::task::spawn_blocking(move || store.add_whisper(&text, &source)).await {
-        Ok(Ok(id)) => (
+    match s.store.call(move |st| st.add_whisper(&text, &source)).await {
+        Ok(id) => (
             StatusCode::ACCEPTED,
             axum::Json(serde_json::json!({ "ok": true, "id": id })),
         )
             .into_response(),
-        _ => (StatusCode::INTERNAL_SERVER_ERROR, "not stored").into_response(),
+        Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "not stored").into_response(),
+    }
+}
+
+/// `/api/admin/…`: 404 unless `ANIMA_ADMIN_TOKEN` is set, 401 without it; never echoes a
+/// secret.
+async fn admin(
+    State(s): State<Arc<HttpState>>,
+    axum::extract::Path(action): axum::extract::Path<String>,
+    request: Request,
+) -> Response {
+    let Some(token) = &s.admin_token else {
+        return (StatusCode::NOT_FOUND, "not found").into_response();
+    };
+    if let Err(r) = authorised(&s, "/api/admin", &request, token) {
+        return r.into_response();
+    }
+    let method = request.method().clone();
+    match (method.as_str(), action.as_str()) {
+        ("GET", "state") => match s.store.call(|st| st.snapshot()).await {
+            Ok(snap) => axum::Json(snap).into_response(),
+            Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+        },
+        ("POST", "state") => (
+            StatusCode::NOT_IMPLEMENTED,
+            axum::Json(serde_json::json!({
+                "error": "this anima has no cognitive states to request yet"
+            })),
+        )
+            .into_response(),
+        ("POST", "whisper") => match json_body(request).await {
+            Ok(json) => queue_whisper(&s, &json).await,
+            Err(r) => r.into_response(),
+        },
+        ("POST", "reset-thread") => {
+            let json = match json_body(request).await {
+                Ok(j) => j,
+                Err(r) => return r.into_response(),
+            };
+            let Some(thread) = json
+                .get("thread")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+            else {
+                return (StatusCode::BAD_REQUEST, "expected {\"thread\": \"…\"}").into_response();
+            };
+            let t = thread.clone();
+            match s.store.call(move |st| st.reset_thread(&t)).await {
+                Ok(true) => {
+                    axum::Json(serde_json::json!({ "ok": true, "thread": thread })).into_response()
+                }
+                Ok(false) => (
+                    StatusCode::NOT_FOUND,
+                    axum::Json(serde_json::json!({ "error": "no such thread" })),
+                )
+                    .into_response(),
+                Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+            }
+        }
+        _ => (StatusCode::NOT_FOUND, "not found").into_response(),
     }
 }

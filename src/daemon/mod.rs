@@ -89,13 +89,13 @@ fn tokens(config: &Config) -> Result<Tokens, DaemonError> {
 
 pub async fn run(config: Arc<Config>) -> Result<(), DaemonError> {
     let tokens = tokens(&config)?;
-    let engine = Arc::new(Engine::build(&config).await?);
+    let metrics = Arc::new(Metrics::default());
+    let engine = Arc::new(Engine::build(&config).await?.with_metrics(metrics.clone()));
     let store = engine.store().clone();
 
     let (stop_tx, stop_rx) = watch::channel(false);
     tokio::spawn(signals(stop_tx));
 
-    let metrics = Arc::new(Metrics::default());
     let stopping = Arc::new(AtomicBool::new(false));
     let door = Arc::new(EventsDoor {
         verifier: tokens.signing.as_ref().map(Verifier::new),
@@ -107,6 +107,7 @@ pub async fn run(config: Arc<Config>) -> Result<(), DaemonError> {
         store: store.clone(),
         metrics: metrics.clone(),
         whisper_token: Secret::from_env("ANIMA_WHISPER_TOKEN"),
+        admin_token: Secret::from_env("ANIMA_ADMIN_TOKEN"),
         stopping: stopping.clone(),
     });
     let listener = tokio::net::TcpListener::bind(config.listen)
@@ -132,7 +133,7 @@ pub async fn run(config: Arc<Config>) -> Result<(), DaemonError> {
     let client = Arc::new(slack_morphism::SlackClient::new(api::connector(
         &config.slack.api_base_url,
     )));
-    let slack = Arc::new(SlackApi::new(client.clone(), &tokens.bot));
+    let slack = Arc::new(SlackApi::new(client.clone(), &tokens.bot).with_metrics(metrics.clone()));
     let Some(bot) = slack.connect(&stop_rx).await else {
         info!("stopped before Slack answered");
         return Ok(());
@@ -159,6 +160,9 @@ pub async fn run(config: Arc<Config>) -> Result<(), DaemonError> {
         config: config.slack.clone(),
         router: router.clone(),
         metrics: metrics.clone(),
+        api: slack.clone(),
+        store: store.clone(),
+        admins: config.admin_users.clone(),
     });
     let _ = door.gate.set(gate.clone());
 

@@ -26,6 +26,7 @@ use crate::llm::select::{self, Environment, SelectError};
 use crate::llm::Provider;
 use crate::memory::model_repo::Exporter;
 use crate::memory::{Store, StoreError};
+use crate::metrics::Metrics;
 use crate::parse::Cognition;
 use crate::process::Library;
 use crate::prompt::TurnPlan;
@@ -87,6 +88,7 @@ pub struct Engine {
     library: Arc<Library>,
     provider: Arc<dyn Provider>,
     models: Arc<Exporter>,
+    metrics: Option<Arc<Metrics>>,
 }
 
 impl Engine {
@@ -102,7 +104,14 @@ impl Engine {
             store,
             library,
             provider,
+            metrics: None,
         }
+    }
+
+    /// Counts turns, model calls, tokens and transitions in `metrics` (the daemon's).
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// The engine `chat` and `run` share: the provider (`auto` resolved, the choice logged),
@@ -163,12 +172,18 @@ impl Engine {
     /// failure is an outcome.
     pub async fn perceive(&self, p: &Perception) -> Result<TurnOutcome, EngineError> {
         let trace = uuid::Uuid::new_v4().simple().to_string();
+        // One span per perception; the pipeline records what happened into it at the end.
+        let empty = tracing::field::Empty;
         let span = match p {
             Perception::Message(m) => {
-                tracing::info_span!("turn", trace = &trace[..12], thread = %m.thread, user = %m.user_id)
+                tracing::info_span!("turn", trace = &trace[..12], thread = %m.thread, user = %m.user_id,
+                process = empty, steps = empty, model = empty, input_tokens = empty, output_tokens = empty,
+                model_ms = empty, engine_ms = empty, outcome = empty)
             }
             Perception::Quiet(q) => {
-                tracing::info_span!("proactive_turn", trace = &trace[..12], thread = %q.thread)
+                tracing::info_span!("proactive_turn", trace = &trace[..12], thread = %q.thread,
+                process = empty, steps = empty, model = empty, input_tokens = empty, output_tokens = empty,
+                model_ms = empty, engine_ms = empty, outcome = empty)
             }
         };
         self.run(p).instrument(span).await

@@ -37,6 +37,7 @@ struct Begun {
 
 impl Engine {
     pub(super) async fn run(&self, p: &Perception) -> Result<TurnOutcome, EngineError> {
+        let started = std::time::Instant::now();
         let policy = p.policy();
         let lib = self.library.current();
         let begun = self.begin(p, &lib).await?;
@@ -69,7 +70,9 @@ impl Engine {
                 message,
                 quiet_minutes: begun.quiet_minutes,
             });
-            let run = match self.call(&built, ctx.claude_session.as_deref(), plan).await {
+            let called = self.call(&built, ctx.claude_session.as_deref(), plan).await;
+            self.count_call(&called);
+            let run = match called {
                 Ok(run) => run,
                 Err((e, latency_us)) => {
                     return self
@@ -153,6 +156,44 @@ impl Engine {
             transitions,
             proactive: !policy.counted,
         };
+        let steps = last
+            .plan
+            .steps
+            .iter()
+            .map(|s| s.name())
+            .collect::<Vec<_>>()
+            .join(",");
+        let outcome_word = match (policy.proactive, said) {
+            (false, _) => "completed",
+            (true, true) => "followed_up",
+            (true, false) => "stayed_quiet",
+        };
+        self.count_turn(
+            &state.current,
+            outcome_word,
+            &record.transitions,
+            started,
+            model_us,
+        );
+        let span = tracing::Span::current();
+        span.record("process", state.current.as_str());
+        span.record("steps", steps.as_str());
+        span.record("model", last.completion.model.as_str());
+        span.record(
+            "input_tokens",
+            record.usage.iter().map(|u| u.input_tokens).sum::<u64>(),
+        );
+        span.record(
+            "output_tokens",
+            record.usage.iter().map(|u| u.output_tokens).sum::<u64>(),
+        );
+        span.record("model_ms", model_us / 1000);
+        span.record(
+            "engine_ms",
+            (started.elapsed().as_micros() as u64).saturating_sub(model_us) / 1000,
+        );
+        span.record("outcome", outcome_word);
+        info!("turn done");
         let changed_user = self.store.call(move |s| s.commit_turn(&record)).await?;
         if changed_user.is_some() {
             // Every version git has not seen yet, this one last (the model is safe in SQLite
@@ -276,6 +317,9 @@ impl Engine {
         } else {
             warn!(thread = p.thread(), error = %e, "proactive turn: the model failed");
         }
+        tracing::Span::current().record("process", process.as_str());
+        tracing::Span::current().record("outcome", "model_failed");
+        self.count_turn(&process, "model_failed", &[], std::time::Instant::now(), 0);
         Ok(TurnOutcome {
             reply: if said {
                 PROVIDER_DOWN_REPLY.to_string()
@@ -312,6 +356,62 @@ impl Engine {
                 user_model_interval: self.config.pipeline.user_model_interval,
             },
         )
+    }
+
+    /// Counts a model call: outcome, latency, tokens.
+    fn count_call(&self, called: &Result<super::model::Run, (LlmError, u64)>) {
+        let Some(m) = &self.metrics else { return };
+        let provider = self.provider.name();
+        match called {
+            Ok(run) => {
+                let u = &run.completion.usage;
+                m.model_call(
+                    provider,
+                    true,
+                    std::time::Duration::from_micros(run.latency_us),
+                    [
+                        u.input_tokens,
+                        u.output_tokens,
+                        u.cache_read_tokens,
+                        u.cache_creation_tokens,
+                    ],
+                );
+            }
+            Err((_, latency_us)) => m.model_call(
+                provider,
+                false,
+                std::time::Duration::from_micros(*latency_us),
+                [0; 4],
+            ),
+        }
+    }
+
+    /// Counts a finished turn: by process and outcome, its transitions, its own time.
+    fn count_turn(
+        &self,
+        process: &str,
+        outcome: &'static str,
+        transitions: &[crate::process::TransitionRecord],
+        started: std::time::Instant,
+        model_us: u64,
+    ) {
+        let Some(m) = &self.metrics else { return };
+        m.turns
+            .get_or_create(&crate::metrics::TurnLabels {
+                process: process.to_string(),
+                outcome,
+            })
+            .inc();
+        for t in transitions {
+            m.transitions
+                .get_or_create(&crate::metrics::TransitionLabels {
+                    from: t.from.clone(),
+                    to: t.to.clone(),
+                })
+                .inc();
+        }
+        let own = (started.elapsed().as_micros() as u64).saturating_sub(model_us);
+        m.engine_seconds.observe(own as f64 / 1e6);
     }
 
     /// How long a turn's claim on a whisper lasts: longer than any model call with its

@@ -136,6 +136,15 @@ impl Store {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
+    /// Messages accepted and not yet answered.
+    pub fn inbox_depth(&self) -> Result<u64, StoreError> {
+        Ok(self.conn().query_row(
+            "SELECT count(*) FROM inbox WHERE status IN ('pending', 'replying')",
+            [],
+            |r| r.get::<_, i64>(0),
+        )? as u64)
+    }
+
     pub fn inbox_item(&self, id: i64) -> Result<Option<InboxItem>, StoreError> {
         Ok(self
             .conn()

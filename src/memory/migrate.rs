@@ -18,6 +18,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0003_processes.sql"),
     include_str!("../../migrations/0004_hardening.sql"),
     include_str!("../../migrations/0005_conversations.sql"),
+    include_str!("../../migrations/0006_admin.sql"),
 ];
 
 /// The schema version this build writes.

@@ -9,6 +9,7 @@
 //! upgrade), and whose outcome is remembered for the health check.
 
 pub mod inbox;
+mod admin;
 mod checkpoint;
 mod migrate;
 pub mod process_state;

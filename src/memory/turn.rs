@@ -320,15 +320,17 @@ fn context(
     let interactions: i64 = tx
         .prepare_cached("SELECT value FROM counters WHERE name = 'interactions'")?
         .query_row([], |r| r.get(0))?;
-    let (thread_turns, claude_session) = tx
-        .prepare_cached("SELECT turns, claude_session FROM threads WHERE thread = ?1")?
-        .query_row([thread], |r| Ok((r.get::<_, i64>(0)?, r.get(1)?)))
+    let (thread_turns, claude_session, since_id) = tx
+        .prepare_cached("SELECT turns, claude_session, since_id FROM threads WHERE thread = ?1")?
+        .query_row([thread], |r| {
+            Ok((r.get::<_, i64>(0)?, r.get(1)?, r.get::<_, i64>(2)?))
+        })
         .optional()?
-        .unwrap_or((0, None));
+        .unwrap_or((0, None, 0));
     Ok(TurnContext {
         interaction: interactions as u64 + 1,
         thread_turns,
-        recent: working::recent(tx, thread, window)?,
+        recent: working::recent(tx, thread, window, since_id)?,
         soul: soul_state::load(tx)?,
         user: users::get(tx, user_id)?.unwrap_or_else(|| UserRecord::new(user_id, display_name)),
         whisper: None,

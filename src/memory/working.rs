@@ -180,17 +180,19 @@ pub(super) fn recent(
     conn: &Connection,
     thread: &str,
     messages: u32,
+    since_id: i64,
 ) -> Result<Vec<Entry>, StoreError> {
     if messages == 0 {
         return Ok(Vec::new());
     }
+    // Entries up to `since_id` belong to the conversation before an operator's reset.
     let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {COLUMNS} FROM working_memory WHERE thread = ?1 AND id >= coalesce(
-             (SELECT id FROM working_memory WHERE thread = ?1 AND entry_type IN ('userMessage', 'externalDialog')
+        "SELECT {COLUMNS} FROM working_memory WHERE thread = ?1 AND id > ?3 AND id >= coalesce(
+             (SELECT id FROM working_memory WHERE thread = ?1 AND id > ?3 AND entry_type IN ('userMessage', 'externalDialog')
               ORDER BY id DESC LIMIT 1 OFFSET ?2 - 1), 0)
          ORDER BY id"
     ))?;
-    let rows = stmt.query_map((thread, messages), from_row)?;
+    let rows = stmt.query_map((thread, messages, since_id), from_row)?;
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
@@ -249,7 +251,7 @@ mod tests {
             .unwrap();
         }
         let said = |w: u32| -> Vec<String> {
-            recent(&c, "t", w)
+            recent(&c, "t", w, 0)
                 .unwrap()
                 .into_iter()
                 .filter(|e| {
@@ -262,10 +264,16 @@ mod tests {
                 .collect()
         };
         assert_eq!(said(4), ["q4", "a4", "q5", "a5"], "two exchanges");
-        let window = recent(&c, "t", 4).unwrap();
+        let window = recent(&c, "t", 4, 0).unwrap();
         assert_eq!(window.len(), 8, "with the thoughts and checks between them");
         assert_eq!(said(100).len(), 12, "a short thread is all there");
-        assert!(recent(&c, "t", 0).unwrap().is_empty());
+        assert!(recent(&c, "t", 0, 0).unwrap().is_empty());
+        let since = all(&c, "t").unwrap()[11].id;
+        assert_eq!(
+            recent(&c, "t", 100, since).unwrap().len(),
+            12,
+            "after a reset"
+        );
     }
 
     #[test]

@@ -304,7 +304,7 @@ impl Router {
             });
         }
         let overhead_us = (now_us() - item.received_us - model_us as i64).max(0) as u64;
-        self.metrics.overhead.observe(overhead_us);
+        self.metrics.overhead.observe(overhead_us as f64 / 1e6);
         info!(inbox = item.id, parts, "replied");
         Ok(())
     }
@@ -352,6 +352,14 @@ impl Router {
                     break;
                 }
             }
+        }
+        if finished || row.is_none() {
+            Metrics::inc(
+                &self
+                    .metrics
+                    .replies
+                    .get_or_create(&crate::metrics::ReplyLabels { mode: "whole" }),
+            );
         }
         if let (Some((r, _)), false) = (row, finished) {
             // Refused, or nothing (more) to deliver: the row is done all the same.
@@ -448,14 +456,14 @@ struct InFlight<'a>(&'a Metrics);
 
 impl<'a> InFlight<'a> {
     fn new(metrics: &'a Metrics) -> Self {
-        metrics.turns_in_flight.fetch_add(1, Ordering::Relaxed);
+        metrics.turns_in_flight.inc();
         InFlight(metrics)
     }
 }
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
-        self.0.turns_in_flight.fetch_sub(1, Ordering::Relaxed);
+        self.0.turns_in_flight.dec();
     }
 }
 

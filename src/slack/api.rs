@@ -13,6 +13,7 @@ use slack_morphism::prelude::*;
 use tracing::{debug, info, warn};
 
 use crate::config::secret::Secret;
+use crate::metrics::{MethodLabels, Metrics, SlackErrorLabels};
 
 /// A call that takes longer than this is abandoned (its outcome is then unknown).
 const CALL_TIMEOUT: Duration = Duration::from_secs(15);
@@ -118,6 +119,7 @@ pub struct SlackApi {
     bot_token: SlackApiToken,
     names: Mutex<HashMap<String, (String, Instant)>>,
     warned: Mutex<std::collections::HashSet<String>>,
+    metrics: Option<Arc<Metrics>>,
 }
 
 /// A hyper connector that speaks HTTPS (native roots) and plain HTTP (for a local fake or a
@@ -162,25 +164,53 @@ impl SlackApi {
             bot_token: token(bot_token),
             names: Mutex::new(HashMap::new()),
             warned: Mutex::new(Default::default()),
+            metrics: None,
         }
     }
 
+    /// Counts Slack's errors (by method and code) and 429s in `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
     async fn timed<T>(
+        &self,
         method: &'static str,
         fut: impl std::future::Future<Output = ClientResult<T>>,
     ) -> Result<T, SlackError> {
-        match tokio::time::timeout(CALL_TIMEOUT, fut).await {
+        let result = match tokio::time::timeout(CALL_TIMEOUT, fut).await {
             Ok(r) => r.map_err(|e| SlackError::from_client(method, e)),
             Err(_) => Err(SlackError::Transport {
                 method,
                 message: format!("no answer within {} s", CALL_TIMEOUT.as_secs()),
             }),
+        };
+        if let (Err(e), Some(m)) = (&result, &self.metrics) {
+            match e {
+                SlackError::RateLimited { .. } => {
+                    Metrics::inc(&m.slack_rate_limited.get_or_create(&MethodLabels { method }))
+                }
+                SlackError::Api { code, .. } => {
+                    Metrics::inc(&m.slack_errors.get_or_create(&SlackErrorLabels {
+                        method,
+                        code: code.clone(),
+                    }))
+                }
+                SlackError::Transport { .. } => {
+                    Metrics::inc(&m.slack_errors.get_or_create(&SlackErrorLabels {
+                        method,
+                        code: "transport".into(),
+                    }))
+                }
+            }
         }
+        result
     }
 
     pub async fn auth_test(&self) -> Result<BotIdentity, SlackError> {
         let session = self.client.open_session(&self.bot_token);
-        let r = Self::timed("auth.test", session.auth_test()).await?;
+        let r = self.timed("auth.test", session.auth_test()).await?;
         Ok(BotIdentity {
             user_id: r.user_id.to_string(),
             bot_id: r.bot_id.map(|b| b.to_string()),
@@ -222,7 +252,7 @@ impl SlackApi {
         }
         let session = self.client.open_session(&self.bot_token);
         let req = SlackApiUsersInfoRequest::new(SlackUserId::new(user_id.to_string()));
-        let name = match Self::timed("users.info", session.users_info(&req)).await {
+        let name = match self.timed("users.info", session.users_info(&req)).await {
             Ok(r) => {
                 let u = r.user;
                 let profile = u.profile.as_ref();
@@ -277,7 +307,10 @@ impl SlackApi {
                     .opt_metadata(out.mark.map(PostMark::metadata)),
             )
             .opt_thread_ts(out.thread_ts.map(|t| SlackTs::new(t.to_string())));
-            let err = match Self::timed("chat.postMessage", session.chat_post_message(&req)).await {
+            let err = match self
+                .timed("chat.postMessage", session.chat_post_message(&req))
+                .await
+            {
                 Ok(r) => return Ok(r.ts.to_string()),
                 Err(e) => e,
             };
@@ -329,7 +362,7 @@ impl SlackApi {
                     ("include_all_metadata", Some("true".to_string())),
                     ("limit", Some("200".to_string())),
                 ];
-                Self::timed(
+                self.timed(
                     "conversations.replies",
                     session
                         .http_session_api
@@ -347,7 +380,7 @@ impl SlackApi {
                     .with_channel(channel_id)
                     .with_oldest(oldest)
                     .with_include_all_metadata(true);
-                Self::timed("conversations.history", session.conversations_history(&req))
+                self.timed("conversations.history", session.conversations_history(&req))
                     .await
                     .map(|r| r.messages)
             }
@@ -391,7 +424,7 @@ impl SlackApi {
                     status.to_string(),
                     SlackTs::new(thread.to_string()),
                 );
-                Self::timed(
+                self.timed(
                     "assistant.threads.setStatus",
                     session.assistant_threads_set_status(&req),
                 )
@@ -404,7 +437,7 @@ impl SlackApi {
                     SlackReactionName::new(WORKING_REACTION.to_string()),
                     SlackTs::new(ts.to_string()),
                 );
-                Self::timed("reactions.add", session.reactions_add(&req))
+                self.timed("reactions.add", session.reactions_add(&req))
                     .await
                     .map(|_| ())
             }
@@ -414,7 +447,7 @@ impl SlackApi {
                 ))
                 .with_channel(channel_id)
                 .with_timestamp(SlackTs::new(ts.to_string()));
-                Self::timed("reactions.remove", session.reactions_remove(&req))
+                self.timed("reactions.remove", session.reactions_remove(&req))
                     .await
                     .map(|_| ())
             }

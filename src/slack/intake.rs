@@ -11,6 +11,7 @@ use slack_morphism::prelude::*;
 
 use super::api::BotIdentity;
 use super::NewInbound;
+use crate::admin;
 use crate::config::SlackConfig;
 
 /// What to do with one event.
@@ -22,6 +23,8 @@ pub enum Decision {
         channel: String,
         thread_ts: String,
     },
+    /// A direct message that is an admin command (`!status` …): not a conversation turn.
+    Admin(NewInbound),
     Ignore(&'static str),
 }
 
@@ -159,7 +162,7 @@ fn decide_msg(m: Msg, event_id: &str, bot: &BotIdentity, cfg: &SlackConfig) -> D
             (format!("{}:{t}", m.channel), Some(t.to_string()), only_if)
         }
     };
-    Decision::Accept(NewInbound {
+    let inbound = NewInbound {
         event_id: Some(event_id.to_string()),
         channel: m.channel.to_string(),
         ts: m.ts.to_string(),
@@ -168,7 +171,11 @@ fn decide_msg(m: Msg, event_id: &str, bot: &BotIdentity, cfg: &SlackConfig) -> D
         user_id: user.to_string(),
         text: without_leading_mention(m.text, &bot.user_id),
         only_if_participating: only_if,
-    })
+    };
+    if matches!(kind, Kind::Direct) && admin::parse(&inbound.text) != admin::Parsed::NotACommand {
+        return Decision::Admin(inbound);
+    }
+    Decision::Accept(inbound)
 }
 
 #[derive(Clone, Copy)]
@@ -401,6 +408,31 @@ mod tests {
     }
 
     #[test]
+    fn admin_commands_come_only_by_direct_message() {
+        let d = run(
+            json!({"type":"message","channel":"D1","channel_type":"im","user":"U1","text":"!status","ts":"2.0"}),
+            &cfg(),
+        );
+        assert!(
+            matches!(d, Decision::Admin(ref n) if n.text == "!status"),
+            "{d:?}"
+        );
+        let in_channel = run(
+            json!({"type":"app_mention","user":"U1","text":"<@UBOT> !status","ts":"2.0","channel":"C1"}),
+            &cfg(),
+        );
+        assert!(
+            matches!(in_channel, Decision::Accept(_)),
+            "a channel is conversation"
+        );
+        let chat = run(
+            json!({"type":"message","channel":"D1","channel_type":"im","user":"U1","text":"!!! great news","ts":"2.0"}),
+            &cfg(),
+        );
+        assert!(matches!(chat, Decision::Accept(_)));
+    }
+
+    #[test]
     fn other_bots_when_allowed_and_allow_lists() {
         let mut c = cfg();
         c.reply_to_bots = true;
@@ -444,7 +476,7 @@ mod tests {
                 event["thread_ts"] = json!("1.000001");
             }
             match run(event, &cfg()) {
-                Decision::Accept(n) => {
+                Decision::Accept(n) | Decision::Admin(n) => {
                     prop_assert!(!n.text.trim().is_empty(), "{:?} → {:?}", text, n.text);
                     prop_assert!(text.contains(&n.text), "{:?} → {:?}", text, n.text);
                     prop_assert_eq!(n.channel, "C1");

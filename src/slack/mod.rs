@@ -16,13 +16,14 @@ pub mod socket;
 use std::sync::Arc;
 
 use slack_morphism::prelude::SlackPushEventCallback;
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
+use crate::admin;
 use crate::config::SlackConfig;
-use crate::memory::{Inbound, Intake};
+use crate::memory::{Inbound, Intake, Store};
 use crate::metrics::Metrics;
 use crate::router::Router;
-use api::BotIdentity;
+use api::{BotIdentity, SlackApi};
 use intake::Decision;
 use out::{SlackAddress, ASSISTANT};
 
@@ -71,6 +72,11 @@ pub struct Gate {
     pub config: SlackConfig,
     pub router: Arc<Router>,
     pub metrics: Arc<Metrics>,
+    /// Answers admin commands in DMs.
+    pub api: Arc<SlackApi>,
+    pub store: Arc<Store>,
+    /// Slack user ids allowed to send admin commands.
+    pub admins: Vec<String>,
 }
 
 impl Gate {
@@ -95,6 +101,7 @@ impl Gate {
                     }
                 }
             }
+            Decision::Admin(m) => self.admin(m).await?,
             Decision::AssistantThread { channel, thread_ts } => {
                 self.router
                     .note_conversation(&format!("{channel}:{thread_ts}"), ASSISTANT)
@@ -103,6 +110,49 @@ impl Gate {
             Decision::Ignore(why) => {
                 Metrics::inc(&self.metrics.events_ignored);
                 debug!(event = %event_id, why, "event ignored");
+            }
+        }
+        Ok(())
+    }
+
+    /// An admin command by DM: run once (Slack's retries of it are recorded and skipped),
+    /// answered in the DM; anyone not in `[admin] users` gets a polite refusal, logged at
+    /// warn.
+    async fn admin(&self, m: NewInbound) -> anyhow::Result<()> {
+        let allowed = self.admins.iter().any(|a| a == &m.user_id);
+        let origin = format!("{}:{}", m.channel, m.ts);
+        let (o, u, t) = (origin.clone(), m.user_id.clone(), m.text.clone());
+        let first = self
+            .store
+            .call(move |s| s.log_admin(&o, &u, &t, allowed))
+            .await?;
+        if !first {
+            debug!(origin = %origin, "admin command already handled");
+            return Ok(());
+        }
+        let answer = if !allowed {
+            warn!(user = %m.user_id, "an admin command from someone not in [admin] users; refused");
+            admin::REFUSAL.to_string()
+        } else {
+            match admin::parse(&m.text) {
+                admin::Parsed::Command(c) => {
+                    info!(user = %m.user_id, command = ?c, "admin command");
+                    admin::carry_out(&self.store, &c, &m.user_id, &m.thread_key).await?
+                }
+                admin::Parsed::Usage(u) => u.to_string(),
+                admin::Parsed::NotACommand => return Ok(()),
+            }
+        };
+        for part in mrkdwn::render(&answer, false, mrkdwn::MESSAGE_LIMIT) {
+            let out = api::Outgoing {
+                channel: &m.channel,
+                thread_ts: m.reply_thread_ts.as_deref(),
+                after_ts: &m.ts,
+                text: &part,
+                mark: None,
+            };
+            if let Err(e) = self.api.post(&self.bot, &out, false).await {
+                warn!(error = %e, "the admin answer was not delivered");
             }
         }
         Ok(())
