@@ -29,9 +29,10 @@ SELECT id, channel || ':' || ts, thread_key, CAST(ts AS REAL),
 FROM inbox;
 
 -- A message's working-memory entry names its inbox row.
-UPDATE working_memory
-SET source = (SELECT 'inbox:' || i.id FROM inbox i WHERE 'slack:' || i.channel || ':' || i.ts = working_memory.source)
-WHERE source IN (SELECT 'slack:' || channel || ':' || ts FROM inbox);
+-- (UPDATE … FROM joins once, through working_memory's index on source.)
+UPDATE working_memory SET source = 'inbox:' || i.id
+FROM inbox i
+WHERE working_memory.source = 'slack:' || i.channel || ':' || i.ts;
 
 DROP TABLE inbox;
 ALTER TABLE inbox_v5 RENAME TO inbox;

@@ -11,5 +11,6 @@ CREATE TABLE admin_log (
     user_id  TEXT    NOT NULL,
     command  TEXT    NOT NULL,
     allowed  INTEGER NOT NULL,
+    done     INTEGER NOT NULL DEFAULT 0,  -- carried out and answered (a crash before: run again)
     at       INTEGER NOT NULL
 );

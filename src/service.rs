@@ -45,6 +45,27 @@ pub struct ServiceSpec {
     /// A per-user service (systemd --user, a LaunchAgent) rather than a system one.
     pub user: bool,
     pub shutdown_grace_secs: u64,
+    /// A system unit runs as this user (the one who ran `sudo anima service install`), so
+    /// that it can write the home it was configured with.
+    pub run_as: Option<String>,
+}
+
+impl ServiceSpec {
+    /// A path with a control character (a newline would start a new directive) cannot go
+    /// into a unit.
+    pub fn check(&self) -> Result<(), String> {
+        let mut paths = vec![&self.exe, &self.home, &self.env_file];
+        paths.extend(self.config.iter());
+        for p in paths {
+            let text = p.display().to_string();
+            if text.chars().any(char::is_control) {
+                return Err(format!(
+                    "the path {text:?} has a control character; a service unit cannot name it"
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Where the unit goes. `user_home` is the invoking user's home (for per-user units).
@@ -64,6 +85,10 @@ pub fn systemd_unit(s: &ServiceSpec) -> String {
         .map(|a| systemd_quote(a))
         .collect::<Vec<_>>()
         .join(" ");
+    let run_as = match (&s.run_as, s.user) {
+        (Some(u), false) => format!("User={u}\n"),
+        _ => String::new(),
+    };
     let wanted_by = if s.user {
         "default.target"
     } else {
@@ -80,7 +105,7 @@ After=network-online.target
 [Service]
 Type=notify
 NotifyAccess=main
-ExecStart={exec}
+{run_as}ExecStart={exec}
 EnvironmentFile=-{env}
 Restart=on-failure
 RestartSec=5
@@ -98,9 +123,11 @@ LockPersonality=yes
 [Install]
 WantedBy={wanted_by}
 ",
-        env = systemd_quote(&s.env_file.display().to_string()),
+        // EnvironmentFile= takes the rest of the line as one path (no quotes, no `$`), with
+        // specifiers; ReadWritePaths= is a quoted list with specifiers but no `$`.
+        env = s.env_file.display().to_string().replace('%', "%%"),
         stop = s.shutdown_grace_secs + 10,
-        home = systemd_quote(&s.home.display().to_string()),
+        home = list_quote(&s.home.display().to_string().replace('%', "%%")),
     )
 }
 
@@ -180,6 +207,19 @@ fn systemd_quote(word: &str) -> String {
     }
 }
 
+/// A word of a space-separated list such as ReadWritePaths=: quoted when it has a space or
+/// a quote.
+fn list_quote(word: &str) -> String {
+    if word
+        .chars()
+        .any(|c| c.is_whitespace() || c == '"' || c == '\'' || c == '\\')
+    {
+        format!("\"{}\"", word.replace('\\', "\\\\").replace('"', "\\\""))
+    } else {
+        word.to_string()
+    }
+}
+
 /// A POSIX shell word in single quotes.
 fn shell_quote(word: &str) -> String {
     format!("'{}'", word.replace('\'', "'\\''"))
@@ -204,6 +244,7 @@ mod tests {
             env_file: "/home/ada/anima/anima.env".into(),
             user,
             shutdown_grace_secs: 20,
+            run_as: (!user).then(|| "ada".to_string()),
         }
     }
 
@@ -230,6 +271,17 @@ mod tests {
             ),
             "{unit}"
         );
+        s.home = "/srv/my anima/100%".into();
+        s.env_file = "/srv/zoë's anima/anima.env".into();
+        let unit = systemd_unit(&s);
+        assert!(
+            unit.contains("\nEnvironmentFile=-/srv/zoë's anima/anima.env\n"),
+            "one unquoted path: {unit}"
+        );
+        assert!(
+            unit.contains("\nReadWritePaths=\"/srv/my anima/100%%\"\n"),
+            "{unit}"
+        );
         let plist = launchd_plist(&s);
         assert!(
             plist.contains("&apos;") || plist.contains("'\\''"),
@@ -239,6 +291,14 @@ mod tests {
             !plist.contains("<string>/opt/my apps"),
             "quoted inside the script"
         );
+    }
+
+    #[test]
+    fn a_path_with_a_newline_is_refused() {
+        let mut s = spec(false);
+        assert!(s.check().is_ok());
+        s.config = Some("/tmp/a\nExecStartPre=/bin/sh -c id".into());
+        assert!(s.check().unwrap_err().contains("control character"));
     }
 
     #[test]

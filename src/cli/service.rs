@@ -84,7 +84,11 @@ fn install(config_path: Option<&Path>, a: &ServiceArgs) -> CliResult {
         env_file,
         user: a.user,
         shutdown_grace_secs: config.shutdown_grace_secs,
+        run_as: std::env::var("SUDO_USER")
+            .ok()
+            .filter(|u| !u.is_empty() && u != "root"),
     };
+    spec.check().map_err(Failure::Usage)?;
     let manager = a.manager();
     let unit = match manager {
         Manager::Systemd => service::systemd_unit(&spec),

@@ -5,7 +5,7 @@
 //! its body is read at all. Refused requests are logged at warn at most once a minute per
 //! route (the rest at debug) and counted.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,6 +28,8 @@ const MAX_SOURCE_CHARS: usize = 100;
 const MAX_BODY_BYTES: usize = 16 * 1024;
 /// Without a write for this long, `/healthz` proves the store with one.
 const PROBE_AFTER_MS: i64 = 5_000;
+/// While writes fail, `/healthz` tries again at most this often.
+const RETRY_PROBE_MS: i64 = 1_000;
 /// How long `/healthz` waits for that write.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -37,6 +39,8 @@ pub struct HttpState {
     pub whisper_token: Option<Secret>,
     pub admin_token: Option<Secret>,
     pub stopping: Arc<AtomicBool>,
+    /// When `/healthz` last probed the store (unix ms).
+    pub last_probe_ms: AtomicI64,
 }
 
 /// The daemon's own routes, with Slack's Events API door (owned by `slack`) beside them.
@@ -70,12 +74,18 @@ async fn healthz(State(s): State<Arc<HttpState>>) -> Response {
 /// does too, within `PROBE_TIMEOUT`.
 async fn store_health(s: &HttpState) -> Result<(), String> {
     let health = s.store.write_health();
-    if let Some(why) = health.failing() {
-        return Err(format!("store cannot take writes: {why}"));
+    // While writes fail, a probe (at most every RETRY_PROBE_MS) is what can say they work
+    // again: an idle daemon writes nothing else.
+    let failing = health.failing();
+    let since_probe = now_ms() - s.last_probe_ms.load(Ordering::Relaxed);
+    match &failing {
+        Some(why) if since_probe < RETRY_PROBE_MS => {
+            return Err(format!("store cannot take writes: {why}"))
+        }
+        None if now_ms() - health.last_ok_ms() < PROBE_AFTER_MS => return Ok(()),
+        _ => {}
     }
-    if now_ms() - health.last_ok_ms() < PROBE_AFTER_MS {
-        return Ok(());
-    }
+    s.last_probe_ms.store(now_ms(), Ordering::Relaxed);
     let store = s.store.clone();
     let probe = tokio::task::spawn_blocking(move || store.probe());
     match tokio::time::timeout(PROBE_TIMEOUT, probe).await {

@@ -108,6 +108,7 @@ pub async fn run(config: Arc<Config>) -> Result<(), DaemonError> {
         metrics: metrics.clone(),
         whisper_token: Secret::from_env("ANIMA_WHISPER_TOKEN"),
         admin_token: Secret::from_env("ANIMA_ADMIN_TOKEN"),
+        last_probe_ms: Default::default(),
         stopping: stopping.clone(),
     });
     let listener = tokio::net::TcpListener::bind(config.listen)

@@ -149,6 +149,7 @@ impl Engine {
                 .as_ref()
                 .filter(|_| policy.whisper)
                 .map(|w| w.id),
+            whisper_claimant: Some(begun.claimant.clone()),
             claude_session: last.completion.session.clone(),
             usage,
             inbox,
@@ -418,7 +419,11 @@ impl Engine {
     /// retries can take, so only a turn whose process died loses it this way.
     fn claim_lease_ms(&self) -> i64 {
         let llm = &self.config.llm;
-        (llm.timeout_secs as i64 * (llm.max_retries as i64 + 1) + 60) * 1000
+        // Every run of an execute_now chain, each with its retries and their waits (a
+        // Retry-After is honoured up to a minute).
+        let per_call =
+            llm.timeout_secs as i64 * (llm.max_retries as i64 + 1) + llm.max_retries as i64 * 60;
+        ((self.config.max_chain as i64 + 1) * per_call + 60) * 1000
     }
 }
 

@@ -21,7 +21,8 @@ impl Store {
         })
     }
 
-    /// Records an admin command; false when this one (its origin) was recorded before.
+    /// Records an admin command; false when this one (its origin) was carried out before.
+    /// One recorded but never finished (a crash, a store error) is to be carried out again.
     pub fn log_admin(
         &self,
         origin: &str,
@@ -30,10 +31,23 @@ impl Store {
         allowed: bool,
     ) -> Result<bool, StoreError> {
         self.write(|tx| {
-            Ok(tx.execute(
+            tx.execute(
                 "INSERT OR IGNORE INTO admin_log (origin, user_id, command, allowed, at) VALUES (?1, ?2, ?3, ?4, ?5)",
                 (origin, user_id, command, allowed, now_ms()),
-            )? == 1)
+            )?;
+            let done: bool =
+                tx.query_row("SELECT done FROM admin_log WHERE origin = ?1", [origin], |r| {
+                    r.get(0)
+                })?;
+            Ok(!done)
+        })
+    }
+
+    /// The admin command was carried out and answered.
+    pub fn admin_done(&self, origin: &str) -> Result<(), StoreError> {
+        self.write(|tx| {
+            tx.execute("UPDATE admin_log SET done = 1 WHERE origin = ?1", [origin])?;
+            Ok(())
         })
     }
 }

@@ -111,18 +111,31 @@ impl Store {
         self.write(|tx| accept(tx, m))
     }
 
-    /// Picks up the conversation's next unfinished message, in order, and counts the pick-up.
+    /// Picks up the conversation's next unfinished message, in order. A row whose reply is
+    /// fixed counts the pick-up (delivering it is the attempt); a pending row counts when its
+    /// turn starts (`start_attempt`), so rows waiting for a turn slot lose nothing.
     pub fn claim_next(&self, conversation: &str) -> Result<Option<InboxItem>, StoreError> {
         self.write(|tx| {
             Ok(tx
                 .prepare_cached(&format!(
-                    "UPDATE inbox SET attempts = attempts + 1
+                    "UPDATE inbox SET attempts = attempts + (status = 'replying')
                      WHERE id = (SELECT id FROM inbox WHERE conversation = ?1 AND status IN ('pending', 'replying')
                                  ORDER BY seq, id LIMIT 1)
                      RETURNING {COLUMNS}"
                 ))?
                 .query_row([conversation], from_row)
                 .optional()?)
+        })
+    }
+
+    /// Counts an attempt at a pending row's turn; returns the attempts so far.
+    pub fn start_attempt(&self, id: i64) -> Result<i64, StoreError> {
+        self.write(|tx| {
+            Ok(tx
+                .prepare_cached(
+                    "UPDATE inbox SET attempts = attempts + 1 WHERE id = ?1 RETURNING attempts",
+                )?
+                .query_row([id], |r| r.get(0))?)
         })
     }
 
@@ -309,8 +322,18 @@ mod tests {
             panic!()
         };
         let item = s.claim_next("C1:1.0").unwrap().unwrap();
-        assert_eq!((item.id, item.attempts), (first, 1), "lower seq first");
-        assert_eq!(s.claim_next("C1:1.0").unwrap().unwrap().attempts, 2);
+        assert_eq!((item.id, item.attempts), (first, 0), "lower seq first");
+        assert_eq!(
+            s.start_attempt(first).unwrap(),
+            1,
+            "a pending row counts its turn"
+        );
+        s.set_inbox_reply(first, "hi").unwrap();
+        assert_eq!(
+            s.claim_next("C1:1.0").unwrap().unwrap().attempts,
+            2,
+            "a fixed reply counts its delivery"
+        );
         s.mark_done(first).unwrap();
         assert_eq!(s.claim_next("C1:1.0").unwrap().unwrap().id, second);
         assert_eq!(s.open_conversations().unwrap(), vec!["C1:1.0".to_string()]);

@@ -82,6 +82,8 @@ pub struct TurnRecord {
     /// The user model was in this turn's prompt.
     pub injected_user_model: bool,
     pub whisper_id: Option<i64>,
+    /// The claim the turn holds on it: only a turn still holding its claim consumes it.
+    pub whisper_claimant: Option<String>,
     pub claude_session: Option<String>,
     /// One row per model call (an execute_now chain makes several).
     pub usage: Vec<UsageRecord>,
@@ -242,9 +244,9 @@ fn commit(tx: &Connection, rec: &TurnRecord) -> Result<Option<UserRecord>, Store
     if let Some(id) = rec.whisper_id {
         tx.prepare_cached(
             "UPDATE whispers SET consumed_at = ?2, consumed_by = ?3, claimed_until = NULL
-                 WHERE id = ?1 AND consumed_at IS NULL",
+                 WHERE id = ?1 AND consumed_at IS NULL AND (?4 IS NULL OR claimed_by = ?4)",
         )?
-        .execute((id, now, &rec.thread))?;
+        .execute((id, now, &rec.thread, &rec.whisper_claimant))?;
     }
     for u in &rec.usage {
         tx.prepare_cached(

@@ -149,6 +149,8 @@ impl Router {
         else {
             return Ok(());
         };
+        // A quiet spell's model call counts against max_concurrent_turns like any other.
+        let permit = self.permits.clone().acquire_owned().await.ok();
         let outcome = self
             .engine
             .perceive(&Perception::Quiet(Quiet {
@@ -156,6 +158,7 @@ impl Router {
                 now_ms: now_ms(),
             }))
             .await?;
+        drop(permit);
         if outcome.said {
             let to = Address { text, note };
             self.deliver(&to, &outcome.reply, None).await?;
@@ -221,7 +224,10 @@ impl Router {
             let shown = item.clone();
             match AssertUnwindSafe(self.process(item)).catch_unwind().await {
                 Ok(Ok(())) => failures = 0,
-                Ok(Err(e)) => self.backoff(&mut failures, &e.to_string()).await,
+                Ok(Err(e)) => {
+                    self.clear_working_sign(&shown);
+                    self.backoff(&mut failures, &e.to_string()).await
+                }
                 Err(panic) => {
                     self.metrics.note_panic();
                     error!(inbox = shown.id, attempt = shown.attempts, max_attempts = MAX_ATTEMPTS, panic = %panic_text(&panic),
@@ -255,6 +261,13 @@ impl Router {
         let mut sign = None;
         if item.status == InboxStatus::Pending {
             let permit = self.permits.clone().acquire_owned().await.ok();
+            // The attempt counts once it holds a turn slot: waiting in line is no attempt.
+            let id = item.id;
+            item.attempts = self.store.call(move |s| s.start_attempt(id)).await?;
+            if item.attempts > MAX_ATTEMPTS {
+                drop(permit);
+                return self.give_up(&item).await;
+            }
             let in_flight = InFlight::new(&self.metrics);
             let (surface, at) = (self.surface.clone(), to.clone());
             sign = Some(tokio::spawn(

@@ -122,11 +122,11 @@ impl Gate {
         let allowed = self.admins.iter().any(|a| a == &m.user_id);
         let origin = format!("{}:{}", m.channel, m.ts);
         let (o, u, t) = (origin.clone(), m.user_id.clone(), m.text.clone());
-        let first = self
+        let to_do = self
             .store
             .call(move |s| s.log_admin(&o, &u, &t, allowed))
             .await?;
-        if !first {
+        if !to_do {
             debug!(origin = %origin, "admin command already handled");
             return Ok(());
         }
@@ -155,6 +155,7 @@ impl Gate {
                 warn!(error = %e, "the admin answer was not delivered");
             }
         }
+        self.store.call(move |s| s.admin_done(&origin)).await?;
         Ok(())
     }
 }
