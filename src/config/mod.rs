@@ -178,8 +178,11 @@ pub fn parse(text: &str, file: &Path, base: &Path) -> Result<Config, ConfigError
     validate(raw, text, Some(file), base)
 }
 
-fn line_of(text: &str, offset: usize) -> usize {
-    text[..offset.min(text.len())].matches('\n').count() + 1
+/// The 1-based line a byte offset of `text` falls on (an offset past the end: the last
+/// line). Counts bytes, so an offset inside a character cannot panic.
+pub(crate) fn line_of(text: &str, offset: usize) -> usize {
+    let before = &text.as_bytes()[..offset.min(text.len())];
+    before.iter().filter(|b| **b == b'\n').count() + 1
 }
 
 /// The key set on the line a byte offset falls in, when the offset is in its value (a value
@@ -428,6 +431,15 @@ mod tests {
             Path::new("/etc/anima/anima.toml"),
             Path::new("/etc/anima"),
         )
+    }
+
+    #[test]
+    fn line_of_counts_from_one_and_never_panics() {
+        let text = "a = 1\nb = \"é\"\n";
+        assert_eq!(line_of(text, 0), 1);
+        assert_eq!(line_of(text, 6), 2);
+        assert_eq!(line_of(text, 12), 2, "inside a character");
+        assert_eq!(line_of(text, 999), 3, "past the end");
     }
 
     #[test]

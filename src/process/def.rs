@@ -10,7 +10,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::when::{self, Expr};
-use crate::config::Problem;
+use crate::config::{line_of, Problem};
 use crate::steps::Step;
 
 /// The process every thread falls back to.
@@ -69,10 +69,6 @@ pub struct Transition {
     pub params: serde_json::Map<String, serde_json::Value>,
     /// The line of `to` in the file.
     pub line: usize,
-}
-
-fn line_of(text: &str, offset: usize) -> usize {
-    text[..offset.min(text.len())].matches('\n').count() + 1
 }
 
 /// Reads and checks one file on its own (targets are checked across files by [`check_set`]).
