@@ -168,9 +168,10 @@ fn main() {
         quiet_minutes: None,
         message: "What's the status of the BG3 port, and what should I do next?",
     };
+    let built = build_prompt(&input);
     println!(
         "prompt: {} bytes; model output: {} bytes",
-        build_prompt(&input).full_text().len(),
+        built.system.len() + 2 + built.user.len(),
         output.len()
     );
     stats("build_prompt", time(20_000, || build_prompt(&input)));

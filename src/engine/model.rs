@@ -1,11 +1,12 @@
-//! The model stage: one call with retries, timed, parsed; what it cost.
+//! The model stage: a built prompt as the provider's request, one call with retries, timed,
+//! parsed; what it cost.
 
 use std::time::Instant;
 
 use tracing::{debug, info};
 
 use super::Engine;
-use crate::llm::{self, ChatRequest, Completion, LlmError};
+use crate::llm::{self, ChatRequest, Completion, LlmError, Message, Role};
 use crate::memory::UsageRecord;
 use crate::parse::{parse_response, Cognition};
 use crate::prompt::{self, TurnPlan};
@@ -26,17 +27,17 @@ impl Engine {
         session: Option<&str>,
         plan: TurnPlan,
     ) -> Result<Run, (LlmError, u64)> {
+        let history = messages(&built.history);
+        let request = ChatRequest {
+            system: &built.system,
+            history: &history,
+            user: &built.user,
+            max_tokens: self.config.llm.max_tokens,
+            session,
+        };
         let started = Instant::now();
-        let max_tokens = self.config.llm.max_tokens;
         let result = llm::retry::with_retries(self.config.llm.max_retries, || {
-            self.provider.complete(
-                ChatRequest {
-                    prompt: built,
-                    max_tokens,
-                    session,
-                },
-                None,
-            )
+            self.provider.complete(request, None)
         })
         .await;
         let latency_us = started.elapsed().as_micros() as u64;
@@ -73,4 +74,18 @@ impl Engine {
             stop_reason: run.completion.stop_reason.clone(),
         }
     }
+}
+
+/// The prompt's history in the provider's terms.
+fn messages(history: &[prompt::HistoryMessage]) -> Vec<Message<'_>> {
+    history
+        .iter()
+        .map(|m| Message {
+            role: match m.role {
+                prompt::Role::User => Role::User,
+                prompt::Role::Assistant => Role::Assistant,
+            },
+            text: &m.text,
+        })
+        .collect()
 }

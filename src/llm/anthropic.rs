@@ -7,9 +7,10 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::{http, sse, BoxFuture, ChatRequest, Completion, Deltas, LlmError, Provider, Usage};
+use super::{
+    http, sse, BoxFuture, ChatRequest, Completion, Deltas, LlmError, Provider, Role, Usage,
+};
 use crate::config::secret::Secret;
-use crate::prompt::{Prompt, Role};
 
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
 pub const DEFAULT_MODEL: &str = "claude-sonnet-4-5";
@@ -56,7 +57,7 @@ impl Anthropic {
         req: ChatRequest<'_>,
         deltas: Option<&Deltas>,
     ) -> Result<Completion, LlmError> {
-        let body = request_body(&self.model, req.prompt, req.max_tokens, self.stream);
+        let body = request_body(&self.model, &req, self.stream);
         let request = self
             .client
             .post(&self.url)
@@ -97,9 +98,9 @@ impl Provider for Anthropic {
 }
 
 /// The request body: the cached system block, the history, the turn.
-pub fn request_body(model: &str, prompt: &Prompt, max_tokens: u32, stream: bool) -> Value {
+pub fn request_body(model: &str, req: &ChatRequest, stream: bool) -> Value {
     let mut messages: Vec<Value> = Vec::new();
-    for m in &prompt.history {
+    for m in req.history {
         let role = match m.role {
             Role::User => "user",
             Role::Assistant => "assistant",
@@ -109,21 +110,17 @@ pub fn request_body(model: &str, prompt: &Prompt, max_tokens: u32, stream: bool)
     // The API wants alternating roles: an unanswered earlier message joins this turn's.
     match messages.last_mut() {
         Some(last) if last["role"] == "user" => {
-            let joined = format!(
-                "{}\n\n{}",
-                last["content"].as_str().unwrap_or(""),
-                prompt.user
-            );
+            let joined = format!("{}\n\n{}", last["content"].as_str().unwrap_or(""), req.user);
             last["content"] = Value::String(joined);
         }
-        _ => messages.push(json!({ "role": "user", "content": prompt.user })),
+        _ => messages.push(json!({ "role": "user", "content": req.user })),
     }
     let mut body = json!({
         "model": model,
-        "max_tokens": max_tokens,
+        "max_tokens": req.max_tokens,
         "system": [{
             "type": "text",
-            "text": prompt.system,
+            "text": req.system,
             "cache_control": { "type": "ephemeral" }
         }],
         "messages": messages,
@@ -286,32 +283,36 @@ impl StreamState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::prompt::HistoryMessage;
+    use crate::llm::Message;
 
-    fn prompt() -> Prompt {
-        Prompt {
-            system: "<soul>x</soul>".into(),
-            history: vec![
-                HistoryMessage {
-                    role: Role::User,
-                    text: "Tom: hi".into(),
-                },
-                HistoryMessage {
-                    role: Role::Assistant,
-                    text: "hello".into(),
-                },
-                HistoryMessage {
-                    role: Role::User,
-                    text: "Tom: unanswered".into(),
-                },
-            ],
-            user: "<current_message>…</current_message>".into(),
+    const HISTORY: [Message; 3] = [
+        Message {
+            role: Role::User,
+            text: "Tom: hi",
+        },
+        Message {
+            role: Role::Assistant,
+            text: "hello",
+        },
+        Message {
+            role: Role::User,
+            text: "Tom: unanswered",
+        },
+    ];
+
+    fn request() -> ChatRequest<'static> {
+        ChatRequest {
+            system: "<soul>x</soul>",
+            history: &HISTORY,
+            user: "<current_message>…</current_message>",
+            max_tokens: 100,
+            session: None,
         }
     }
 
     #[test]
     fn the_body_caches_the_system_block_and_alternates_roles() {
-        let b = request_body("m", &prompt(), 100, false);
+        let b = request_body("m", &request(), false);
         assert_eq!(b["system"][0]["cache_control"]["type"], "ephemeral");
         assert_eq!(b["system"][0]["text"], "<soul>x</soul>");
         let roles: Vec<&str> = b["messages"]

@@ -35,7 +35,7 @@ impl ClaudeCli {
 
     async fn call(&self, req: ChatRequest<'_>) -> Result<Completion, LlmError> {
         if let Some(session) = req.session {
-            match self.run(&req.prompt.user, Session::Resume(session)).await {
+            match self.run(req.user, Session::Resume(session)).await {
                 Err(CliFailure::NoSuchSession) => {
                     tracing::info!(session, "claude-cli forgot the session; starting a new one");
                 }
@@ -43,7 +43,7 @@ impl ClaudeCli {
             }
         }
         let id = uuid::Uuid::new_v4().to_string();
-        self.run(&req.prompt.full_text(), Session::New(&id))
+        self.run(&req.full_text(), Session::New(&id))
             .await
             .map_err(CliFailure::into_error)
     }

@@ -1,8 +1,10 @@
 //! Model providers behind one trait: Anthropic Messages, OpenAI-compatible chat completions,
 //! and the Claude Code CLI; `select` picks one, `retry` wraps calls.
 //!
-//! Owns the wire formats and error classification. Knows nothing about souls, parsing or
-//! Slack: it takes a built `Prompt` and returns text, usage and (for the CLI) a session id.
+//! Owns its own request and message types, the wire formats and error classification.
+//! Knows nothing about souls, how a prompt is built, parsing or Slack: it takes a `ChatRequest` (a system
+//! text, earlier messages, this turn's text) and returns text, usage and (for the CLI) a
+//! session id.
 
 pub mod anthropic;
 pub mod claude_cli;
@@ -18,15 +20,41 @@ use std::pin::Pin;
 
 pub use error::LlmError;
 
-use crate::prompt::Prompt;
+/// Who wrote an earlier message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    User,
+    Assistant,
+}
+
+/// One earlier message of the conversation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Message<'a> {
+    pub role: Role,
+    pub text: &'a str,
+}
 
 /// One model call.
 #[derive(Debug, Clone, Copy)]
 pub struct ChatRequest<'a> {
-    pub prompt: &'a Prompt,
+    /// The stable part, the same turn after turn, so providers can cache it.
+    pub system: &'a str,
+    /// Earlier messages, starting with the user, roles alternating. It may end with a user
+    /// message left unanswered; providers merge it with `user`.
+    pub history: &'a [Message<'a>],
+    /// This turn's text.
+    pub user: &'a str,
     pub max_tokens: u32,
     /// For providers that keep sessions (claude-cli): the thread's session to resume.
     pub session: Option<&'a str>,
+}
+
+impl ChatRequest<'_> {
+    /// The system part and this turn's as one text, for transports that take a single
+    /// message (and keep the history themselves).
+    pub fn full_text(&self) -> String {
+        format!("{}\n\n{}", self.system, self.user)
+    }
 }
 
 /// Token counts as the provider reported them.
@@ -60,7 +88,7 @@ pub trait Provider: Send + Sync {
     fn name(&self) -> &'static str;
     /// The model asked for.
     fn model(&self) -> &str;
-    /// True when the provider keeps the conversation itself (then the prompt carries no
+    /// True when the provider keeps the conversation itself (then the request carries no
     /// history, and the soul only in a session's first message).
     fn keeps_sessions(&self) -> bool {
         false

@@ -5,9 +5,10 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::{http, sse, BoxFuture, ChatRequest, Completion, Deltas, LlmError, Provider, Usage};
+use super::{
+    http, sse, BoxFuture, ChatRequest, Completion, Deltas, LlmError, Provider, Role, Usage,
+};
 use crate::config::secret::Secret;
-use crate::prompt::{Prompt, Role};
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 pub const DEFAULT_MODEL: &str = "gpt-4o-mini";
@@ -70,7 +71,7 @@ impl OpenAi {
         req: ChatRequest<'_>,
         deltas: Option<&Deltas>,
     ) -> Result<Completion, LlmError> {
-        let body = request_body(&self.model, req.prompt, req.max_tokens, self.stream);
+        let body = request_body(&self.model, &req, self.stream);
         let mut request = self
             .client
             .post(format!("{}/chat/completions", self.base))
@@ -128,20 +129,20 @@ fn base_or_default(base_url: &str) -> &str {
     }
 }
 
-pub fn request_body(model: &str, prompt: &Prompt, max_tokens: u32, stream: bool) -> Value {
-    let mut messages = vec![json!({ "role": "system", "content": prompt.system })];
-    for m in &prompt.history {
+pub fn request_body(model: &str, req: &ChatRequest, stream: bool) -> Value {
+    let mut messages = vec![json!({ "role": "system", "content": req.system })];
+    for m in req.history {
         let role = match m.role {
             Role::User => "user",
             Role::Assistant => "assistant",
         };
         messages.push(json!({ "role": role, "content": m.text }));
     }
-    messages.push(json!({ "role": "user", "content": prompt.user }));
+    messages.push(json!({ "role": "user", "content": req.user }));
     let mut body = json!({
         "model": model,
         "messages": messages,
-        "max_tokens": max_tokens,
+        "max_tokens": req.max_tokens,
         "stream": stream,
     });
     if stream {

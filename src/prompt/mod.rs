@@ -74,13 +74,6 @@ pub struct Prompt {
     pub user: String,
 }
 
-impl Prompt {
-    /// The whole prompt as one text (for transports that take a single message).
-    pub fn full_text(&self) -> String {
-        format!("{}\n\n{}", self.system, self.user)
-    }
-}
-
 pub fn build_prompt(input: &PromptInput) -> Prompt {
     Prompt {
         system: system(input.soul),

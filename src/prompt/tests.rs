@@ -88,9 +88,14 @@ fn render(p: &Prompt) -> String {
     out
 }
 
+/// The system part and this turn's sections as one text.
+fn full_text(p: &Prompt) -> String {
+    format!("{}\n\n{}", p.system, p.user)
+}
+
 /// Lines that open or close a section: the prompt's structure.
 fn structure(p: &Prompt) -> Vec<String> {
-    p.full_text()
+    full_text(p)
         .lines()
         .filter(|l| {
             let t = l.trim();
@@ -365,7 +370,7 @@ fn every_section_tag_is_in_the_shared_list() {
     };
     let emitted: std::collections::BTreeSet<String> = [everything.build(), quiet.build()]
         .iter()
-        .flat_map(|p| line_tags(&p.full_text()))
+        .flat_map(|p| line_tags(&full_text(p)))
         .filter(|n| !cognitive.contains(n))
         .collect();
     let listed = crate::steps::PROMPT_SECTIONS
