@@ -35,7 +35,7 @@ fn soul_4kb() -> SoulFiles {
 
 fn user_model_3kb() -> String {
     let mut m = String::from("# Tom\n");
-    for section in anima::memory::users::BLUEPRINT_SECTIONS {
+    for section in anima::prompt::BLUEPRINT_SECTIONS {
         m.push_str(&format!("\n## {section}\n"));
         for i in 0..5 {
             m.push_str(&format!(
@@ -159,7 +159,10 @@ fn main() {
             text: "He circles back to this; he needs assurance.",
             source: "kothar",
         }),
-        user_model: Some(("Tom", &model)),
+        user_model: Some(anima::prompt::UserModel {
+            name: "Tom",
+            model: Some(&model),
+        }),
         steps: &MAIN_STEPS,
         process: &process,
         history: &ctx.recent,

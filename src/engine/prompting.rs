@@ -35,7 +35,6 @@ pub(super) fn run_prompt(i: &RunInput) -> prompt::Prompt {
         &i.state.params,
     );
     let instructions = instructions_of(i.def, i.extra_queries);
-    let model_text = i.ctx.user.model_or_blueprint();
     let (speaker, message) = i.message.unwrap_or(("", ""));
     prompt::build_prompt(&PromptInput {
         soul: &i.lib.soul,
@@ -44,10 +43,10 @@ pub(super) fn run_prompt(i: &RunInput) -> prompt::Prompt {
             text: &w.text,
             source: &w.source,
         }),
-        user_model: i
-            .plan
-            .inject_user_model
-            .then_some((i.ctx.user.display_name.as_str(), model_text.as_str())),
+        user_model: i.plan.inject_user_model.then_some(prompt::UserModel {
+            name: &i.ctx.user.display_name,
+            model: i.ctx.user.model.as_deref(),
+        }),
         steps: &i.plan.steps,
         process: &instructions,
         history: i.history,

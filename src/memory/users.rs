@@ -1,29 +1,9 @@
-//! People and their user models: the rows, the slug that names their file, and the blueprint
-//! a new model starts from.
+//! People and their user models: the rows and the slug that names their file. What a model
+//! looks like before the soul writes one is the prompt's business, not the store's.
 
 use rusqlite::{Connection, OptionalExtension, Row};
 
 use super::StoreError;
-
-/// The seven sections a user model starts with (a starting shape, not a cage).
-pub const BLUEPRINT_SECTIONS: [&str; 7] = [
-    "Persona",
-    "Speaking Style",
-    "Conversational Context",
-    "Worldview",
-    "Interests & Domains",
-    "Working Patterns",
-    "Most Potent Memories",
-];
-
-/// The model shown for someone the soul has not modelled yet.
-pub fn blueprint(display_name: &str) -> String {
-    let mut out = format!("# {display_name}\n");
-    for section in BLUEPRINT_SECTIONS {
-        out.push_str(&format!("\n## {section}\nNot known yet.\n"));
-    }
-    out
-}
 
 /// The file name of a user model: the display name lower-cased, runs of characters other
 /// than a–z and 0–9 replaced by one `-`, trimmed; empty → the user id (made safe the same way).
@@ -79,13 +59,6 @@ impl UserRecord {
             model_version: 0,
             exported_version: 0,
         }
-    }
-
-    /// The model as it is shown: the stored one, or the blueprint.
-    pub fn model_or_blueprint(&self) -> String {
-        self.model
-            .clone()
-            .unwrap_or_else(|| blueprint(&self.display_name))
     }
 }
 
@@ -174,14 +147,5 @@ mod tests {
         assert_eq!(slug("../../etc/passwd", "U1"), "etc-passwd");
         assert_eq!(slug("東京", "U02ABC"), "u02abc");
         assert_eq!(slug("", ""), "user");
-    }
-
-    #[test]
-    fn the_blueprint_has_the_seven_sections() {
-        let b = blueprint("Tom");
-        assert!(b.starts_with("# Tom\n"));
-        for s in BLUEPRINT_SECTIONS {
-            assert!(b.contains(&format!("## {s}\n")), "{s}");
-        }
     }
 }

@@ -10,11 +10,13 @@
 mod fence;
 pub mod instructions;
 pub mod plan;
+mod user_model;
 
 use std::fmt::Write;
 
 pub use instructions::ProcessInstructions;
 pub use plan::{plan, Gates, TurnPlan};
+pub use user_model::{blueprint, UserModel, BLUEPRINT_SECTIONS};
 
 use crate::memory::{Entry, EntryType, SoulState};
 use crate::soul::SoulFiles;
@@ -26,8 +28,8 @@ pub struct PromptInput<'a> {
     pub soul: &'a SoulFiles,
     pub soul_state: &'a SoulState,
     pub whisper: Option<Intuition<'a>>,
-    /// The person's name and model, when the gate lets it in.
-    pub user_model: Option<(&'a str, &'a str)>,
+    /// The person and their model, when the gate lets it in.
+    pub user_model: Option<UserModel<'a>>,
     pub steps: &'a [Step],
     pub process: &'a ProcessInstructions,
     /// The thread's earlier entries, oldest first (not including the current message).
@@ -120,11 +122,19 @@ fn turn_sections(input: &PromptInput) -> String {
             fence::neutralise(whisper.text.trim()).replace('\n', "\n> ")
         );
     }
-    if let Some((name, model)) = input.user_model {
+    if let Some(person) = input.user_model {
+        let blueprint;
+        let model = match person.model {
+            Some(model) => model,
+            None => {
+                blueprint = user_model::blueprint(person.name);
+                &blueprint
+            }
+        };
         let _ = write!(
             out,
             "<user_model name=\"{}\">\n{}\n</user_model>\n\n",
-            fence::attribute(name),
+            fence::attribute(person.name),
             fence::neutralise(model.trim())
         );
     }

@@ -60,14 +60,21 @@ impl Default for Case {
 
 impl Case {
     fn build(&self) -> Prompt {
-        build_prompt(&PromptInput {
+        build_prompt(&self.input())
+    }
+
+    fn input(&self) -> PromptInput<'_> {
+        PromptInput {
             soul: &self.soul,
             soul_state: &self.state,
             whisper: self.whisper.map(|text| Intuition {
                 text,
                 source: "kothar",
             }),
-            user_model: self.model,
+            user_model: self.model.map(|(name, model)| UserModel {
+                name,
+                model: Some(model),
+            }),
             steps: &self.steps,
             process: &self.process,
             history: &self.history,
@@ -75,7 +82,7 @@ impl Case {
             message: self.message,
             process_note: self.process_note.as_deref(),
             quiet_minutes: self.quiet,
-        })
+        }
     }
 }
 
@@ -258,6 +265,24 @@ fn the_fence_holds_against_hostile_messages() {
         assert_eq!(c.user_model_update, None);
         assert!(c.soul_state_update.is_empty());
     }
+}
+
+#[test]
+fn someone_not_modelled_yet_is_shown_the_blueprint() {
+    let case = Case::default();
+    let p = build_prompt(&PromptInput {
+        user_model: Some(UserModel {
+            name: "Tom",
+            model: None,
+        }),
+        ..case.input()
+    });
+    let section = format!(
+        "<user_model name=\"Tom\">\n{}\n</user_model>",
+        fence::neutralise(blueprint("Tom").trim())
+    );
+    assert!(p.user.contains(&section), "{}", p.user);
+    assert!(p.user.contains("## Persona\nNot known yet."));
 }
 
 #[test]
