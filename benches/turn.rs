@@ -231,11 +231,8 @@ fn main() {
                         &c.monologue.as_ref().unwrap().text,
                     ),
                     NewEntry::new(EntryType::ExternalDialog, &c.reply),
-                    NewEntry::new(
-                        EntryType::MentalQuery,
-                        anima::memory::working::USER_MODEL_CHECK,
-                    )
-                    .metadata(serde_json::json!({"result": true})),
+                    NewEntry::new(EntryType::MentalQuery, anima::steps::USER_MODEL_CHECK)
+                        .metadata(serde_json::json!({"result": true})),
                 ],
                 soul_updates: c.soul_state_update.clone(),
                 injected_user_model: plan.inject_user_model,

@@ -1,5 +1,6 @@
 //! The catalogue of tag names: each cognitive step's tag, its default instruction and the
-//! example text the instruction shows, and the names of the prompt's own sections.
+//! example text the instruction shows, the questions the two checks are recorded under, and
+//! the names of the prompt's own sections.
 //!
 //! Shared by the prompt (which writes the instructions and sections) and the parser (which
 //! must not take an echoed example for an answer, nor show an echoed section). Owns no I/O
@@ -112,6 +113,12 @@ pub const EXAMPLE_TEXTS: [&str; 7] = [
     "key: value",
     "QUESTION",
 ];
+
+/// The question a user-model check is recorded under in working memory (a `mentalQuery`
+/// entry holding the answer); the user-model gate reads the last one.
+pub const USER_MODEL_CHECK: &str = "Did I learn something new about the user model?";
+/// The question a soul-state check is recorded under in working memory.
+pub const SOUL_STATE_CHECK: &str = "Has my soul state changed?";
 
 /// The placeholder verb of the examples.
 pub const EXAMPLE_VERB: &str = "VERB";

@@ -8,11 +8,10 @@ use serde::Serialize;
 use tracing::{debug, info};
 
 use crate::memory::soul_state::model_may_set;
-use crate::memory::working::{SOUL_STATE_CHECK, USER_MODEL_CHECK};
 use crate::memory::{EntryType, NewEntry, SoulState, UserRecord};
 use crate::parse::Cognition;
 use crate::prompt::TurnPlan;
-use crate::steps::Step;
+use crate::steps::{Step, SOUL_STATE_CHECK, USER_MODEL_CHECK};
 
 /// A soul-state key that changed this turn.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -49,11 +49,6 @@ impl EntryType {
     }
 }
 
-/// The content of a user-model check entry; the gate looks for it.
-pub const USER_MODEL_CHECK: &str = "Did I learn something new about the user model?";
-/// The content of a soul-state check entry.
-pub const SOUL_STATE_CHECK: &str = "Has my soul state changed?";
-
 /// An entry about to be written.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewEntry {
@@ -238,7 +233,7 @@ mod tests {
             insert(
                 &c,
                 "t",
-                &NewEntry::new(EntryType::MentalQuery, USER_MODEL_CHECK),
+                &NewEntry::new(EntryType::MentalQuery, "Did I learn something?"),
                 0,
             )
             .unwrap();

@@ -3,9 +3,8 @@
 //! Pure functions of the turn's context; the rules are those of INTERFACE.md ("Counting",
 //! "Steps honoured"). No I/O.
 
-use crate::memory::working::USER_MODEL_CHECK;
 use crate::memory::{Entry, EntryType, UserRecord};
-use crate::steps::Step;
+use crate::steps::{Step, USER_MODEL_CHECK};
 
 /// What this turn will ask of the model.
 #[derive(Debug, Clone, PartialEq, Eq)]
