@@ -17,10 +17,14 @@ use std::time::{Duration, Instant};
 
 use anima::engine::{Engine, Message, Perception};
 use anima::llm::{BoxFuture, ChatRequest, Completion, Deltas, LlmError, Provider, Usage};
-use anima::memory::{EntryType, NewEntry, SoulState, Store, TurnRecord, TurnStart};
+use anima::memory::{
+    Entry, EntryType, NewEntry, SoulState, Store, TurnContext, TurnRecord, TurnStart,
+};
 use anima::parse::parse_response;
 use anima::process::library::MAIN_STEPS;
-use anima::prompt::{build_prompt, plan, Gates, ProcessInstructions, PromptInput};
+use anima::prompt::{
+    build_prompt, plan, GateInput, Gates, ProcessInstructions, PromptInput, Speaker, Spoken,
+};
 use anima::soul::SoulFiles;
 
 fn soul_4kb() -> SoulFiles {
@@ -61,6 +65,48 @@ fn model_output_2kb(model: &str) -> String {
          <soul_state_update>\nemotionalState: focused\ncurrentTopic: BG3 port status\n</soul_state_update>",
         &model[..model.len().min(1200)]
     )
+}
+
+/// The thread's entries as the prompt takes them, as the engine converts them.
+fn spoken(entries: &[Entry]) -> Vec<Spoken<'_>> {
+    entries
+        .iter()
+        .filter_map(|e| {
+            let by = match e.entry_type {
+                EntryType::UserMessage => Speaker::Person(
+                    e.metadata
+                        .get("name")
+                        .and_then(|n| n.as_str())
+                        .unwrap_or("user"),
+                ),
+                EntryType::ExternalDialog => Speaker::Soul,
+                _ => return None,
+            };
+            Some(Spoken {
+                by,
+                text: &e.content,
+            })
+        })
+        .collect()
+}
+
+/// What the gates read, as the engine gathers it.
+fn gate_input(ctx: &TurnContext) -> GateInput {
+    GateInput {
+        interaction: ctx.interaction,
+        thread_turns: ctx.thread_turns,
+        last_user_model_check: ctx
+            .recent
+            .iter()
+            .rev()
+            .find(|e| {
+                e.entry_type == EntryType::MentalQuery
+                    && e.content == anima::steps::USER_MODEL_CHECK
+            })
+            .and_then(Entry::result),
+        user_turns: ctx.user.turns,
+        injected_at_turn: ctx.user.injected_at_turn,
+    }
 }
 
 fn stats(name: &str, mut samples: Vec<Duration>) {
@@ -152,9 +198,11 @@ fn main() {
     let ctx = store.load_turn("C1:1.0", "U1", "Tom", 20).unwrap();
     assert_eq!(ctx.recent.len(), 20);
 
+    let history = spoken(&ctx.recent);
+    let soul_state = state.non_default();
     let input = PromptInput {
         soul: &soul,
-        soul_state: &state,
+        soul_state: &soul_state,
         whisper: Some(anima::prompt::Intuition {
             text: "He circles back to this; he needs assurance.",
             source: "kothar",
@@ -165,7 +213,7 @@ fn main() {
         }),
         steps: &MAIN_STEPS,
         process: &process,
-        history: &ctx.recent,
+        history: &history,
         speaker: "Tom",
         process_note: None,
         quiet_minutes: None,
@@ -177,7 +225,18 @@ fn main() {
         built.system.len() + 2 + built.user.len(),
         output.len()
     );
-    stats("build_prompt", time(20_000, || build_prompt(&input)));
+    stats(
+        "build_prompt",
+        time(20_000, || {
+            let history = spoken(&ctx.recent);
+            let soul_state = state.non_default();
+            build_prompt(&PromptInput {
+                history: &history,
+                soul_state: &soul_state,
+                ..input
+            })
+        }),
+    );
     stats(
         "parse_response",
         time(20_000, || parse_response(&output, 3000)),
@@ -205,18 +264,13 @@ fn main() {
                     claim_until_ms: 0,
                 })
                 .unwrap();
-            let plan = plan(
-                &MAIN_STEPS,
-                ctx.interaction,
-                ctx.thread_turns,
-                &ctx.recent,
-                &ctx.user,
-                gates,
-            );
+            let plan = plan(&MAIN_STEPS, &gate_input(&ctx), gates);
+            let history = spoken(&ctx.recent);
+            let soul_state = ctx.soul.non_default();
             let prompt = build_prompt(&PromptInput {
-                history: &ctx.recent,
+                history: &history,
                 steps: &plan.steps,
-                soul_state: &ctx.soul,
+                soul_state: &soul_state,
                 ..input
             });
             black_box(&prompt);

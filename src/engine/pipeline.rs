@@ -11,7 +11,7 @@ use tracing::{info, warn};
 
 use super::apply::Outcome;
 use super::perception::{answer, Perception, FOLLOW_UP_QUESTION};
-use super::prompting::{facts_for, run_prompt, RunInput};
+use super::prompting::{facts_for, gate_input, run_prompt, RunInput};
 use super::{Engine, EngineError, TurnOutcome, PROVIDER_DOWN_REPLY};
 use crate::llm::LlmError;
 use crate::memory::{now_ms, Entry, EntryType, NewEntry, TurnContext, TurnRecord, TurnStart};
@@ -348,10 +348,7 @@ impl Engine {
     fn plan(&self, def: &crate::process::ProcessDef, ctx: &TurnContext) -> TurnPlan {
         prompt::plan(
             &def.steps,
-            ctx.interaction,
-            ctx.thread_turns,
-            &ctx.recent,
-            &ctx.user,
+            &gate_input(ctx),
             Gates {
                 soul_state_interval: self.config.pipeline.soul_state_interval,
                 user_model_interval: self.config.pipeline.user_model_interval,

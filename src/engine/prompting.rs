@@ -1,11 +1,13 @@
-//! The stage between the process machine and the model: one process run's prompt, and the
-//! facts its rules read afterwards.
+//! The stage between the process machine and the model: what the gates read, one process
+//! run's prompt, and the facts its rules read afterwards. The store's records become the
+//! prompt's own input types here, and nowhere else.
 
-use crate::memory::{Entry, SoulState, TurnContext, Whisper};
+use crate::memory::{Entry, EntryType, SoulState, TurnContext, Whisper};
 use crate::parse::Cognition;
 use crate::process::when::Facts;
 use crate::process::{Loaded, ProcessDef, ThreadProcess};
-use crate::prompt::{self, ProcessInstructions, PromptInput, TurnPlan};
+use crate::prompt::{self, GateInput, ProcessInstructions, PromptInput, Speaker, Spoken, TurnPlan};
+use crate::steps::USER_MODEL_CHECK;
 
 /// What one process run's prompt is made from.
 pub(super) struct RunInput<'a> {
@@ -36,9 +38,11 @@ pub(super) fn run_prompt(i: &RunInput) -> prompt::Prompt {
     );
     let instructions = instructions_of(i.def, i.extra_queries);
     let (speaker, message) = i.message.unwrap_or(("", ""));
+    let soul_state = i.soul.non_default();
+    let history = spoken(i.history);
     prompt::build_prompt(&PromptInput {
         soul: &i.lib.soul,
-        soul_state: i.soul,
+        soul_state: &soul_state,
         whisper: i.whisper.map(|w| prompt::Intuition {
             text: &w.text,
             source: &w.source,
@@ -49,12 +53,57 @@ pub(super) fn run_prompt(i: &RunInput) -> prompt::Prompt {
         }),
         steps: &i.plan.steps,
         process: &instructions,
-        history: i.history,
+        history: &history,
         speaker,
         message,
         process_note: Some(&note),
         quiet_minutes: i.quiet_minutes,
     })
+}
+
+/// What the gates read about this turn.
+pub(super) fn gate_input(ctx: &TurnContext) -> GateInput {
+    GateInput {
+        interaction: ctx.interaction,
+        thread_turns: ctx.thread_turns,
+        last_user_model_check: last_user_model_check(&ctx.recent),
+        user_turns: ctx.user.turns,
+        injected_at_turn: ctx.user.injected_at_turn,
+    }
+}
+
+/// The answer of the latest user-model check among `recent`, when there is one.
+fn last_user_model_check(recent: &[Entry]) -> Option<bool> {
+    recent
+        .iter()
+        .rev()
+        .find(|e| e.entry_type == EntryType::MentalQuery && e.content == USER_MODEL_CHECK)
+        .and_then(Entry::result)
+}
+
+/// What was said in the thread, as the prompt takes it: people's messages (by the name they
+/// were recorded with, `user` without one) and the soul's replies. Thoughts and checks are
+/// not history.
+fn spoken(entries: &[Entry]) -> Vec<Spoken<'_>> {
+    entries
+        .iter()
+        .filter_map(|e| {
+            let by = match e.entry_type {
+                EntryType::UserMessage => Speaker::Person(
+                    e.metadata
+                        .get("name")
+                        .and_then(|n| n.as_str())
+                        .unwrap_or("user"),
+                ),
+                EntryType::ExternalDialog => Speaker::Soul,
+                _ => return None,
+            };
+            Some(Spoken {
+                by,
+                text: &e.content,
+            })
+        })
+        .collect()
 }
 
 /// The instructions a process contributes: its overrides, its note, and the questions its
@@ -100,5 +149,81 @@ pub(super) fn facts_for(
         idle_minutes,
         previous: state.previous.clone(),
         process: process.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::NewEntry;
+
+    fn entry(t: EntryType, content: &str, metadata: serde_json::Value) -> Entry {
+        let e = NewEntry::new(t, content).metadata(metadata);
+        Entry {
+            id: 1,
+            thread: "C1:1.0".into(),
+            entry_type: e.entry_type,
+            content: e.content,
+            verb: None,
+            user_id: Some("U1".into()),
+            metadata: e.metadata,
+            created_at: 0,
+        }
+    }
+
+    fn check(result: bool) -> Entry {
+        entry(
+            EntryType::MentalQuery,
+            USER_MODEL_CHECK,
+            serde_json::json!({ "result": result }),
+        )
+    }
+
+    #[test]
+    fn the_latest_user_model_check_decides() {
+        let other = entry(
+            EntryType::MentalQuery,
+            "Is the user angry?",
+            serde_json::json!({ "result": true }),
+        );
+        assert_eq!(last_user_model_check(&[]), None);
+        assert_eq!(
+            last_user_model_check(&[check(false), check(true)]),
+            Some(true)
+        );
+        assert_eq!(
+            last_user_model_check(&[check(true), check(false), other]),
+            Some(false),
+            "another question is not the check"
+        );
+    }
+
+    #[test]
+    fn history_is_what_was_said_not_what_was_thought() {
+        let named = serde_json::json!({ "name": "Tom" });
+        let entries = [
+            entry(EntryType::UserMessage, "hi", named.clone()),
+            entry(EntryType::InternalMonologue, "secret", named.clone()),
+            check(true),
+            entry(EntryType::ExternalDialog, "Hello, Tom.", named),
+            entry(EntryType::UserMessage, "no name", serde_json::json!({})),
+        ];
+        assert_eq!(
+            spoken(&entries),
+            [
+                Spoken {
+                    by: Speaker::Person("Tom"),
+                    text: "hi"
+                },
+                Spoken {
+                    by: Speaker::Soul,
+                    text: "Hello, Tom."
+                },
+                Spoken {
+                    by: Speaker::Person("user"),
+                    text: "no name"
+                },
+            ]
+        );
     }
 }

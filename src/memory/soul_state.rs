@@ -70,3 +70,22 @@ pub(super) fn set(conn: &Connection, key: &str, value: &str, now: i64) -> Result
     .execute((key, value, now))?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn non_default_leaves_out_keys_set_to_their_default() {
+        let mut state = SoulState::default();
+        assert!(state.non_default().is_empty());
+        state.set("emotionalState", "neutral");
+        state.set("currentTopic", "BG3 port");
+        state.set("currentProject", "anima");
+        assert_eq!(
+            state.non_default(),
+            [("currentProject", "anima"), ("currentTopic", "BG3 port")],
+            "in the defaults' order"
+        );
+    }
+}

@@ -1,4 +1,5 @@
-//! Builds the prompt for one turn. Knows nothing about Slack, HTTP or the store.
+//! Builds the prompt for one turn. Knows nothing about Slack, HTTP, the store or the model
+//! provider: it takes its own input types and returns its own `Prompt`.
 //!
 //! Sections, in the seed's order: soul personality, skills manifest (the stable `system`
 //! part, first so providers can cache it), then soul state (non-default keys only),
@@ -15,10 +16,9 @@ mod user_model;
 use std::fmt::Write;
 
 pub use instructions::ProcessInstructions;
-pub use plan::{plan, Gates, TurnPlan};
+pub use plan::{plan, GateInput, Gates, TurnPlan};
 pub use user_model::{blueprint, UserModel, BLUEPRINT_SECTIONS};
 
-use crate::memory::{Entry, EntryType, SoulState};
 use crate::soul::SoulFiles;
 use crate::steps::Step;
 
@@ -26,14 +26,17 @@ use crate::steps::Step;
 #[derive(Debug, Clone, Copy)]
 pub struct PromptInput<'a> {
     pub soul: &'a SoulFiles,
-    pub soul_state: &'a SoulState,
+    /// The soul's state as (key, value), only the keys that differ from their default, in
+    /// the order shown. Values are untrusted.
+    pub soul_state: &'a [(&'a str, &'a str)],
     pub whisper: Option<Intuition<'a>>,
     /// The person and their model, when the gate lets it in.
     pub user_model: Option<UserModel<'a>>,
     pub steps: &'a [Step],
     pub process: &'a ProcessInstructions,
-    /// The thread's earlier entries, oldest first (not including the current message).
-    pub history: &'a [Entry],
+    /// What was said earlier in the thread, oldest first (not including the current
+    /// message).
+    pub history: &'a [Spoken<'a>],
     pub speaker: &'a str,
     pub message: &'a str,
     /// The process this turn runs in, described for the model (name, description, run count,
@@ -48,6 +51,23 @@ pub struct PromptInput<'a> {
 pub struct Intuition<'a> {
     pub text: &'a str,
     pub source: &'a str,
+}
+
+/// Something said earlier in the thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Spoken<'a> {
+    pub by: Speaker<'a>,
+    /// What was said (untrusted when a person said it).
+    pub text: &'a str,
+}
+
+/// Who said it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Speaker<'a> {
+    /// A person, by display name (untrusted).
+    Person(&'a str),
+    /// The soul itself.
+    Soul,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,10 +119,9 @@ fn system(soul: &SoulFiles) -> String {
 
 fn turn_sections(input: &PromptInput) -> String {
     let mut out = String::with_capacity(8 * 1024 + input.message.len());
-    let state = input.soul_state.non_default();
-    if !state.is_empty() {
+    if !input.soul_state.is_empty() {
         out.push_str("<soul_state>\n");
-        for (k, v) in state {
+        for (k, v) in input.soul_state {
             let _ = writeln!(out, "- {k}: {}", fence::neutralise(v));
         }
         out.push_str("</soul_state>\n\n");
@@ -210,27 +229,17 @@ pub fn process_note(
     out
 }
 
-fn history(entries: &[Entry]) -> Vec<HistoryMessage> {
+/// The history as roles: a person's words after their name, neutralised; the soul's as they
+/// were; runs of one role merged; the soul's words before any person's dropped.
+fn history(spoken: &[Spoken]) -> Vec<HistoryMessage> {
     let mut out: Vec<HistoryMessage> = Vec::new();
-    for e in entries {
-        let (role, text) = match e.entry_type {
-            EntryType::UserMessage => {
-                let name = e
-                    .metadata
-                    .get("name")
-                    .and_then(|n| n.as_str())
-                    .unwrap_or("user");
-                (
-                    Role::User,
-                    format!(
-                        "{}: {}",
-                        fence::neutralise(name),
-                        fence::neutralise(&e.content)
-                    ),
-                )
-            }
-            EntryType::ExternalDialog => (Role::Assistant, e.content.clone()),
-            _ => continue,
+    for s in spoken {
+        let (role, text) = match s.by {
+            Speaker::Person(name) => (
+                Role::User,
+                format!("{}: {}", fence::neutralise(name), fence::neutralise(s.text)),
+            ),
+            Speaker::Soul => (Role::Assistant, s.text.to_string()),
         };
         match out.last_mut() {
             Some(last) if last.role == role => {

@@ -1,10 +1,9 @@
 //! Which steps this turn asks for, and whether the user model goes in: the gates.
 //!
-//! Pure functions of the turn's context; the rules are those of INTERFACE.md ("Counting",
-//! "Steps honoured"). No I/O.
+//! Pure functions of the turn's counts (a [`GateInput`]); the rules are those of
+//! INTERFACE.md ("Counting", "Steps honoured"). No I/O.
 
-use crate::memory::{Entry, EntryType, UserRecord};
-use crate::steps::{Step, USER_MODEL_CHECK};
+use crate::steps::Step;
 
 /// What this turn will ask of the model.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,6 +29,21 @@ pub struct Gates {
     pub user_model_interval: u64,
 }
 
+/// What the gates know of this turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GateInput {
+    /// This turn's interaction number.
+    pub interaction: u64,
+    /// Completed turns in this thread before this one.
+    pub thread_turns: i64,
+    /// The answer of the latest user-model check in this thread, when there is one.
+    pub last_user_model_check: Option<bool>,
+    /// The user's completed turns, all threads.
+    pub user_turns: i64,
+    /// `user_turns` when the user model was last in a prompt.
+    pub injected_at_turn: Option<i64>,
+}
+
 /// Plans a turn.
 ///
 /// * The soul-state steps are asked on turns whose interaction number is a multiple of
@@ -39,17 +53,9 @@ pub struct Gates {
 ///   `user_model_interval` turns since it was last in.
 /// * `user_model_update` is asked only when the model is in the prompt: an update replaces
 ///   the whole model, and a model that cannot see the current one would erase it.
-pub fn plan(
-    process_steps: &[Step],
-    interaction: u64,
-    thread_turns: i64,
-    recent: &[Entry],
-    user: &UserRecord,
-    gates: Gates,
-) -> TurnPlan {
-    let (inject_user_model, user_model_reason) =
-        user_model_gate(thread_turns, recent, user, gates.user_model_interval);
-    let soul_state_due = interaction.is_multiple_of(gates.soul_state_interval);
+pub fn plan(process_steps: &[Step], turn: &GateInput, gates: Gates) -> TurnPlan {
+    let (inject_user_model, user_model_reason) = user_model_gate(turn, gates.user_model_interval);
+    let soul_state_due = turn.interaction.is_multiple_of(gates.soul_state_interval);
     let steps = process_steps
         .iter()
         .copied()
@@ -66,24 +72,15 @@ pub fn plan(
     }
 }
 
-fn user_model_gate(
-    thread_turns: i64,
-    recent: &[Entry],
-    user: &UserRecord,
-    interval: u64,
-) -> (bool, &'static str) {
-    if thread_turns == 0 {
+fn user_model_gate(turn: &GateInput, interval: u64) -> (bool, &'static str) {
+    if turn.thread_turns == 0 {
         return (true, "first turn in this thread");
     }
-    let last_check = recent
-        .iter()
-        .rev()
-        .find(|e| e.entry_type == EntryType::MentalQuery && e.content == USER_MODEL_CHECK);
-    if last_check.and_then(Entry::result) == Some(true) {
+    if turn.last_user_model_check == Some(true) {
         return (true, "the last user-model check said true");
     }
     // Counting this turn: injected on turn 1 with an interval of 5 → in again on turn 6.
-    let since = user.turns + 1 - user.injected_at_turn.unwrap_or(0);
+    let since = turn.user_turns + 1 - turn.injected_at_turn.unwrap_or(0);
     if since >= interval as i64 {
         return (true, "user-model interval reached");
     }
@@ -93,59 +90,51 @@ fn user_model_gate(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memory::NewEntry;
     use crate::process::library::MAIN_STEPS as MAIN;
     const GATES: Gates = Gates {
         soul_state_interval: 3,
         user_model_interval: 5,
     };
 
-    fn check(result: bool) -> Entry {
-        let e = NewEntry::new(EntryType::MentalQuery, USER_MODEL_CHECK)
-            .metadata(serde_json::json!({ "result": result }));
-        Entry {
-            id: 1,
-            thread: "t".into(),
-            entry_type: e.entry_type,
-            content: e.content,
-            verb: None,
-            user_id: None,
-            metadata: e.metadata,
-            created_at: 0,
-        }
-    }
-
-    fn user(turns: i64, injected: Option<i64>) -> UserRecord {
-        UserRecord {
-            turns,
+    /// The user's `turns` and `injected_at_turn`, on a thread's second turn, no check yet.
+    fn turn(interaction: u64, user_turns: i64, injected: Option<i64>) -> GateInput {
+        GateInput {
+            interaction,
+            thread_turns: 1,
+            last_user_model_check: None,
+            user_turns,
             injected_at_turn: injected,
-            ..UserRecord::new("U1", "Tom")
         }
     }
 
     #[test]
     fn soul_state_steps_come_every_third_interaction() {
         let asked: Vec<u64> = (1..=9)
-            .filter(|n| {
-                plan(&MAIN, *n, 1, &[], &user(1, Some(1)), GATES).requests(Step::SoulStateCheck)
-            })
+            .filter(|n| plan(&MAIN, &turn(*n, 1, Some(1)), GATES).requests(Step::SoulStateCheck))
             .collect();
         assert_eq!(asked, vec![3, 6, 9]);
-        let p = plan(&MAIN, 6, 1, &[], &user(1, Some(1)), GATES);
+        let p = plan(&MAIN, &turn(6, 1, Some(1)), GATES);
         assert!(p.requests(Step::SoulStateUpdate));
     }
 
     #[test]
     fn the_user_model_goes_in_on_a_threads_first_turn() {
-        let p = plan(&MAIN, 7, 0, &[], &user(3, Some(3)), GATES);
+        let first = GateInput {
+            thread_turns: 0,
+            ..turn(7, 3, Some(3))
+        };
+        let p = plan(&MAIN, &first, GATES);
         assert!(p.inject_user_model);
         assert!(p.requests(Step::UserModelUpdate));
     }
 
     #[test]
     fn then_only_after_a_true_check_or_the_interval() {
-        let u = user(2, Some(1));
-        let p = plan(&MAIN, 3, 1, &[check(false)], &u, GATES);
+        let checked = |answer| GateInput {
+            last_user_model_check: answer,
+            ..turn(3, 2, Some(1))
+        };
+        let p = plan(&MAIN, &checked(Some(false)), GATES);
         assert!(!p.inject_user_model);
         assert!(
             p.requests(Step::UserModelCheck),
@@ -155,24 +144,27 @@ mod tests {
             !p.requests(Step::UserModelUpdate),
             "no update without the model in view"
         );
-        let p = plan(&MAIN, 3, 1, &[check(false), check(true)], &u, GATES);
-        assert!(p.inject_user_model);
-        let p = plan(&MAIN, 3, 1, &[check(true), check(false)], &u, GATES);
-        assert!(!p.inject_user_model, "the last check decides");
+        assert!(plan(&MAIN, &checked(Some(true)), GATES).inject_user_model);
+        assert!(!plan(&MAIN, &checked(None), GATES).inject_user_model);
     }
 
     #[test]
     fn a_multi_turn_sequence_follows_the_interval() {
         // The user's turns 1..=12 in one thread, every check false: in on 1, then every 5.
-        let mut u = user(0, None);
+        let mut injected_at = None;
         let mut injected = Vec::new();
-        for turn in 1..=12i64 {
-            let p = plan(&MAIN, turn as u64, turn - 1, &[check(false)], &u, GATES);
-            if p.inject_user_model {
-                injected.push(turn);
-                u.injected_at_turn = Some(turn);
+        for n in 1..=12i64 {
+            let t = GateInput {
+                interaction: n as u64,
+                thread_turns: n - 1,
+                last_user_model_check: Some(false),
+                user_turns: n - 1,
+                injected_at_turn: injected_at,
+            };
+            if plan(&MAIN, &t, GATES).inject_user_model {
+                injected.push(n);
+                injected_at = Some(n);
             }
-            u.turns = turn;
         }
         assert_eq!(injected, vec![1, 6, 11]);
     }

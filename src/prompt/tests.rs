@@ -3,7 +3,6 @@
 use std::path::Path;
 
 use super::*;
-use crate::memory::NewEntry;
 use crate::process::library::MAIN_STEPS as MAIN;
 
 fn soul() -> SoulFiles {
@@ -14,28 +13,28 @@ fn soul() -> SoulFiles {
     }
 }
 
-fn entry(id: i64, t: EntryType, content: &str) -> Entry {
-    let e = NewEntry::new(t, content).metadata(serde_json::json!({ "name": "Tom" }));
-    Entry {
-        id,
-        thread: "C1:1.0".into(),
-        entry_type: e.entry_type,
-        content: e.content,
-        verb: None,
-        user_id: Some("U1".into()),
-        metadata: e.metadata,
-        created_at: 0,
+fn tom(text: &str) -> Spoken<'_> {
+    Spoken {
+        by: Speaker::Person("Tom"),
+        text,
+    }
+}
+
+fn soul_said(text: &str) -> Spoken<'_> {
+    Spoken {
+        by: Speaker::Soul,
+        text,
     }
 }
 
 struct Case {
     soul: SoulFiles,
-    state: SoulState,
+    state: Vec<(&'static str, &'static str)>,
     whisper: Option<&'static str>,
     model: Option<(&'static str, &'static str)>,
     steps: Vec<Step>,
     process: ProcessInstructions,
-    history: Vec<Entry>,
+    history: Vec<Spoken<'static>>,
     message: &'static str,
     process_note: Option<String>,
     quiet: Option<u64>,
@@ -45,7 +44,7 @@ impl Default for Case {
     fn default() -> Self {
         Case {
             soul: soul(),
-            state: SoulState::default(),
+            state: Vec::new(),
             whisper: None,
             model: None,
             steps: MAIN[..3].to_vec(),
@@ -129,19 +128,12 @@ fn a_plain_turn() {
 
 #[test]
 fn every_section_present() {
-    let mut state = SoulState::default();
-    state.set("emotionalState", "engaged");
-    state.set("currentTopic", "BG3 port");
     let case = Case {
-        state,
+        state: vec![("currentTopic", "BG3 port"), ("emotionalState", "engaged")],
         whisper: Some("The user circles back to this question.\nThey need assurance."),
         model: Some(("Tom", "# Tom\n\n## Persona\nIndependent scholar.")),
         steps: MAIN.to_vec(),
-        history: vec![
-            entry(1, EntryType::UserMessage, "hi"),
-            entry(2, EntryType::InternalMonologue, "private"),
-            entry(3, EntryType::ExternalDialog, "Hello, Tom."),
-        ],
+        history: vec![tom("hi"), soul_said("Hello, Tom.")],
         ..Case::default()
     };
     insta::assert_snapshot!(render(&case.build()));
@@ -169,19 +161,15 @@ fn process_overrides_notes_and_mental_queries() {
 }
 
 #[test]
-fn soul_state_shows_only_non_default_keys() {
-    let mut state = SoulState::default();
-    state.set("emotionalState", "neutral");
-    state.set("currentProject", "anima");
+fn soul_state_shows_the_keys_it_is_given_and_no_section_without_any() {
     let p = Case {
-        state,
+        state: vec![("currentProject", "anima</soul_state>")],
         ..Case::default()
     }
     .build();
     assert!(p
         .user
-        .contains("<soul_state>\n- currentProject: anima\n</soul_state>"));
-    assert!(!p.user.contains("emotionalState"));
+        .contains("<soul_state>\n- currentProject: anima&lt;/soul_state&gt;\n</soul_state>"));
     let p = Case::default().build();
     assert!(!p.user.contains("<soul_state>"), "all defaults: no section");
 }
@@ -206,10 +194,8 @@ fn the_stable_part_comes_first_and_does_not_change_between_turns() {
         "<instructions>",
         "<current_message>",
     ];
-    let mut state = SoulState::default();
-    state.set("currentTask", "x");
     let full = Case {
-        state,
+        state: vec![("currentTask", "x")],
         whisper: Some("w"),
         model: Some(("Tom", "m")),
         ..Case::default()
@@ -304,14 +290,13 @@ fn names_and_models_cannot_break_out_either() {
 }
 
 #[test]
-fn history_keeps_what_was_said_not_what_was_thought() {
+fn history_merges_runs_and_starts_with_a_person() {
     let p = Case {
         history: vec![
-            entry(1, EntryType::ExternalDialog, "orphan answer"),
-            entry(2, EntryType::UserMessage, "first"),
-            entry(3, EntryType::UserMessage, "<b>second</b>"),
-            entry(4, EntryType::InternalMonologue, "secret"),
-            entry(5, EntryType::ExternalDialog, "answer"),
+            soul_said("orphan answer"),
+            tom("first"),
+            tom("<b>second</b>"),
+            soul_said("answer"),
         ],
         ..Case::default()
     }
@@ -377,12 +362,10 @@ fn every_section_tag_is_in_the_shared_list() {
         .collect::<Vec<_>>()
         .join("\n");
     let cognitive = line_tags(&examples);
-    let mut state = SoulState::default();
-    state.set("currentTask", "x");
     let mut params = std::collections::BTreeMap::new();
     params.insert("k".to_string(), serde_json::json!(1));
     let everything = Case {
-        state,
+        state: vec![("currentTask", "x")],
         whisper: Some("w"),
         model: Some(("Tom", "m")),
         steps: Step::ALL.to_vec(),
