@@ -1,6 +1,7 @@
-//! The catalogue of tag names: each cognitive step's tag, its default instruction and the
-//! example text the instruction shows, the questions the two checks are recorded under, and
-//! the names of the prompt's own sections.
+//! The catalogue of tag names, each spelled here once: each cognitive step's tag (and the
+//! change note that goes with a user-model update), its default instruction and the example
+//! the instruction shows, the questions the two checks are recorded under, and the names of
+//! the prompt's own sections.
 //!
 //! Shared by the prompt (which writes the instructions and sections) and the parser (which
 //! must not take an echoed example for an answer, nor show an echoed section). Owns no I/O
@@ -75,26 +76,37 @@ impl Step {
         }
     }
 
-    /// The tag skeleton shown after the instruction. Placeholder texts come from
-    /// [`EXAMPLE_TEXTS`], so the parser can recognise an echo.
-    pub fn example(self) -> &'static str {
+    /// The tag skeleton shown after the instruction, built from the step's name and the
+    /// placeholders of [`EXAMPLE_TEXTS`], so the parser can recognise an echo.
+    pub fn example(self) -> String {
+        let name = self.name();
+        let spoken = |text: &str| format!("<{name} verb=\"{EXAMPLE_VERB}\">\n{text}\n</{name}>");
+        let block = |text: &str| format!("<{name}>\n{text}\n</{name}>");
+        let answer = || format!("<{name}>{TRUE_OR_FALSE}</{name}>");
         match self {
-            Step::InternalMonologue => {
-                "<internal_monologue verb=\"VERB\">\nyour private reasoning\n</internal_monologue>"
-            }
-            Step::ExternalDialogue => {
-                "<external_dialogue verb=\"VERB\">\nwhat you say\n</external_dialogue>"
-            }
-            Step::MentalQuery => "<mental_query question=\"QUESTION\">true or false</mental_query>",
-            Step::UserModelCheck => "<user_model_check>true or false</user_model_check>",
-            Step::UserModelUpdate => {
-                "<user_model_update>\nthe whole rewritten user model in markdown\n</user_model_update>\n<model_change_note>one sentence on what shifted</model_change_note>"
-            }
-            Step::SoulStateCheck => "<soul_state_check>true or false</soul_state_check>",
-            Step::SoulStateUpdate => "<soul_state_update>\nkey: value\n</soul_state_update>",
+            Step::InternalMonologue => spoken(PRIVATE_REASONING),
+            Step::ExternalDialogue => spoken(WHAT_YOU_SAY),
+            Step::MentalQuery => mental_query(EXAMPLE_QUESTION),
+            Step::UserModelCheck | Step::SoulStateCheck => answer(),
+            Step::UserModelUpdate => format!(
+                "{}\n<{MODEL_CHANGE_NOTE}>{SHIFTED}</{MODEL_CHANGE_NOTE}>",
+                block(REWRITTEN_MODEL)
+            ),
+            Step::SoulStateUpdate => block(KEY_VALUE),
         }
     }
 }
+
+/// A `mental_query` line asking `question`, to be answered true or false. The question is
+/// written as given: the caller escapes it for an attribute.
+pub fn mental_query(question: &str) -> String {
+    let name = Step::MentalQuery.name();
+    format!("<{name} question=\"{question}\">{TRUE_OR_FALSE}</{name}>")
+}
+
+/// The tag of the one-sentence note written with a user-model update: part of that step,
+/// not a step of its own.
+pub const MODEL_CHANGE_NOTE: &str = "model_change_note";
 
 impl fmt::Display for Step {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -102,17 +114,27 @@ impl fmt::Display for Step {
     }
 }
 
+const PRIVATE_REASONING: &str = "your private reasoning";
+const WHAT_YOU_SAY: &str = "what you say";
+const TRUE_OR_FALSE: &str = "true or false";
+const REWRITTEN_MODEL: &str = "the whole rewritten user model in markdown";
+const SHIFTED: &str = "one sentence on what shifted";
+const KEY_VALUE: &str = "key: value";
+
 /// Placeholder contents used by [`Step::example`]; an element whose whole content is one of
 /// these is an echo of the instructions, not an answer.
 pub const EXAMPLE_TEXTS: [&str; 7] = [
-    "your private reasoning",
-    "what you say",
-    "true or false",
-    "the whole rewritten user model in markdown",
-    "one sentence on what shifted",
-    "key: value",
-    "QUESTION",
+    PRIVATE_REASONING,
+    WHAT_YOU_SAY,
+    TRUE_OR_FALSE,
+    REWRITTEN_MODEL,
+    SHIFTED,
+    KEY_VALUE,
+    EXAMPLE_QUESTION,
 ];
+
+/// The placeholder question of the `mental_query` example.
+pub const EXAMPLE_QUESTION: &str = "QUESTION";
 
 /// The question a user-model check is recorded under in working memory (a `mentalQuery`
 /// entry holding the answer); the user-model gate reads the last one.

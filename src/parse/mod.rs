@@ -16,7 +16,7 @@ mod text;
 use scan::{Element, Tag};
 use serde::Serialize;
 
-use crate::steps::{EXAMPLE_TEXTS, EXAMPLE_VERB};
+use crate::steps::{EXAMPLE_QUESTION, EXAMPLE_TEXTS, EXAMPLE_VERB};
 
 /// The reply sent when the model said nothing usable.
 pub const EMPTY_REPLY_APOLOGY: &str =
@@ -178,7 +178,9 @@ fn is_echo(e: &Element) -> bool {
     if e.attr("verb").is_some_and(|v| v.trim() == EXAMPLE_VERB) {
         return true;
     }
-    if e.attr("question").is_some_and(|q| q.trim() == "QUESTION") {
+    if e.attr("question")
+        .is_some_and(|q| q.trim() == EXAMPLE_QUESTION)
+    {
         return true;
     }
     let content = e.content.trim();
@@ -198,45 +200,46 @@ pub fn render(c: &Cognition) -> String {
             .map(|v| format!(" verb=\"{}\"", esc(v)))
             .unwrap_or_default()
     };
+    let spoken = |tag: Tag, s: &Said| {
+        let name = tag.name();
+        format!("<{name}{}>\n{}\n</{name}>\n", verb(&s.verb), esc(&s.text))
+    };
+    let block = |tag: Tag, text: &str| {
+        let name = tag.name();
+        format!("<{name}>{text}</{name}>\n")
+    };
     if let Some(m) = &c.monologue {
-        out += &format!(
-            "<internal_monologue{}>\n{}\n</internal_monologue>\n",
-            verb(&m.verb),
-            esc(&m.text)
-        );
+        out += &spoken(Tag::Monologue, m);
     }
     if let Some(d) = &c.dialogue {
-        out += &format!(
-            "<external_dialogue{}>\n{}\n</external_dialogue>\n",
-            verb(&d.verb),
-            esc(&d.text)
-        );
+        out += &spoken(Tag::Dialogue, d);
     }
     for q in &c.mental_queries {
         let answer = q.answer.map_or("unknown".to_string(), |a| a.to_string());
+        let name = Tag::MentalQuery.name();
         out += &format!(
-            "<mental_query question=\"{}\">{answer}</mental_query>\n",
+            "<{name} question=\"{}\">{answer}</{name}>\n",
             esc(&q.question)
         );
     }
     if let Some(b) = c.user_model_check {
-        out += &format!("<user_model_check>{b}</user_model_check>\n");
+        out += &block(Tag::UserModelCheck, &b.to_string());
     }
     if let Some(m) = &c.user_model_update {
-        out += &format!("<user_model_update>\n{}\n</user_model_update>\n", esc(m));
+        out += &block(Tag::UserModelUpdate, &format!("\n{}\n", esc(m)));
     }
     if let Some(n) = &c.model_change_note {
-        out += &format!("<model_change_note>{}</model_change_note>\n", esc(n));
+        out += &block(Tag::ModelChangeNote, &esc(n));
     }
     if let Some(b) = c.soul_state_check {
-        out += &format!("<soul_state_check>{b}</soul_state_check>\n");
+        out += &block(Tag::SoulStateCheck, &b.to_string());
     }
     if !c.soul_state_update.is_empty() {
-        out += "<soul_state_update>\n";
+        let mut lines = String::from("\n");
         for (k, v) in &c.soul_state_update {
-            out += &format!("{}: {}\n", esc(k), esc(v));
+            lines += &format!("{}: {}\n", esc(k), esc(v));
         }
-        out += "</soul_state_update>\n";
+        out += &block(Tag::SoulStateUpdate, &lines);
     }
     out
 }

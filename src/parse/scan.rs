@@ -5,6 +5,8 @@
 //! tag, by any other known tag, or by the end of the text. A closing tag with nothing open
 //! claims the text before it (a missing opening tag). Pure: no I/O, never panics.
 
+use crate::steps::{Step, MODEL_CHANGE_NOTE};
+
 /// The tags the scanner recognises.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tag {
@@ -18,25 +20,49 @@ pub enum Tag {
     SoulStateUpdate,
 }
 
-/// Known names after normalising (lower case, `-` → `_`), with the variants models write.
-const NAMES: [(&str, Tag); 12] = [
-    ("internal_monologue", Tag::Monologue),
+impl Tag {
+    const ALL: [Tag; 8] = [
+        Tag::Monologue,
+        Tag::Dialogue,
+        Tag::MentalQuery,
+        Tag::UserModelCheck,
+        Tag::UserModelUpdate,
+        Tag::ModelChangeNote,
+        Tag::SoulStateCheck,
+        Tag::SoulStateUpdate,
+    ];
+
+    /// The tag's name, as the step catalogue spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Tag::Monologue => Step::InternalMonologue.name(),
+            Tag::Dialogue => Step::ExternalDialogue.name(),
+            Tag::MentalQuery => Step::MentalQuery.name(),
+            Tag::UserModelCheck => Step::UserModelCheck.name(),
+            Tag::UserModelUpdate => Step::UserModelUpdate.name(),
+            Tag::ModelChangeNote => MODEL_CHANGE_NOTE,
+            Tag::SoulStateCheck => Step::SoulStateCheck.name(),
+            Tag::SoulStateUpdate => Step::SoulStateUpdate.name(),
+        }
+    }
+}
+
+/// Other spellings models write for a tag (after normalising: lower case, `-` → `_`).
+const VARIANTS: [(&str, Tag); 4] = [
     ("internal_monolog", Tag::Monologue),
-    ("external_dialogue", Tag::Dialogue),
     ("external_dialog", Tag::Dialogue),
-    ("mental_query", Tag::MentalQuery),
-    ("user_model_check", Tag::UserModelCheck),
-    ("user_model_update", Tag::UserModelUpdate),
-    ("model_change_note", Tag::ModelChangeNote),
     ("user_model_change_note", Tag::ModelChangeNote),
-    ("soul_state_check", Tag::SoulStateCheck),
-    ("soul_state_update", Tag::SoulStateUpdate),
     ("soul_state_updates", Tag::SoulStateUpdate),
 ];
 
+/// Every spelling the scanner takes for a tag, normalised: each tag's name, then the variants.
+pub fn spellings() -> impl Iterator<Item = (&'static str, Tag)> {
+    Tag::ALL.into_iter().map(|t| (t.name(), t)).chain(VARIANTS)
+}
+
 pub fn tag_named(name: &str) -> Option<Tag> {
     let norm = normalise(name);
-    NAMES.iter().find(|(n, _)| *n == norm).map(|(_, t)| *t)
+    spellings().find(|(n, _)| *n == norm).map(|(_, t)| t)
 }
 
 fn normalise(name: &str) -> String {
@@ -184,7 +210,7 @@ fn read_tag(text: &str, lt: usize) -> Option<(Token, usize)> {
         let norm = normalise(name);
         let cut = after_name.is_empty()
             && norm.len() >= 3
-            && NAMES.iter().any(|(n, _)| n.starts_with(&norm));
+            && spellings().any(|(n, _)| n.starts_with(&norm));
         return cut.then_some((Token::Truncated, text.len()));
     };
     if let Some(c) = after_name.chars().next() {

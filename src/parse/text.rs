@@ -4,6 +4,7 @@
 //!
 //! Pure functions on strings; each is tolerant and never panics.
 
+use super::scan::{self, Tag};
 use crate::steps::{DIALOGUE_VERBS, MONOLOGUE_VERBS, PROMPT_SECTIONS};
 
 /// Removes `<think>…</think>` / `<thinking>…</thinking>` blocks. An unclosed block runs to
@@ -50,16 +51,14 @@ pub fn strip_reasoning(text: &str) -> String {
     out
 }
 
+/// Where the next monologue or dialogue tag opens in `lower` (lower-cased text), in any
+/// spelling the scanner takes, with `_` or `-`.
 fn next_cognitive_tag(lower: &str, from: usize) -> Option<usize> {
-    [
-        "<internal_monologue",
-        "<external_dialog",
-        "<internal-monologue",
-        "<external-dialog",
-    ]
-    .iter()
-    .filter_map(|t| lower[from..].find(t).map(|p| from + p))
-    .min()
+    scan::spellings()
+        .filter(|(_, tag)| matches!(tag, Tag::Monologue | Tag::Dialogue))
+        .flat_map(|(name, _)| [format!("<{name}"), format!("<{}", name.replace('_', "-"))])
+        .filter_map(|t| lower[from..].find(&t).map(|p| from + p))
+        .min()
 }
 
 /// Unwraps a ``` fence (with or without a language) that wraps the whole answer.
@@ -373,6 +372,20 @@ mod tests {
             "fish & chips &bogus; &"
         );
         assert_eq!(decode_entities("caf&eacute;&nbsp;!"), "café\u{a0}!");
+    }
+
+    #[test]
+    fn an_unclosed_reasoning_block_ends_at_any_spelling_of_a_spoken_tag() {
+        for tag in [
+            "<internal_monologue>",
+            "<Internal-Monolog>",
+            "<external_dialog verb=\"said\">",
+            "<EXTERNAL-DIALOGUE>",
+        ] {
+            let text = format!("<think>hmm {tag}x");
+            assert_eq!(strip_reasoning(&text), format!("{tag}x"), "{tag}");
+        }
+        assert_eq!(strip_reasoning("<think>hmm <user_model_check>true"), "");
     }
 
     #[test]

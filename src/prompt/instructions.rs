@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use super::fence;
-use crate::steps::{Step, DIALOGUE_VERBS, MONOLOGUE_VERBS};
+use crate::steps::{self, Step, DIALOGUE_VERBS, MONOLOGUE_VERBS};
 
 /// What the process contributes to the instructions.
 #[derive(Debug, Clone, Default)]
@@ -47,15 +47,12 @@ pub fn write(out: &mut String, steps: &[Step], process: &ProcessInstructions) {
         match step {
             Step::MentalQuery => {
                 for q in &process.mental_queries {
-                    let _ = writeln!(
-                        out,
-                        "<mental_query question=\"{}\">true or false</mental_query>",
-                        fence::attribute(q)
-                    );
+                    out.push_str(&steps::mental_query(&fence::attribute(q)));
+                    out.push('\n');
                 }
             }
             _ => {
-                out.push_str(step.example());
+                out.push_str(&step.example());
                 out.push('\n');
             }
         }

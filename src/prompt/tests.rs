@@ -99,23 +99,18 @@ fn full_text(p: &Prompt) -> String {
     format!("{}\n\n{}", p.system, p.user)
 }
 
-/// Lines that open or close a section: the prompt's structure.
+/// Lines that open or close a section: the prompt's structure (the instructions' example
+/// tags are not).
 fn structure(p: &Prompt) -> Vec<String> {
+    let example = |t: &str| {
+        let name = t.trim_start_matches(['<', '/']);
+        Step::ALL.iter().any(|s| name.starts_with(s.name()))
+    };
     full_text(p)
         .lines()
         .filter(|l| {
             let t = l.trim();
-            t.starts_with('<')
-                && t.ends_with('>')
-                && !t.contains(' ')
-                && !t.starts_with("<internal_monologue")
-                && !t.starts_with("</internal_monologue")
-                && !t.starts_with("<external_dialogue")
-                && !t.starts_with("</external_dialogue")
-                && !t.starts_with("<user_model_update")
-                && !t.starts_with("</user_model_update")
-                && !t.starts_with("<soul_state_update")
-                && !t.starts_with("</soul_state_update")
+            t.starts_with('<') && t.ends_with('>') && !t.contains(' ') && !example(t)
         })
         .map(str::to_string)
         .collect()
