@@ -28,3 +28,5 @@ pub mod metrics;
 pub mod telemetry;
 pub mod tls;
 pub mod failpoint;
+#[cfg(test)]
+mod arbitrary;

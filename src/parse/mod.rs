@@ -6,8 +6,6 @@
 //! empty and never a raw tag. Knows nothing about which
 //! steps were requested (the engine decides what to act on) and does no I/O.
 
-#[cfg(test)]
-pub(crate) mod arbitrary;
 mod scan;
 #[cfg(test)]
 mod tests;

@@ -435,7 +435,7 @@ proptest! {
 
     #[test]
     fn unicode_answers_give_a_reply_without_structure(
-        raw in super::arbitrary::tagged(),
+        raw in crate::arbitrary::tagged(),
         max in 1usize..400,
     ) {
         let c = parse_response(&raw, max);
@@ -451,7 +451,7 @@ proptest! {
     }
 
     #[test]
-    fn a_rendered_unicode_dialogue_parses_back(raw in super::arbitrary::tagged()) {
+    fn a_rendered_unicode_dialogue_parses_back(raw in crate::arbitrary::tagged()) {
         let d = clean_dialogue(&raw);
         prop_assume!(!d.is_empty() && clean_dialogue(&d) == d);
         prop_assume!(!EXAMPLE_TEXTS.iter().any(|x| d.eq_ignore_ascii_case(x)));
@@ -473,7 +473,7 @@ proptest! {
     }
 
     #[test]
-    fn scanned_contents_are_pieces_of_the_text(raw in super::arbitrary::tagged()) {
+    fn scanned_contents_are_pieces_of_the_text(raw in crate::arbitrary::tagged()) {
         let s = scan::scan(&raw);
         for e in &s.elements {
             prop_assert!(raw.contains(e.content), "{:?}", e);
@@ -486,7 +486,7 @@ proptest! {
     }
 
     #[test]
-    fn reasoning_fences_and_sections_only_ever_remove(raw in super::arbitrary::tagged()) {
+    fn reasoning_fences_and_sections_only_ever_remove(raw in crate::arbitrary::tagged()) {
         let stripped = text::strip_reasoning(&raw);
         prop_assert!(stripped.len() <= raw.len());
         if !raw.to_ascii_lowercase().contains("think") {
@@ -516,7 +516,7 @@ proptest! {
 
     #[test]
     fn a_whole_answer_fence_unwraps_to_its_body(
-        body in super::arbitrary::text(),
+        body in crate::arbitrary::text(),
         info in prop::sample::select(vec!["", "xml", "html"]),
     ) {
         let body = body.replace('`', "'");
@@ -525,7 +525,7 @@ proptest! {
     }
 
     #[test]
-    fn entities_decode_what_escaping_wrote(s in super::arbitrary::text()) {
+    fn entities_decode_what_escaping_wrote(s in crate::arbitrary::text()) {
         prop_assert_eq!(text::decode_entities(&quick_xml::escape::escape(&s)), s.clone());
         if !s.contains('&') {
             prop_assert_eq!(text::decode_entities(&s), s.clone());
@@ -537,7 +537,7 @@ proptest! {
     }
 
     #[test]
-    fn prefixes_and_quotes_only_ever_trim(s in super::arbitrary::text()) {
+    fn prefixes_and_quotes_only_ever_trim(s in crate::arbitrary::text()) {
         let p = text::strip_speaker_prefix(&s);
         prop_assert!(s.ends_with(p), "{:?} → {:?}", s, p);
         if !s.contains(':') {
@@ -552,7 +552,7 @@ proptest! {
     fn speaker_prefixes_go_and_what_follows_stays(
         name in prop::sample::select(vec!["Wren", "Élodie", "Wren Ashby", "Юлия"]),
         verb in prop::sample::select(vec!["said", "explained", "pointed out", "mused"]),
-        rest in super::arbitrary::text(),
+        rest in crate::arbitrary::text(),
     ) {
         let said = format!("{name} {verb}: {rest}");
         let want = rest.trim_start();
@@ -561,7 +561,7 @@ proptest! {
 
     #[test]
     fn booleans_are_read_only_from_their_words(
-        s in super::arbitrary::text(),
+        s in crate::arbitrary::text(),
         word in prop::sample::select(vec![("true", true), ("Yes", true), ("FALSE", false), ("no", false)]),
         before in "[ \"'*(\n]{0,3}",
         after in "[ .!\"'*)\n]{0,3}",
@@ -576,7 +576,7 @@ proptest! {
     }
 
     #[test]
-    fn key_values_have_plain_keys(s in super::arbitrary::text()) {
+    fn key_values_have_plain_keys(s in crate::arbitrary::text()) {
         let kv = text::parse_key_values(&s);
         prop_assert!(kv.len() <= s.lines().count());
         for (k, _) in &kv {
@@ -585,7 +585,7 @@ proptest! {
     }
 
     #[test]
-    fn truncation_respects_the_character_count(s in super::arbitrary::text(), max in 0usize..80) {
+    fn truncation_respects_the_character_count(s in crate::arbitrary::text(), max in 0usize..80) {
         let t = text::truncate_chars(&s, max);
         prop_assert!(t.chars().count() <= max, "{:?} → {:?}", s, t);
         if s.chars().count() <= max {
@@ -597,7 +597,7 @@ proptest! {
     }
 
     #[test]
-    fn tidy_trims_and_keeps_every_visible_character(s in super::arbitrary::text()) {
+    fn tidy_trims_and_keeps_every_visible_character(s in crate::arbitrary::text()) {
         let t = text::tidy(&s);
         prop_assert_eq!(t.as_str(), t.trim());
         prop_assert!(!t.replace('\r', "").contains("\n\n\n"), "{:?}", t);

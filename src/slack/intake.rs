@@ -213,7 +213,7 @@ fn mentions(text: &str, bot_user: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::parse::arbitrary;
+    use crate::arbitrary;
     use crate::slack::api::ts_order;
     use proptest::prelude::*;
     use serde_json::json;

@@ -357,7 +357,7 @@ fn balance_fences(parts: Vec<String>) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::parse::arbitrary;
+    use crate::arbitrary;
     use proptest::prelude::*;
 
     fn m(s: &str) -> String {
@@ -462,6 +462,18 @@ mod tests {
         let huge = "x".repeat(1000);
         let parts = split(&huge, 300);
         assert_eq!(parts.concat().replace('\n', ""), huge);
+    }
+
+    #[test]
+    fn a_limit_too_small_for_an_entity_still_loses_nothing() {
+        // Found by the property test: with fences taking their room, a part of 8 characters
+        // cannot hold `&#x110000;` whole; it is cut, and nothing is lost.
+        let text = "é```[x](https://x.test/&#x110000;[label](https://x.test/a?b=1)";
+        let parts = render(text, false, 0);
+        assert!(parts.len() > 1);
+        assert!(parts.iter().all(|p| p.chars().count() <= 16), "{parts:?}");
+        let joined: String = parts.concat().split_whitespace().collect();
+        assert!(joined.replace("```", "").contains("#x110000;"), "{parts:?}");
     }
 
     #[test]
@@ -609,8 +621,12 @@ mod tests {
                     prop_assert_eq!(fence_lines(p) % 2, 0, "unbalanced fence in {:?}", p);
                 }
             }
-            for pair in parts.windows(2) {
-                prop_assert!(!entity_cut(&pair[0], &pair[1]), "entity cut: {:?}", pair);
+            // An entity is kept whole when it fits in a part beside the fences (in real use
+            // a part holds thousands of characters).
+            if limit.max(16) >= ENTITY_MAX + FENCE_ROOM {
+                for pair in parts.windows(2) {
+                    prop_assert!(!entity_cut(&pair[0], &pair[1]), "entity cut: {:?}", pair);
+                }
             }
             prop_assert_eq!(visible(&parts.concat()), visible(&whole));
         }
