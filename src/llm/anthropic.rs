@@ -97,7 +97,8 @@ impl Provider for Anthropic {
     }
 }
 
-/// The request body: the cached system block, the history, the turn.
+/// The request body: the cached system block, the history (its last message a cache
+/// breakpoint too), the turn.
 pub fn request_body(model: &str, req: &ChatRequest, stream: bool) -> Value {
     let mut messages: Vec<Value> = Vec::new();
     for m in req.history {
@@ -115,6 +116,27 @@ pub fn request_body(model: &str, req: &ChatRequest, stream: bool) -> Value {
         }
         _ => messages.push(json!({ "role": "user", "content": req.user })),
     }
+    // The conversation so far is the cached prefix as it grows: a breakpoint on the last
+    // message before this turn's (every dynamic byte comes after it). The cache finds the
+    // previous turn's prefix within its look-back, so each turn reads what the last wrote.
+    let mut cacheable = req.system.chars().count();
+    if messages.len() >= 2 {
+        let stable = messages.len() - 2;
+        cacheable += messages[..=stable]
+            .iter()
+            .map(|m| m["content"].as_str().map_or(0, |t| t.chars().count()))
+            .sum::<usize>();
+        let text = messages[stable]["content"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        messages[stable]["content"] = json!([{
+            "type": "text",
+            "text": text,
+            "cache_control": { "type": "ephemeral" }
+        }]);
+    }
+    note_cache_floor(model, cacheable / 4);
     let mut body = json!({
         "model": model,
         "max_tokens": req.max_tokens,
@@ -129,6 +151,46 @@ pub fn request_body(model: &str, req: &ChatRequest, stream: bool) -> Value {
         body["stream"] = Value::Bool(true);
     }
     body
+}
+
+/// The smallest prefix a model caches, in tokens (Anthropic's published minimums).
+fn cache_floor(model: &str) -> usize {
+    let m = model.to_ascii_lowercase();
+    if [
+        "opus-4-5",
+        "opus-4.5",
+        "opus-4-6",
+        "opus-4.6",
+        "haiku-4-5",
+        "haiku-4.5",
+    ]
+    .iter()
+    .any(|v| m.contains(v))
+    {
+        4096
+    } else if ["sonnet-4-6", "sonnet-4.6", "haiku-3"]
+        .iter()
+        .any(|v| m.contains(v))
+    {
+        2048
+    } else {
+        1024
+    }
+}
+
+/// Says once (per process) that a request's cacheable prefix is under the model's minimum,
+/// so nothing is cached yet; it is cached once the conversation grows past it.
+fn note_cache_floor(model: &str, approx_tokens: usize) {
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    let floor = cache_floor(model);
+    if approx_tokens < floor && !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        tracing::info!(
+            model,
+            approx_tokens,
+            floor,
+            "prompt cache: the cacheable prefix (soul, skills, history) is under this model's minimum; nothing is cached until the conversation grows past it"
+        );
+    }
 }
 
 fn bad(message: impl Into<String>) -> LlmError {
@@ -322,6 +384,11 @@ mod tests {
             .map(|m| m["role"].as_str().unwrap())
             .collect();
         assert_eq!(roles, ["user", "assistant", "user"]);
+        // The last stable message is a cache breakpoint; this turn's comes after it.
+        assert_eq!(
+            b["messages"][1]["content"][0]["cache_control"]["type"],
+            "ephemeral"
+        );
         assert!(b["messages"][2]["content"]
             .as_str()
             .unwrap()

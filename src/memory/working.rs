@@ -167,10 +167,10 @@ fn from_row(r: &Row) -> rusqlite::Result<Entry> {
     })
 }
 
-/// A thread's entries since its `messages`-th latest message (a user message or a reply: the
-/// entries that are history), oldest first. The window counts what was said, not the
-/// thoughts and checks between: a window of 20 is the last 20 things said, about ten
-/// exchanges, with the checks among them (which the user-model gate reads).
+/// A thread's latest messages (user messages and replies: the entries that are history) with
+/// the entries between them, oldest first. The window counts what was said, not the thoughts
+/// and checks between: a window of 20 is the last 20 to 29 things said (its start moves in
+/// steps), about ten exchanges, with the checks among them (which the user-model gate reads).
 pub(super) fn recent(
     conn: &Connection,
     thread: &str,
@@ -181,13 +181,24 @@ pub(super) fn recent(
         return Ok(Vec::new());
     }
     // Entries up to `since_id` belong to the conversation before an operator's reset.
+    let said: i64 = conn
+        .prepare_cached(
+            "SELECT count(*) FROM working_memory WHERE thread = ?1 AND id > ?2
+             AND entry_type IN ('userMessage', 'externalDialog')",
+        )?
+        .query_row((thread, since_id), |r| r.get(0))?;
+    // The window's start moves in steps of half a window, not message by message, so the
+    // history a prompt begins with stays the same for several turns: a provider's prompt
+    // cache keeps matching it. The window holds `messages` to `messages + step - 1`.
+    let step = (i64::from(messages) / 2).max(1);
+    let skip = ((said - i64::from(messages)).max(0) / step) * step;
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT {COLUMNS} FROM working_memory WHERE thread = ?1 AND id > ?3 AND id >= coalesce(
              (SELECT id FROM working_memory WHERE thread = ?1 AND id > ?3 AND entry_type IN ('userMessage', 'externalDialog')
-              ORDER BY id DESC LIMIT 1 OFFSET ?2 - 1), 0)
+              ORDER BY id LIMIT 1 OFFSET ?2), 0)
          ORDER BY id"
     ))?;
-    let rows = stmt.query_map((thread, messages, since_id), from_row)?;
+    let rows = stmt.query_map((thread, skip, since_id), from_row)?;
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
@@ -258,15 +269,24 @@ mod tests {
                 .map(|e| e.content)
                 .collect()
         };
+        // 12 said; a window of 4 moves in steps of 2: it starts at the 9th.
         assert_eq!(said(4), ["q4", "a4", "q5", "a5"], "two exchanges");
         let window = recent(&c, "t", 4, 0).unwrap();
         assert_eq!(window.len(), 8, "with the thoughts and checks between them");
-        assert_eq!(said(100).len(), 12, "a short thread is all there");
+        insert(&c, "t", &NewEntry::new(EntryType::UserMessage, "q6"), 0).unwrap();
+        assert_eq!(
+            said(4),
+            ["q4", "a4", "q5", "a5", "q6"],
+            "the start holds for a step: the prompt's history keeps its beginning"
+        );
+        insert(&c, "t", &NewEntry::new(EntryType::ExternalDialog, "a6"), 0).unwrap();
+        assert_eq!(said(4), ["q5", "a5", "q6", "a6"], "then moves by a step");
+        assert_eq!(said(100).len(), 14, "a short thread is all there");
         assert!(recent(&c, "t", 0, 0).unwrap().is_empty());
         let since = all(&c, "t").unwrap()[11].id;
         assert_eq!(
             recent(&c, "t", 100, since).unwrap().len(),
-            12,
+            14,
             "after a reset"
         );
     }

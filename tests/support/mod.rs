@@ -71,7 +71,7 @@ impl Recorded {
         }
         for m in self.body["messages"].as_array().into_iter().flatten() {
             out += "\n";
-            out += m["content"].as_str().unwrap_or("");
+            out += &content_text(&m["content"]);
         }
         out
     }
@@ -87,6 +87,18 @@ impl Recorded {
     }
 }
 
+/// A message's text, whether its content is a string or an array of text blocks.
+pub fn content_text(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .map(|b| b["text"].as_str().unwrap_or(""))
+            .collect(),
+        _ => String::new(),
+    }
+}
+
 #[derive(Default)]
 struct Inner {
     script: VecDeque<Script>,
@@ -95,6 +107,68 @@ struct Inner {
     echo: bool,
     /// Added before every echo answer.
     echo_delay_ms: u64,
+    /// Prompt caching as Anthropic does it: the prefixes written so far.
+    cache: Option<std::collections::HashSet<u64>>,
+    /// (input, cache_read, cache_write) tokens of each answered request, with caching on.
+    cache_usage: Vec<(u64, u64, u64)>,
+}
+
+/// Anthropic's smallest cacheable prefix for the Sonnet 4 family, in tokens.
+pub const CACHE_FLOOR_TOKENS: u64 = 1024;
+
+/// Tokens of a text, as the fake counts them (about four characters a token).
+pub fn tokens_of(text: &str) -> u64 {
+    (text.chars().count() as u64).div_ceil(4)
+}
+
+/// Prompt caching as Anthropic describes it: blocks in order (system, then messages), a
+/// breakpoint wherever `cache_control` is; the longest prefix already written that ends at a
+/// block boundary within 20 blocks before the last breakpoint is read; the prefix up to each
+/// breakpoint of at least `CACHE_FLOOR_TOKENS` is written. Returns (input, read, write).
+fn cache_usage(cache: &mut std::collections::HashSet<u64>, body: &Value) -> (u64, u64, u64) {
+    use std::hash::{Hash, Hasher};
+    let mut blocks: Vec<(String, bool)> = Vec::new();
+    let mut push = |content: &Value| match content {
+        Value::String(s) => blocks.push((s.clone(), false)),
+        Value::Array(items) => {
+            for b in items {
+                blocks.push((
+                    b["text"].as_str().unwrap_or("").to_string(),
+                    b.get("cache_control").is_some(),
+                ));
+            }
+        }
+        _ => {}
+    };
+    push(&body["system"]);
+    for m in body["messages"].as_array().into_iter().flatten() {
+        push(&m["content"]);
+    }
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    let (mut hashes, mut tokens, mut total) = (Vec::new(), Vec::new(), 0);
+    for (text, _) in &blocks {
+        text.hash(&mut hasher);
+        hashes.push(hasher.clone().finish());
+        total += tokens_of(text);
+        tokens.push(total);
+    }
+    let Some(last_bp) = blocks.iter().rposition(|b| b.1) else {
+        return (total, 0, 0);
+    };
+    let read = (last_bp.saturating_sub(19)..=last_bp)
+        .rev()
+        .find(|&i| cache.contains(&hashes[i]))
+        .map_or(0, |i| tokens[i]);
+    let mut write = 0;
+    if tokens[last_bp] >= CACHE_FLOOR_TOKENS {
+        write = tokens[last_bp] - read;
+        for (i, b) in blocks.iter().enumerate() {
+            if b.1 && tokens[i] >= CACHE_FLOOR_TOKENS {
+                cache.insert(hashes[i]);
+            }
+        }
+    }
+    (total - read - write, read, write)
 }
 
 #[derive(Clone)]
@@ -156,6 +230,18 @@ impl FakeModel {
         inner.echo = true;
         inner.echo_delay_ms = ms;
         self
+    }
+
+    /// Answers report prompt caching computed from each request (`cache_usage`), not fixed
+    /// numbers.
+    pub fn simulate_cache(&self) -> &Self {
+        self.inner.lock().unwrap().cache = Some(Default::default());
+        self
+    }
+
+    /// (input, cache_read, cache_write) tokens of each request answered with caching on.
+    pub fn cache_usage(&self) -> Vec<(u64, u64, u64)> {
+        self.inner.lock().unwrap().cache_usage.clone()
     }
 
     pub fn requests(&self) -> Vec<Recorded> {
@@ -241,13 +327,23 @@ async fn anthropic(
 ) -> Response {
     let script = take(&state, "/v1/messages", &headers, &body);
     let model = "claude-test";
+    let simulated = {
+        let mut inner = state.lock().unwrap();
+        let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        let usage = inner.cache.as_mut().map(|c| cache_usage(c, &request));
+        if let Some(u) = usage {
+            inner.cache_usage.push(u);
+        }
+        usage
+    };
     match script {
         Script::Reply(text) => {
+            let (input, read, write) = simulated.unwrap_or((2095, 1800, 0));
             let body = json!({
                 "id": "msg_01XFDUDYJgAACzvnptvVoYEL", "type": "message", "role": "assistant", "model": model,
                 "content": [{"type": "text", "text": text}],
                 "stop_reason": "end_turn", "stop_sequence": null,
-                "usage": {"input_tokens": 2095, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 1800, "output_tokens": 503}
+                "usage": {"input_tokens": input, "cache_creation_input_tokens": write, "cache_read_input_tokens": read, "output_tokens": 503}
             });
             // Real payloads are pretty-printed; the client must not care.
             respond(
