@@ -35,7 +35,7 @@ fn a_broken_config_names_file_key_and_line() {
     assert_eq!(r.status, 2);
     assert!(
         r.stdout
-            .contains("anima.toml:2: key `pipeline.soul_state_interval`: must be at least 1"),
+            .contains("anima.toml:2: key `pipeline.soul_state_interval`: found 0, expected a whole number ≥ 1"),
         "{}",
         r.stdout
     );

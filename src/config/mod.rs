@@ -5,6 +5,7 @@
 //! resolution and every cross-key rule. Secrets never pass through here: see `secret`.
 
 mod raw;
+mod schema;
 pub mod secret;
 
 use std::fmt;
@@ -156,26 +157,81 @@ pub fn load(explicit: Option<&Path>) -> Result<Config, ConfigError> {
 }
 
 /// Parses configuration text; `file` names it in messages, `base` anchors relative paths.
+///
+/// Every problem is reported at once, in file order: unknown keys and sections (with the
+/// nearest valid name), values of the wrong kind or out of range (see `schema`), and the
+/// rules that need a value parsed. A syntax error stops the file at its line.
 pub fn parse(text: &str, file: &Path, base: &Path) -> Result<Config, ConfigError> {
-    let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError {
-        problems: vec![Problem {
-            file: file.display().to_string(),
-            key: e
-                .span()
-                .map(
-                    |s| match (section_at(text, s.start), key_at(text, s.start)) {
-                        (Some(section), Some(key)) => format!("{section}.{key}"),
-                        (None, Some(key)) => key,
-                        (Some(section), None) => format!("[{section}]"),
-                        (None, None) => String::new(),
-                    },
-                )
-                .unwrap_or_default(),
-            line: e.span().map(|s| line_of(text, s.start)),
-            message: e.message().trim().to_string(),
-        }],
+    let file_name = file.display().to_string();
+    let doc = toml::de::DeTable::parse(text).map_err(|e| ConfigError {
+        problems: vec![syntax_problem(text, &file_name, &e)],
     })?;
-    validate(raw, text, Some(file), base)
+    let walk = schema::walk(doc.get_ref(), text);
+    let mut problems: Vec<Problem> = walk
+        .problems
+        .into_iter()
+        .map(|f| Problem {
+            file: file_name.clone(),
+            key: f.key,
+            line: Some(line_of(text, f.offset)),
+            message: f.message,
+        })
+        .collect();
+
+    // What is left once the bad entries are out is well-typed; the defaults fill the gaps,
+    // so the remaining rules run too and every problem is reported in one go.
+    let mut table: toml::Table = text.parse().map_err(|e: toml::de::Error| ConfigError {
+        problems: vec![syntax_problem(text, &file_name, &e)],
+    })?;
+    for (section, key) in &walk.drop {
+        match key {
+            None => {
+                table.remove(section);
+            }
+            Some(key) => {
+                if let Some(toml::Value::Table(t)) = table.get_mut(section) {
+                    t.remove(key);
+                }
+            }
+        }
+    }
+    let raw = match toml::Value::Table(table).try_into::<RawConfig>() {
+        Ok(raw) => raw,
+        Err(e) => {
+            // Only if `schema` and `raw` disagree (a test guards against it).
+            problems.push(syntax_problem(text, &file_name, &e));
+            RawConfig::default()
+        }
+    };
+    match validate(raw, text, Some(file), base) {
+        Ok(config) if problems.is_empty() => Ok(config),
+        Ok(_) => Err(ConfigError { problems }),
+        Err(more) => {
+            problems.extend(more.problems);
+            problems.sort_by_key(|p| p.line.unwrap_or(usize::MAX));
+            Err(ConfigError { problems })
+        }
+    }
+}
+
+/// A problem serde or the TOML parser reported, located by its span where it has one.
+fn syntax_problem(text: &str, file: &str, e: &toml::de::Error) -> Problem {
+    Problem {
+        file: file.to_string(),
+        key: e
+            .span()
+            .map(
+                |s| match (section_at(text, s.start), key_at(text, s.start)) {
+                    (Some(section), Some(key)) => format!("{section}.{key}"),
+                    (None, Some(key)) => key,
+                    (Some(section), None) => format!("[{section}]"),
+                    (None, None) => String::new(),
+                },
+            )
+            .unwrap_or_default(),
+        line: e.span().map(|s| line_of(text, s.start)),
+        message: e.message().trim().to_string(),
+    }
 }
 
 /// The 1-based line a byte offset of `text` falls on (an offset past the end: the last
@@ -261,102 +317,27 @@ fn validate(
         });
     };
 
-    for (key, value) in [
-        ("home", &raw.paths.home),
-        ("soul_dir", &raw.paths.soul_dir),
-        ("processes_dir", &raw.paths.processes_dir),
-    ] {
-        if value.trim().is_empty() {
-            bad("paths", key, "must not be empty; set a folder path".into());
-        }
-    }
-    if raw.llm.max_tokens == 0 {
-        bad("llm", "max_tokens", "must be at least 1".into());
-    }
-    if raw.llm.timeout_secs == 0 {
-        bad("llm", "timeout_secs", "must be at least 1 second".into());
-    }
-    if raw.llm.max_retries > 10 {
-        bad("llm", "max_retries", "must be 10 or fewer".into());
-    }
-    if raw.llm.claude_cli_path.trim().is_empty() {
-        bad(
-            "llm",
-            "claude_cli_path",
-            "must name the `claude` executable".into(),
-        );
-    }
+    // Kinds and ranges are `schema`'s; these rules need the value parsed.
     let base_url = raw.llm.base_url.trim().trim_end_matches('/').to_string();
     if !base_url.is_empty() && !is_http_url(&base_url) {
         bad(
             "llm",
             "base_url",
-            format!("`{base_url}` is not an http:// or https:// URL"),
-        );
-    }
-    if raw.pipeline.soul_state_interval == 0 {
-        bad(
-            "pipeline",
-            "soul_state_interval",
-            "must be at least 1".into(),
-        );
-    }
-    if raw.pipeline.user_model_interval == 0 {
-        bad(
-            "pipeline",
-            "user_model_interval",
-            "must be at least 1".into(),
-        );
-    }
-    if raw.pipeline.memory_window == 0 {
-        bad("pipeline", "memory_window", "must be at least 1".into());
-    }
-    if raw.pipeline.max_response_chars < 16 {
-        bad(
-            "pipeline",
-            "max_response_chars",
-            "must be at least 16 characters".into(),
+            format!(
+                "found \"{base_url}\", expected {}",
+                schema::expect("llm", "base_url")
+            ),
         );
     }
     let api_base_url = raw.slack.api_base_url.trim().to_string();
-    if !is_http_url(&api_base_url) {
+    if !is_http_url(&api_base_url) || api_base_url.ends_with('/') {
         bad(
             "slack",
             "api_base_url",
-            format!("`{api_base_url}` is not an http:// or https:// URL"),
-        );
-    } else if api_base_url.ends_with('/') {
-        bad(
-            "slack",
-            "api_base_url",
-            "must not end with `/` (method URLs are {api_base_url}/{method})".into(),
-        );
-    }
-    if raw.slack.max_concurrent_turns == 0 {
-        bad("slack", "max_concurrent_turns", "must be at least 1".into());
-    }
-    if raw.processes.max_chain == 0 {
-        bad("processes", "max_chain", "must be at least 1".into());
-    }
-    if raw.processes.initial.trim().is_empty() {
-        bad(
-            "processes",
-            "initial",
-            "must name a process (e.g. \"greeting\" or \"main\")".into(),
-        );
-    }
-    if raw.processes.proactive_scan_secs == 0 {
-        bad(
-            "processes",
-            "proactive_scan_secs",
-            "must be at least 1".into(),
-        );
-    }
-    if raw.processes.proactive_idle_minutes == 0 {
-        bad(
-            "processes",
-            "proactive_idle_minutes",
-            "must be at least 1".into(),
+            format!(
+                "found \"{api_base_url}\", expected {} (method URLs are {{api_base_url}}/{{method}})",
+                schema::expect("slack", "api_base_url")
+            ),
         );
     }
     let listen = match raw.http.listen.parse::<SocketAddr>() {
@@ -366,8 +347,9 @@ fn validate(
                 "http",
                 "listen",
                 format!(
-                    "`{}` is not an address:port such as 127.0.0.1:3000",
-                    raw.http.listen
+                    "found \"{}\", expected {}",
+                    raw.http.listen,
+                    schema::expect("http", "listen")
                 ),
             );
             SocketAddr::from(([127, 0, 0, 1], 3000))
@@ -533,7 +515,7 @@ mod tests {
     }
 
     #[test]
-    fn every_bad_value_is_reported_with_key_and_line() {
+    fn every_bad_value_is_reported_with_key_and_line_in_file_order() {
         let text = "[pipeline]\nmemory_window = 0\nsoul_state_interval = 0\n\n[http]\nlisten = \"nowhere\"\n\n[slack]\napi_base_url = \"https://x.test/api/\"\n";
         let err = parse_str(text).unwrap_err();
         let keys: Vec<_> = err
@@ -544,11 +526,43 @@ mod tests {
         assert_eq!(
             keys,
             vec![
-                ("pipeline.soul_state_interval", Some(3)),
                 ("pipeline.memory_window", Some(2)),
-                ("slack.api_base_url", Some(9)),
+                ("pipeline.soul_state_interval", Some(3)),
                 ("http.listen", Some(6)),
+                ("slack.api_base_url", Some(9)),
             ]
         );
+        assert_eq!(
+            err.problems[2].message,
+            "found \"nowhere\", expected an address:port in quotes, such as \"127.0.0.1:3000\""
+        );
+    }
+
+    /// The issue's case: five mistakes of different kinds, all reported in one run, in the
+    /// order they appear, each with the value found and what is expected.
+    #[test]
+    fn five_mistakes_are_five_problems_in_file_order() {
+        let text = "[llm]\nmodle = \"x\"\nmax_tokens = \"lots\"\nbase_url = \"ftp://x\"\n\n[slak]\nmode = \"socket\"\n\n[pipeline]\nmemory_window = -3\nstream = true\n";
+        let err = parse_str(text).unwrap_err();
+        let got: Vec<String> = err.problems.iter().map(|p| p.to_string()).collect();
+        let f = "/etc/anima/anima.toml";
+        assert_eq!(
+            got,
+            [
+                format!("{f}:2: in [llm]: unknown key `modle`; did you mean `model`?"),
+                format!("{f}:3: key `llm.max_tokens`: found \"lots\", expected a whole number ≥ 1"),
+                format!("{f}:4: key `llm.base_url`: found \"ftp://x\", expected an http:// or https:// URL in quotes (\"\" for the provider's default)"),
+                format!("{f}:6: in [slak]: unknown section; did you mean [slack]?"),
+                format!("{f}:10: key `pipeline.memory_window`: found -3, expected a whole number ≥ 1"),
+                format!("{f}:11: in [pipeline]: unknown key `stream`; `stream` belongs under [llm]"),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_syntax_error_stops_the_file_at_its_line() {
+        let err = parse_str("[llm]\nmax_tokens = \"lots\"\nmodel = \"x\n").unwrap_err();
+        assert_eq!(err.problems.len(), 1, "{err}");
+        assert_eq!(err.problems[0].line, Some(3), "{err}");
     }
 }

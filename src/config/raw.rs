@@ -1,11 +1,13 @@
 //! The configuration file exactly as written: every key optional, unknown keys refused.
 //!
 //! Owns the serde shape of `anima.toml` and its defaults. Knows nothing about the
-//! environment, relative paths or cross-key rules: `config::Config` does that.
+//! environment, relative paths or cross-key rules: `config::Config` does that. What each key
+//! may hold, in words a person reads, is `schema`'s (a test keeps the two in step).
 
 use serde::Deserialize;
 
 #[derive(Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize))]
 #[serde(deny_unknown_fields, default)]
 pub struct RawConfig {
     pub paths: RawPaths,
@@ -19,6 +21,7 @@ pub struct RawConfig {
 }
 
 #[derive(Debug, Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize))]
 #[serde(deny_unknown_fields, default)]
 pub struct RawPaths {
     pub home: String,
@@ -38,6 +41,7 @@ impl Default for RawPaths {
 
 /// Which model provider answers; `auto` is resolved at start (see `llm::select`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize))]
 #[serde(rename_all = "kebab-case")]
 pub enum ProviderKind {
     Auto,
@@ -58,6 +62,7 @@ impl ProviderKind {
 }
 
 #[derive(Debug, Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize))]
 #[serde(deny_unknown_fields, default)]
 pub struct RawLlm {
     pub provider: ProviderKind,
@@ -86,6 +91,7 @@ impl Default for RawLlm {
 }
 
 #[derive(Debug, Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize))]
 #[serde(deny_unknown_fields, default)]
 pub struct RawPipeline {
     pub soul_state_interval: u64,
@@ -106,6 +112,7 @@ impl Default for RawPipeline {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize))]
 #[serde(rename_all = "lowercase")]
 pub enum SlackMode {
     Socket,
@@ -113,6 +120,7 @@ pub enum SlackMode {
 }
 
 #[derive(Debug, Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize))]
 #[serde(deny_unknown_fields, default)]
 pub struct RawSlack {
     pub mode: SlackMode,
@@ -139,6 +147,7 @@ impl Default for RawSlack {
 }
 
 #[derive(Debug, Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize))]
 #[serde(deny_unknown_fields, default)]
 pub struct RawDaemon {
     pub shutdown_grace_secs: u64,
@@ -153,6 +162,7 @@ impl Default for RawDaemon {
 }
 
 #[derive(Debug, Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize))]
 #[serde(deny_unknown_fields, default)]
 pub struct RawProcesses {
     pub initial: String,
@@ -179,6 +189,7 @@ pub struct RawAdmin {
 }
 
 #[derive(Debug, Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize))]
 #[serde(deny_unknown_fields, default)]
 pub struct RawHttp {
     pub listen: String,
