@@ -1,9 +1,18 @@
 //! The soul's files: `soul.md` (the personality, required) and `skills.md` (optional).
 //!
 //! Owns reading and checking them; every error names the path. The text reaches the prompt
-//! verbatim: nothing here rewrites it.
+//! verbatim: nothing here rewrites it. The shipped soul is compiled into the binary, so an
+//! installed `anima` works without the clone: it is the soul when no soul folder exists.
 
 use std::path::{Path, PathBuf};
+
+/// What the built-in soul and processes give as their folder.
+pub const BUILT_IN: &str = "(built in)";
+
+/// The shipped `soul/soul.md`, compiled in.
+pub const SHIPPED_SOUL_MD: &str = include_str!("../soul/soul.md");
+/// The shipped `soul/skills.md`, compiled in.
+pub const SHIPPED_SKILLS_MD: &str = include_str!("../soul/skills.md");
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SoulFiles {
@@ -59,6 +68,30 @@ impl SoulFiles {
         })
     }
 
+    /// The shipped soul, from the binary.
+    pub fn built_in() -> SoulFiles {
+        SoulFiles {
+            soul_md: SHIPPED_SOUL_MD.to_string(),
+            skills_md: Some(SHIPPED_SKILLS_MD.to_string()),
+            dir: PathBuf::from(BUILT_IN),
+        }
+    }
+
+    /// Whether this is the soul compiled into the binary.
+    pub fn is_built_in(&self) -> bool {
+        self.dir == Path::new(BUILT_IN)
+    }
+
+    /// The soul in `dir`; the built-in soul when `dir` does not exist. A folder that exists
+    /// but holds no usable soul.md is an error, as ever.
+    pub fn load_or_built_in(dir: &Path) -> Result<SoulFiles, SoulError> {
+        if dir.exists() {
+            Self::load(dir)
+        } else {
+            Ok(Self::built_in())
+        }
+    }
+
     /// The soul's name: the first `# ` heading of soul.md, else "the soul".
     pub fn name(&self) -> &str {
         self.soul_md
@@ -83,6 +116,38 @@ mod tests {
             assert!(soul.soul_md.contains(section), "{section}");
         }
         assert!(soul.skills_md.is_some());
+    }
+
+    #[test]
+    fn the_built_in_soul_is_the_shipped_folder() {
+        let shipped =
+            SoulFiles::load(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/soul"))).unwrap();
+        let built_in = SoulFiles::built_in();
+        assert_eq!(built_in.soul_md, shipped.soul_md);
+        assert_eq!(built_in.skills_md, shipped.skills_md);
+        assert!(built_in.is_built_in() && !shipped.is_built_in());
+        let names: Vec<String> = std::fs::read_dir(&shipped.dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        let mut names = names;
+        names.sort();
+        assert_eq!(
+            names,
+            ["skills.md", "soul.md"],
+            "every shipped soul file is compiled in"
+        );
+    }
+
+    #[test]
+    fn a_missing_folder_is_the_built_in_soul_and_an_empty_one_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let soul = SoulFiles::load_or_built_in(&dir.path().join("nowhere")).unwrap();
+        assert!(soul.is_built_in());
+        let err = SoulFiles::load_or_built_in(dir.path())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("soul.md"), "{err}");
     }
 
     #[test]

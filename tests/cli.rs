@@ -41,20 +41,27 @@ fn a_broken_config_names_file_key_and_line() {
     );
 }
 
+/// A soul folder that exists but holds no soul.md is an error (a missing folder is the
+/// built-in soul: see tests/first_hour.rs).
 #[test]
 fn an_unreadable_soul_names_its_path() {
     let home = Home::new("anthropic", "http://127.0.0.1:9", "");
+    let empty = home.dir.path().join("my-soul");
+    std::fs::create_dir(&empty).unwrap();
     let cfg = std::fs::read_to_string(home.config()).unwrap();
     let cfg = cfg.replace(
         concat!(env!("CARGO_MANIFEST_DIR"), "/soul"),
-        "/nonexistent/soul",
+        empty.to_str().unwrap(),
     );
     std::fs::write(home.config(), cfg).unwrap();
     for args in [&["check"][..], &["chat"][..]] {
         let r = home.run(args, "hi\n");
         assert_eq!(r.status, 2);
         let all = format!("{}{}", r.stdout, r.stderr);
-        assert!(all.contains("/nonexistent/soul/soul.md"), "{all}");
+        assert!(
+            all.contains(&empty.join("soul.md").display().to_string()),
+            "{all}"
+        );
     }
 }
 

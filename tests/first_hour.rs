@@ -47,3 +47,137 @@ fn check_reports_five_mistakes_at_once_in_file_order() {
         assert!(r.stderr.contains(w.as_str()), "{w}\n{}", r.stderr);
     }
 }
+
+/// What `cargo install --path .` gives, checked cheaply: the binary copied out of the build
+/// tree and run from another folder, whose anima.toml names no soul or processes folder,
+/// answers with the shipped soul and processes compiled into it, and says so once.
+/// (`cargo install` itself is not run here: it rebuilds the crate in release, far too slow
+/// for CI.)
+#[test]
+fn an_installed_binary_answers_with_the_shipped_soul_from_any_folder() {
+    let model = FakeModel::start();
+    model.reply(&answer("Hello from the installed binary."));
+    let bin = tempfile::tempdir().unwrap();
+    let anima = bin.path().join("anima");
+    std::fs::copy(env!("CARGO_BIN_EXE_anima"), &anima).unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    std::fs::write(
+        elsewhere.path().join("anima.toml"),
+        format!(
+            "[paths]\nhome = \"data\"\n\n[llm]\nprovider = \"anthropic\"\nbase_url = \"{}\"\n",
+            model.url()
+        ),
+    )
+    .unwrap();
+
+    let mut cmd = std::process::Command::new(&anima);
+    cmd.arg("chat")
+        .current_dir(elsewhere.path())
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", elsewhere.path())
+        .env("ANTHROPIC_API_KEY", "sk-ant-test")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let r = run(cmd, "hi\n");
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    assert_eq!(replies(&r.stdout), ["Hello from the installed binary."]);
+    assert_eq!(
+        r.stderr.matches("the soul built into anima").count(),
+        1,
+        "said once: {}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("Talking to Wren"), "{}", r.stderr);
+
+    let prompt = model.requests()[0].prompt_text();
+    assert!(
+        prompt.contains(include_str!("../soul/soul.md")),
+        "the shipped soul.md reaches the model verbatim"
+    );
+    assert!(
+        prompt.contains("This is the first message of a new conversation"),
+        "the shipped greeting process runs the first turn"
+    );
+    assert!(elsewhere.path().join("data/anima.db").exists());
+}
+
+/// `anima init DIR` writes the soul, processes and a config with absolute paths; `check`
+/// passes on it from any folder, an edit to the written soul reaches the model, and a second
+/// `init` refuses to overwrite without --force.
+#[test]
+fn init_writes_an_editable_soul_that_check_passes() {
+    let model = FakeModel::start();
+    let home = Home::new("auto", "", "");
+    let target = home.dir.path().join("my anima");
+    let r = home.run(&["init", target.to_str().unwrap()], "");
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    let config = target.join("anima.toml");
+    assert!(
+        r.stdout.contains(&config.display().to_string()),
+        "{}",
+        r.stdout
+    );
+    for f in [
+        "soul/soul.md",
+        "soul/skills.md",
+        "processes/main.toml",
+        "processes/greeting.toml",
+    ] {
+        assert!(target.join(f).is_file(), "{f}");
+    }
+
+    let cfg = config.to_str().unwrap();
+    let r = home.run(&["check", "--config", cfg], "");
+    assert_eq!(r.status, 0, "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("no problems found"), "{}", r.stdout);
+    assert!(!r.stdout.contains("warning:"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains(&format!(
+            "processes: {}",
+            target.join("processes").display()
+        )),
+        "{}",
+        r.stdout
+    );
+
+    // The written soul is the one in force.
+    let soul = target.join("soul/soul.md");
+    let text = std::fs::read_to_string(&soul).unwrap();
+    std::fs::write(
+        &soul,
+        text.replace("# Wren", "# Wren\n\nLikes lighthouses."),
+    )
+    .unwrap();
+    let with_model = format!("{cfg}.model.toml");
+    std::fs::write(
+        &with_model,
+        std::fs::read_to_string(&config).unwrap().replacen(
+            "# [llm]",
+            &format!("[llm]\nbase_url = \"{}\"\n", model.url()),
+            1,
+        ),
+    )
+    .unwrap();
+    let r = home.run(&["chat", "--config", &with_model], "hi\n");
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    assert!(model.requests()[0]
+        .prompt_text()
+        .contains("Likes lighthouses."));
+    assert!(!r.stderr.contains("built into"), "{}", r.stderr);
+
+    // No overwriting without --force; the edit survives.
+    let r = home.run(&["init", target.to_str().unwrap()], "");
+    assert_eq!(r.status, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("--force"), "{}", r.stderr);
+    assert!(r.stderr.contains("soul/soul.md"), "{}", r.stderr);
+    assert!(std::fs::read_to_string(&soul)
+        .unwrap()
+        .contains("lighthouses"));
+    let r = home.run(&["init", "--force", target.to_str().unwrap()], "");
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    assert!(!std::fs::read_to_string(&soul)
+        .unwrap()
+        .contains("lighthouses"));
+}

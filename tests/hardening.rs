@@ -232,7 +232,9 @@ fn concurrent_turns_take_distinct_numbers_and_one_whisper_shapes_one_turn() {
     let (home, d) = socket_daemon_env(
         &model,
         &slack,
-        "[slack]\nmax_concurrent_turns = 24\n",
+        // Every thread starts in main (not the shipped greeting), so every third turn asks
+        // for the soul-state check.
+        "[slack]\nmax_concurrent_turns = 24\n[processes]\ninitial = \"main\"\n",
         &[("ANIMA_WHISPER_TOKEN", "whisper-secret")],
     );
     let (status, _) = http(

@@ -37,14 +37,24 @@ pub async fn run(config_path: Option<&Path>, args: ChatArgs) -> CliResult {
         .unwrap_or_else(|| "you".to_string());
     let user_id = format!("terminal:{}", crate::memory::slug(&name, "user"));
     let interactive = std::io::stdin().is_terminal();
-    if interactive {
-        eprintln!(
-            "Talking to {} through {} ({}). One message per line; Ctrl-D ends.",
-            engine.library().current().soul.name(),
-            engine.provider().name(),
-            engine.provider().model()
-        );
-    }
+    // Said once, at any log level: who answers, through which provider and model.
+    let soul = engine.library().current().soul.clone();
+    eprintln!(
+        "Talking to {}{} through {} ({}).{}",
+        soul.name(),
+        if soul.is_built_in() {
+            " (the soul built into anima)"
+        } else {
+            ""
+        },
+        engine.provider().name(),
+        engine.provider().model(),
+        if interactive {
+            " One message per line; Ctrl-D ends."
+        } else {
+            ""
+        }
+    );
 
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
     loop {

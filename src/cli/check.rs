@@ -3,16 +3,18 @@
 
 use std::path::Path;
 
-use super::{CliResult, Failure};
+use super::{plural, CliResult, Failure};
 use crate::config::{self, ProviderKind};
 use crate::llm::select::{find_executable, Environment};
 use crate::memory::Store;
-use crate::process::def;
+use crate::process::{def, library};
 use crate::soul::SoulFiles;
 
 pub async fn run(config_path: Option<&Path>) -> CliResult {
     let mut problems: Vec<String> = Vec::new();
     let mut notes: Vec<String> = Vec::new();
+    // Works, but not as the person may think: said, without failing the check.
+    let mut warnings: Vec<String> = Vec::new();
 
     let config = match config::load(config_path) {
         Ok(c) => {
@@ -29,7 +31,12 @@ pub async fn run(config_path: Option<&Path>) -> CliResult {
     };
 
     if let Some(config) = &config {
-        match SoulFiles::load(&config.soul_dir) {
+        match SoulFiles::load_or_built_in(&config.soul_dir) {
+            Ok(soul) if soul.is_built_in() => warnings.push(format!(
+                "soul: {} does not exist; using the soul built into anima ({}), which cannot be edited until `anima init` writes it out",
+                config.soul_dir.display(),
+                soul.name()
+            )),
             Ok(soul) => {
                 notes.push(format!(
                     "soul: {} ({} bytes{})",
@@ -43,7 +50,7 @@ pub async fn run(config_path: Option<&Path>) -> CliResult {
                 ));
                 for section in ["## Persona", "## Speaking Style"] {
                     if !soul.soul_md.contains(section) {
-                        notes.push(format!(
+                        warnings.push(format!(
                             "soul: {} has no `{section}` section (recommended)",
                             config.soul_dir.join("soul.md").display()
                         ));
@@ -53,7 +60,7 @@ pub async fn run(config_path: Option<&Path>) -> CliResult {
             Err(e) => problems.push(e.to_string()),
         }
 
-        if config.processes_dir.is_dir() {
+        if config.processes_dir.exists() {
             let (defs, file_problems) = def::load_dir(&config.processes_dir);
             let set_problems = def::check_set(&defs, &config.processes_dir);
             if file_problems.is_empty() && set_problems.is_empty() {
@@ -70,9 +77,10 @@ pub async fn run(config_path: Option<&Path>) -> CliResult {
                     .map(|p| p.to_string()),
             );
         } else {
-            notes.push(format!(
-                "processes: {} does not exist; every thread runs the built-in main process",
-                config.processes_dir.display()
+            warnings.push(format!(
+                "processes: {} does not exist; using the processes built into anima ({}), which cannot be edited until `anima init` writes them out",
+                config.processes_dir.display(),
+                library::shipped().keys().cloned().collect::<Vec<_>>().join(", ")
             ));
         }
 
@@ -112,17 +120,25 @@ pub async fn run(config_path: Option<&Path>) -> CliResult {
     for n in &notes {
         println!("ok: {n}");
     }
+    for w in &warnings {
+        println!("warning: {w}");
+    }
     for p in &problems {
         println!("problem: {p}");
     }
     if problems.is_empty() {
-        println!("anima check: no problems found");
+        match warnings.len() {
+            0 => println!("anima check: no problems found"),
+            n => println!(
+                "anima check: no problems found ({})",
+                plural(n as u64, "warning")
+            ),
+        }
         Ok(())
     } else {
         Err(Failure::Usage(format!(
-            "check found {} problem{}",
-            problems.len(),
-            if problems.len() == 1 { "" } else { "s" }
+            "check found {}",
+            plural(problems.len() as u64, "problem")
         )))
     }
 }

@@ -6,6 +6,7 @@
 
 mod chat;
 mod check;
+mod init;
 mod processes;
 mod service;
 mod state;
@@ -47,6 +48,8 @@ pub enum Command {
     Run,
     /// Validate configuration, soul files and the database; print every problem.
     Check,
+    /// Write the built-in soul, processes and a commented anima.toml into DIR for editing.
+    Init(init::InitArgs),
     /// User models and their history.
     Users {
         #[command(subcommand)]
@@ -139,6 +142,7 @@ async fn dispatch(cli: Cli) -> CliResult {
         Command::Chat(args) => chat::run(config_path, args).await,
         Command::Run => Ok(crate::daemon::run(load_config(config_path)?).await?),
         Command::Check => check::run(config_path).await,
+        Command::Init(args) => init::run(args),
         Command::Users { command } => users::run(config_path, command),
         Command::Processes { command } => processes::run(config_path, command),
         Command::Service { command } => service::run(config_path, command),
@@ -151,6 +155,14 @@ fn load_config(path: Option<&std::path::Path>) -> Result<Arc<Config>, Failure> {
     config::load(path)
         .map(Arc::new)
         .map_err(|e| Failure::Usage(e.to_string()))
+}
+
+/// "1 turn", "2 turns".
+pub(crate) fn plural(n: u64, noun: &str) -> String {
+    match n {
+        1 => format!("1 {noun}"),
+        n => format!("{n} {noun}s"),
+    }
 }
 
 /// Opens the store; a database from a newer anima is a configuration problem (exit 2).

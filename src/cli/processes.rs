@@ -5,7 +5,7 @@ use std::path::Path;
 use clap::{Subcommand, ValueEnum};
 
 use super::{load_config, open_store, CliResult, Failure};
-use crate::process::{def, graph};
+use crate::process::{def, graph, library};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum GraphFormat {
@@ -30,7 +30,15 @@ pub fn run(config_path: Option<&Path>, command: ProcessesCommand) -> CliResult {
     let config = load_config(config_path)?;
     match command {
         ProcessesCommand::List | ProcessesCommand::Graph { .. } => {
-            let (defs, problems) = def::load_dir(&config.processes_dir);
+            let (defs, problems) = if config.processes_dir.exists() {
+                def::load_dir(&config.processes_dir)
+            } else {
+                eprintln!(
+                    "anima: {} does not exist; these are the processes built into anima (`anima init` writes them out)",
+                    config.processes_dir.display()
+                );
+                (library::shipped(), Vec::new())
+            };
             for p in &problems {
                 eprintln!("problem: {p}");
             }

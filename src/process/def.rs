@@ -73,6 +73,19 @@ pub struct Transition {
 
 /// Reads and checks one file on its own (targets are checked across files by [`check_set`]).
 pub fn load_file(path: &Path) -> Result<ProcessDef, Vec<Problem>> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        vec![Problem {
+            file: path.display().to_string(),
+            key: String::new(),
+            line: None,
+            message: format!("cannot read the file: {e}"),
+        }]
+    })?;
+    parse(&text, path)
+}
+
+/// Checks one process file's text; `path` names it (and its stem must be the process name).
+pub fn parse(text: &str, path: &Path) -> Result<ProcessDef, Vec<Problem>> {
     let file = path.display().to_string();
     let problem = |line: Option<usize>, key: &str, message: String| Problem {
         file: file.clone(),
@@ -80,17 +93,15 @@ pub fn load_file(path: &Path) -> Result<ProcessDef, Vec<Problem>> {
         line,
         message,
     };
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| vec![problem(None, "", format!("cannot read the file: {e}"))])?;
-    let raw: RawProcess = toml::from_str(&text).map_err(|e| {
+    let raw: RawProcess = toml::from_str(text).map_err(|e| {
         vec![problem(
-            e.span().map(|s| line_of(&text, s.start)),
+            e.span().map(|s| line_of(text, s.start)),
             "",
             e.message().trim().to_string(),
         )]
     })?;
     let mut problems = Vec::new();
-    let at = |span: std::ops::Range<usize>| Some(line_of(&text, span.start));
+    let at = |span: std::ops::Range<usize>| Some(line_of(text, span.start));
 
     let name = raw.name.get_ref().trim().to_string();
     let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
@@ -187,7 +198,7 @@ pub fn load_file(path: &Path) -> Result<ProcessDef, Vec<Problem>> {
                     when_text,
                     execute_now: t.execute_now,
                     params,
-                    line: line_of(&text, t.to.span().start),
+                    line: line_of(text, t.to.span().start),
                 });
             }
             Err(e) => problems.push(problem(

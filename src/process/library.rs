@@ -4,6 +4,9 @@
 //! files' modification times and sizes, and re-reads what changed. A file that fails its
 //! checks is logged (file and error) and the last good version stays in force. So an edit is
 //! in force for any turn that starts a second after the write, without a restart.
+//!
+//! The shipped process files are compiled into the binary: when the processes folder does not
+//! exist they are the set in force (and, like the built-in soul, there is nothing to watch).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -13,7 +16,7 @@ use std::time::{Duration, Instant, SystemTime};
 use tracing::{error, info, warn};
 
 use super::def::{self, ProcessDef, MAIN};
-use crate::soul::{SoulError, SoulFiles};
+use crate::soul::{SoulError, SoulFiles, BUILT_IN};
 use crate::steps::Step;
 
 const CHECK_EVERY: Duration = Duration::from_millis(250);
@@ -41,6 +44,44 @@ pub fn builtin_main() -> ProcessDef {
         queries: Vec::new(),
         file: PathBuf::from("(built in)"),
     }
+}
+
+/// The shipped `processes/*.toml`, compiled in: file name and text. A test keeps this list
+/// equal to the folder.
+pub const SHIPPED: [(&str, &str); 6] = [
+    (
+        "deep_work.toml",
+        include_str!("../../processes/deep_work.toml"),
+    ),
+    (
+        "deescalation.toml",
+        include_str!("../../processes/deescalation.toml"),
+    ),
+    (
+        "frustrated.toml",
+        include_str!("../../processes/frustrated.toml"),
+    ),
+    (
+        "greeting.toml",
+        include_str!("../../processes/greeting.toml"),
+    ),
+    ("main.toml", include_str!("../../processes/main.toml")),
+    (
+        "proactive.toml",
+        include_str!("../../processes/proactive.toml"),
+    ),
+];
+
+/// The shipped processes, from the binary (each named `(built in)/<file>`).
+pub fn shipped() -> BTreeMap<String, ProcessDef> {
+    SHIPPED
+        .iter()
+        .map(|(file, text)| {
+            let d = def::parse(text, &Path::new(BUILT_IN).join(file))
+                .expect("the shipped process files are valid (tested)");
+            (d.name.clone(), d)
+        })
+        .collect()
 }
 
 /// One consistent set of files.
@@ -89,9 +130,16 @@ impl Library {
     }
 
     /// Reads the soul (which must load) and the process files (broken ones are logged and
-    /// left out), and watches them from then on.
+    /// left out), and watches them from then on. A folder that does not exist is the built-in
+    /// soul or the shipped processes, said once at info.
     pub fn load(soul_dir: &Path, processes_dir: &Path) -> Result<Library, SoulError> {
-        let soul = SoulFiles::load(soul_dir)?;
+        let soul = SoulFiles::load_or_built_in(soul_dir)?;
+        if soul.is_built_in() {
+            info!(soul_dir = %soul_dir.display(), soul = soul.name(), "no soul folder; using the soul built into anima (`anima init` writes it out for editing)");
+        }
+        if !processes_dir.exists() {
+            info!(processes_dir = %processes_dir.display(), "no processes folder; using the processes built into anima (`anima init` writes them out for editing)");
+        }
         let mut watch = Watch {
             soul_dir: soul_dir.to_path_buf(),
             processes_dir: processes_dir.to_path_buf(),
@@ -172,6 +220,9 @@ impl Watch {
     }
 
     fn assemble(&self) -> BTreeMap<String, ProcessDef> {
+        if !self.processes_dir.exists() {
+            return shipped();
+        }
         let mut processes: BTreeMap<String, ProcessDef> = self
             .good
             .values()
@@ -222,7 +273,7 @@ impl Watch {
                     }
                 }
             } else {
-                match SoulFiles::load(&self.soul_dir) {
+                match SoulFiles::load_or_built_in(&self.soul_dir) {
                     Ok(s) => {
                         info!(file = %path.display(), "soul reloaded");
                         soul = s;
@@ -239,5 +290,64 @@ impl Watch {
             previous.processes.clone()
         };
         Loaded { soul, processes }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FOLDER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/processes");
+
+    #[test]
+    fn the_compiled_in_list_is_the_processes_folder() {
+        let mut files: Vec<(String, String)> = std::fs::read_dir(FOLDER)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| is_process_file(p))
+            .map(|p| {
+                let name = p.file_name().unwrap().to_string_lossy().into_owned();
+                (name, std::fs::read_to_string(&p).unwrap())
+            })
+            .collect();
+        files.sort();
+        let compiled: Vec<(String, String)> = SHIPPED
+            .iter()
+            .map(|(f, t)| (f.to_string(), t.to_string()))
+            .collect();
+        assert_eq!(
+            compiled, files,
+            "add or remove the file in library::SHIPPED too"
+        );
+    }
+
+    #[test]
+    fn the_shipped_set_is_whole_and_valid() {
+        let set = shipped();
+        assert!(set.contains_key(MAIN) && set.contains_key("greeting"));
+        assert_eq!(def::check_set(&set, Path::new(BUILT_IN)), vec![]);
+        let (from_folder, problems) = def::load_dir(Path::new(FOLDER));
+        assert!(problems.is_empty());
+        for (name, d) in &set {
+            assert_eq!(d.steps, from_folder[name].steps, "{name}");
+            assert_eq!(d.transitions, from_folder[name].transitions, "{name}");
+        }
+    }
+
+    #[test]
+    fn missing_folders_are_the_built_in_soul_and_processes() {
+        let dir = tempfile::tempdir().unwrap();
+        let lib = Library::load(&dir.path().join("soul"), &dir.path().join("processes")).unwrap();
+        let now = lib.current();
+        assert!(now.soul.is_built_in());
+        assert_eq!(
+            now.processes.keys().collect::<Vec<_>>(),
+            shipped().keys().collect::<Vec<_>>()
+        );
+
+        // An empty folder is the user's choice: only the built-in main.
+        std::fs::create_dir(dir.path().join("processes")).unwrap();
+        let lib = Library::load(&dir.path().join("soul"), &dir.path().join("processes")).unwrap();
+        assert_eq!(lib.current().processes.keys().collect::<Vec<_>>(), [MAIN]);
     }
 }
