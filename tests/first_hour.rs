@@ -132,7 +132,8 @@ fn init_writes_an_editable_soul_that_check_passes() {
     let r = home.run(&["check", "--config", cfg], "");
     assert_eq!(r.status, 0, "{}{}", r.stdout, r.stderr);
     assert!(r.stdout.contains("no problems found"), "{}", r.stdout);
-    assert!(!r.stdout.contains("warning:"), "{}", r.stdout);
+    assert!(!r.stdout.contains("warning: soul"), "{}", r.stdout);
+    assert!(!r.stdout.contains("warning: processes"), "{}", r.stdout);
     assert!(
         r.stdout.contains(&format!(
             "processes: {}",
@@ -180,4 +181,66 @@ fn init_writes_an_editable_soul_that_check_passes() {
     assert!(!std::fs::read_to_string(&soul)
         .unwrap()
         .contains("lighthouses"));
+}
+
+fn bare(home: &Home, args: &[&str], stdin: &str) -> Run {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_anima"));
+    cmd.arg("--config")
+        .arg(home.config())
+        .args(args)
+        .env_clear()
+        .env("PATH", home.dir.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    run(cmd, stdin)
+}
+
+/// `check` resolves the provider as `chat` does: with none usable it fails with the very
+/// paragraph `chat` prints; with one it names provider, model and why; a base_url that does
+/// not answer is a problem; a missing processes folder is a warning, not "ok".
+#[test]
+fn check_tells_whether_chat_can_work() {
+    let home = Home::new("auto", "", "");
+    let chat = bare(&home, &["chat"], "hi\n");
+    assert_eq!(chat.status, 2);
+    let paragraph = chat
+        .stderr
+        .trim()
+        .strip_prefix("anima: ")
+        .unwrap()
+        .to_string();
+    let check = bare(&home, &["check"], "");
+    assert_eq!(check.status, 2, "{}", check.stdout);
+    assert!(
+        check.stdout.contains(&format!("problem: {paragraph}\n")),
+        "{paragraph}\n{}",
+        check.stdout
+    );
+
+    let model = FakeModel::start();
+    let home = Home::new("openai", &format!("{}/v1", model.url()), "");
+    let r = home.run(&["check"], "");
+    assert_eq!(r.status, 0, "{}", r.stdout);
+    assert!(
+        r.stdout.contains("ok: provider: openai (smollm2:135m)"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains("warning: processes:") && r.stdout.contains("greeting, main"),
+        "names the processes in force: {}",
+        r.stdout
+    );
+    assert!(!r.stdout.contains("ok: processes"), "{}", r.stdout);
+
+    let home = Home::new("anthropic", "http://127.0.0.1:9", "");
+    let r = home.run(&["check"], "");
+    assert_eq!(r.status, 2, "{}", r.stdout);
+    assert!(
+        r.stdout
+            .contains("key `llm.base_url`: http://127.0.0.1:9 does not answer"),
+        "{}",
+        r.stdout
+    );
 }

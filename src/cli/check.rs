@@ -4,8 +4,9 @@
 use std::path::Path;
 
 use super::{plural, CliResult, Failure};
-use crate::config::{self, ProviderKind};
-use crate::llm::select::{find_executable, Environment};
+use crate::config::secret::Secret;
+use crate::config::{self, SlackMode};
+use crate::llm::select::{self, Environment};
 use crate::memory::Store;
 use crate::process::{def, library};
 use crate::soul::SoulFiles;
@@ -97,24 +98,29 @@ pub async fn run(config_path: Option<&Path>) -> CliResult {
             ));
         }
 
-        let env = Environment::from_process();
-        let file = config
-            .source
-            .as_ref()
-            .map(|p| p.display().to_string())
-            .unwrap_or_else(|| "(built-in defaults)".into());
-        match config.llm.provider {
-            ProviderKind::Anthropic if env.anthropic_key.is_none() => problems.push(format!(
-                "{file}: key `llm.provider`: \"anthropic\" needs ANTHROPIC_API_KEY in the environment; export it or choose another provider"
-            )),
-            ProviderKind::ClaudeCli if find_executable(&config.llm.claude_cli_path, env.path.as_deref()).is_none() => {
-                problems.push(format!(
-                    "{file}: key `llm.claude_cli_path`: `{}` is not an executable on PATH; install Claude Code or fix the path",
-                    config.llm.claude_cli_path
-                ))
+        // The provider, resolved exactly as `chat` and `run` resolve it at start.
+        match select::select(&config.llm, &config.home, &Environment::from_process()).await {
+            Ok(chosen) => {
+                notes.push(format!(
+                    "provider: {} ({}), because {}",
+                    chosen.provider.name(),
+                    chosen.provider.model(),
+                    chosen.reason.trim_start_matches("auto: ")
+                ));
+                let url = &config.llm.base_url;
+                if !url.is_empty() {
+                    if let Err(e) = select::answers(url).await {
+                        problems.push(format!(
+                            "{}: key `llm.base_url`: {url} does not answer ({e}); start the server or fix the URL, or every turn of `chat` and `run` fails",
+                            file_name(config)
+                        ));
+                    }
+                }
             }
-            kind => notes.push(format!("provider: {}", describe(kind, &env, config))),
+            Err(e) => problems.push(e.to_string()),
         }
+
+        warnings.extend(slack_tokens_missing(config));
     }
 
     for n in &notes {
@@ -143,15 +149,35 @@ pub async fn run(config_path: Option<&Path>) -> CliResult {
     }
 }
 
-fn describe(kind: ProviderKind, env: &Environment, config: &config::Config) -> String {
-    match kind {
-        ProviderKind::Auto if env.anthropic_key.is_some() => "auto → anthropic (ANTHROPIC_API_KEY is set)".into(),
-        ProviderKind::Auto if env.openai_key.is_some() || !config.llm.base_url.is_empty() => {
-            "auto → openai (OPENAI_API_KEY or [llm] base_url is set)".into()
-        }
-        ProviderKind::Auto => {
-            "auto → decided at start: a local Ollama if one answers, else the claude CLI if on PATH; with neither, `anima chat` explains what to set".into()
-        }
-        other => other.as_str().to_string(),
-    }
+fn file_name(config: &config::Config) -> String {
+    config
+        .source
+        .as_ref()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| "(built-in defaults)".into())
+}
+
+/// What `anima run` needs from the environment that `chat` does not.
+fn slack_tokens_missing(config: &config::Config) -> Option<String> {
+    let needed: &[&str] = match config.slack.mode {
+        SlackMode::Socket => &["SLACK_BOT_TOKEN", "SLACK_APP_TOKEN"],
+        SlackMode::Events => &["SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET"],
+    };
+    let missing: Vec<&str> = needed
+        .iter()
+        .copied()
+        .filter(|name| Secret::from_env(name).is_none())
+        .collect();
+    (!missing.is_empty()).then(|| {
+        format!(
+            "slack: {} {} not set; `anima run` needs {} ({} mode), `anima chat` does not",
+            missing.join(" and "),
+            if missing.len() == 1 { "is" } else { "are" },
+            if missing.len() == 1 { "it" } else { "them" },
+            match config.slack.mode {
+                SlackMode::Socket => "socket",
+                SlackMode::Events => "events",
+            }
+        )
+    })
 }

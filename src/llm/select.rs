@@ -164,6 +164,20 @@ async fn openai_provider(
     ))
 }
 
+/// Whether an HTTP server answers at `base_url` (any status counts), for `anima check`.
+pub async fn answers(base_url: &str) -> Result<(), String> {
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(3))
+        .build()
+        .map_err(|e| e.to_string())?;
+    match client.get(base_url).send().await {
+        Ok(_) => Ok(()),
+        Err(e) if e.is_timeout() => Err("no answer within 3 s".into()),
+        Err(e) if e.is_connect() => Err("connection refused or host unknown".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// `name` itself when it contains a `/`, else the first executable of that name on PATH.
 pub fn find_executable(name: &str, path: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
     let is_exe = |p: &Path| {
