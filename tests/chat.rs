@@ -379,12 +379,15 @@ fn user_models_are_committed_to_git_with_their_notes() {
     );
     let list = home.run(&["users", "list"], "");
     assert!(
-        list.stdout.contains("ada-lovelace") && list.stdout.contains("model v2"),
+        list.stdout.contains("ada-lovelace") && list.stdout.contains("  v2"),
         "{}",
         list.stdout
     );
     let missing = home.run(&["users", "show", "nobody"], "");
-    assert_eq!(missing.status, 2);
+    assert_eq!(
+        missing.status, 1,
+        "not found is a runtime failure, not bad usage"
+    );
 }
 
 #[test]

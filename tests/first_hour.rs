@@ -244,3 +244,71 @@ fn check_tells_whether_chat_can_work() {
         r.stdout
     );
 }
+
+/// A model outage is one line on stderr per failed turn (not one per retry and again at the
+/// end); the provider and model are said once at start, even when piped.
+#[test]
+fn an_outage_is_reported_once_per_turn() {
+    let model = FakeModel::start();
+    for _ in 0..3 {
+        model.push(Script::Status(
+            503,
+            vec![("retry-after-ms", "10".into())],
+            "{\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}".into(),
+        ));
+    }
+    model.reply(&answer("Back again."));
+    let home = Home::new("anthropic", &model.url(), "");
+    let r = home.run(&["chat"], "first\nsecond\n");
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    assert_eq!(
+        replies(&r.stdout),
+        [anima::engine::PROVIDER_DOWN_REPLY, "Back again."]
+    );
+    let lines: Vec<&str> = r.stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", r.stderr);
+    assert!(
+        lines[0].starts_with("Talking to Wren through anthropic ("),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        lines[1].starts_with("anima: model error:") && lines[1].contains("503"),
+        "{}",
+        lines[1]
+    );
+}
+
+/// `users` and `processes show` only read: on a fresh home they create no database, and
+/// "not found" exits 1 (2 is for bad usage or configuration).
+#[test]
+fn read_only_commands_create_nothing_and_not_found_exits_1() {
+    let home = Home::new("auto", "", "");
+    let r = home.run(&["users", "list"], "");
+    assert_eq!((r.status, r.stdout.as_str()), (0, "no users yet\n"));
+    for args in [
+        &["users", "show", "Ada"][..],
+        &["users", "log", "Ada"][..],
+        &["processes", "show", "terminal"][..],
+    ] {
+        let r = home.run(args, "");
+        assert_eq!(r.status, 1, "{args:?}: {}", r.stderr);
+    }
+    assert!(!home.data().exists(), "no database, no folder");
+
+    let model = FakeModel::start();
+    model.reply(&answer("Hi."));
+    let home = Home::new("anthropic", &model.url(), "");
+    assert_eq!(home.run(&["chat", "--user", "Ada"], "hi\n").status, 0);
+    let r = home.run(&["users", "list"], "");
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", r.stdout);
+    assert!(
+        lines[0].starts_with("SLUG") && lines[0].contains("TURNS"),
+        "{}",
+        lines[0]
+    );
+    assert!(lines[1].starts_with("ada "), "{}", lines[1]);
+    let r = home.run(&["users", "show", "Ada"], "");
+    assert_eq!(r.stdout.trim(), "Ada has no user model yet (1 turn so far)");
+}

@@ -108,6 +108,9 @@ pub type CliResult = Result<(), Failure>;
 pub fn run(cli: Cli) -> ExitCode {
     let default_filter = match cli.command {
         Command::Run => "anima=info",
+        // `chat` says a failed model call itself, once per turn: the retries' warnings and
+        // the engine's would say it again (ANIMA_LOG shows them).
+        Command::Chat(_) => "anima=warn,anima::llm::retry=error,anima::engine::pipeline=error",
         _ => "anima=warn",
     };
     telemetry::init(cli.log_format, default_filter);
@@ -162,6 +165,16 @@ pub(crate) fn plural(n: u64, noun: &str) -> String {
     match n {
         1 => format!("1 {noun}"),
         n => format!("{n} {noun}s"),
+    }
+}
+
+/// Opens the store if the database exists, for commands that only read: they never create
+/// one.
+pub(crate) fn open_existing_store(config: &Config) -> Result<Option<Arc<Store>>, Failure> {
+    if config.db_path().exists() {
+        open_store(config).map(Some)
+    } else {
+        Ok(None)
     }
 }
 

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use clap::{Subcommand, ValueEnum};
 
-use super::{load_config, open_store, CliResult, Failure};
+use super::{load_config, open_existing_store, plural, CliResult, Failure};
 use crate::process::{def, graph, library};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -68,16 +68,19 @@ pub fn run(config_path: Option<&Path>, command: ProcessesCommand) -> CliResult {
                 Ok(())
             } else {
                 Err(Failure::Usage(format!(
-                    "{} problem(s) in the process files; `anima check` lists them",
-                    problems.len()
+                    "{} in the process files; `anima check` lists them",
+                    plural(problems.len() as u64, "problem")
                 )))
             }
         }
         ProcessesCommand::Show { thread } => {
-            let store = open_store(&config)?;
-            let state = store.thread_process(&thread).map_err(Failure::runtime)?;
-            let Some(state) = state else {
-                return Err(Failure::Usage(format!(
+            let store = open_existing_store(&config)?;
+            let state = match &store {
+                Some(store) => store.thread_process(&thread).map_err(Failure::runtime)?,
+                None => None,
+            };
+            let (Some(store), Some(state)) = (store, state) else {
+                return Err(Failure::Runtime(format!(
                     "thread `{thread}` has no process state yet"
                 )));
             };

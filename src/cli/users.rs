@@ -4,9 +4,9 @@ use std::path::Path;
 
 use clap::Subcommand;
 
-use super::{load_config, open_store, CliResult, Failure};
+use super::{load_config, open_existing_store, plural, CliResult, Failure};
 use crate::memory::model_repo::ModelRepo;
-use crate::memory::{Store, UserRecord};
+use crate::memory::UserRecord;
 
 #[derive(Debug, Subcommand)]
 pub enum UsersCommand {
@@ -20,34 +20,40 @@ pub enum UsersCommand {
 
 pub fn run(config_path: Option<&Path>, command: UsersCommand) -> CliResult {
     let config = load_config(config_path)?;
-    let store = open_store(&config)?;
+    let store = open_existing_store(&config)?;
+    let users = match &store {
+        Some(store) => store.users().map_err(Failure::runtime)?,
+        None => Vec::new(),
+    };
     match command {
         UsersCommand::List => {
-            let users = store.users().map_err(Failure::runtime)?;
             if users.is_empty() {
                 println!("no users yet");
+                return Ok(());
             }
+            println!("{:<24} {:<24} {:>6}  MODEL", "SLUG", "NAME", "TURNS");
             for u in users {
                 println!(
-                    "{:<24} {:<24} turns {:>4}  model v{}",
+                    "{:<24} {:<24} {:>6}  v{}",
                     u.slug, u.display_name, u.turns, u.model_version
                 );
             }
             Ok(())
         }
         UsersCommand::Show { name } => {
-            let u = find(&store, &name)?;
+            let u = find(users, &name)?;
             match &u.model {
                 Some(model) => println!("{}", model.trim_end()),
                 None => println!(
-                    "{} has no user model yet ({} turns so far)",
-                    u.display_name, u.turns
+                    "{} has no user model yet ({} so far)",
+                    u.display_name,
+                    plural(u.turns.max(0) as u64, "turn")
                 ),
             }
             Ok(())
         }
         UsersCommand::Log { name } => {
-            let u = find(&store, &name)?;
+            let u = find(users, &name)?;
             let revisions = match ModelRepo::open_existing(&config.memory_dir()) {
                 Some(repo) => repo.log(&u.slug).map_err(Failure::runtime)?,
                 None => Vec::new(),
@@ -69,8 +75,8 @@ pub fn run(config_path: Option<&Path>, command: UsersCommand) -> CliResult {
     }
 }
 
-fn find(store: &Store, name: &str) -> Result<UserRecord, Failure> {
-    let users = store.users().map_err(Failure::runtime)?;
+/// A person by slug, user id or display name; not found is a runtime failure (exit 1).
+fn find(users: Vec<UserRecord>, name: &str) -> Result<UserRecord, Failure> {
     let wanted = name.trim();
     let slug = crate::memory::slug(wanted, wanted);
     users
@@ -82,7 +88,7 @@ fn find(store: &Store, name: &str) -> Result<UserRecord, Failure> {
                 || u.slug == slug
         })
         .ok_or_else(|| {
-            Failure::Usage(format!(
+            Failure::Runtime(format!(
                 "no user named `{wanted}`; `anima users list` shows who there is"
             ))
         })
