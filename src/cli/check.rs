@@ -1,5 +1,7 @@
-//! `anima check`: every problem with the configuration, soul files and database, each naming
-//! the file (and key and line where there is one) and what to do. Exit 2 on any problem.
+//! `anima check`: whether `chat` and `run` can work. Every problem with the configuration,
+//! soul and process files, database and model provider (resolved as at start), each naming
+//! the file (and key and line where there is one) and what to do; exit 2 on any problem.
+//! Warnings say what works but not as one may think (the built-in soul, no Slack tokens).
 
 use std::path::Path;
 

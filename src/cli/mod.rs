@@ -46,7 +46,8 @@ pub enum Command {
     Chat(chat::ChatArgs),
     /// The long-running Slack daemon.
     Run,
-    /// Validate configuration, soul files and the database; print every problem.
+    /// Validate configuration, soul and process files, the database and the model provider;
+    /// print every problem.
     Check,
     /// Write the built-in soul, processes and a commented anima.toml into DIR for editing.
     Init(init::InitArgs),
