@@ -90,7 +90,7 @@ fn an_admin_whisper_shapes_the_next_turn_and_a_reset_thread_starts_afresh() {
     slack.send_event(mention("1.000003", Some("1.000001"), "third"), "E3", 0);
     slack.wait(10, "a reply", |s| s.posts().len() == 3);
     let third = model.requests()[2].prompt_text();
-    assert!(!third.contains("first"), "a new conversation: {third}");
+    assert!(!third.contains(": first"), "a new conversation: {third}");
     assert!(
         model.requests()[2].turn_text().contains("<user_model"),
         "its first turn again"

@@ -183,6 +183,7 @@ impl Default for RawProcesses {
 }
 
 #[derive(Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize))]
 #[serde(deny_unknown_fields, default)]
 pub struct RawAdmin {
     pub users: Vec<String>,

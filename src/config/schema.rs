@@ -151,6 +151,7 @@ pub(super) const KEYS: &[Key] = &[
             unit: "seconds",
         },
     ),
+    key("admin", "users", Kind::TextList),
     key(
         "http",
         "listen",
