@@ -15,16 +15,12 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anima::engine::{Engine, Message, Perception};
+use anima::engine::{gate_input, spoken, Engine, Message, Perception};
 use anima::llm::{BoxFuture, ChatRequest, Completion, Deltas, LlmError, Provider, Usage};
-use anima::memory::{
-    Entry, EntryType, NewEntry, SoulState, Store, TurnContext, TurnRecord, TurnStart,
-};
+use anima::memory::{EntryType, NewEntry, SoulState, Store, TurnRecord, TurnStart};
 use anima::parse::parse_response;
 use anima::process::library::MAIN_STEPS;
-use anima::prompt::{
-    build_prompt, plan, GateInput, Gates, ProcessInstructions, PromptInput, Speaker, Spoken,
-};
+use anima::prompt::{build_prompt, plan, Gates, ProcessInstructions, PromptInput};
 use anima::soul::SoulFiles;
 
 fn soul_4kb() -> SoulFiles {
@@ -65,48 +61,6 @@ fn model_output_2kb(model: &str) -> String {
          <soul_state_update>\nemotionalState: focused\ncurrentTopic: BG3 port status\n</soul_state_update>",
         &model[..model.len().min(1200)]
     )
-}
-
-/// The thread's entries as the prompt takes them, as the engine converts them.
-fn spoken(entries: &[Entry]) -> Vec<Spoken<'_>> {
-    entries
-        .iter()
-        .filter_map(|e| {
-            let by = match e.entry_type {
-                EntryType::UserMessage => Speaker::Person(
-                    e.metadata
-                        .get("name")
-                        .and_then(|n| n.as_str())
-                        .unwrap_or("user"),
-                ),
-                EntryType::ExternalDialog => Speaker::Soul,
-                _ => return None,
-            };
-            Some(Spoken {
-                by,
-                text: &e.content,
-            })
-        })
-        .collect()
-}
-
-/// What the gates read, as the engine gathers it.
-fn gate_input(ctx: &TurnContext) -> GateInput {
-    GateInput {
-        interaction: ctx.interaction,
-        thread_turns: ctx.thread_turns,
-        last_user_model_check: ctx
-            .recent
-            .iter()
-            .rev()
-            .find(|e| {
-                e.entry_type == EntryType::MentalQuery
-                    && e.content == anima::steps::USER_MODEL_CHECK
-            })
-            .and_then(Entry::result),
-        user_turns: ctx.user.turns,
-        injected_at_turn: ctx.user.injected_at_turn,
-    }
 }
 
 fn stats(name: &str, mut samples: Vec<Duration>) {

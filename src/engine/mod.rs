@@ -20,6 +20,8 @@ use tracing::{warn, Instrument};
 
 pub use apply::StateChange;
 pub use perception::{Message, Perception, Quiet, CLOSED_QUESTION, FOLLOW_UP_QUESTION};
+/// How the store's records become the prompt's inputs (public for the turn benchmark).
+pub use prompting::{gate_input, spoken};
 
 use crate::config::Config;
 use crate::llm::select::{self, Environment, SelectError};

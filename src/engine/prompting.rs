@@ -62,7 +62,7 @@ pub(super) fn run_prompt(i: &RunInput) -> prompt::Prompt {
 }
 
 /// What the gates read about this turn.
-pub(super) fn gate_input(ctx: &TurnContext) -> GateInput {
+pub fn gate_input(ctx: &TurnContext) -> GateInput {
     GateInput {
         interaction: ctx.interaction,
         thread_turns: ctx.thread_turns,
@@ -84,7 +84,7 @@ fn last_user_model_check(recent: &[Entry]) -> Option<bool> {
 /// What was said in the thread, as the prompt takes it: people's messages (by the name they
 /// were recorded with, `user` without one) and the soul's replies. Thoughts and checks are
 /// not history.
-fn spoken(entries: &[Entry]) -> Vec<Spoken<'_>> {
+pub fn spoken(entries: &[Entry]) -> Vec<Spoken<'_>> {
     entries
         .iter()
         .filter_map(|e| {
