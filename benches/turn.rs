@@ -213,6 +213,7 @@ fn main() {
                     display_name: "Tom",
                     text: "What's the status of the port?",
                     source: None,
+                    inbox: None,
                     window: 20,
                     claimant: "bench",
                     claim_until_ms: 0,

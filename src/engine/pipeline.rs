@@ -238,6 +238,7 @@ impl Engine {
                             display_name: &pm.display_name,
                             text: &pm.text,
                             source: pm.source.as_deref(),
+                            inbox: pm.inbox_id,
                             window,
                             claimant: &who,
                             claim_until_ms,

@@ -112,31 +112,32 @@ impl Store {
     }
 
     /// Picks up the conversation's next unfinished message, in order. A row whose reply is
-    /// fixed counts the pick-up (delivering it is the attempt); a pending row counts when its
-    /// turn starts (`start_attempt`), so rows waiting for a turn slot lose nothing.
+    /// fixed counts the pick-up (delivering it is the attempt, a write); a pending row is
+    /// only read here: its attempt counts in the transaction that begins its turn, so rows
+    /// waiting for a turn slot lose nothing.
     pub fn claim_next(&self, conversation: &str) -> Result<Option<InboxItem>, StoreError> {
-        self.write(|tx| {
-            Ok(tx
-                .prepare_cached(&format!(
-                    "UPDATE inbox SET attempts = attempts + (status = 'replying')
-                     WHERE id = (SELECT id FROM inbox WHERE conversation = ?1 AND status IN ('pending', 'replying')
-                                 ORDER BY seq, id LIMIT 1)
-                     RETURNING {COLUMNS}"
-                ))?
-                .query_row([conversation], from_row)
-                .optional()?)
-        })
-    }
-
-    /// Counts an attempt at a pending row's turn; returns the attempts so far.
-    pub fn start_attempt(&self, id: i64) -> Result<i64, StoreError> {
-        self.write(|tx| {
-            Ok(tx
-                .prepare_cached(
-                    "UPDATE inbox SET attempts = attempts + 1 WHERE id = ?1 RETURNING attempts",
-                )?
-                .query_row([id], |r| r.get(0))?)
-        })
+        let next = self
+            .conn()
+            .prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM inbox WHERE conversation = ?1 AND status IN ('pending', 'replying')
+                 ORDER BY seq, id LIMIT 1"
+            ))?
+            .query_row([conversation], from_row)
+            .optional()?;
+        match next {
+            Some(mut item) if item.status == InboxStatus::Replying => {
+                let id = item.id;
+                item.attempts = self.write(|tx| {
+                    Ok(tx
+                        .prepare_cached(
+                            "UPDATE inbox SET attempts = attempts + 1 WHERE id = ?1 RETURNING attempts",
+                        )?
+                        .query_row([id], |r| r.get(0))?)
+                })?;
+                Ok(Some(item))
+            }
+            other => Ok(other),
+        }
     }
 
     /// Conversations with unfinished messages (to resume after a restart).
@@ -324,10 +325,13 @@ mod tests {
         let item = s.claim_next("C1:1.0").unwrap().unwrap();
         assert_eq!((item.id, item.attempts), (first, 0), "lower seq first");
         assert_eq!(
-            s.start_attempt(first).unwrap(),
-            1,
-            "a pending row counts its turn"
+            s.claim_next("C1:1.0").unwrap().unwrap().attempts,
+            0,
+            "waiting is no attempt"
         );
+        s.conn()
+            .execute("UPDATE inbox SET attempts = 1 WHERE id = ?1", [first])
+            .unwrap();
         s.set_inbox_reply(first, "hi").unwrap();
         assert_eq!(
             s.claim_next("C1:1.0").unwrap().unwrap().attempts,

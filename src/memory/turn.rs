@@ -48,6 +48,8 @@ pub struct TurnStart<'a> {
     pub text: &'a str,
     /// Where the message came from (an inbox row): recorded once however often it is retried.
     pub source: Option<&'a str>,
+    /// The inbox row this turn answers: its attempt is counted here.
+    pub inbox: Option<i64>,
     pub window: u32,
     /// Names this turn's claim on a whisper (unique per turn).
     pub claimant: &'a str,
@@ -130,6 +132,10 @@ impl Store {
                     "UPDATE counters SET value = value + 1 WHERE name = 'interactions' RETURNING value",
                 )?
                 .query_row([], |r| r.get(0))?;
+            if let Some(row) = t.inbox {
+                tx.prepare_cached("UPDATE inbox SET attempts = attempts + 1 WHERE id = ?1")?
+                    .execute([row])?;
+            }
             let now = now_ms();
             let whisper = tx
                 .prepare_cached(
@@ -411,6 +417,7 @@ mod tests {
             display_name: "Tom",
             text,
             source: None,
+            inbox: None,
             window: 20,
             claimant,
             claim_until_ms: now_ms() + 60_000,

@@ -260,14 +260,13 @@ impl Router {
         // the model call or the delivery.
         let mut sign = None;
         if item.status == InboxStatus::Pending {
-            let permit = self.permits.clone().acquire_owned().await.ok();
-            // The attempt counts once it holds a turn slot: waiting in line is no attempt.
-            let id = item.id;
-            item.attempts = self.store.call(move |s| s.start_attempt(id)).await?;
-            if item.attempts > MAX_ATTEMPTS {
-                drop(permit);
+            // `attempts` counts the turns begun (in the transaction that begins each); a row
+            // that has had its share is answered with the apology instead of another.
+            if item.attempts >= MAX_ATTEMPTS {
+                item.attempts += 1;
                 return self.give_up(&item).await;
             }
+            let permit = self.permits.clone().acquire_owned().await.ok();
             let in_flight = InFlight::new(&self.metrics);
             let (surface, at) = (self.surface.clone(), to.clone());
             sign = Some(tokio::spawn(
@@ -398,8 +397,8 @@ impl Router {
                     part: 0,
                 }),
                 // A crash after this delivery and before the row is marked brings it back
-                // here: look before delivering again.
-                maybe_delivered: item.attempts > MAX_ATTEMPTS + 1,
+                // here: always look first (a give-up is rare; one lookup is cheap).
+                maybe_delivered: true,
             };
             if let Err(e) = self.surface.deliver(&address(item), part).await {
                 warn!(error = %e, inbox = item.id, "the apology was not delivered");
