@@ -538,3 +538,26 @@ fn an_events_api_body_over_its_cap_is_refused_unread() {
     slack.wait(10, "the reply", |s| s.posts().len() == 1);
     assert_eq!(model.requests().len(), 1, "the huge event cost nothing");
 }
+
+#[test]
+fn a_slack_outage_delays_a_reply_but_never_loses_or_doubles_it() {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    model.reply(&answer("Worth the wait."));
+    let (home, d) = socket_daemon_env(&model, &slack, "", &[]);
+    // The Web API goes down (HTTP 503 everywhere); the socket stays up.
+    slack.up.store(false, std::sync::atomic::Ordering::SeqCst);
+    slack.send_event(mention("C1", "9.000001", "still there?"), "E1", 0);
+    d.wait_log("reply not delivered yet; trying again", 20);
+    assert!(slack.posts().is_empty());
+    slack.up.store(true, std::sync::atomic::Ordering::SeqCst);
+    slack.wait(30, "the reply", |s| s.posts().len() == 1);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(slack.posts().len(), 1, "{:?}", slack.posts());
+    assert_eq!(slack.posts()[0].text, "Worth the wait.");
+    let item = home.store().inbox_item(1).unwrap().unwrap();
+    assert_eq!(item.status, anima::memory::InboxStatus::Done);
+    assert!(
+        !d.log().contains("every attempt"),
+        "an outage spends no attempt"
+    );
+}

@@ -335,33 +335,51 @@ impl Router {
             (r.parts_posted.max(0) as usize, maybe)
         });
         let mut finished = false;
-        for (i, text) in parts.iter().enumerate().skip(skip) {
-            let part = Part {
-                text,
-                mark: row.map(|(r, _)| PartMark {
-                    row: r.id,
-                    part: i + 1,
-                }),
-                maybe_delivered,
-            };
-            maybe_delivered = false;
-            match self.surface.deliver(to, part).await {
-                Ok(reference) => {
-                    Metrics::inc(&self.metrics.replies_posted);
-                    if let Some((r, _)) = row {
-                        let (id, last) = (r.id, i + 1 == parts.len());
-                        self.store
-                            .call(move |s| s.mark_part_posted(id, i as i64 + 1, &reference, last))
-                            .await?;
-                        finished = last;
+        'parts: for (i, text) in parts.iter().enumerate().skip(skip) {
+            let mut wait = Duration::from_secs(1);
+            loop {
+                let part = Part {
+                    text,
+                    mark: row.map(|(r, _)| PartMark {
+                        row: r.id,
+                        part: i + 1,
+                    }),
+                    maybe_delivered,
+                };
+                match self.surface.deliver(to, part).await {
+                    Ok(reference) => {
+                        maybe_delivered = false;
+                        Metrics::inc(&self.metrics.replies_posted);
+                        if let Some((r, _)) = row {
+                            let (id, last) = (r.id, i + 1 == parts.len());
+                            self.store
+                                .call(move |s| {
+                                    s.mark_part_posted(id, i as i64 + 1, &reference, last)
+                                })
+                                .await?;
+                            finished = last;
+                        }
+                        break;
                     }
-                }
-                Err(e) => {
-                    // Refused for good (e.g. not_in_channel): give up on this reply rather
-                    // than retry forever; the message and reply stay in the store.
-                    Metrics::inc(&self.metrics.replies_undeliverable);
-                    warn!(error = %e, "reply not delivered");
-                    break;
+                    Err(Undeliverable::Unavailable(e)) => {
+                        // Not now: the same part again later (it may have arrived, so it is
+                        // looked for first). No attempt is spent; at shutdown the row waits
+                        // for the next start.
+                        maybe_delivered = true;
+                        if self.stopping.load(Ordering::SeqCst) {
+                            anyhow::bail!("stopping with a part undelivered: {e}");
+                        }
+                        warn!(error = %e, retry_in_ms = wait.as_millis() as u64, "reply not delivered yet; trying again");
+                        tokio::time::sleep(wait).await;
+                        wait = (wait * 2).min(Duration::from_secs(60));
+                    }
+                    Err(e @ Undeliverable::Refused(_)) => {
+                        // Refused for good (e.g. not_in_channel): give up on this reply rather
+                        // than retry forever; the message and reply stay in the store.
+                        Metrics::inc(&self.metrics.replies_undeliverable);
+                        warn!(error = %e, "reply not delivered");
+                        break 'parts;
+                    }
                 }
             }
         }

@@ -32,10 +32,17 @@ pub struct Part<'a> {
     pub maybe_delivered: bool,
 }
 
-/// The surface refused a part for good (retrying would not help).
+/// Why a part was not delivered.
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct Undeliverable(pub String);
+pub enum Undeliverable {
+    /// Refused for good (retrying would not help): the reply is given up.
+    #[error("refused: {0}")]
+    Refused(String),
+    /// Not now (the surface is unreachable or busy, or whether the part arrived cannot be
+    /// told): the router tries the same part again later, as one that may have arrived.
+    #[error("unavailable: {0}")]
+    Unavailable(String),
+}
 
 pub trait Surface: Send + Sync {
     /// Shows (`on`) or clears the sign that the soul is working on the message at `at`.

@@ -146,6 +146,28 @@ pub fn connector(api_base_url: &str) -> SlackClientHyperHttpsConnector {
         .with_slack_api_url(api_base_url.trim_end_matches('/'))
 }
 
+/// Slack error codes that say "not now" rather than "never".
+fn transient(code: &str) -> bool {
+    matches!(
+        code,
+        "internal_error"
+            | "fatal_error"
+            | "service_unavailable"
+            | "request_timeout"
+            | "team_added_to_org"
+    )
+}
+
+impl SlackError {
+    /// Whether trying again later can succeed (Slack unreachable, busy or rate limiting).
+    pub fn is_temporary(&self) -> bool {
+        match self {
+            SlackError::Transport { .. } | SlackError::RateLimited { .. } => true,
+            SlackError::Api { code, .. } => code == "ratelimited" || transient(code),
+        }
+    }
+}
+
 /// A Slack ts (`"1610241741.000200"`) as a sortable pair; unreadable parts sort first.
 pub fn ts_order(ts: &str) -> (u64, u64) {
     let (secs, frac) = ts.split_once('.').unwrap_or((ts, "0"));
@@ -292,7 +314,9 @@ impl SlackApi {
         maybe_posted: bool,
     ) -> Result<String, SlackError> {
         if maybe_posted {
-            if let Some(ts) = self.find_posted(bot, out).await {
+            // Not knowing is not "not there": a lookup that fails posts nothing (the caller
+            // tries again later).
+            if let Some(ts) = self.find_posted(bot, out).await? {
                 info!(ts = %ts, "the reply had arrived before the restart; not posting it again");
                 return Ok(ts);
             }
@@ -325,20 +349,24 @@ impl SlackApi {
                     wait
                 }
                 SlackError::Api { code, .. } if code == "ratelimited" => Duration::from_secs(1),
+                SlackError::Api { code, .. } if transient(code) => {
+                    warn!(method = "chat.postMessage", code = %code, "Slack could not take the reply now");
+                    return Err(err);
+                }
                 SlackError::Api { code, .. } => {
                     warn!(method = "chat.postMessage", code = %code, channel = out.channel, "Slack refused the reply");
                     return Err(err);
                 }
                 SlackError::Transport { .. } => {
                     warn!(error = %err, attempt, "chat.postMessage outcome unknown; checking the conversation");
-                    if let Some(ts) = self.find_posted(bot, out).await {
+                    if let Some(ts) = self.find_posted(bot, out).await? {
                         info!(ts = %ts, "the reply had arrived; not posting it again");
                         return Ok(ts);
                     }
                     Duration::from_millis(500 * 2u64.pow(attempt.min(5)))
                 }
             };
-            if attempt >= 6 {
+            if attempt >= 3 {
                 return Err(err);
             }
             tokio::time::sleep(wait).await;
@@ -347,7 +375,11 @@ impl SlackApi {
 
     /// Our own copy of `out` in the conversation: the message carrying its mark, or (for an
     /// unmarked post) our message with its text, after `after_ts`.
-    async fn find_posted(&self, bot: &BotIdentity, out: &Outgoing<'_>) -> Option<String> {
+    async fn find_posted(
+        &self,
+        bot: &BotIdentity,
+        out: &Outgoing<'_>,
+    ) -> Result<Option<String>, SlackError> {
         let session = self.client.open_session(&self.bot_token);
         let channel_id = SlackChannelId::new(out.channel.to_string());
         let oldest = SlackTs::new(out.after_ts.to_string());
@@ -388,15 +420,18 @@ impl SlackApi {
         let messages = match messages {
             Ok(m) => m,
             Err(e) => {
-                warn!(error = %e, "cannot check whether the reply arrived");
-                return None;
+                warn!(error = %e, "cannot check whether the reply arrived; not posting it until one can");
+                return Err(SlackError::Transport {
+                    method: "conversations.replies",
+                    message: format!("cannot check whether the reply arrived: {e}"),
+                });
             }
         };
         debug!(
             found = messages.len(),
             "looked for the reply in the conversation"
         );
-        messages
+        Ok(messages
             .into_iter()
             .find(|m| match out.mark {
                 Some(mark) => mark.is_on(m),
@@ -409,7 +444,7 @@ impl SlackApi {
                         && m.content.text.as_deref() == Some(out.text)
                 }
             })
-            .map(|m| m.origin.ts.to_string())
+            .map(|m| m.origin.ts.to_string()))
     }
 
     /// Shows that the soul is working: a reaction on the message, or the assistant status.

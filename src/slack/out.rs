@@ -83,7 +83,10 @@ impl Surface for SlackSurface {
         async move {
             let Some(a) = SlackAddress::decode(to) else {
                 warn!(address = %to.text, "an address this surface did not write");
-                return Err(Undeliverable(format!("not a Slack address: {}", to.text)));
+                return Err(Undeliverable::Refused(format!(
+                    "not a Slack address: {}",
+                    to.text
+                )));
             };
             let out = Outgoing {
                 channel: &a.channel,
@@ -98,7 +101,13 @@ impl Surface for SlackSurface {
             self.api
                 .post(&self.bot, &out, part.maybe_delivered)
                 .await
-                .map_err(|e| Undeliverable(e.to_string()))
+                .map_err(|e| {
+                    if e.is_temporary() {
+                        Undeliverable::Unavailable(e.to_string())
+                    } else {
+                        Undeliverable::Refused(e.to_string())
+                    }
+                })
         }
         .boxed()
     }
