@@ -307,7 +307,7 @@ fn configure(conn: &mut Connection) -> Result<(), rusqlite::Error> {
     // then writes fails at once (SQLITE_BUSY) when another process wrote in between, and no
     // busy timeout can help it.
     conn.set_transaction_behavior(TransactionBehavior::Immediate);
-    conn.pragma_update(None, "journal_mode", "WAL")?;
+    enter_wal(conn)?;
     // WAL + NORMAL: a commit survives a crash of anima; only a power loss can drop the
     // last commits. One fsync per checkpoint instead of per turn.
     conn.pragma_update(None, "synchronous", "NORMAL")?;
@@ -315,6 +315,24 @@ fn configure(conn: &mut Connection) -> Result<(), rusqlite::Error> {
     // After a checkpoint, a WAL larger than this is truncated back to it.
     conn.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)?;
     Ok(())
+}
+
+/// Switches the database to WAL. On a fresh home this takes an exclusive lock without asking
+/// the busy handler, so a second process opening the same fresh home at that moment gets
+/// SQLITE_BUSY at once; it waits and tries again, within the busy timeout, like any other write.
+fn enter_wal(conn: &Connection) -> Result<(), rusqlite::Error> {
+    let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+    loop {
+        match conn.pragma_update(None, "journal_mode", "WAL") {
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if e.code == rusqlite::ErrorCode::DatabaseBusy
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            other => return other,
+        }
+    }
 }
 
 /// Unix time in microseconds.
