@@ -171,6 +171,7 @@ fn main() {
         speaker: "Tom",
         process_note: None,
         quiet_minutes: None,
+        machine: None,
         message: "What's the status of the BG3 port, and what should I do next?",
     };
     let built = build_prompt(&input);
@@ -280,6 +281,7 @@ fn main() {
                 text: "What's the status of the port?".into(),
                 source: None,
                 inbox_id: None,
+                newer: None,
             })))
             .unwrap()
         }),

@@ -17,6 +17,7 @@ pub mod slack;
 pub mod router;
 pub mod engine;
 pub mod process;
+pub mod ism;
 pub mod prompt;
 pub mod llm;
 pub mod parse;

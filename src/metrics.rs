@@ -67,6 +67,11 @@ pub struct TransitionLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EndingLabels {
+    pub ending: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReplyLabels {
     /// `whole` (chat.postMessage) or `streamed`.
     pub mode: &'static str,
@@ -100,6 +105,9 @@ pub struct Metrics {
     pub tokens: Family<TokenLabels, Counter>,
     cache_hit_ratio: Gauge<f64, std::sync::atomic::AtomicU64>,
     pub transitions: Family<TransitionLabels, Counter>,
+    /// ISM loops by how they ended, and their iterations.
+    pub ism_loops: Family<EndingLabels, Counter>,
+    pub ism_iterations: Counter,
     pub slack_errors: Family<SlackErrorLabels, Counter>,
     pub slack_rate_limited: Family<MethodLabels, Counter>,
     inbox_depth: Gauge,
@@ -228,6 +236,17 @@ impl Default for Metrics {
             "Process transitions taken",
             transitions.clone(),
         );
+        let ism_loops = Family::<EndingLabels, Counter>::default();
+        r.register(
+            "ism_loops",
+            "Implicit semantic machine loops by how they ended",
+            ism_loops.clone(),
+        );
+        let ism_iterations = counter(
+            &mut r,
+            "ism_iterations",
+            "Implicit semantic machine iterations (one selection call each)",
+        );
         let slack_errors = Family::<SlackErrorLabels, Counter>::default();
         r.register(
             "slack_api_errors",
@@ -291,6 +310,8 @@ impl Default for Metrics {
             tokens,
             cache_hit_ratio,
             transitions,
+            ism_loops,
+            ism_iterations,
             slack_errors,
             slack_rate_limited,
             inbox_depth,
@@ -351,6 +372,12 @@ impl Metrics {
         {
             self.tokens.get_or_create(&TokenLabels { kind }).inc_by(n);
         }
+    }
+
+    /// One ISM loop ended.
+    pub fn ism_loop(&self, ending: &'static str, iterations: u32) {
+        self.ism_loops.get_or_create(&EndingLabels { ending }).inc();
+        self.ism_iterations.inc_by(iterations as u64);
     }
 
     /// Why the daemon is degraded: a turn panicked or a message was given up recently.

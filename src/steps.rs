@@ -142,6 +142,23 @@ pub const USER_MODEL_CHECK: &str = "Did I learn something new about the user mod
 /// The question a soul-state check is recorded under in working memory.
 pub const SOUL_STATE_CHECK: &str = "Has my soul state changed?";
 
+/// An ISM's selection answer: the actions the soul chooses, in order, and why.
+pub const ACTION_SELECTION: &str = "action_selection";
+/// One chosen action inside [`ACTION_SELECTION`].
+pub const ACTION: &str = "action";
+/// The reasoning inside [`ACTION_SELECTION`].
+pub const REASONING: &str = "reasoning";
+/// The placeholders of the selection example.
+pub const EXAMPLE_ACTION: &str = "ACTION NAME";
+const EXAMPLE_REASONING: &str = "why, in a sentence or two";
+
+/// The selection answer's skeleton, shown with the instructions.
+pub fn selection_example() -> String {
+    format!(
+        "<{ACTION_SELECTION}>\n<{REASONING}>{EXAMPLE_REASONING}</{REASONING}>\n<{ACTION}>{EXAMPLE_ACTION}</{ACTION}>\n</{ACTION_SELECTION}>"
+    )
+}
+
 /// The placeholder verb of the examples.
 pub const EXAMPLE_VERB: &str = "VERB";
 
@@ -149,13 +166,14 @@ pub const EXAMPLE_VERB: &str = "VERB";
 /// structure: a model that echoes the prompt writes them back, and the parser drops them and
 /// their content from the text it would otherwise show. A prompt test holds this list to
 /// what `build_prompt` emits.
-pub const PROMPT_SECTIONS: [&str; 9] = [
+pub const PROMPT_SECTIONS: [&str; 10] = [
     "soul",
     "skills",
     "soul_state",
     "intuition",
     "user_model",
     "process",
+    "implicit_machine",
     "instructions",
     "quiet",
     "current_message",

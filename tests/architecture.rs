@@ -55,6 +55,13 @@ const FORBIDDEN: &[(&str, &[&str], &str)] = &[
         "the engine knows nothing of where a perception came from",
     ),
     (
+        "ism",
+        &[
+            "slack", "llm", "memory", "engine", "router", "daemon", "prompt", "parse", "process",
+        ],
+        "the ISM loop's core is pure: it decides, the engine calls the model",
+    ),
+    (
         "steps",
         &[
             "slack", "llm", "memory", "engine", "router", "daemon", "prompt", "parse",
@@ -77,7 +84,7 @@ const IO: &[&str] = &[
     "axum",
     "slack_morphism",
 ];
-const PURE: &[&str] = &["parse", "prompt"];
+const PURE: &[&str] = &["parse", "prompt", "ism"];
 
 struct Edge {
     line: usize,

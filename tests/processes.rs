@@ -315,6 +315,7 @@ async fn proactive_follow_ups_under_a_controlled_clock() {
             text: text.into(),
             source: None,
             inbox_id: None,
+            newer: None,
         })
     };
     // What a quiet spell makes the soul say, if anything.

@@ -77,6 +77,7 @@ pub async fn run(config_path: Option<&Path>, args: ChatArgs) -> CliResult {
                 text: line,
                 source: None,
                 inbox_id: None,
+                newer: None,
             }))
             .await
             .map_err(Failure::runtime)?;
@@ -105,10 +106,28 @@ fn print_outcome(outcome: &TurnOutcome, json: bool) -> CliResult {
 }
 
 fn show_thoughts(outcome: &TurnOutcome) {
+    let mut err = std::io::stderr().lock();
+    for it in &outcome.machine_log {
+        let chosen = if it.chosen.is_empty() {
+            "no usable choice".to_string()
+        } else {
+            it.chosen.join(", ")
+        };
+        let _ = write!(err, "[iteration {}] {chosen}", it.number);
+        if !it.unknown.is_empty() {
+            let _ = write!(err, " (skipped, not actions: {})", it.unknown.join(", "));
+        }
+        if !it.reasoning.is_empty() {
+            let _ = write!(err, " — {}", it.reasoning);
+        }
+        let _ = writeln!(err);
+        for (action, produced) in &it.produced {
+            let _ = writeln!(err, "    {action} → {produced}");
+        }
+    }
     let Some(c) = &outcome.cognition else {
         return;
     };
-    let mut err = std::io::stderr().lock();
     if let Some(m) = &c.monologue {
         let _ = writeln!(
             err,

@@ -5,7 +5,12 @@ use std::path::Path;
 use clap::{Subcommand, ValueEnum};
 
 use super::{load_config, open_existing_store, plural, CliResult, Failure};
+use crate::ism::Effect;
+use crate::memory::{Entry, EntryType};
 use crate::process::{def, graph, library};
+
+/// ISM iterations `processes show` prints.
+const SHOWN: usize = 20;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum GraphFormat {
@@ -57,7 +62,29 @@ pub fn run(config_path: Option<&Path>, command: ProcessesCommand) -> CliResult {
                 for d in defs.values() {
                     println!("{}  {}", d.name, d.description);
                     let steps: Vec<&str> = d.steps.iter().map(|s| s.name()).collect();
-                    println!("    steps: {}", steps.join(", "));
+                    if let Some(ism) = &d.ism {
+                        let loops = ism
+                            .max_loops
+                            .map_or(format!("{} ([ism] max_loops)", config.ism.max_loops), |n| {
+                                n.to_string()
+                            });
+                        println!("    kind: ism, up to {loops} iterations");
+                        println!("    goal: {}", ism.goal);
+                        if !ism.playbook.is_empty() {
+                            println!("    playbook: {}", ism.playbook);
+                        }
+                        for a in &ism.actions {
+                            println!(
+                                "    action {} ({}): {}",
+                                a.name,
+                                effect_text(&a.effect),
+                                a.description
+                            );
+                        }
+                        println!("    answering steps: {}", steps.join(", "));
+                    } else {
+                        println!("    steps: {}", steps.join(", "));
+                    }
                     for t in &d.transitions {
                         let now = if t.execute_now { " (execute_now)" } else { "" };
                         println!("    → {} when {}{now}", t.to, t.when_text);
@@ -96,15 +123,34 @@ pub fn run(config_path: Option<&Path>, command: ProcessesCommand) -> CliResult {
                     .collect();
                 println!("params:      {}", params.join(", "));
             }
+            let entries = store.thread_entries(&thread).map_err(Failure::runtime)?;
+            let iterations: Vec<_> = entries
+                .iter()
+                .filter(|e| e.entry_type == EntryType::ActionSelection)
+                .collect();
+            if !iterations.is_empty() {
+                println!(
+                    "ism iterations (latest {} of {}):",
+                    iterations.len().min(SHOWN),
+                    iterations.len()
+                );
+            }
+            for e in iterations
+                .iter()
+                .skip(iterations.len().saturating_sub(SHOWN))
+            {
+                println!("  {}", iteration_line(e));
+            }
             let history = store.transitions(&thread).map_err(Failure::runtime)?;
             if !history.is_empty() {
                 println!("transitions:");
             }
             for t in history {
-                let rule = t
-                    .record
-                    .rule
-                    .map_or("fallback".to_string(), |r| format!("rule {r}"));
+                let rule = match (&t.record.action, t.record.rule) {
+                    (Some(a), _) => format!("action {a}"),
+                    (None, Some(r)) => format!("rule {r}"),
+                    (None, None) => "fallback".to_string(),
+                };
                 let now = if t.record.execute_now {
                     ", execute_now"
                 } else {
@@ -118,4 +164,56 @@ pub fn run(config_path: Option<&Path>, command: ProcessesCommand) -> CliResult {
             Ok(())
         }
     }
+}
+
+/// An effect as `processes list` shows it.
+fn effect_text(e: &Effect) -> String {
+    match e {
+        Effect::Query { question } => format!("query {question:?}"),
+        Effect::Respond { keep_going: true } => "respond, then continue".into(),
+        Effect::Transition {
+            to, execute_now, ..
+        } => format!(
+            "transition to {to}{}",
+            if *execute_now { ", execute_now" } else { "" }
+        ),
+        other => other.name().into(),
+    }
+}
+
+/// One recorded ISM iteration on a line: its number, what was chosen, why, how it ended.
+fn iteration_line(e: &Entry) -> String {
+    let m = &e.metadata;
+    let list = |key: &str| -> Vec<String> {
+        m.get(key)
+            .and_then(|v| v.as_array())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let chosen = list("chosen");
+    let mut line = format!(
+        "{} #{}: {}",
+        m.get("process").and_then(|v| v.as_str()).unwrap_or("?"),
+        m.get("iteration").and_then(|v| v.as_u64()).unwrap_or(0),
+        if chosen.is_empty() {
+            "no usable choice".to_string()
+        } else {
+            chosen.join(", ")
+        }
+    );
+    let unknown = list("unknown");
+    if !unknown.is_empty() {
+        line.push_str(&format!(" (skipped: {})", unknown.join(", ")));
+    }
+    if !e.content.is_empty() {
+        line.push_str(&format!(" — {}", e.content));
+    }
+    if let Some(end) = m.get("ending").and_then(|v| v.as_str()) {
+        line.push_str(&format!(" [ended: {end}]"));
+    }
+    line
 }

@@ -29,6 +29,7 @@ pub struct Config {
     /// The process a new thread starts in (falls back to `main` if there is no such file).
     pub initial_process: String,
     pub max_chain: u32,
+    pub ism: IsmConfig,
     pub proactive_idle_minutes: u64,
     /// How often the daemon looks for quiet threads.
     pub proactive_scan_secs: u64,
@@ -47,6 +48,17 @@ pub struct LlmConfig {
     pub max_retries: u32,
     pub claude_cli_path: String,
     pub stream: bool,
+}
+
+/// `[ism]`: implicit semantic machines.
+#[derive(Debug, Clone)]
+pub struct IsmConfig {
+    /// False: an ism process runs as a fixed one (its answering steps, one call).
+    pub enabled: bool,
+    /// Iterations for an ism process whose file sets no `max_loops`.
+    pub max_loops: u32,
+    /// A model for the selection calls (same provider); empty: the provider's own.
+    pub selection_model: String,
 }
 
 #[derive(Debug, Clone)]
@@ -392,6 +404,11 @@ fn validate(
         shutdown_grace_secs: raw.daemon.shutdown_grace_secs,
         initial_process: raw.processes.initial.trim().to_string(),
         max_chain: raw.processes.max_chain,
+        ism: IsmConfig {
+            enabled: raw.ism.enabled,
+            max_loops: raw.ism.max_loops,
+            selection_model: raw.ism.selection_model.trim().to_string(),
+        },
         proactive_idle_minutes: raw.processes.proactive_idle_minutes,
         proactive_scan_secs: raw.processes.proactive_scan_secs,
         admin_users: raw.admin.users.clone(),

@@ -16,6 +16,7 @@ pub struct RawConfig {
     pub slack: RawSlack,
     pub daemon: RawDaemon,
     pub processes: RawProcesses,
+    pub ism: RawIsm,
     pub http: RawHttp,
     pub admin: RawAdmin,
 }
@@ -178,6 +179,25 @@ impl Default for RawProcesses {
             max_chain: 3,
             proactive_idle_minutes: 240,
             proactive_scan_secs: 60,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize))]
+#[serde(deny_unknown_fields, default)]
+pub struct RawIsm {
+    pub enabled: bool,
+    pub max_loops: u32,
+    pub selection_model: String,
+}
+
+impl Default for RawIsm {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            max_loops: 5,
+            selection_model: String::new(),
         }
     }
 }

@@ -151,6 +151,13 @@ pub(super) const KEYS: &[Key] = &[
             unit: "seconds",
         },
     ),
+    key("ism", "enabled", Kind::Bool),
+    key("ism", "max_loops", whole(1, 50)),
+    key(
+        "ism",
+        "selection_model",
+        Kind::Text("a model name in quotes, or \"\" for the provider's own"),
+    ),
     key("admin", "users", Kind::TextList),
     key(
         "http",

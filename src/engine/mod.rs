@@ -8,6 +8,7 @@
 //! nothing about where a perception came from (terminal or Slack) or where the reply goes.
 
 mod apply;
+mod ism;
 mod model;
 mod perception;
 mod pipeline;
@@ -19,7 +20,7 @@ use serde::Serialize;
 use tracing::{warn, Instrument};
 
 pub use apply::StateChange;
-pub use perception::{Message, Perception, Quiet, CLOSED_QUESTION, FOLLOW_UP_QUESTION};
+pub use perception::{Message, Newer, Perception, Quiet, CLOSED_QUESTION, FOLLOW_UP_QUESTION};
 /// How the store's records become the prompt's inputs (public for the turn benchmark).
 pub use prompting::{gate_input, spoken};
 
@@ -65,6 +66,13 @@ pub struct TurnOutcome {
     pub error: Option<String>,
     /// Time spent waiting for the model, retries included (µs).
     pub model_us: u64,
+    /// Model calls the turn made (an ISM makes several).
+    pub model_calls: u32,
+    /// ISM loop iterations (0 for a fixed process).
+    pub iterations: u32,
+    /// The ISM iterations themselves, oldest first (for `--show-thoughts`).
+    #[serde(skip)]
+    pub machine_log: Vec<crate::ism::Iteration>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -180,12 +188,12 @@ impl Engine {
             Perception::Message(m) => {
                 tracing::info_span!("turn", trace = &trace[..12], thread = %m.thread, user = %m.user_id,
                 process = empty, steps = empty, model = empty, input_tokens = empty, output_tokens = empty,
-                model_ms = empty, engine_ms = empty, outcome = empty)
+                model_ms = empty, engine_ms = empty, outcome = empty, model_calls = empty, iterations = empty)
             }
             Perception::Quiet(q) => {
                 tracing::info_span!("proactive_turn", trace = &trace[..12], thread = %q.thread,
                 process = empty, steps = empty, model = empty, input_tokens = empty, output_tokens = empty,
-                model_ms = empty, engine_ms = empty, outcome = empty)
+                model_ms = empty, engine_ms = empty, outcome = empty, model_calls = empty, iterations = empty)
             }
         };
         self.run(p).instrument(span).await

@@ -26,6 +26,7 @@ impl Engine {
         built: &prompt::Prompt,
         session: Option<&str>,
         plan: TurnPlan,
+        model: Option<&str>,
     ) -> Result<Run, (LlmError, u64)> {
         let history = messages(&built.history);
         let request = ChatRequest {
@@ -34,6 +35,7 @@ impl Engine {
             user: &built.user,
             max_tokens: self.config.llm.max_tokens,
             session,
+            model,
         };
         let started = Instant::now();
         let result = llm::retry::with_retries(self.config.llm.max_retries, || {

@@ -30,6 +30,29 @@ pub struct Message {
     pub source: Option<String>,
     /// The inbox row this turn answers; its reply is fixed in the turn's transaction.
     pub inbox_id: Option<i64>,
+    /// Tells whether a newer message has arrived in the same conversation (an ISM's loop
+    /// stops for it); `None` where messages come one at a time.
+    pub newer: Option<Newer>,
+}
+
+/// Asks whoever delivers messages whether a newer one is waiting in this conversation.
+#[derive(Clone)]
+pub struct Newer(std::sync::Arc<dyn Fn() -> bool + Send + Sync>);
+
+impl Newer {
+    pub fn new(arrived: impl Fn() -> bool + Send + Sync + 'static) -> Newer {
+        Newer(std::sync::Arc::new(arrived))
+    }
+
+    pub fn arrived(&self) -> bool {
+        (self.0)()
+    }
+}
+
+impl std::fmt::Debug for Newer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Newer(..)")
+    }
 }
 
 /// A quiet conversation, as of `now_ms` (a clock the caller controls).

@@ -10,8 +10,9 @@ use serde_json::json;
 use tracing::{info, warn};
 
 use super::apply::Outcome;
+use super::ism::{Ran, RunState, Spent};
 use super::perception::{answer, Perception, FOLLOW_UP_QUESTION};
-use super::prompting::{facts_for, gate_input, run_prompt, RunInput};
+use super::prompting::{facts_for, gate_input, RunInput};
 use super::{Engine, EngineError, TurnOutcome, PROVIDER_DOWN_REPLY};
 use crate::llm::LlmError;
 use crate::memory::{now_ms, Entry, EntryType, NewEntry, TurnContext, TurnRecord, TurnStart};
@@ -47,62 +48,98 @@ impl Engine {
             Perception::Message(m) => Some((m.display_name.as_str(), m.text.as_str())),
             Perception::Quiet(_) => None,
         };
+        let newer = match p {
+            Perception::Message(m) => m.newer.as_ref(),
+            Perception::Quiet(_) => None,
+        };
         let mut state = begun.state.clone();
         let mut soul = ctx.soul.clone();
         let mut outcome = Outcome::default();
-        let (mut transitions, mut usage, mut ran) = (Vec::new(), Vec::new(), Vec::new());
-        let (mut model_us, mut chain) = (0, 0);
+        let (mut transitions, mut ran) = (Vec::new(), Vec::new());
+        let mut spent = Spent::default();
+        let (mut chain, mut iterations) = (0, 0);
+        let mut machine_log = Vec::new();
         let last = loop {
             let def = machine::begin_run(&mut state, &lib);
             ran.push(def.name.clone());
             let plan = self.plan(def, ctx);
             info!(process = %def.name, interaction = ctx.interaction, steps = ?plan.steps, user_model = plan.inject_user_model, why = plan.user_model_reason, "turn planned");
-            let built = run_prompt(&RunInput {
-                lib: &lib,
-                def,
-                state: &state,
-                ctx,
-                soul: &soul,
-                plan: &plan,
-                history: &begun.history,
-                extra_queries: policy.extra_queries,
-                whisper: ctx.whisper.as_ref().filter(|_| policy.whisper),
-                message,
-                quiet_minutes: begun.quiet_minutes,
-            });
-            let called = self.call(&built, ctx.claude_session.as_deref(), plan).await;
-            self.count_call(&called);
-            let run = match called {
+            let rs = RunState {
+                input: RunInput {
+                    lib: &lib,
+                    def,
+                    state: &state,
+                    ctx,
+                    soul: &ctx.soul,
+                    plan: &plan,
+                    history: &begun.history,
+                    extra_queries: policy.extra_queries,
+                    whisper: ctx.whisper.as_ref().filter(|_| policy.whisper),
+                    message,
+                    quiet_minutes: begun.quiet_minutes,
+                    machine: None,
+                    queries: None,
+                },
+                soul: &mut soul,
+                outcome: &mut outcome,
+                user,
+                meta: policy.entry_meta(&def.name),
+                spent: &mut spent,
+                session: ctx.claude_session.as_deref(),
+            };
+            let result = match def.ism.as_ref().filter(|_| self.config.ism.enabled) {
+                Some(ism) => {
+                    let hand_over_now = policy.chains && chain < self.config.max_chain;
+                    self.run_machine(ism, rs, newer, hand_over_now).await
+                }
+                None => self.run_fixed(rs).await,
+            };
+            let run = match result {
                 Ok(run) => run,
-                Err((e, latency_us)) => {
+                Err((e, model_us)) => {
                     return self
-                        .failed(p, &begun, state.current, ran, e, model_us + latency_us)
+                        .failed(p, &begun, state.current, ran, e, model_us)
                         .await;
                 }
             };
-            model_us += run.latency_us;
-            usage.push(self.usage_record(&run));
-            outcome.apply(
-                &run.plan,
-                &run.cognition,
-                user,
-                &mut soul,
-                &policy.entry_meta(&def.name),
-            );
-            let facts = facts_for(
-                &soul,
-                &state,
-                &run.cognition,
-                begun.turns,
-                begun.idle_minutes,
-                &def.name,
-            );
+            iterations += run.iterations;
+            machine_log.extend(run.log.iter().cloned());
             let chaining = Chaining {
                 done: chain,
                 max: self.config.max_chain,
-                allowed: policy.chains,
+                // An interrupted run hands nothing on: the newer message comes next.
+                allowed: policy.chains && !run.interrupted,
             };
-            let step = machine::step(def, state, &facts, &lib, chaining);
+            let step = match (&run.handed_over, &run.last) {
+                (Some(h), _) => machine::hand_over(
+                    def,
+                    &h.action,
+                    &h.to,
+                    &h.params,
+                    h.execute_now,
+                    &lib,
+                    chaining,
+                ),
+                (None, Some(last)) if !run.interrupted => {
+                    let facts = facts_for(
+                        &soul,
+                        &state,
+                        &last.cognition,
+                        begun.turns,
+                        begun.idle_minutes,
+                        &def.name,
+                    );
+                    machine::step(def, state.clone(), &facts, &lib, chaining)
+                }
+                // Interrupted before it spoke: the thread stays where it is.
+                (None, _) => machine::Step {
+                    state: state.clone(),
+                    record: None,
+                    run_again: false,
+                    fell_back_from: None,
+                    chain_cut: false,
+                },
+            };
             log_step(&step, self.config.max_chain);
             state = step.state;
             transitions.extend(step.record);
@@ -111,23 +148,39 @@ impl Engine {
             }
             chain += 1;
         };
+        let model_us = spent.model_us;
+        let usage = std::mem::take(&mut spent.usage);
+        let model_calls = usage.len() as u32;
 
-        let said = policy.speaks(&last.cognition);
-        if said {
-            outcome.say(&last.cognition, &policy.said_meta());
-        } else if outcome.entries.is_empty() {
+        let said = last.speaks
+            && last
+                .last
+                .as_ref()
+                .is_some_and(|run| policy.speaks(&run.cognition));
+        if let (true, Some(run)) = (said, &last.last) {
+            outcome.say(&run.cognition, &policy.said_meta());
+        } else if policy.proactive && outcome.entries.is_empty() {
             // A silent quiet-spell turn still leaves its mark, so the spell gets one attempt.
+            let result = last
+                .last
+                .as_ref()
+                .and_then(|run| answer(&run.cognition, FOLLOW_UP_QUESTION));
             outcome.entries.push(
-                NewEntry::new(EntryType::MentalQuery, FOLLOW_UP_QUESTION).metadata(
-                    json!({ "result": answer(&last.cognition, FOLLOW_UP_QUESTION), "proactive": true }),
-                ),
+                NewEntry::new(EntryType::MentalQuery, FOLLOW_UP_QUESTION)
+                    .metadata(json!({ "result": result, "proactive": true })),
             );
         }
         if policy.proactive {
             info!(thread = p.thread(), quiet_minutes = ?begun.quiet_minutes, follow_up = said, "proactive turn");
         }
         let user_model_updated = outcome.user_model.is_some();
-        let reply = last.cognition.reply.clone();
+        let iterations_done = iterations;
+        let Ran { last, speaks, .. } = last;
+        // Interrupted before it spoke: no reply (the newer message's answers both).
+        let reply = match &last {
+            Some(run) if speaks => run.cognition.reply.clone(),
+            _ => String::new(),
+        };
         let (user_id, inbox) = match p {
             Perception::Message(m) => (m.user_id.clone(), m.inbox_id.map(|id| (id, reply.clone()))),
             Perception::Quiet(_) => (String::new(), None),
@@ -150,7 +203,7 @@ impl Engine {
                 .filter(|_| policy.whisper)
                 .map(|w| w.id),
             whisper_claimant: Some(begun.claimant.clone()),
-            claude_session: last.completion.session.clone(),
+            claude_session: last.as_ref().and_then(|r| r.completion.session.clone()),
             usage,
             inbox,
             process: Some(state.clone()),
@@ -158,14 +211,13 @@ impl Engine {
             proactive: !policy.counted,
         };
         let steps = last
-            .plan
-            .steps
             .iter()
-            .map(|s| s.name())
+            .flat_map(|r| r.plan.steps.iter().map(|s| s.name()))
             .collect::<Vec<_>>()
             .join(",");
         let outcome_word = match (policy.proactive, said) {
-            (false, _) => "completed",
+            (false, true) => "completed",
+            (false, false) => "interrupted",
             (true, true) => "followed_up",
             (true, false) => "stayed_quiet",
         };
@@ -179,7 +231,11 @@ impl Engine {
         let span = tracing::Span::current();
         span.record("process", state.current.as_str());
         span.record("steps", steps.as_str());
-        span.record("model", last.completion.model.as_str());
+        if let Some(run) = &last {
+            span.record("model", run.completion.model.as_str());
+        }
+        span.record("model_calls", model_calls);
+        span.record("iterations", iterations_done);
         span.record(
             "input_tokens",
             record.usage.iter().map(|u| u.input_tokens).sum::<u64>(),
@@ -208,12 +264,19 @@ impl Engine {
             process: state.current,
             ran,
             interaction: policy.counted.then_some(ctx.interaction),
-            cognition: Some(last.cognition),
-            plan: last.plan,
+            plan: last.as_ref().map(|r| r.plan.clone()).unwrap_or(TurnPlan {
+                steps: Vec::new(),
+                inject_user_model: false,
+                user_model_reason: "no call",
+            }),
+            cognition: last.map(|r| r.cognition),
             state_changes: outcome.state_changes,
             user_model_updated,
             error: None,
             model_us,
+            model_calls,
+            iterations: iterations_done,
+            machine_log,
         })
     }
 
@@ -343,6 +406,9 @@ impl Engine {
             user_model_updated: false,
             error: Some(e.to_string()),
             model_us,
+            model_calls: 0,
+            iterations: 0,
+            machine_log: Vec::new(),
         })
     }
 
@@ -358,7 +424,7 @@ impl Engine {
     }
 
     /// Counts a model call: outcome, latency, tokens.
-    fn count_call(&self, called: &Result<super::model::Run, (LlmError, u64)>) {
+    pub(super) fn count_call(&self, called: &Result<super::model::Run, (LlmError, u64)>) {
         let Some(m) = &self.metrics else { return };
         let provider = self.provider.name();
         match called {

@@ -10,6 +10,7 @@ use crate::prompt::{self, GateInput, ProcessInstructions, PromptInput, Speaker, 
 use crate::steps::USER_MODEL_CHECK;
 
 /// What one process run's prompt is made from.
+#[derive(Clone, Copy)]
 pub(super) struct RunInput<'a> {
     pub lib: &'a Loaded,
     pub def: &'a ProcessDef,
@@ -24,6 +25,11 @@ pub(super) struct RunInput<'a> {
     /// (speaker, text); `None` for a perception without a message.
     pub message: Option<(&'a str, &'a str)>,
     pub quiet_minutes: Option<u64>,
+    /// An ISM call: its `<implicit_machine>` section.
+    pub machine: Option<prompt::ism::MachineInput<'a>>,
+    /// The only mental queries of this call (an ISM query action's question), instead of
+    /// the process's own.
+    pub queries: Option<&'a [String]>,
 }
 
 /// Builds one process run's prompt: its process section, its instructions, the gated user
@@ -36,7 +42,10 @@ pub(super) fn run_prompt(i: &RunInput) -> prompt::Prompt {
         i.state.previous.as_deref(),
         &i.state.params,
     );
-    let instructions = instructions_of(i.def, i.extra_queries);
+    let mut instructions = instructions_of(i.def, i.extra_queries);
+    if let Some(only) = i.queries {
+        instructions.mental_queries = only.to_vec();
+    }
     let (speaker, message) = i.message.unwrap_or(("", ""));
     let soul_state = i.soul.non_default();
     let history = spoken(i.history);
@@ -58,6 +67,7 @@ pub(super) fn run_prompt(i: &RunInput) -> prompt::Prompt {
         message,
         process_note: Some(&note),
         quiet_minutes: i.quiet_minutes,
+        machine: i.machine,
     })
 }
 

@@ -57,7 +57,7 @@ impl Anthropic {
         req: ChatRequest<'_>,
         deltas: Option<&Deltas>,
     ) -> Result<Completion, LlmError> {
-        let body = request_body(&self.model, &req, self.stream);
+        let body = request_body(req.model.unwrap_or(&self.model), &req, self.stream);
         let request = self
             .client
             .post(&self.url)
@@ -369,6 +369,7 @@ mod tests {
             user: "<current_message>…</current_message>",
             max_tokens: 100,
             session: None,
+            model: None,
         }
     }
 

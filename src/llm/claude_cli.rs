@@ -35,7 +35,10 @@ impl ClaudeCli {
 
     async fn call(&self, req: ChatRequest<'_>) -> Result<Completion, LlmError> {
         if let Some(session) = req.session {
-            match self.run(req.user, Session::Resume(session)).await {
+            match self
+                .run(req.user, Session::Resume(session), req.model)
+                .await
+            {
                 Err(CliFailure::NoSuchSession) => {
                     tracing::info!(session, "claude-cli forgot the session; starting a new one");
                 }
@@ -43,12 +46,18 @@ impl ClaudeCli {
             }
         }
         let id = uuid::Uuid::new_v4().to_string();
-        self.run(&req.full_text(), Session::New(&id))
+        self.run(&req.full_text(), Session::New(&id), req.model)
             .await
             .map_err(CliFailure::into_error)
     }
 
-    async fn run(&self, prompt: &str, session: Session<'_>) -> Result<Completion, CliFailure> {
+    async fn run(
+        &self,
+        prompt: &str,
+        session: Session<'_>,
+        model: Option<&str>,
+    ) -> Result<Completion, CliFailure> {
+        let model = model.unwrap_or(&self.model);
         std::fs::create_dir_all(&self.workdir).map_err(|e| {
             CliFailure::Other(LlmError::Cli {
                 message: format!("cannot create {}: {e}", self.workdir.display()),
@@ -56,8 +65,8 @@ impl ClaudeCli {
         })?;
         let mut cmd = tokio::process::Command::new(&self.path);
         cmd.arg("-p").arg("--output-format").arg("json");
-        if !self.model.is_empty() {
-            cmd.arg("--model").arg(&self.model);
+        if !model.is_empty() {
+            cmd.arg("--model").arg(model);
         }
         match session {
             Session::New(id) => cmd.arg("--session-id").arg(id),
@@ -155,10 +164,10 @@ impl ClaudeCli {
             .or_else(|| Some(session.id().to_string()));
         Ok(Completion {
             text: result_text,
-            model: if self.model.is_empty() {
+            model: if model.is_empty() {
                 "claude-code".into()
             } else {
-                self.model.clone()
+                model.to_string()
             },
             stop_reason: Some(subtype.to_string()).filter(|s| !s.is_empty()),
             usage: Usage {

@@ -47,6 +47,9 @@ pub struct ChatRequest<'a> {
     pub max_tokens: u32,
     /// For providers that keep sessions (claude-cli): the thread's session to resume.
     pub session: Option<&'a str>,
+    /// A model for this request instead of the provider's own (same provider), e.g. a
+    /// cheaper one for an ISM's action selection.
+    pub model: Option<&'a str>,
 }
 
 impl ChatRequest<'_> {

@@ -71,7 +71,8 @@ impl OpenAi {
         req: ChatRequest<'_>,
         deltas: Option<&Deltas>,
     ) -> Result<Completion, LlmError> {
-        let body = request_body(&self.model, &req, self.stream);
+        let model = req.model.unwrap_or(&self.model);
+        let body = request_body(model, &req, self.stream);
         let mut request = self
             .client
             .post(format!("{}/chat/completions", self.base))
@@ -81,10 +82,10 @@ impl OpenAi {
         }
         let resp = http::send(NAME, request, self.timeout).await?;
         if !self.stream {
-            return parse_completion(&http::body(NAME, resp, self.timeout).await?, &self.model);
+            return parse_completion(&http::body(NAME, resp, self.timeout).await?, model);
         }
         let mut acc = StreamState {
-            model: self.model.clone(),
+            model: model.to_string(),
             ..StreamState::default()
         };
         let done = sse::read(NAME, resp, |frame| {

@@ -69,6 +69,8 @@ pub struct InboxItem {
     pub received_us: i64,
     /// Pick-ups so far, this one included.
     pub attempts: i64,
+    /// When it was claimed: other open rows of its conversation waited behind it.
+    pub others_waiting: bool,
 }
 
 impl InboxItem {
@@ -101,6 +103,7 @@ fn from_row(r: &Row) -> rusqlite::Result<InboxItem> {
         reply_ref: r.get(10)?,
         received_us: r.get(11)?,
         attempts: r.get(12)?,
+        others_waiting: false,
     })
 }
 
@@ -119,10 +122,16 @@ impl Store {
         let next = self
             .conn()
             .prepare_cached(&format!(
-                "SELECT {COLUMNS} FROM inbox WHERE conversation = ?1 AND status IN ('pending', 'replying')
+                "SELECT {COLUMNS}, (SELECT COUNT(*) FROM inbox o
+                     WHERE o.conversation = ?1 AND o.status IN ('pending', 'replying'))
+                 FROM inbox WHERE conversation = ?1 AND status IN ('pending', 'replying')
                  ORDER BY seq, id LIMIT 1"
             ))?
-            .query_row([conversation], from_row)
+            .query_row([conversation], |r| {
+                let mut item = from_row(r)?;
+                item.others_waiting = r.get::<_, i64>(13)? > 1;
+                Ok(item)
+            })
             .optional()?;
         match next {
             Some(mut item) if item.status == InboxStatus::Replying => {

@@ -19,6 +19,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0004_hardening.sql"),
     include_str!("../../migrations/0005_conversations.sql"),
     include_str!("../../migrations/0006_admin.sql"),
+    include_str!("../../migrations/0007_ism.sql"),
 ];
 
 /// The schema version this build writes.

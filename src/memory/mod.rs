@@ -78,6 +78,8 @@ pub struct Store {
     conn: Mutex<Connection>,
     path: PathBuf,
     health: WriteHealth,
+    /// Write transactions begun on this store (for tests and benchmarks of what a turn costs).
+    writes: std::sync::atomic::AtomicU64,
     /// Held for its Drop, which stops the thread.
     _checkpointer: Option<checkpoint::Checkpointer>,
 }
@@ -116,6 +118,7 @@ impl Store {
             conn: Mutex::new(conn),
             path: path.to_path_buf(),
             health: WriteHealth::default(),
+            writes: Default::default(),
             _checkpointer: None,
         }
     }
@@ -140,6 +143,8 @@ impl Store {
         f: impl FnOnce(&Transaction) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
         let mut conn = self.conn();
+        self.writes
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let result = (|| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let value = f(&tx)?;
@@ -149,6 +154,11 @@ impl Store {
         drop(conn);
         self.health.note(&result, &self.path);
         result
+    }
+
+    /// Write transactions begun on this store so far.
+    pub fn write_transactions(&self) -> u64 {
+        self.writes.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Writes one row: proves that the store takes writes right now.

@@ -56,8 +56,8 @@ pub(super) fn save(
     .execute((thread, &state.current, &state.previous, state.invocations as i64, params, now))?;
     for t in transitions {
         conn.prepare_cached(
-            "INSERT INTO process_transitions (thread, interaction, from_process, to_process, rule, execute_now, params, at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            "INSERT INTO process_transitions (thread, interaction, from_process, to_process, rule, execute_now, params, at, action)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
         )?
         .execute(rusqlite::params![
             thread,
@@ -67,7 +67,8 @@ pub(super) fn save(
             t.rule.map(|r| r as i64),
             t.execute_now,
             serde_json::Value::Object(t.params.clone()).to_string(),
-            now
+            now,
+            t.action
         ])?;
     }
     Ok(())
@@ -83,7 +84,7 @@ impl Store {
     pub fn transitions(&self, thread: &str) -> Result<Vec<TransitionRow>, StoreError> {
         let conn = self.conn();
         let mut stmt = conn.prepare(
-            "SELECT interaction, from_process, to_process, rule, execute_now, params, at
+            "SELECT interaction, from_process, to_process, rule, execute_now, params, at, action
              FROM process_transitions WHERE thread = ?1 ORDER BY id",
         )?;
         let rows = stmt.query_map([thread], |r| {
@@ -96,6 +97,7 @@ impl Store {
                     rule: r.get::<_, Option<i64>>(3)?.map(|v| v as usize),
                     execute_now: r.get(4)?,
                     params: serde_json::from_str(&params).unwrap_or_default(),
+                    action: r.get(7)?,
                 },
                 at: r.get(6)?,
             })

@@ -21,6 +21,10 @@ pub enum EntryType {
     SoulStateUpdate,
     #[serde(rename = "userModelUpdate")]
     UserModelUpdate,
+    /// One iteration of an implicit semantic machine: `content` is the soul's reasoning,
+    /// `metadata` the iteration, the actions chosen, skipped and run, and how the loop ended.
+    #[serde(rename = "actionSelection")]
+    ActionSelection,
 }
 
 impl EntryType {
@@ -32,6 +36,7 @@ impl EntryType {
             EntryType::MentalQuery => "mentalQuery",
             EntryType::SoulStateUpdate => "soulStateUpdate",
             EntryType::UserModelUpdate => "userModelUpdate",
+            EntryType::ActionSelection => "actionSelection",
         }
     }
 
@@ -43,6 +48,7 @@ impl EntryType {
             EntryType::MentalQuery,
             EntryType::SoulStateUpdate,
             EntryType::UserModelUpdate,
+            EntryType::ActionSelection,
         ]
         .into_iter()
         .find(|t| t.as_str() == s)

@@ -7,9 +7,12 @@
 //! steps were requested (the engine decides what to act on) and does no I/O.
 
 mod scan;
+mod selection;
 #[cfg(test)]
 mod tests;
 mod text;
+
+pub use selection::{parse_selection, Selection};
 
 use scan::{Element, Tag};
 use serde::Serialize;

@@ -1,7 +1,10 @@
 //! Process files: one TOML file per mental process in `processes/`, read and checked.
 //!
 //! Owns the file format and every problem a file can have (syntax, unknown steps, bad
-//! conditions, missing targets, execute_now cycles), each located by file and line.
+//! conditions, missing targets, execute_now cycles, an ISM's actions), each located by file
+//! and line. A file is a fixed process (its `steps`, one model call a run) or, with
+//! `kind = "ism"`, an implicit semantic machine (a goal, a playbook and actions the soul
+//! chooses from; `steps` are then those of its answering call).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -11,6 +14,7 @@ use toml::Spanned;
 
 use super::when::{self, Expr};
 use crate::config::{line_of, Problem};
+use crate::ism::{Action, Effect, Ism};
 use crate::steps::Step;
 
 /// The process every thread falls back to.
@@ -23,8 +27,19 @@ pub const PROACTIVE: &str = "proactive";
 struct RawProcess {
     name: Spanned<String>,
     #[serde(default)]
+    kind: Option<Spanned<String>>,
+    #[serde(default)]
     description: String,
-    steps: Spanned<Vec<String>>,
+    #[serde(default)]
+    steps: Option<Spanned<Vec<String>>>,
+    #[serde(default)]
+    goal: Option<Spanned<String>>,
+    #[serde(default)]
+    playbook: Option<Spanned<String>>,
+    #[serde(default)]
+    max_loops: Option<Spanned<i64>>,
+    #[serde(default)]
+    actions: Vec<RawAction>,
     #[serde(default)]
     instructions: Option<String>,
     #[serde(default)]
@@ -45,6 +60,34 @@ struct RawTransition {
     params: toml::Table,
 }
 
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAction {
+    name: Spanned<String>,
+    #[serde(default)]
+    description: String,
+    effect: Spanned<String>,
+    #[serde(default)]
+    question: Option<Spanned<String>>,
+    #[serde(default, rename = "continue")]
+    keep_going: Option<Spanned<bool>>,
+    #[serde(default)]
+    to: Option<Spanned<String>>,
+    #[serde(default)]
+    params: Option<Spanned<toml::Table>>,
+    #[serde(default)]
+    execute_now: Option<Spanned<bool>>,
+}
+
+/// The steps of an ISM's answering call when its file names none.
+pub const ISM_STEPS: [Step; 5] = [
+    Step::ExternalDialogue,
+    Step::UserModelCheck,
+    Step::UserModelUpdate,
+    Step::SoulStateCheck,
+    Step::SoulStateUpdate,
+];
+
 /// A checked process.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProcessDef {
@@ -56,6 +99,8 @@ pub struct ProcessDef {
     pub transitions: Vec<Transition>,
     /// The mental-query questions its rules read, asked by its `mental_query` step.
     pub queries: Vec<String>,
+    /// `kind = "ism"`: its goal, playbook and actions.
+    pub ism: Option<Ism>,
     pub file: PathBuf,
 }
 
@@ -123,32 +168,67 @@ pub fn parse(text: &str, path: &Path) -> Result<ProcessDef, Vec<Problem>> {
         ));
     }
 
+    let is_ism = match &raw.kind {
+        None => false,
+        Some(k) => match k.get_ref().trim() {
+            "fixed" => false,
+            "ism" => true,
+            other => {
+                problems.push(problem(
+                    at(k.span()),
+                    "kind",
+                    format!("unknown kind `{other}`: a process is `fixed` (the default) or `ism`"),
+                ));
+                false
+            }
+        },
+    };
+    let steps_line = raw
+        .steps
+        .as_ref()
+        .map_or(at(raw.name.span()), |s| at(s.span()));
     let mut steps = Vec::new();
-    for s in raw.steps.get_ref() {
-        match Step::from_name(s.trim()) {
-            Some(step) if steps.contains(&step) => problems.push(problem(
-                at(raw.steps.span()),
-                "steps",
-                format!("step `{s}` is listed twice"),
-            )),
-            Some(step) => steps.push(step),
-            None => problems.push(problem(
-                at(raw.steps.span()),
-                "steps",
-                format!(
-                    "unknown step `{s}`; the steps are {}",
-                    Step::ALL.map(|s| s.name()).join(", ")
-                ),
-            )),
+    match &raw.steps {
+        None if is_ism => steps = ISM_STEPS.to_vec(),
+        None => problems.push(problem(
+            steps_line,
+            "steps",
+            "missing `steps`: the cognitive steps of the process's model call".into(),
+        )),
+        Some(listed) => {
+            for s in listed.get_ref() {
+                match Step::from_name(s.trim()) {
+                    Some(step) if steps.contains(&step) => problems.push(problem(
+                        steps_line,
+                        "steps",
+                        format!("step `{s}` is listed twice"),
+                    )),
+                    Some(step) => steps.push(step),
+                    None => problems.push(problem(
+                        steps_line,
+                        "steps",
+                        format!(
+                            "unknown step `{s}`; the steps are {}",
+                            Step::ALL.map(|s| s.name()).join(", ")
+                        ),
+                    )),
+                }
+            }
         }
     }
-    if !steps.contains(&Step::ExternalDialogue) {
+    if !steps.is_empty() && !steps.contains(&Step::ExternalDialogue) {
         problems.push(problem(
-            at(raw.steps.span()),
+            steps_line,
             "steps",
             "a process needs `external_dialogue`: it is how the soul answers".into(),
         ));
     }
+    let ism = if is_ism {
+        ism_part(&raw, text, &mut problems, &problem)
+    } else {
+        fixed_only(&raw, text, &mut problems, &problem);
+        None
+    };
 
     let mut overrides = BTreeMap::new();
     for (key, value) in &raw.overrides {
@@ -210,7 +290,7 @@ pub fn parse(text: &str, path: &Path) -> Result<ProcessDef, Vec<Problem>> {
     }
     if !queries.is_empty() && !steps.contains(&Step::MentalQuery) {
         problems.push(problem(
-            at(raw.steps.span()),
+            steps_line,
             "steps",
             format!(
                 "its rules ask {} but steps lack `mental_query`",
@@ -224,7 +304,7 @@ pub fn parse(text: &str, path: &Path) -> Result<ProcessDef, Vec<Problem>> {
     }
     if name == PROACTIVE && !steps.contains(&Step::MentalQuery) {
         problems.push(problem(
-            at(raw.steps.span()),
+            steps_line,
             "steps",
             "the proactive process needs `mental_query`: it decides whether to follow up".into(),
         ));
@@ -240,8 +320,225 @@ pub fn parse(text: &str, path: &Path) -> Result<ProcessDef, Vec<Problem>> {
         overrides,
         transitions,
         queries,
+        ism,
         file: path.to_path_buf(),
     })
+}
+
+type MakeProblem<'a> = dyn Fn(Option<usize>, &str, String) -> Problem + 'a;
+
+/// An ISM's goal, playbook and actions, checked.
+fn ism_part(
+    raw: &RawProcess,
+    text: &str,
+    problems: &mut Vec<Problem>,
+    problem: &MakeProblem,
+) -> Option<Ism> {
+    let at = |span: std::ops::Range<usize>| Some(line_of(text, span.start));
+    let kind_line = raw.kind.as_ref().and_then(|k| at(k.span()));
+    let before = problems.len();
+    let goal = raw
+        .goal
+        .as_ref()
+        .map(|g| g.get_ref().trim().to_string())
+        .unwrap_or_default();
+    if goal.is_empty() {
+        problems.push(problem(
+            raw.goal.as_ref().map_or(kind_line, |g| at(g.span())),
+            "goal",
+            "an ism process needs a `goal`: what the soul is trying to achieve".into(),
+        ));
+    }
+    let max_loops = match &raw.max_loops {
+        None => None,
+        Some(m) if (1..=50).contains(m.get_ref()) => Some(*m.get_ref() as u32),
+        Some(m) => {
+            problems.push(problem(
+                at(m.span()),
+                "max_loops",
+                format!("{} is not a loop bound: use 1 to 50", m.get_ref()),
+            ));
+            None
+        }
+    };
+    let mut actions: Vec<Action> = Vec::new();
+    for (i, a) in raw.actions.iter().enumerate() {
+        let key = |field: &str| format!("actions[{i}].{field}");
+        let line = line_of(text, a.name.span().start);
+        let name = a.name.get_ref().trim().to_string();
+        if name.is_empty() || name.chars().any(|c| c.is_control() || "<>\"&".contains(c)) {
+            problems.push(problem(
+                Some(line),
+                &key("name"),
+                format!(
+                    "`{name}` is not an action name: give it a word or two, without <, >, \" or &"
+                ),
+            ));
+        } else if actions.iter().any(|b| b.name.eq_ignore_ascii_case(&name)) {
+            problems.push(problem(
+                Some(line),
+                &key("name"),
+                format!("action `{name}` is defined twice"),
+            ));
+        }
+        let effect_line = at(a.effect.span());
+        let only = |field: &str, span: Option<std::ops::Range<usize>>, effects: &str| {
+            span.map(|s| {
+                problem(
+                    at(s),
+                    &key(field),
+                    format!(
+                        "`{field}` belongs to {effects}, not to effect `{}`",
+                        a.effect.get_ref().trim()
+                    ),
+                )
+            })
+        };
+        let effect = match a.effect.get_ref().trim() {
+            "think" => Some(Effect::Think),
+            "query" => match a.question.as_ref().map(|q| q.get_ref().trim()) {
+                Some(q) if !q.is_empty() => Some(Effect::Query {
+                    question: q.to_string(),
+                }),
+                _ => {
+                    problems.push(problem(
+                        effect_line,
+                        &key("question"),
+                        "a `query` action needs the `question` it asks (answered true or false)"
+                            .into(),
+                    ));
+                    None
+                }
+            },
+            "respond" => Some(Effect::Respond {
+                keep_going: a.keep_going.as_ref().is_some_and(|k| *k.get_ref()),
+            }),
+            "transition" => match a.to.as_ref().map(|t| t.get_ref().trim()) {
+                Some(to) if !to.is_empty() => Some(Effect::Transition {
+                    to: to.to_string(),
+                    params: a
+                        .params
+                        .as_ref()
+                        .and_then(|p| serde_json::to_value(p.get_ref()).ok())
+                        .and_then(|v| v.as_object().cloned())
+                        .unwrap_or_default(),
+                    execute_now: a.execute_now.as_ref().is_some_and(|e| *e.get_ref()),
+                }),
+                _ => {
+                    problems.push(problem(
+                        effect_line,
+                        &key("to"),
+                        "a `transition` action needs `to`, the process it hands over to".into(),
+                    ));
+                    None
+                }
+            },
+            "done" => Some(Effect::Done),
+            other => {
+                problems.push(problem(
+                    effect_line,
+                    &key("effect"),
+                    format!(
+                        "unknown effect `{other}`; the effects are {}",
+                        Effect::NAMES.join(", ")
+                    ),
+                ));
+                None
+            }
+        };
+        let effect_name = effect.as_ref().map(|e| e.name());
+        if effect_name != Some("query") {
+            problems.extend(only(
+                "question",
+                a.question.as_ref().map(|q| q.span()),
+                "`query`",
+            ));
+        }
+        if effect_name != Some("respond") {
+            problems.extend(only(
+                "continue",
+                a.keep_going.as_ref().map(|k| k.span()),
+                "`respond`",
+            ));
+        }
+        if effect_name != Some("transition") {
+            problems.extend(only("to", a.to.as_ref().map(|t| t.span()), "`transition`"));
+            problems.extend(only(
+                "params",
+                a.params.as_ref().map(|p| p.span()),
+                "`transition`",
+            ));
+            problems.extend(only(
+                "execute_now",
+                a.execute_now.as_ref().map(|e| e.span()),
+                "`transition`",
+            ));
+        }
+        if let Some(effect) = effect {
+            actions.push(Action {
+                name,
+                description: a.description.trim().to_string(),
+                effect,
+                line,
+            });
+        }
+    }
+    let ism = Ism {
+        goal,
+        playbook: raw
+            .playbook
+            .as_ref()
+            .map(|p| p.get_ref().trim().to_string())
+            .unwrap_or_default(),
+        max_loops,
+        actions,
+    };
+    if raw.actions.is_empty() {
+        problems.push(problem(
+            kind_line,
+            "actions",
+            "an ism process needs `[[actions]]` for the soul to choose from".into(),
+        ));
+    } else if problems.len() == before && !ism.can_respond() {
+        problems.push(problem(
+            kind_line,
+            "actions",
+            "no action answers the person: add one with `effect = \"respond\"`".into(),
+        ));
+    }
+    Some(ism)
+}
+
+/// A fixed process must not carry an ISM's fields.
+fn fixed_only(raw: &RawProcess, text: &str, problems: &mut Vec<Problem>, problem: &MakeProblem) {
+    let at = |span: std::ops::Range<usize>| Some(line_of(text, span.start));
+    let mut stray = Vec::new();
+    if let Some(g) = &raw.goal {
+        stray.push(("goal", at(g.span())));
+    }
+    if let Some(p) = &raw.playbook {
+        stray.push(("playbook", at(p.span())));
+    }
+    if let Some(m) = &raw.max_loops {
+        stray.push(("max_loops", at(m.span())));
+    }
+    if let Some(a) = raw.actions.first() {
+        stray.push(("actions", at(a.name.span())));
+    }
+    for (key, line) in stray {
+        problems.push(problem(
+            line,
+            key,
+            format!("`{key}` belongs to an ism process: add `kind = \"ism\"`"),
+        ));
+    }
+}
+
+impl ProcessDef {
+    /// An ISM's actions (none for a fixed process).
+    pub fn actions(&self) -> impl Iterator<Item = &Action> {
+        self.ism.iter().flat_map(|i| i.actions.iter())
+    }
 }
 
 /// Problems across files: `main` must exist, targets must exist, execute_now must not loop.
@@ -256,6 +553,22 @@ pub fn check_set(defs: &BTreeMap<String, ProcessDef>, dir: &Path) -> Vec<Problem
         });
     }
     for def in defs.values() {
+        for (i, a) in def.actions().enumerate() {
+            if let Effect::Transition { to, .. } = &a.effect {
+                if !defs.contains_key(to) {
+                    problems.push(Problem {
+                        file: def.file.display().to_string(),
+                        key: format!("actions[{i}].to"),
+                        line: Some(a.line),
+                        message: format!(
+                            "action `{}` hands over to a missing process `{to}` (known: {})",
+                            a.name,
+                            defs.keys().cloned().collect::<Vec<_>>().join(", ")
+                        ),
+                    });
+                }
+            }
+        }
         for (i, t) in def.transitions.iter().enumerate() {
             if !t.to.is_empty() && !defs.contains_key(&t.to) {
                 problems.push(Problem {

@@ -1,9 +1,21 @@
-//! The process graph, drawn from the files: Mermaid or Graphviz dot.
+//! The process graph, drawn from the files: Mermaid or Graphviz dot. A rule's transition is
+//! a solid edge labelled with its condition; an ISM's transition action, which the soul may
+//! choose, a dashed edge labelled with the action's name (bold or thick for execute_now).
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use super::ProcessDef;
+
+/// An ISM's transition actions: (action, target, execute_now).
+fn chosen_edges(def: &ProcessDef) -> impl Iterator<Item = (&str, &str, bool)> {
+    def.actions().filter_map(|a| match &a.effect {
+        crate::ism::Effect::Transition {
+            to, execute_now, ..
+        } => Some((a.name.as_str(), to.as_str(), *execute_now)),
+        _ => None,
+    })
+}
 
 fn label(def: &super::Transition) -> String {
     let mut l = if def.when_text.trim() == "true" {
@@ -37,6 +49,14 @@ pub fn mermaid(defs: &BTreeMap<String, ProcessDef>) -> String {
                 t.to
             );
         }
+        for (action, to, now) in chosen_edges(def) {
+            let _ = writeln!(
+                out,
+                "    {name} -. \"action {}{}\" .-> {to}",
+                action.replace('"', "#quot;"),
+                if now { " [execute_now]" } else { "" }
+            );
+        }
     }
     out
 }
@@ -61,6 +81,20 @@ pub fn dot(defs: &BTreeMap<String, ProcessDef>) -> String {
                 esc(name),
                 esc(&t.to),
                 esc(&label(t))
+            );
+        }
+        for (action, to, now) in chosen_edges(def) {
+            let now = if now {
+                " [execute_now]\", style=\"dashed,bold"
+            } else {
+                "\", style=\"dashed"
+            };
+            let _ = writeln!(
+                out,
+                "    \"{}\" -> \"{}\" [label=\"action {}{now}\"];",
+                esc(name),
+                esc(to),
+                esc(action)
             );
         }
     }

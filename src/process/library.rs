@@ -42,13 +42,14 @@ pub fn builtin_main() -> ProcessDef {
         overrides: BTreeMap::new(),
         transitions: Vec::new(),
         queries: Vec::new(),
+        ism: None,
         file: PathBuf::from("(built in)"),
     }
 }
 
 /// The shipped `processes/*.toml`, compiled in: file name and text. A test keeps this list
 /// equal to the folder.
-pub const SHIPPED: [(&str, &str); 6] = [
+pub const SHIPPED: [(&str, &str); 7] = [
     (
         "deep_work.toml",
         include_str!("../../processes/deep_work.toml"),
@@ -69,6 +70,10 @@ pub const SHIPPED: [(&str, &str); 6] = [
     (
         "proactive.toml",
         include_str!("../../processes/proactive.toml"),
+    ),
+    (
+        "problem_solving.toml",
+        include_str!("../../processes/problem_solving.toml"),
     ),
 ];
 

@@ -14,8 +14,10 @@ use crate::process::when::Facts;
 pub struct TransitionRecord {
     pub from: String,
     pub to: String,
-    /// The rule's index in the process file; `None` for a fallback.
+    /// The rule's index in the process file; `None` for a fallback or an action.
     pub rule: Option<usize>,
+    /// The ISM action the soul chose that took it (instead of a rule).
+    pub action: Option<String>,
     pub execute_now: bool,
     pub params: serde_json::Map<String, serde_json::Value>,
 }
@@ -104,30 +106,67 @@ pub fn step(
             chain_cut: false,
         };
     };
-    let exists = lib.process(&t.to).is_some();
-    let target = if exists {
-        t.to.clone()
-    } else {
-        MAIN.to_string()
+    let by = By {
+        rule: Some(rule),
+        action: None,
     };
-    let execute_now = t.execute_now && chain.allowed;
+    take(def, by, &t.to, &t.params, t.execute_now, lib, chain)
+}
+
+/// After a run of the ISM process `def` whose soul chose the transition action `action`:
+/// the hand-over it names, as a rule's would be (rules are not read then).
+pub fn hand_over(
+    def: &ProcessDef,
+    action: &str,
+    to: &str,
+    params: &serde_json::Map<String, serde_json::Value>,
+    execute_now: bool,
+    lib: &Loaded,
+    chain: Chaining,
+) -> Step {
+    let by = By {
+        rule: None,
+        action: Some(action.to_string()),
+    };
+    take(def, by, to, params, execute_now, lib, chain)
+}
+
+/// What took a transition.
+struct By {
+    rule: Option<usize>,
+    action: Option<String>,
+}
+
+fn take(
+    def: &ProcessDef,
+    by: By,
+    to: &str,
+    params: &serde_json::Map<String, serde_json::Value>,
+    execute_now: bool,
+    lib: &Loaded,
+    chain: Chaining,
+) -> Step {
+    let exists = lib.process(to).is_some();
+    let target = if exists { to } else { MAIN }.to_string();
+    let execute_now = execute_now && chain.allowed;
     let chain_cut = execute_now && chain.done >= chain.max;
     Step {
         state: ThreadProcess {
             current: target.clone(),
             previous: Some(def.name.clone()),
             invocations: 0,
-            params: t.params.clone().into_iter().collect(),
+            params: params.clone().into_iter().collect(),
         },
         record: Some(TransitionRecord {
             from: def.name.clone(),
             to: target,
-            rule: Some(rule),
+            rule: by.rule,
+            action: by.action,
             execute_now,
-            params: t.params.clone(),
+            params: params.clone(),
         }),
         run_again: execute_now && !chain_cut,
-        fell_back_from: (!exists).then(|| t.to.clone()),
+        fell_back_from: (!exists).then(|| to.to_string()),
         chain_cut,
     }
 }
@@ -267,5 +306,43 @@ mod tests {
                 None => assert_eq!(s.state, at(&d.name, 1), "{case}"),
             }
         }
+    }
+
+    #[test]
+    fn an_action_hands_over_as_a_rule_would_and_is_named() {
+        let main = def(MAIN, &[]);
+        let deep = def("deep_work", &[]);
+        let l = lib(&[main.clone(), deep]);
+        let free = Chaining {
+            done: 0,
+            max: 3,
+            allowed: true,
+        };
+        let params = serde_json::json!({ "escalated": true })
+            .as_object()
+            .unwrap()
+            .clone();
+        let s = hand_over(&main, "Escalate", "deep_work", &params, true, &l, free);
+        let r = s.record.as_ref().unwrap();
+        assert_eq!(
+            (r.to.as_str(), r.rule, r.action.as_deref()),
+            ("deep_work", None, Some("Escalate"))
+        );
+        assert!(s.run_again && r.execute_now);
+        assert_eq!(s.state.params["escalated"], serde_json::json!(true));
+        // The chain bound and a missing target hold for actions too.
+        let cut = hand_over(
+            &main,
+            "Escalate",
+            "deep_work",
+            &params,
+            true,
+            &l,
+            Chaining { done: 3, ..free },
+        );
+        assert!(cut.chain_cut && !cut.run_again);
+        let gone = hand_over(&main, "Up", "nowhere", &params, false, &l, free);
+        assert_eq!(gone.state.current, MAIN);
+        assert_eq!(gone.fell_back_from.as_deref(), Some("nowhere"));
     }
 }

@@ -48,9 +48,37 @@ fn the_shipped_graph_loads_clean_with_every_seed_process() {
             "frustrated",
             "greeting",
             "main",
-            "proactive"
+            "proactive",
+            "problem_solving"
         ]
     );
+    // The seed's ISM example: Think, Respond, Escalate (to deep_work, at once), reached from
+    // main by a rule.
+    let ps = defs["problem_solving"]
+        .ism
+        .as_ref()
+        .expect("an ism process");
+    let actions: Vec<(&str, &str)> = ps
+        .actions
+        .iter()
+        .map(|a| (a.name.as_str(), a.effect.name()))
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            ("Think", "think"),
+            ("Respond", "respond"),
+            ("Escalate", "transition")
+        ]
+    );
+    assert!(matches!(
+        &ps.actions[2].effect,
+        crate::ism::Effect::Transition { to, execute_now: true, .. } if to == "deep_work"
+    ));
+    assert!(defs["main"]
+        .transitions
+        .iter()
+        .any(|t| t.to == "problem_solving"));
     let greeting = &defs["greeting"];
     assert!(
         !greeting.steps.contains(&crate::steps::Step::SoulStateCheck),
@@ -64,7 +92,13 @@ fn the_shipped_graph_loads_clean_with_every_seed_process() {
             .any(|s| s.name().starts_with("user_model")),
         "deep_work skips user-model steps"
     );
-    assert_eq!(defs["main"].queries, vec!["Is the user angry?".to_string()]);
+    assert_eq!(
+        defs["main"].queries,
+        [
+            "Is the user angry?",
+            "Is the person asking for help with a concrete problem they are stuck on?"
+        ]
+    );
 }
 
 #[test]
@@ -213,6 +247,157 @@ fn file_problems_name_the_line() {
             "{hit}"
         );
     }
+}
+
+/// An ISM file around `actions` (TOML), for the checks.
+fn ism_file(name: &str, actions: &str) -> String {
+    format!("name = \"{name}\"\nkind = \"ism\"\ngoal = \"help\"\n{actions}")
+}
+
+#[test]
+fn ism_file_problems_name_the_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let respond = "[[actions]]\nname = \"Respond\"\neffect = \"respond\"\n";
+    let cases = [
+        (
+            "effect",
+            ism_file(
+                "effect",
+                &format!("{respond}[[actions]]\nname = \"Dance\"\neffect = \"dance\"\n"),
+            ),
+            9,
+            "unknown effect `dance`",
+        ),
+        (
+            "noanswer",
+            ism_file(
+                "noanswer",
+                "[[actions]]\nname = \"Think\"\neffect = \"think\"\n",
+            ),
+            2,
+            "no action answers the person",
+        ),
+        (
+            "noactions",
+            ism_file("noactions", ""),
+            2,
+            "needs `[[actions]]`",
+        ),
+        (
+            "nogoal",
+            format!("name = \"nogoal\"\nkind = \"ism\"\n{respond}"),
+            2,
+            "needs a `goal`",
+        ),
+        (
+            "notarget",
+            ism_file(
+                "notarget",
+                &format!("{respond}[[actions]]\nname = \"Go\"\neffect = \"transition\"\n"),
+            ),
+            9,
+            "needs `to`",
+        ),
+        (
+            "noquestion",
+            ism_file(
+                "noquestion",
+                &format!("{respond}[[actions]]\nname = \"Ask\"\neffect = \"query\"\n"),
+            ),
+            9,
+            "needs the `question`",
+        ),
+        (
+            "stray",
+            ism_file(
+                "stray",
+                &format!("{respond}[[actions]]\nname = \"T\"\neffect = \"think\"\nto = \"main\"\n"),
+            ),
+            10,
+            "`to` belongs to `transition`",
+        ),
+        (
+            "twice",
+            ism_file("twice", &format!("{respond}{respond}")),
+            8,
+            "defined twice",
+        ),
+        (
+            "loops",
+            ism_file("loops", &format!("max_loops = 0\n{respond}")),
+            4,
+            "not a loop bound",
+        ),
+        (
+            "kind",
+            "name = \"kind\"\nkind = \"fancy\"\nsteps = [\"external_dialogue\"]\n".to_string(),
+            2,
+            "unknown kind `fancy`",
+        ),
+        (
+            "fixedgoal",
+            "name = \"fixedgoal\"\nsteps = [\"external_dialogue\"]\ngoal = \"x\"\n".to_string(),
+            3,
+            "add `kind = \"ism\"`",
+        ),
+        (
+            "nosteps",
+            "name = \"nosteps\"\n".to_string(),
+            1,
+            "missing `steps`",
+        ),
+    ];
+    for (name, text, line, needle) in cases {
+        let p = write(d, name, &text);
+        let problems = load_file(&p).unwrap_err();
+        let hit = problems.iter().find(|pr| pr.to_string().contains(needle));
+        let hit = hit.unwrap_or_else(|| panic!("{name}: {problems:?}"));
+        assert_eq!(hit.line, Some(line), "{name}: {hit}");
+    }
+    // A good one: its answering steps default, its actions in order.
+    let p = write(
+        d,
+        "good",
+        &ism_file("good", &format!("max_loops = 3\n[[actions]]\nname = \"Ask\"\neffect = \"query\"\nquestion = \"Clear?\"\n{respond}continue = true\n")),
+    );
+    let def = load_file(&p).unwrap();
+    let ism = def.ism.as_ref().unwrap();
+    assert_eq!(def.steps, crate::process::def::ISM_STEPS);
+    assert_eq!(ism.max_loops, Some(3));
+    assert_eq!(
+        ism.actions[0].effect,
+        crate::ism::Effect::Query {
+            question: "Clear?".into()
+        }
+    );
+    assert_eq!(
+        ism.actions[1].effect,
+        crate::ism::Effect::Respond { keep_going: true }
+    );
+}
+
+#[test]
+fn an_ism_action_naming_a_missing_process_is_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write(d, "main", MINIMAL_MAIN);
+    write(
+        d,
+        "solve",
+        &ism_file(
+            "solve",
+            "[[actions]]\nname = \"Respond\"\neffect = \"respond\"\n[[actions]]\nname = \"Up\"\neffect = \"transition\"\nto = \"nowhere\"\n",
+        ),
+    );
+    let (defs, problems) = load_dir(d);
+    assert!(problems.is_empty(), "{problems:?}");
+    let text: Vec<String> = check_set(&defs, d).iter().map(|p| p.to_string()).collect();
+    assert!(
+        text.iter()
+            .any(|t| t.contains("solve.toml:8") && t.contains("missing process `nowhere`")),
+        "{text:?}"
+    );
 }
 
 #[test]

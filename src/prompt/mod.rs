@@ -10,6 +10,7 @@
 
 mod fence;
 pub mod instructions;
+pub mod ism;
 pub mod plan;
 mod user_model;
 
@@ -44,6 +45,9 @@ pub struct PromptInput<'a> {
     pub process_note: Option<&'a str>,
     /// A proactive turn: no message, only this many minutes of quiet.
     pub quiet_minutes: Option<u64>,
+    /// A call of an implicit semantic machine: its section, and for a selection call its
+    /// instructions instead of the steps'.
+    pub machine: Option<ism::MachineInput<'a>>,
 }
 
 /// A whispered intuition, and who whispered it (both untrusted).
@@ -161,8 +165,14 @@ fn turn_sections(input: &PromptInput) -> String {
         out.push_str(note);
         out.push_str("\n\n");
     }
+    if let Some(m) = &input.machine {
+        ism::write_section(&mut out, m);
+    }
     out.push_str("<instructions>\n");
-    instructions::write(&mut out, input.steps, input.process);
+    match &input.machine {
+        Some(m) if m.call == ism::MachineCall::Select => ism::write_selection(&mut out),
+        _ => instructions::write(&mut out, input.steps, input.process),
+    }
     out.push_str("</instructions>\n\n");
     if let Some(minutes) = input.quiet_minutes {
         let _ = write!(

@@ -81,6 +81,7 @@ impl Case {
             message: self.message,
             process_note: self.process_note.as_deref(),
             quiet_minutes: self.quiet,
+            machine: None,
         }
     }
 }
@@ -354,6 +355,7 @@ fn every_section_tag_is_in_the_shared_list() {
     let examples: String = Step::ALL
         .iter()
         .map(|s| s.example())
+        .chain([crate::steps::selection_example()])
         .collect::<Vec<_>>()
         .join("\n");
     let cognitive = line_tags(&examples);
@@ -371,7 +373,20 @@ fn every_section_tag_is_in_the_shared_list() {
         quiet: Some(5),
         ..Case::default()
     };
-    let emitted: std::collections::BTreeSet<String> = [everything.build(), quiet.build()]
+    let ism = build_prompt(&PromptInput {
+        machine: Some(ism::MachineInput {
+            goal: "g",
+            playbook: "p",
+            actions: &[("Think", "t")],
+            log: &[],
+            carried: &[],
+            iteration: 1,
+            max_loops: 5,
+            call: ism::MachineCall::Select,
+        }),
+        ..everything.input()
+    });
+    let emitted: std::collections::BTreeSet<String> = [everything.build(), quiet.build(), ism]
         .iter()
         .flat_map(|p| line_tags(&full_text(p)))
         .filter(|n| !cognitive.contains(n))

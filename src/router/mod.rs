@@ -16,7 +16,7 @@
 
 pub mod surface;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -26,7 +26,7 @@ use futures_util::FutureExt;
 use tokio::sync::{Notify, Semaphore};
 use tracing::{error, info, warn, Instrument};
 
-use crate::engine::{Engine, Message, Perception, Quiet};
+use crate::engine::{Engine, Message, Newer, Perception, Quiet};
 use crate::memory::inbox::MAX_ATTEMPTS;
 use crate::memory::{now_ms, now_us, Inbound, InboxItem, InboxStatus, Intake, Store, StoreError};
 use crate::metrics::Metrics;
@@ -49,6 +49,9 @@ pub struct Router {
     permits: Arc<Semaphore>,
     /// Conversations with a worker, and those notified while their worker was looking.
     active: Mutex<Active>,
+    /// The newest row accepted in each conversation with a worker: a turn in progress asks
+    /// it whether a newer message has arrived (an ISM's loop stops for one).
+    newest: Arc<Mutex<HashMap<String, i64>>>,
     workers: AtomicU64,
     idle: Notify,
     stopping: AtomicBool,
@@ -68,6 +71,7 @@ impl Router {
             surface,
             permits: Arc::new(Semaphore::new(max_concurrent_turns)),
             active: Mutex::new(Active::default()),
+            newest: Arc::default(),
             workers: AtomicU64::new(0),
             idle: Notify::new(),
             stopping: AtomicBool::new(false),
@@ -80,7 +84,12 @@ impl Router {
     pub async fn accept(self: &Arc<Self>, m: Inbound) -> Result<Intake, StoreError> {
         let conversation = m.conversation.clone();
         let intake = self.store.call(move |s| s.accept_inbound(&m)).await?;
-        if let Intake::Accepted(_) = intake {
+        if let Intake::Accepted(id) = intake {
+            {
+                let mut newest = self.newest.lock().unwrap_or_else(|e| e.into_inner());
+                let n = newest.entry(conversation.clone()).or_insert(id);
+                *n = (*n).max(id);
+            }
             self.notify(&conversation);
         }
         Ok(intake)
@@ -207,6 +216,11 @@ impl Router {
                         continue;
                     }
                     active.working.remove(key);
+                    // Rows accepted from now on are found by the next worker's claim.
+                    self.newest
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .remove(key);
                     guard.left.store(true, Ordering::SeqCst);
                     break;
                 }
@@ -282,6 +296,7 @@ impl Router {
                     text: item.text.clone(),
                     source: Some(item.source()),
                     inbox_id: Some(item.id),
+                    newer: Some(self.newer_than(&item)),
                 }))
                 .await;
             drop(in_flight);
@@ -321,6 +336,21 @@ impl Router {
         Ok(())
     }
 
+    /// Whether a message newer than `item` has come in its conversation: one waited when it
+    /// was claimed, or one was accepted since (row ids only grow). No store read.
+    fn newer_than(&self, item: &InboxItem) -> Newer {
+        let (waiting, id, key) = (item.others_waiting, item.id, item.conversation.clone());
+        let newest = self.newest.clone();
+        Newer::new(move || {
+            waiting
+                || newest
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .get(&key)
+                    .is_some_and(|n| *n > id)
+        })
+    }
+
     /// Delivers a reply part by part. For an inbox row, each part is marked, the parts it
     /// already has are skipped, each delivery is recorded, and the row is done at the end (or
     /// when the surface refuses the reply for good). Returns the number of parts.
@@ -330,7 +360,13 @@ impl Router {
         reply: &str,
         row: Option<(&InboxItem, bool)>,
     ) -> anyhow::Result<usize> {
-        let parts = self.surface.parts(reply);
+        // An empty reply says nothing: a message that a newer one in its conversation
+        // interrupted is answered by that one's reply.
+        let parts = if reply.trim().is_empty() {
+            Vec::new()
+        } else {
+            self.surface.parts(reply)
+        };
         let (skip, mut maybe_delivered) = row.map_or((0, false), |(r, maybe)| {
             (r.parts_posted.max(0) as usize, maybe)
         });

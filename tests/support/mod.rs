@@ -546,7 +546,7 @@ pub struct Run {
 }
 
 pub fn run(mut cmd: Command, stdin: &str) -> Run {
-    let mut child = cmd.spawn().expect("anima starts");
+    let mut child = spawn(&mut cmd);
     child
         .stdin
         .take()
@@ -562,6 +562,21 @@ pub fn run(mut cmd: Command, stdin: &str) -> Run {
         status: status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&stdout).into_owned(),
         stderr: String::from_utf8_lossy(&stderr).into_owned(),
+    }
+}
+
+/// Starts `cmd`. A binary this test process has just copied can be "busy" for a moment: a
+/// thread forking meanwhile inherits the copy's open file until its child execs. Try again.
+pub fn spawn(cmd: &mut Command) -> std::process::Child {
+    let mut tries = 0;
+    loop {
+        match cmd.spawn() {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 50 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            other => return other.expect("anima starts"),
+        }
     }
 }
 

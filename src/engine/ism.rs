@@ -1,0 +1,414 @@
+//! One run of a process, fixed or ISM, as the pipeline sees it: the calls it makes, each
+//! applied to the turn's `Outcome` as it comes back.
+//!
+//! A fixed process is one call with its planned steps. An ISM process is the loop the pure
+//! core in `crate::ism` keeps: before each iteration a newer message may interrupt it; a
+//! selection call (on `[ism] selection_model` when set) names actions; each chosen effect is
+//! one call (think: a monologue; query: one question; respond: the answering steps) or none
+//! (transition, done); what each produced goes into the log the next selection sees. A loop
+//! that ends without an answer gets one closing answering call, unless a newer message
+//! interrupted it: then that message is answered next, with these thoughts in memory.
+
+use serde_json::json;
+use tracing::{info, warn};
+
+use super::apply::Outcome;
+use super::model::Run;
+use super::prompting::{run_prompt, RunInput};
+use super::Engine;
+use crate::ism::{Choice, Effect, Ending, Ism, Iteration, Loop};
+use crate::llm::LlmError;
+use crate::memory::{Entry, EntryType, NewEntry, SoulState, UsageRecord, UserRecord};
+use crate::parse::{parse_selection, MentalQuery};
+use crate::prompt::ism::{LoggedIteration, MachineCall, MachineInput};
+use crate::prompt::TurnPlan;
+use crate::steps::Step;
+
+/// What one process run leaves for the pipeline.
+pub(super) struct Ran {
+    /// The call that stands for the run: the answer (its reply is everything the run says),
+    /// or, for a run that says nothing, its last call (none when it made no call).
+    pub last: Option<Run>,
+    /// Whether the run has an answer to say (false: interrupted before it spoke, or handed
+    /// over to a process that answers at once).
+    pub speaks: bool,
+    /// A newer message interrupted it: nothing more happens for this one.
+    pub interrupted: bool,
+    /// A transition action the soul chose.
+    pub handed_over: Option<HandOver>,
+    /// ISM iterations (0 for a fixed process).
+    pub iterations: u32,
+    /// The iterations themselves.
+    pub log: Vec<Iteration>,
+}
+
+/// A hand-over the soul chose: the action, and the transition it names.
+pub(super) struct HandOver {
+    pub action: String,
+    pub to: String,
+    pub params: serde_json::Map<String, serde_json::Value>,
+    pub execute_now: bool,
+}
+
+/// What a turn's calls cost, summed over its runs.
+#[derive(Default)]
+pub(super) struct Spent {
+    pub usage: Vec<UsageRecord>,
+    pub model_us: u64,
+}
+
+/// What every call of a run shares, and what the calls write to.
+pub(super) struct RunState<'a, 'b> {
+    pub input: RunInput<'a>,
+    pub soul: &'b mut SoulState,
+    pub outcome: &'b mut Outcome,
+    pub user: Option<&'a UserRecord>,
+    pub meta: serde_json::Value,
+    pub spent: &'b mut Spent,
+    pub session: Option<&'a str>,
+}
+
+impl Engine {
+    /// A fixed process: one call with the planned steps.
+    pub(super) async fn run_fixed(&self, rs: RunState<'_, '_>) -> Result<Ran, (LlmError, u64)> {
+        let plan = rs.input.plan.clone();
+        let run = self.call_applied(rs, plan, None, None, None).await?;
+        Ok(Ran {
+            last: Some(run),
+            speaks: true,
+            interrupted: false,
+            handed_over: None,
+            iterations: 0,
+            log: Vec::new(),
+        })
+    }
+
+    /// An ISM process: the loop, then the closing answer if it ended without one.
+    pub(super) async fn run_machine(
+        &self,
+        ism: &Ism,
+        mut rs: RunState<'_, '_>,
+        newer: Option<&super::Newer>,
+        hand_over_now: bool,
+    ) -> Result<Ran, (LlmError, u64)> {
+        let mut lp = Loop::new(ism, self.config.ism.max_loops);
+        let actions: Vec<(&str, &str)> = ism
+            .actions
+            .iter()
+            .map(|a| (a.name.as_str(), a.description.as_str()))
+            .collect();
+        let carried = interrupted_iterations(&rs.input.ctx.recent);
+        let carried: Vec<LoggedIteration> = carried.iter().map(logged).collect();
+        let frame = Frame {
+            ism,
+            actions: &actions,
+            carried: &carried,
+        };
+        let selection_model =
+            Some(self.config.ism.selection_model.as_str()).filter(|m| !m.is_empty());
+        let mut said: Vec<String> = Vec::new();
+        let mut answer: Option<Run> = None;
+        let mut last: Option<Run> = None;
+        let mut asked: Vec<MentalQuery> = Vec::new();
+        let mut handed_over = None;
+        let mut recorded = 0;
+        let ending = 'ism: loop {
+            record_iterations(&lp, &mut recorded, &mut rs, None);
+            let arrived = newer.is_some_and(|n| n.arrived());
+            if let Some(end) = lp.before_iteration(arrived) {
+                break end;
+            }
+            let select = TurnPlan {
+                steps: Vec::new(),
+                ..rs.input.plan.clone()
+            };
+            let machine = (&frame, &lp, MachineCall::Select);
+            let run = self
+                .call_applied_with(&mut rs, select, Some(machine), None, selection_model)
+                .await?;
+            let choice = parse_selection(&run.completion.text).map(|s| Choice {
+                actions: s.actions,
+                reasoning: s.reasoning,
+            });
+            last = Some(run);
+            let decision = lp.choose(choice);
+            if let Some(it) = lp.log().last() {
+                for name in &it.unknown {
+                    warn!(process = %rs.input.def.name, action = %name, "the soul chose an action there is not; skipped");
+                }
+            }
+            if let Some(end) = decision.ending {
+                break end;
+            }
+            for action in decision.run {
+                let account = match &action.effect {
+                    Effect::Think => {
+                        let plan = step_plan(&rs, &[Step::InternalMonologue]);
+                        let m = (&frame, &lp, MachineCall::Act(&action.name));
+                        let run = self
+                            .call_applied_with(&mut rs, plan, Some(m), None, None)
+                            .await?;
+                        let thought = run.cognition.monologue.as_ref().map(|m| m.text.clone());
+                        last = Some(run);
+                        thought.unwrap_or_default()
+                    }
+                    Effect::Query { question } => {
+                        let plan = step_plan(&rs, &[Step::MentalQuery]);
+                        let m = (&frame, &lp, MachineCall::Act(&action.name));
+                        let questions = [question.clone()];
+                        let run = self
+                            .call_applied_with(&mut rs, plan, Some(m), Some(&questions), None)
+                            .await?;
+                        let answer = super::perception::answer(&run.cognition, question);
+                        asked.push(MentalQuery {
+                            question: question.clone(),
+                            answer,
+                        });
+                        last = Some(run);
+                        format!(
+                            "{question} {}",
+                            answer.map_or("(no answer)", |a| if a { "true" } else { "false" })
+                        )
+                    }
+                    Effect::Respond { .. } => {
+                        let plan = rs.input.plan.clone();
+                        let m = (&frame, &lp, MachineCall::Act(&action.name));
+                        let run = self
+                            .call_applied_with(&mut rs, plan, Some(m), None, None)
+                            .await?;
+                        said.push(run.cognition.reply.clone());
+                        let reply = run.cognition.reply.clone();
+                        answer = Some(run);
+                        reply
+                    }
+                    Effect::Transition {
+                        to,
+                        params,
+                        execute_now,
+                    } => {
+                        handed_over = Some(HandOver {
+                            action: action.name.clone(),
+                            to: to.clone(),
+                            params: params.clone(),
+                            execute_now: *execute_now,
+                        });
+                        format!("handed over to {to}")
+                    }
+                    Effect::Done => String::new(),
+                };
+                if let Some(end) = lp.produced(action, &account) {
+                    break 'ism end;
+                }
+            }
+        };
+        let interrupted = ending == Ending::Interrupted;
+        // A hand-over at once: the process handed to answers.
+        let answered_next = hand_over_now && handed_over.as_ref().is_some_and(|h| h.execute_now);
+        if said.is_empty() && !interrupted && !answered_next {
+            // Every message gets its answer: the loop ended without one.
+            let plan = rs.input.plan.clone();
+            let m = (&frame, &lp, MachineCall::Close);
+            let run = self
+                .call_applied_with(&mut rs, plan, Some(m), None, None)
+                .await?;
+            said.push(run.cognition.reply.clone());
+            answer = Some(run);
+        }
+        record_iterations(&lp, &mut recorded, &mut rs, Some(&ending));
+        info!(process = %rs.input.def.name, iterations = lp.iterations(), ending = ending.word(), why = %ending, spoke = !said.is_empty(), "ism loop ended");
+        if let Some(m) = &self.metrics {
+            m.ism_loop(ending.word(), lp.iterations());
+        }
+        let speaks = !said.is_empty();
+        let last = match answer {
+            Some(mut run) => {
+                run.cognition.reply = said.join("\n\n");
+                // The rules after the run read every answer the loop got.
+                asked.append(&mut run.cognition.mental_queries);
+                run.cognition.mental_queries = asked;
+                Some(run)
+            }
+            None => last,
+        };
+        Ok(Ran {
+            last,
+            speaks,
+            interrupted,
+            handed_over: handed_over.filter(|_| !interrupted),
+            iterations: lp.iterations(),
+            log: lp.log().to_vec(),
+        })
+    }
+
+    async fn call_applied(
+        &self,
+        mut rs: RunState<'_, '_>,
+        plan: TurnPlan,
+        machine: Option<(&Frame<'_>, &Loop<'_>, MachineCall<'_>)>,
+        queries: Option<&[String]>,
+        model: Option<&str>,
+    ) -> Result<Run, (LlmError, u64)> {
+        self.call_applied_with(&mut rs, plan, machine, queries, model)
+            .await
+    }
+
+    /// One call: its prompt, the model, the answer applied to the turn's outcome (only the
+    /// steps `plan` asked for), its cost counted.
+    async fn call_applied_with(
+        &self,
+        rs: &mut RunState<'_, '_>,
+        plan: TurnPlan,
+        machine: Option<(&Frame<'_>, &Loop<'_>, MachineCall<'_>)>,
+        queries: Option<&[String]>,
+        model: Option<&str>,
+    ) -> Result<Run, (LlmError, u64)> {
+        let built = {
+            let log: Vec<LoggedIteration> = machine
+                .map(|(_, lp, _)| lp.log().iter().map(logged).collect())
+                .unwrap_or_default();
+            let input = RunInput {
+                soul: &*rs.soul,
+                plan: &plan,
+                machine: machine.map(|(frame, lp, call)| frame.input(lp, &log, call)),
+                queries,
+                ..rs.input
+            };
+            run_prompt(&input)
+        };
+        let called = self.call(&built, rs.session, plan, model).await;
+        self.count_call(&called);
+        let run = called.map_err(|(e, us)| (e, rs.spent.model_us + us))?;
+        rs.spent.model_us += run.latency_us;
+        rs.spent.usage.push(self.usage_record(&run));
+        rs.outcome
+            .apply(&run.plan, &run.cognition, rs.user, rs.soul, &rs.meta);
+        Ok(run)
+    }
+}
+
+/// The loop's constant part of every call's `<implicit_machine>` section.
+struct Frame<'a> {
+    ism: &'a Ism,
+    actions: &'a [(&'a str, &'a str)],
+    carried: &'a [LoggedIteration<'a>],
+}
+
+impl Frame<'_> {
+    fn input<'l>(
+        &'l self,
+        lp: &Loop,
+        log: &'l [LoggedIteration<'l>],
+        call: MachineCall<'l>,
+    ) -> MachineInput<'l> {
+        MachineInput {
+            goal: &self.ism.goal,
+            playbook: &self.ism.playbook,
+            actions: self.actions,
+            log,
+            carried: self.carried,
+            // A selection opens the next iteration; an action belongs to the current one.
+            iteration: (lp.iterations() + u32::from(call == MachineCall::Select)).max(1),
+            max_loops: lp.max_loops(),
+            call,
+        }
+    }
+}
+
+/// The iterations of a loop that a newer message interrupted: those recorded since the
+/// soul last spoke in the thread (what it was doing when this message came).
+fn interrupted_iterations(recent: &[Entry]) -> Vec<Iteration> {
+    let since = recent
+        .iter()
+        .rposition(|e| e.entry_type == EntryType::ExternalDialog)
+        .map_or(0, |i| i + 1);
+    let list = |m: &serde_json::Value, key: &str| -> Vec<String> {
+        m.get(key)
+            .and_then(|v| v.as_array())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    recent[since..]
+        .iter()
+        .filter(|e| e.entry_type == EntryType::ActionSelection)
+        .map(|e| Iteration {
+            number: e
+                .metadata
+                .get("iteration")
+                .and_then(|v| v.as_u64())
+                .unwrap_or(0) as u32,
+            chosen: list(&e.metadata, "chosen"),
+            unknown: list(&e.metadata, "unknown"),
+            reasoning: e.content.clone(),
+            produced: e
+                .metadata
+                .get("produced")
+                .and_then(|v| v.as_array())
+                .map(|a| {
+                    a.iter()
+                        .map(|p| {
+                            let s = |k: &str| p.get(k).and_then(|v| v.as_str()).unwrap_or("");
+                            (s("action").to_string(), s("produced").to_string())
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+        })
+        .collect()
+}
+
+/// An iteration as the prompt takes it.
+fn logged(it: &Iteration) -> LoggedIteration<'_> {
+    LoggedIteration {
+        number: it.number,
+        chosen: &it.chosen,
+        unknown: &it.unknown,
+        reasoning: &it.reasoning,
+        produced: &it.produced,
+    }
+}
+
+/// A plan for one effect's call: only `steps` (the user-model and soul-state gates do not
+/// apply to thinking or asking).
+fn step_plan(rs: &RunState, steps: &[Step]) -> TurnPlan {
+    TurnPlan {
+        steps: steps.to_vec(),
+        inject_user_model: rs.input.plan.inject_user_model,
+        user_model_reason: rs.input.plan.user_model_reason,
+    }
+}
+
+/// Adds the iterations not yet in the turn's entries (with the loop's ending on the last).
+fn record_iterations(lp: &Loop, recorded: &mut usize, rs: &mut RunState, ending: Option<&Ending>) {
+    let log = lp.log();
+    while *recorded < log.len() {
+        let it = &log[*recorded];
+        *recorded += 1;
+        let mut meta = json!({
+            "iteration": it.number,
+            "chosen": it.chosen,
+            "unknown": it.unknown,
+            "produced": it.produced.iter().map(|(a, p)| json!({ "action": a, "produced": p })).collect::<Vec<_>>(),
+        });
+        if let (Some(obj), Some(extra)) = (meta.as_object_mut(), rs.meta.as_object()) {
+            obj.extend(extra.clone());
+        }
+        rs.outcome
+            .entries
+            .push(NewEntry::new(EntryType::ActionSelection, &it.reasoning).metadata(meta));
+    }
+    if let Some(end) = ending {
+        if let Some(entry) = rs
+            .outcome
+            .entries
+            .iter_mut()
+            .rev()
+            .find(|e| e.entry_type == EntryType::ActionSelection)
+        {
+            entry.metadata["ending"] = json!(end.word());
+        }
+    }
+}

@@ -1,0 +1,166 @@
+use super::*;
+
+fn action(name: &str, effect: Effect) -> Action {
+    Action {
+        name: name.into(),
+        description: format!("{name} it"),
+        effect,
+        line: 1,
+    }
+}
+
+fn ism(max_loops: Option<u32>) -> Ism {
+    Ism {
+        goal: "help".into(),
+        playbook: "step by step".into(),
+        max_loops,
+        actions: vec![
+            action("Think", Effect::Think),
+            action(
+                "Check",
+                Effect::Query {
+                    question: "Is it clear?".into(),
+                },
+            ),
+            action("Respond", Effect::Respond { keep_going: false }),
+            action("Note", Effect::Respond { keep_going: true }),
+            action(
+                "Escalate",
+                Effect::Transition {
+                    to: "deep_work".into(),
+                    params: Default::default(),
+                    execute_now: true,
+                },
+            ),
+            action("Finish", Effect::Done),
+        ],
+    }
+}
+
+fn choice(names: &[&str]) -> Option<Choice> {
+    Some(Choice {
+        actions: names.iter().map(|s| s.to_string()).collect(),
+        reasoning: "because".into(),
+    })
+}
+
+fn names(d: &Decision) -> Vec<String> {
+    d.run.iter().map(|a| a.name.clone()).collect()
+}
+
+#[test]
+fn max_loops_stops_the_loop_and_defaults_from_config() {
+    let spec = ism(None);
+    let mut l = Loop::new(&spec, 2);
+    assert_eq!(l.max_loops(), 2);
+    for _ in 0..2 {
+        assert_eq!(l.before_iteration(false), None);
+        let d = l.choose(choice(&["Think", "Check"]));
+        assert_eq!(d.ending, None);
+    }
+    assert_eq!(l.before_iteration(false), Some(Ending::MaxLoops));
+    let own = ism(Some(7));
+    assert_eq!(Loop::new(&own, 2).max_loops(), 7);
+    let zero = ism(Some(0));
+    assert_eq!(Loop::new(&zero, 2).max_loops(), 1, "at least one iteration");
+}
+
+#[test]
+fn a_newer_message_interrupts_before_any_iteration() {
+    let spec = ism(None);
+    let l = Loop::new(&spec, 5);
+    assert_eq!(l.before_iteration(true), Some(Ending::Interrupted));
+}
+
+#[test]
+fn chosen_actions_run_in_order_and_nothing_after_a_final_one() {
+    let spec = ism(None);
+    let mut l = Loop::new(&spec, 5);
+    let d = l.choose(choice(&["Think", "Respond", "Think", "Escalate"]));
+    assert_eq!(names(&d), ["Think", "Respond"]);
+    assert_eq!(d.ending, None);
+    assert_eq!(l.log()[0].chosen, ["Think", "Respond"]);
+    assert_eq!(l.log()[0].reasoning, "because");
+}
+
+#[test]
+fn names_are_matched_loosely_and_unknown_ones_are_skipped_and_kept() {
+    let spec = ism(None);
+    let mut l = Loop::new(&spec, 5);
+    let d = l.choose(choice(&["**think**", "Research", " \"RESPOND\". "]));
+    assert_eq!(names(&d), ["Think", "Respond"]);
+    assert_eq!(l.log()[0].unknown, ["Research"]);
+}
+
+#[test]
+fn a_selection_with_no_known_action_or_unreadable_ends_the_loop() {
+    let spec = ism(None);
+    let mut l = Loop::new(&spec, 5);
+    assert_eq!(
+        l.choose(choice(&["Research", "Dance"])).ending,
+        Some(Ending::NothingKnown)
+    );
+    assert_eq!(l.choose(None).ending, Some(Ending::Unparsable));
+    assert_eq!(l.iterations(), 2, "both iterations are in the log");
+}
+
+#[test]
+fn the_seeds_done_word_ends_the_loop_when_no_action_has_that_name() {
+    let spec = ism(None);
+    let mut l = Loop::new(&spec, 5);
+    assert_eq!(l.choose(choice(&["DONE"])).ending, Some(Ending::Done));
+    let d = l.choose(choice(&["Finish"]));
+    assert_eq!(names(&d), ["Finish"]);
+    assert_eq!(l.produced(d.run[0], ""), Some(Ending::Done));
+}
+
+#[test]
+fn the_same_non_final_choice_three_times_in_a_row_ends_the_loop() {
+    let spec = ism(None);
+    let mut l = Loop::new(&spec, 10);
+    assert_eq!(l.choose(choice(&["Think"])).ending, None);
+    assert_eq!(l.choose(choice(&["Think"])).ending, None);
+    let third = l.choose(choice(&["think"]));
+    assert!(third.run.is_empty(), "not run a third time");
+    assert_eq!(third.ending, Some(Ending::Repeated("Think".into())));
+
+    // Something else in between breaks the streak.
+    let mut l = Loop::new(&spec, 10);
+    for names in [["Think"], ["Check"], ["Think"], ["Think"]] {
+        assert_eq!(l.choose(choice(&names)).ending, None);
+    }
+}
+
+#[test]
+fn what_ran_is_logged_and_final_effects_end_the_loop() {
+    let spec = ism(None);
+    let mut l = Loop::new(&spec, 5);
+    let d = l.choose(choice(&["Think", "Note", "Escalate"]));
+    assert_eq!(l.produced(d.run[0], " a thought "), None);
+    assert!(!l.spoke());
+    assert_eq!(l.produced(d.run[1], "said hi"), None, "continue = true");
+    assert!(l.spoke());
+    assert_eq!(
+        l.produced(d.run[2], ""),
+        Some(Ending::HandedOver("Escalate".into()))
+    );
+    assert_eq!(
+        l.log()[0].produced,
+        [
+            ("Think".to_string(), "a thought".to_string()),
+            ("Note".to_string(), "said hi".to_string()),
+            ("Escalate".to_string(), String::new()),
+        ]
+    );
+    let respond = spec.action("Respond").unwrap();
+    assert_eq!(l.produced(respond, "bye"), Some(Ending::Responded));
+}
+
+#[test]
+fn an_ism_knows_whether_it_can_answer() {
+    let mut spec = ism(None);
+    assert!(spec.can_respond());
+    spec.actions
+        .retain(|a| !matches!(a.effect, Effect::Respond { .. }));
+    assert!(!spec.can_respond());
+}
