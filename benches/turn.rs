@@ -8,7 +8,10 @@
 //!     the context; plan, build, parse,
 //!     commit the turn in one SQLite transaction): the engine work of a turn,
 //!   * a whole `Engine::perceive` with a zero-latency in-process provider (adds the async
-//!     hand-offs and, on turns that change the user model, the git commit).
+//!     hand-offs and, on turns that change the user model, the git commit),
+//!   * the same for an ISM process that runs its 5 iterations (a selection and an effect each,
+//!     then the closing answer: 11 calls), and from the two, the loop's own cost per
+//!     iteration.
 
 use std::hint::black_box;
 use std::path::Path;
@@ -114,6 +117,75 @@ impl Provider for Instant0 {
         })
     }
 }
+
+/// A zero-latency model for an ISM: selections alternate Think and Check, a Think call
+/// thinks, a Check call answers its question, the closing call gives the full answer.
+struct IsmModel(String);
+
+impl Provider for IsmModel {
+    fn name(&self) -> &'static str {
+        "bench"
+    }
+    fn model(&self) -> &str {
+        "fixed"
+    }
+    fn complete<'a>(
+        &'a self,
+        req: ChatRequest<'a>,
+        _d: Option<&'a Deltas>,
+    ) -> BoxFuture<'a, Result<Completion, LlmError>> {
+        Box::pin(async move {
+            let u = req.user;
+            let text = if u.contains("Choose what to do next") {
+                let iteration = u
+                    .split("<implicit_machine iteration=\"")
+                    .nth(1)
+                    .and_then(|r| r.split('"').next())
+                    .and_then(|n| n.parse::<u32>().ok())
+                    .unwrap_or(1);
+                let action = if iteration % 2 == 1 { "Think" } else { "Check" };
+                format!("<action_selection><reasoning>Step {iteration}.</reasoning><action>{action}</action></action_selection>")
+            } else if u.contains("carry out `Think`") {
+                "<internal_monologue verb=\"pondered\">The loader first, then the shim.</internal_monologue>".into()
+            } else if u.contains("carry out `Check`") {
+                "<mental_query question=\"Is it clear?\">false</mental_query>".into()
+            } else {
+                self.0.clone()
+            };
+            Ok(Completion {
+                text,
+                model: "fixed".into(),
+                stop_reason: Some("end_turn".into()),
+                usage: Usage::default(),
+                session: None,
+            })
+        })
+    }
+}
+
+const ISM_MAIN: &str = r#"name = "main"
+kind = "ism"
+goal = "Help with the port"
+playbook = "Think, check, answer."
+max_loops = 5
+steps = ["external_dialogue", "user_model_check", "user_model_update", "soul_state_check", "soul_state_update"]
+
+[[actions]]
+name = "Think"
+description = "Think"
+effect = "think"
+
+[[actions]]
+name = "Check"
+description = "Check"
+effect = "query"
+question = "Is it clear?"
+
+[[actions]]
+name = "Respond"
+description = "Answer"
+effect = "respond"
+"#;
 
 fn main() {
     let soul = soul_4kb();
@@ -270,9 +342,7 @@ fn main() {
         .build()
         .unwrap();
     let mut n = 0u64;
-    stats(
-        "Engine::perceive, zero-latency model (incl. git)",
-        time(1_000, || {
+    let fixed = time(1_000, || {
             n += 1;
             rt.block_on(engine.perceive(&Perception::Message(Message {
                 thread: format!("C2:{}.0", n % 50),
@@ -284,6 +354,56 @@ fn main() {
                 newer: None,
             })))
             .unwrap()
-        }),
+    });
+    let fixed_median = median(&fixed);
+    stats("Engine::perceive, zero-latency model (incl. git)", fixed);
+
+    let ism_cfg = format!("[paths]\nhome = \"{}\"\n", dir.path().join("ism").display());
+    let config =
+        Arc::new(anima::config::parse(&ism_cfg, Path::new("bench.toml"), dir.path()).unwrap());
+    let ism_store = Arc::new(Store::open(&config.db_path()).unwrap());
+    let def = anima::process::def::parse(ISM_MAIN, Path::new("main.toml")).unwrap();
+    let library = anima::process::Library::fixed(
+        soul.clone(),
+        [("main".to_string(), def)].into_iter().collect(),
     );
+    let ism_engine = Engine::new(
+        config,
+        ism_store.clone(),
+        Arc::new(library),
+        Arc::new(IsmModel(output.clone())),
+    );
+    let mut n = 0u64;
+    let mut writes = 0;
+    let ism = time(300, || {
+        n += 1;
+        let before = ism_store.write_transactions();
+        let out = rt
+            .block_on(ism_engine.perceive(&Perception::Message(Message {
+                thread: format!("C3:{}.0", n % 50),
+                user_id: "U1".into(),
+                display_name: "Tom".into(),
+                text: "What's the status of the port?".into(),
+                source: None,
+                inbox_id: None,
+                newer: None,
+            })))
+            .unwrap();
+        assert_eq!((out.iterations, out.model_calls), (5, 11));
+        writes = ism_store.write_transactions() - before;
+        out
+    });
+    let ism_median = median(&ism);
+    stats("Engine::perceive, ISM of 5 iterations (11 calls)", ism);
+    println!(
+        "{:<44} median {:>9.1} µs   ({writes} write transactions a turn)",
+        "  the loop's own cost per iteration",
+        (ism_median.saturating_sub(fixed_median)).as_secs_f64() * 1e6 / 5.0
+    );
+}
+
+fn median(samples: &[Duration]) -> Duration {
+    let mut s = samples.to_vec();
+    s.sort();
+    s[s.len() / 2]
 }
