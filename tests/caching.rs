@@ -56,7 +56,7 @@ fn a_twenty_turn_conversation_costs_at_least_sixty_percent_less_input() {
         .rev()
         .map(|q| q.turn_text())
         .find_map(|t| {
-            let start = t.find("<user_model")?;
+            let start = t.find("<user_model name=")?;
             let end = t.find("</user_model>")? + "</user_model>".len();
             Some(t[start..end].to_string())
         })
@@ -69,7 +69,7 @@ fn a_twenty_turn_conversation_costs_at_least_sixty_percent_less_input() {
     let (mut reads, mut writes) = (0, 0);
     for ((input, read, write), q) in usage.iter().zip(&requests) {
         cached += *input as f64 + 1.25 * *write as f64 + 0.1 * *read as f64;
-        let without_model = !q.turn_text().contains("<user_model");
+        let without_model = !q.turn_text().contains("<user_model name=");
         baseline += (input + read + write) as f64
             + if without_model {
                 model_tokens as f64
