@@ -59,13 +59,13 @@ impl Step {
                 "What you say to the person, in your own voice as soul.md describes it. Only this is shown to them."
             }
             Step::MentalQuery => {
-                "Answer each question below about the conversation so far with true or false, honestly."
+                "Answer each question this turn's instructions list, about the conversation so far, with true or false, honestly."
             }
             Step::UserModelCheck => {
                 "true if this message taught you something new and lasting about the person (who they are, how they work, what matters to them); otherwise false."
             }
             Step::UserModelUpdate => {
-                "Only when your user model check is true: rewrite the whole user model shown above, keeping its sections and adding to them, then say in one sentence what shifted."
+                "Only when your user model check is true: rewrite the whole user model this turn shows you, keeping its sections and adding to them, then say in one sentence what shifted."
             }
             Step::SoulStateCheck => {
                 "true if your own state has changed during this exchange (mood, topic, project or task); otherwise false."
@@ -169,6 +169,7 @@ pub const EXAMPLE_VERB: &str = "VERB";
 pub const PROMPT_SECTIONS: [&str; 10] = [
     "soul",
     "skills",
+    "cognitive_steps",
     "soul_state",
     "intuition",
     "user_model",

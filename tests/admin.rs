@@ -92,7 +92,9 @@ fn an_admin_whisper_shapes_the_next_turn_and_a_reset_thread_starts_afresh() {
     let third = model.requests()[2].prompt_text();
     assert!(!third.contains(": first"), "a new conversation: {third}");
     assert!(
-        model.requests()[2].turn_text().contains("<user_model"),
+        model.requests()[2]
+            .turn_text()
+            .contains("<user_model name="),
         "its first turn again"
     );
     let entries = home.store().thread_entries("C1:1.000001").unwrap();

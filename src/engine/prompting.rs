@@ -82,11 +82,18 @@ pub fn gate_input(ctx: &TurnContext) -> GateInput {
     }
 }
 
-/// The answer of the latest user-model check among `recent`, when there is one.
+/// The answer the thread's previous turn gave to its user-model check: the latest check
+/// after the last message a person sent before this turn's (this turn's own message, and one
+/// left unanswered by a failed turn, are passed over). `None` when that turn gave none (its
+/// process does not ask it, or the model did not answer): an older answer is not carried
+/// on, or one true would keep the model in every prompt until it left the window.
 fn last_user_model_check(recent: &[Entry]) -> Option<bool> {
+    let said_by_person = |e: &&Entry| e.entry_type == EntryType::UserMessage;
     recent
         .iter()
         .rev()
+        .skip_while(said_by_person)
+        .take_while(|e| !said_by_person(e))
         .find(|e| e.entry_type == EntryType::MentalQuery && e.content == USER_MODEL_CHECK)
         .and_then(Entry::result)
 }
@@ -189,22 +196,61 @@ mod tests {
         )
     }
 
+    fn said(t: EntryType) -> Entry {
+        entry(t, "text", serde_json::json!({}))
+    }
+
     #[test]
-    fn the_latest_user_model_check_decides() {
+    fn the_previous_turns_user_model_check_decides() {
+        let (message, reply) = (
+            || said(EntryType::UserMessage),
+            || said(EntryType::ExternalDialog),
+        );
         let other = entry(
             EntryType::MentalQuery,
             "Is the user angry?",
             serde_json::json!({ "result": true }),
         );
         assert_eq!(last_user_model_check(&[]), None);
+        assert_eq!(last_user_model_check(&[message()]), None, "a first turn");
         assert_eq!(
-            last_user_model_check(&[check(false), check(true)]),
+            last_user_model_check(&[
+                message(),
+                check(false),
+                reply(),
+                message(),
+                check(true),
+                reply(),
+                message()
+            ]),
             Some(true)
         );
         assert_eq!(
-            last_user_model_check(&[check(true), check(false), other]),
+            last_user_model_check(&[message(), check(true), check(false), other, message()]),
             Some(false),
-            "another question is not the check"
+            "the latest check of that turn; another question is not the check"
+        );
+        assert_eq!(
+            last_user_model_check(&[
+                message(),
+                check(true),
+                reply(),
+                message(),
+                reply(),
+                message()
+            ]),
+            None,
+            "a turn that gave no answer: the true before it was for the turn after it"
+        );
+        assert_eq!(
+            last_user_model_check(&[message(), check(true), reply(), message(), message()]),
+            Some(true),
+            "a message left unanswered (its turn failed) is passed over"
+        );
+        assert_eq!(
+            last_user_model_check(&[message(), check(true), reply()]),
+            Some(true),
+            "a turn without a message (a quiet spell) reads the last turn's"
         );
     }
 

@@ -1,7 +1,9 @@
 //! Anthropic Messages API: `POST {base}/v1/messages`, plain or streamed (SSE).
 //!
-//! The soul and skills go in one system block marked `cache_control: ephemeral`, so every
-//! turn after the first reads them from the prompt cache; usage records cache writes and reads.
+//! The stable part (soul, skills, the catalogue of cognitive steps) goes in one system block
+//! marked `cache_control: ephemeral`, and the last message before this turn's is a second
+//! breakpoint, so every turn reads from the prompt cache what the turn before wrote; usage
+//! records cache writes and reads.
 
 use std::time::Duration;
 
@@ -188,7 +190,7 @@ fn note_cache_floor(model: &str, approx_tokens: usize) {
             model,
             approx_tokens,
             floor,
-            "prompt cache: the cacheable prefix (soul, skills, history) is under this model's minimum; nothing is cached until the conversation grows past it"
+            "prompt cache: the cacheable prefix (soul, skills, step catalogue, history) is under this model's minimum; nothing is cached until the conversation grows past it"
         );
     }
 }

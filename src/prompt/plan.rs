@@ -36,7 +36,8 @@ pub struct GateInput {
     pub interaction: u64,
     /// Completed turns in this thread before this one.
     pub thread_turns: i64,
-    /// The answer of the latest user-model check in this thread, when there is one.
+    /// The answer the previous turn in this thread gave to its user-model check, when it
+    /// gave one.
     pub last_user_model_check: Option<bool>,
     /// The user's completed turns, all threads.
     pub user_turns: i64,
@@ -49,8 +50,8 @@ pub struct GateInput {
 /// * The soul-state steps are asked on turns whose interaction number is a multiple of
 ///   `soul_state_interval` (3, 6, 9 …).
 /// * The user model goes in on the thread's first turn, after a turn in this thread whose
-///   `user_model_check` said true (Samantha-Dreams), and whenever the user has had
-///   `user_model_interval` turns since it was last in.
+///   `user_model_check` said true (Samantha-Dreams; the turn just before, not an older one),
+///   and whenever the user has had `user_model_interval` turns since it was last in.
 /// * `user_model_update` is asked only when the model is in the prompt: an update replaces
 ///   the whole model, and a model that cannot see the current one would erase it.
 pub fn plan(process_steps: &[Step], turn: &GateInput, gates: Gates) -> TurnPlan {

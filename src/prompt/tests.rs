@@ -183,6 +183,23 @@ fn the_stable_part_comes_first_and_does_not_change_between_turns() {
     assert_eq!(a.system, b.system);
     assert!(a.system.starts_with("<soul>\n# Wren"));
     assert!(a.system.contains("<skills>"));
+    // Whatever the process and the steps a turn asks for, the catalogue is the same.
+    let mut process = ProcessInstructions::default();
+    process
+        .overrides
+        .insert(Step::ExternalDialogue, "Be brief.".into());
+    process.note = Some("A note.".into());
+    process.mental_queries = vec!["Is the user angry?".into()];
+    let c = Case {
+        steps: Step::ALL.to_vec(),
+        process,
+        state: vec![("currentTask", "x")],
+        history: vec![tom("hi"), soul_said("Hello, Tom.")],
+        ..Case::default()
+    }
+    .build();
+    assert_eq!(a.system, c.system);
+    assert!(a.system.ends_with("</cognitive_steps>"));
     let order = [
         "<soul_state>",
         "<intuition>",
@@ -399,4 +416,52 @@ fn every_section_tag_is_in_the_shared_list() {
         emitted, listed,
         "steps::PROMPT_SECTIONS must name exactly the sections build_prompt emits"
     );
+}
+
+#[test]
+fn the_catalogue_describes_every_step_and_the_turn_names_those_asked_in_order() {
+    let p = Case::default().build();
+    for step in Step::ALL {
+        assert!(p.system.contains(step.default_instruction()), "{step}");
+        assert!(p.system.contains(&step.example()), "{step}");
+    }
+    assert!(
+        !p.user.contains("Do not copy the placeholder"),
+        "the catalogue is not repeated in the turn"
+    );
+    for steps in [
+        MAIN.to_vec(),
+        MAIN[..3].to_vec(),
+        vec![Step::InternalMonologue, Step::ExternalDialogue],
+        vec![Step::ExternalDialogue, Step::SoulStateCheck],
+    ] {
+        let p = Case {
+            steps: steps.clone(),
+            ..Case::default()
+        }
+        .build();
+        let instructions = p
+            .user
+            .split("<instructions>\n")
+            .nth(1)
+            .and_then(|r| r.split("</instructions>").next())
+            .unwrap();
+        let named: Vec<Step> = instructions
+            .lines()
+            .filter_map(|l| {
+                let (n, rest) = l.split_once(". <")?;
+                n.parse::<usize>().ok()?;
+                let name = rest.split('>').next()?;
+                Step::from_name(name)
+            })
+            .collect();
+        assert_eq!(named, steps, "{instructions}");
+        for step in Step::ALL {
+            assert_eq!(
+                p.user.contains(&format!("<{}>", step.name())),
+                steps.contains(&step),
+                "{step} in {instructions}"
+            );
+        }
+    }
 }
