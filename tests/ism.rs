@@ -350,6 +350,25 @@ fn a_transition_action_with_execute_now_hands_over_at_once() {
         "{}",
         shown.stdout
     );
+    let list = home.run(&["processes", "list"], "");
+    for line in [
+        "kind: ism, up to 5 ([ism] max_loops) iterations",
+        "goal: Understand the problem and help solve it",
+        "action Check (query \"Is the problem clear?\"): Ask yourself whether it is clear",
+        "action Note (respond, then continue): Say something and keep going",
+        "action Escalate (transition to expert, execute_now): Hand over to the expert",
+        "answering steps: external_dialogue, mental_query",
+    ] {
+        assert!(list.stdout.contains(line), "{line}: {}", list.stdout);
+    }
+    let graph = home.run(&["processes", "graph"], "");
+    assert!(
+        graph
+            .stdout
+            .contains("solve -. \"action Escalate [execute_now]\" .-> expert"),
+        "{}",
+        graph.stdout
+    );
 }
 
 #[test]
@@ -498,6 +517,15 @@ fn in_the_daemon_a_newer_message_interrupts_and_is_answered_with_that_context() 
         let item = store.inbox_item(id).unwrap().unwrap();
         assert_eq!(item.status, anima::memory::InboxStatus::Done, "{id}");
     }
+
+    let (status, metrics) = support::daemon::http("GET", &d.url("/metrics"), &[], "");
+    assert_eq!(status, 200);
+    assert!(
+        metrics.contains("anima_ism_loops_total{ending=\"interrupted\"} 1")
+            && metrics.contains("anima_ism_loops_total{ending=\"responded\"} 1")
+            && metrics.contains("anima_ism_iterations_total 2"),
+        "{metrics}"
+    );
 
     // A later message in the same conversation is answered as usual, in order.
     slack.send_event(dm("1700000000.000300", "Thanks!"), "Ev3", 0);
