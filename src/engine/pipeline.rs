@@ -290,7 +290,7 @@ impl Engine {
         let claimant = uuid::Uuid::new_v4().simple().to_string();
         match p {
             Perception::Message(m) => {
-                let claim_until_ms = now_ms() + self.claim_lease_ms();
+                let claim_until_ms = now_ms() + self.claim_lease_ms(lib);
                 let (pm, who) = (m.clone(), claimant.clone());
                 let (message_id, ctx) = self
                     .store
@@ -481,13 +481,23 @@ impl Engine {
 
     /// How long a turn's claim on a whisper lasts: longer than any model call with its
     /// retries can take, so only a turn whose process died loses it this way.
-    fn claim_lease_ms(&self) -> i64 {
+    fn claim_lease_ms(&self, lib: &crate::process::Loaded) -> i64 {
         let llm = &self.config.llm;
         // Every run of an execute_now chain, each with its retries and their waits (a
-        // Retry-After is honoured up to a minute).
+        // Retry-After is honoured up to a minute); an ISM run makes a selection and an effect
+        // call per iteration, and a closing one.
         let per_call =
             llm.timeout_secs as i64 * (llm.max_retries as i64 + 1) + llm.max_retries as i64 * 60;
-        ((self.config.max_chain as i64 + 1) * per_call + 60) * 1000
+        let ism = &self.config.ism;
+        let loops = lib
+            .processes
+            .values()
+            .filter_map(|d| d.ism.as_ref())
+            .filter(|_| ism.enabled)
+            .map(|i| i.max_loops.unwrap_or(ism.max_loops))
+            .max();
+        let calls_per_run = loops.map_or(1, |l| 2 * l as i64 + 1);
+        ((self.config.max_chain as i64 + 1) * calls_per_run * per_call + 60) * 1000
     }
 }
 
