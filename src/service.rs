@@ -48,6 +48,9 @@ pub struct ServiceSpec {
     /// A system unit runs as this user (the one who ran `sudo anima service install`), so
     /// that it can write the home it was configured with.
     pub run_as: Option<String>,
+    /// The model may be the Claude Code CLI, which writes its sessions and settings in the
+    /// service user's home (`~/.claude`, `~/.claude.json`): those stay writable.
+    pub claude_cli: bool,
 }
 
 impl ServiceSpec {
@@ -114,7 +117,7 @@ TimeoutStopSec={stop}
 NoNewPrivileges=yes
 ProtectSystem=strict
 ProtectHome=read-only
-ReadWritePaths={home}
+ReadWritePaths={home}{claude}
 PrivateTmp=yes
 CapabilityBoundingSet=
 RestrictSUIDSGID=yes
@@ -128,6 +131,12 @@ WantedBy={wanted_by}
         env = s.env_file.display().to_string().replace('%', "%%"),
         stop = s.shutdown_grace_secs + 10,
         home = list_quote(&s.home.display().to_string().replace('%', "%%")),
+        // `%h`: the home of the user the service runs as; `-`: fine if it does not exist yet.
+        claude = if s.claude_cli {
+            " -%h/.claude -%h/.claude.json"
+        } else {
+            ""
+        },
     )
 }
 
@@ -245,7 +254,21 @@ mod tests {
             user,
             shutdown_grace_secs: 20,
             run_as: (!user).then(|| "ada".to_string()),
+            claude_cli: false,
         }
+    }
+
+    #[test]
+    fn the_claude_cli_may_write_its_own_files_in_the_service_users_home() {
+        let unit = systemd_unit(&ServiceSpec {
+            claude_cli: true,
+            ..spec(false)
+        });
+        assert!(
+            unit.contains("\nReadWritePaths=/home/ada/.anima -%h/.claude -%h/.claude.json\n"),
+            "{unit}"
+        );
+        assert!(unit.contains("\nProtectHome=read-only\n"), "{unit}");
     }
 
     #[test]

@@ -408,4 +408,26 @@ async fn proactive_follow_ups_under_a_controlled_clock() {
             .is_empty(),
         "one attempt per quiet spell"
     );
+
+    // A model that fails on a quiet spell: that was the spell's attempt (an outage does not
+    // bring a call for every quiet thread at every scan).
+    model.reply(&said("Good."));
+    engine
+        .perceive(&person("B", "one more thing"))
+        .await
+        .unwrap();
+    let spell = anima::memory::now_ms() + 241 * minute;
+    assert_eq!(engine.quiet_threads(spell).await.unwrap(), ["B"]);
+    for _ in 0..3 {
+        model.push(Script::Status(500, Vec::new(), "{}".into()));
+    }
+    assert_eq!(follow_up("B", spell).await, None);
+    assert!(
+        engine
+            .quiet_threads(spell + minute)
+            .await
+            .unwrap()
+            .is_empty(),
+        "the failed attempt counts"
+    );
 }

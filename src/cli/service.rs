@@ -84,6 +84,10 @@ fn install(config_path: Option<&Path>, a: &ServiceArgs) -> CliResult {
         env_file,
         user: a.user,
         shutdown_grace_secs: config.shutdown_grace_secs,
+        claude_cli: matches!(
+            config.llm.provider,
+            crate::config::ProviderKind::ClaudeCli | crate::config::ProviderKind::Auto
+        ),
         run_as: std::env::var("SUDO_USER")
             .ok()
             .filter(|u| !u.is_empty() && u != "root"),

@@ -209,6 +209,7 @@ impl Engine {
             process: Some(state.clone()),
             transitions,
             proactive: !policy.counted,
+            since_id: Some(ctx.since_id),
         };
         let steps = last
             .iter()
@@ -380,7 +381,18 @@ impl Engine {
                 .call(move |s| s.release_turn(n, whisper.map(|id| (id, claimant.as_str()))))
                 .await?;
         } else {
-            warn!(thread = p.thread(), error = %e, "proactive turn: the model failed");
+            warn!(thread = p.thread(), error = %e, "proactive turn: the model failed; no follow-up for this quiet spell");
+            // The attempt is this spell's one: marked, so an outage does not bring a model
+            // call for every quiet thread at every scan.
+            let record = TurnRecord {
+                thread: p.thread().to_string(),
+                interaction: begun.ctx.interaction.saturating_sub(1),
+                entries: vec![NewEntry::new(EntryType::MentalQuery, FOLLOW_UP_QUESTION)
+                    .metadata(json!({ "result": null, "proactive": true, "failed": true }))],
+                proactive: true,
+                ..TurnRecord::default()
+            };
+            self.store.call(move |s| s.commit_turn(&record)).await?;
         }
         tracing::Span::current().record("process", process.as_str());
         tracing::Span::current().record("outcome", "model_failed");

@@ -29,6 +29,9 @@ pub struct TurnContext {
     pub claude_session: Option<String>,
     /// The thread's place in the process machine; `None` before its first turn.
     pub process: Option<ThreadProcess>,
+    /// Where the thread's current conversation begins (entries up to this id belong to one
+    /// an operator closed).
+    pub since_id: i64,
 }
 
 /// A whispered intuition, and who whispered it.
@@ -96,6 +99,10 @@ pub struct TurnRecord {
     pub transitions: Vec<TransitionRecord>,
     /// A proactive turn: no user message, so no interaction, thread or user turn is counted.
     pub proactive: bool,
+    /// The conversation the turn began in (`TurnContext::since_id`): if an operator closed it
+    /// meanwhile, the turn's exchange stays in the closed one and leaves the new one as the
+    /// reset left it. `None`: not checked.
+    pub since_id: Option<i64>,
 }
 
 impl Store {
@@ -212,6 +219,22 @@ fn commit(tx: &Connection, rec: &TurnRecord) -> Result<Option<UserRecord>, Store
     for e in &rec.entries {
         working::insert(tx, &rec.thread, e, now)?;
     }
+    let current: Option<i64> = tx
+        .prepare_cached("SELECT since_id FROM threads WHERE thread = ?1")?
+        .query_row([&rec.thread], |r| r.get(0))
+        .optional()?;
+    let reset_meanwhile =
+        matches!((rec.since_id, current), (Some(began), Some(now_at)) if began != now_at);
+    if reset_meanwhile {
+        // An operator closed the conversation while this turn ran: its exchange belongs to
+        // the closed one, and the new one starts as the reset left it (no turns, no process,
+        // no provider session).
+        tx.prepare_cached(
+            "UPDATE threads SET since_id = (SELECT coalesce(max(id), 0) FROM working_memory WHERE thread = ?1),
+                 updated_at = ?2 WHERE thread = ?1",
+        )?
+        .execute((&rec.thread, now))?;
+    }
     for (k, v) in &rec.soul_updates {
         soul_state::set(tx, k, v, now)?;
     }
@@ -223,8 +246,13 @@ fn commit(tx: &Connection, rec: &TurnRecord) -> Result<Option<UserRecord>, Store
                  claude_session = coalesce(excluded.claude_session, claude_session),
                  updated_at = excluded.updated_at",
     )?
-    .execute((&rec.thread, &rec.claude_session, now, counted))?;
-    if let Some(state) = &rec.process {
+    .execute((
+        &rec.thread,
+        rec.claude_session.as_ref().filter(|_| !reset_meanwhile),
+        now,
+        counted * i64::from(!reset_meanwhile),
+    ))?;
+    if let Some(state) = rec.process.as_ref().filter(|_| !reset_meanwhile) {
         process_state::save(
             tx,
             &rec.thread,
@@ -344,6 +372,7 @@ fn context(
         whisper: None,
         claude_session,
         process: process_state::load(tx, thread)?,
+        since_id,
     })
 }
 
@@ -432,6 +461,49 @@ mod tests {
             entries: vec![NewEntry::new(EntryType::ExternalDialog, "hi")],
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn a_reset_while_a_turn_runs_is_not_undone_by_its_commit() {
+        let (_d, s) = store();
+        let (_, ctx) = s.begin_turn(&start("t1", "first", "a")).unwrap();
+        let mut rec = record("t1", ctx.interaction);
+        rec.since_id = Some(ctx.since_id);
+        rec.process = Some(ThreadProcess {
+            current: "deep_work".into(),
+            ..ThreadProcess::default()
+        });
+        rec.claude_session = Some("old-session".into());
+        s.commit_turn(&rec).unwrap();
+
+        // The next turn begins; an operator closes the conversation before it commits.
+        let (_, ctx) = s.begin_turn(&start("t1", "second", "b")).unwrap();
+        assert_eq!(ctx.thread_turns, 1);
+        assert!(s.reset_thread("t1").unwrap());
+        let mut rec = record("t1", ctx.interaction);
+        rec.since_id = Some(ctx.since_id);
+        rec.process = Some(ThreadProcess {
+            current: "frustrated".into(),
+            ..ThreadProcess::default()
+        });
+        rec.claude_session = Some("session-2".into());
+        s.commit_turn(&rec).unwrap();
+
+        // The new conversation is as the reset left it.
+        let (_, ctx) = s.begin_turn(&start("t1", "third", "c")).unwrap();
+        assert_eq!(ctx.thread_turns, 0, "no turns");
+        assert_eq!(ctx.process, None, "its process from the start");
+        assert_eq!(ctx.claude_session, None, "a new provider session");
+        let texts: Vec<&str> = ctx.recent.iter().map(|e| e.content.as_str()).collect();
+        assert_eq!(texts, ["third"], "nothing of the closed conversation");
+        // Without the check (an unknown beginning), a commit is as before.
+        let mut rec = record("t1", ctx.interaction);
+        rec.process = Some(ThreadProcess {
+            current: "main".into(),
+            ..ThreadProcess::default()
+        });
+        s.commit_turn(&rec).unwrap();
+        assert_eq!(s.thread_process("t1").unwrap().unwrap().current, "main");
     }
 
     #[test]
