@@ -352,6 +352,7 @@ fn main() {
             source: None,
             inbox_id: None,
             newer: None,
+            speech: None,
         })))
         .unwrap()
     });
@@ -387,6 +388,7 @@ fn main() {
                 source: None,
                 inbox_id: None,
                 newer: None,
+                speech: None,
             })))
             .unwrap();
         assert_eq!((out.iterations, out.model_calls), (5, 11));

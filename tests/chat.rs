@@ -479,3 +479,147 @@ fn a_whisper_shapes_exactly_one_turn() {
         "consumed by the successful turn"
     );
 }
+
+/// Runs `anima chat --stream` and notes when each stdout chunk arrived.
+fn chat_streaming(home: &Home, stdin: &str) -> (Vec<(std::time::Instant, String)>, String) {
+    use std::io::Read;
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_anima"));
+    cmd.arg("--config")
+        .arg(home.config())
+        .args(["chat", "--stream", "--user", "Ada"])
+        .current_dir(home.dir.path())
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", home.dir.path())
+        .env("ANTHROPIC_API_KEY", "sk-ant-test-secret-key")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = spawn(&mut cmd);
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), stdin.as_bytes()).unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut chunks = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match stdout.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => chunks.push((
+                std::time::Instant::now(),
+                String::from_utf8_lossy(&buf[..n]).into_owned(),
+            )),
+        }
+    }
+    let out = child.wait_with_output().unwrap();
+    (chunks, String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn chat_shows_the_dialogue_as_it_is_written_and_never_a_thought() {
+    let model = FakeModel::start();
+    let first = "The loader leaks a handle on every reload, which is why memory grows";
+    model.push(Script::SlowStream(
+        vec![
+            "<internal_monologue verb=\"pondered\">A private thought".into(),
+            " about the loader.</internal_monologue>\n<external_dia".into(),
+            format!("logue verb=\"explained\">{first}"),
+            "; close it in Drop.".into(),
+            "</external_dialogue>\n<user_model_check>false</user_model_check>".into(),
+        ],
+        400,
+    ));
+    let home = Home::new("anthropic", &model.url(), "");
+    let (chunks, stderr) = chat_streaming(&home, "Why does memory grow?\n");
+    let all: String = chunks.iter().map(|(_, c)| c.as_str()).collect();
+    assert_eq!(all, format!("{first}; close it in Drop.\n\n"), "{stderr}");
+    assert!(!all.contains("thought"), "{all}");
+    // The first words were out well before the answer was complete.
+    let shown_at = chunks
+        .iter()
+        .find(|(_, c)| c.contains("The loader"))
+        .unwrap()
+        .0;
+    let done_at = chunks.last().unwrap().0;
+    assert!(
+        done_at.duration_since(shown_at) >= std::time::Duration::from_millis(600),
+        "{chunks:?}"
+    );
+    assert!(
+        model.requests()[0].body["stream"] == serde_json::json!(true),
+        "--stream asks the model to stream"
+    );
+}
+
+#[test]
+fn a_dialogue_an_execute_now_rule_supersedes_is_never_shown() {
+    let model = FakeModel::start();
+    let angry = "<mental_query question=\"Is the user angry?\">true</mental_query>";
+    model
+        // greeting (a thread's first message)
+        .push(Script::Stream(vec![
+            "<external_dialogue>Hello Ada, I am Wren.</external_dialogue>".into(),
+        ]))
+        // main: the user is angry → deescalation at once; main's dialogue is dropped
+        .push(Script::Stream(vec![
+            angry.into(),
+            "<external_dialogue>SUPERSEDED words".into(),
+            "</external_dialogue>".into(),
+        ]))
+        .push(Script::Stream(vec![
+            "<external_dialogue>I hear you.".into(),
+            "</external_dialogue><mental_query question=\"Is the user still upset?\">true</mental_query>".into(),
+        ]))
+        // main again, not angry: its dialogue stands and streams
+        .push(Script::SlowStream(
+            vec![
+                "<mental_query question=\"Is the user angry?\">false</mental_query><external_dialogue>Calm now, and this first line is long enough to be shown at once.".into(),
+                " More.".into(),
+                "</external_dialogue>".into(),
+            ],
+            400,
+        ));
+    let home = Home::new(
+        "anthropic",
+        &model.url(),
+        &format!(
+            "\n[paths]\nprocesses_dir = \"{}/processes\"\n",
+            env!("CARGO_MANIFEST_DIR")
+        ),
+    );
+    // [paths] is already in the file: merge the key into it.
+    let cfg = std::fs::read_to_string(home.config()).unwrap();
+    let cfg = cfg.replacen(
+        &format!(
+            "\n[paths]\nprocesses_dir = \"{}/processes\"\n",
+            env!("CARGO_MANIFEST_DIR")
+        ),
+        "",
+        1,
+    );
+    let cfg = cfg.replacen(
+        "[paths]\n",
+        &format!(
+            "[paths]\nprocesses_dir = \"{}/processes\"\n",
+            env!("CARGO_MANIFEST_DIR")
+        ),
+        1,
+    );
+    std::fs::write(home.config(), cfg).unwrap();
+    let (chunks, stderr) = chat_streaming(&home, "hi\nTHIS IS BROKEN AGAIN\nok, sorry\n");
+    let all: String = chunks.iter().map(|(_, c)| c.as_str()).collect();
+    assert!(!all.contains("SUPERSEDED"), "{all}\n{stderr}");
+    assert_eq!(
+        all,
+        "Hello Ada, I am Wren.\n\nI hear you.\n\nCalm now, and this first line is long enough to be shown at once. More.\n\n",
+        "{stderr}"
+    );
+    let shown_at = chunks
+        .iter()
+        .find(|(_, c)| c.contains("Calm now"))
+        .unwrap()
+        .0;
+    let done_at = chunks.last().unwrap().0;
+    assert!(
+        done_at.duration_since(shown_at) >= std::time::Duration::from_millis(500),
+        "a run no rule can hand on streams: {chunks:?}"
+    );
+}

@@ -444,6 +444,7 @@ async fn a_five_iteration_turn_costs_no_more_write_transactions_than_iterations_
                 source: None,
                 inbox_id: None,
                 newer: None,
+                speech: None,
             },
         ))
         .await

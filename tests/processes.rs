@@ -316,6 +316,7 @@ async fn proactive_follow_ups_under_a_controlled_clock() {
             source: None,
             inbox_id: None,
             newer: None,
+            speech: None,
         })
     };
     // What a quiet spell makes the soul say, if anything.

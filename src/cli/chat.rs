@@ -7,7 +7,7 @@ use clap::Args;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use super::{load_config, CliResult, Failure};
-use crate::engine::{Engine, Message, Perception, TurnOutcome};
+use crate::engine::{Engine, Message, Perception, Speech, TurnOutcome};
 
 #[derive(Debug, Args)]
 pub struct ChatArgs {
@@ -23,10 +23,20 @@ pub struct ChatArgs {
     /// One line of JSON per turn on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Print the reply as the model writes it (the default when stdout is a terminal; not
+    /// with --json). The model is asked to stream.
+    #[arg(long)]
+    pub stream: bool,
 }
 
 pub async fn run(config_path: Option<&Path>, args: ChatArgs) -> CliResult {
-    let config = load_config(config_path)?;
+    let mut config = load_config(config_path)?;
+    let stream = !args.json && (args.stream || std::io::stdout().is_terminal());
+    if stream && !config.llm.stream {
+        let mut streaming = (*config).clone();
+        streaming.llm.stream = true;
+        config = std::sync::Arc::new(streaming);
+    }
     let engine = Engine::build(&config).await.map_err(super::Failure::from)?;
 
     let name = args
@@ -78,6 +88,13 @@ pub async fn run(config_path: Option<&Path>, args: ChatArgs) -> CliResult {
                 source: None,
                 inbox_id: None,
                 newer: None,
+                speech: stream.then(|| {
+                    Speech::new(|text| {
+                        let mut out = std::io::stdout().lock();
+                        let _ = out.write_all(text.as_bytes());
+                        let _ = out.flush();
+                    })
+                }),
             }))
             .await
             .map_err(Failure::runtime)?;
@@ -97,8 +114,15 @@ fn print_outcome(outcome: &TurnOutcome, json: bool) -> CliResult {
     let written = if json {
         let line = serde_json::to_string(outcome).map_err(Failure::runtime)?;
         writeln!(out, "{line}")
-    } else {
+    } else if outcome.streamed.is_empty() {
         writeln!(out, "{}\n", outcome.reply)
+    } else if let Some(rest) = outcome.reply.strip_prefix(outcome.streamed.as_str()) {
+        // What streamed was the reply's beginning: the rest, then the empty line.
+        writeln!(out, "{rest}\n")
+    } else {
+        // The final reply differs from what streamed (the parse tidied it, a retry, or the
+        // model failed half-way): it is said again, whole.
+        writeln!(out, "\n[the reply, as it stands:]\n{}\n", outcome.reply)
     };
     written
         .and_then(|_| out.flush())

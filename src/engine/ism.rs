@@ -13,7 +13,7 @@ use serde_json::json;
 use tracing::{info, warn};
 
 use super::apply::Outcome;
-use super::model::Run;
+use super::model::{Run, Streaming};
 use super::prompting::{run_prompt, RunInput};
 use super::Engine;
 use crate::ism::{Choice, Effect, Ending, Ism, Iteration, Loop};
@@ -66,13 +66,19 @@ pub(super) struct RunState<'a, 'b> {
     pub meta: serde_json::Value,
     pub spent: &'b mut Spent,
     pub session: Option<&'a str>,
+    /// The run's answer may be shown as it is written (a fixed run's call; an ISM's final
+    /// respond or closing answer, never a thought or a selection).
+    pub stream: Option<&'a Streaming<'a>>,
 }
 
 impl Engine {
     /// A fixed process: one call with the planned steps.
     pub(super) async fn run_fixed(&self, rs: RunState<'_, '_>) -> Result<Ran, (LlmError, u64)> {
         let plan = rs.input.plan.clone();
-        let run = self.call_applied(rs, plan, None, None, None).await?;
+        let stream = rs.stream;
+        let run = self
+            .call_applied(rs, plan, None, None, None, stream)
+            .await?;
         Ok(Ran {
             last: Some(run),
             speaks: true,
@@ -124,7 +130,7 @@ impl Engine {
             };
             let machine = (&frame, &lp, MachineCall::Select);
             let run = self
-                .call_applied_with(&mut rs, select, Some(machine), None, selection_model)
+                .call_applied_with(&mut rs, select, Some(machine), None, selection_model, None)
                 .await?;
             let choice = parse_selection(&run.completion.text).map(|s| Choice {
                 actions: s.actions,
@@ -146,7 +152,7 @@ impl Engine {
                         let plan = step_plan(&rs, &[Step::InternalMonologue]);
                         let m = (&frame, &lp, MachineCall::Act(&action.name));
                         let run = self
-                            .call_applied_with(&mut rs, plan, Some(m), None, None)
+                            .call_applied_with(&mut rs, plan, Some(m), None, None, None)
                             .await?;
                         let thought = run.cognition.monologue.as_ref().map(|m| m.text.clone());
                         last = Some(run);
@@ -157,7 +163,7 @@ impl Engine {
                         let m = (&frame, &lp, MachineCall::Act(&action.name));
                         let questions = [question.clone()];
                         let run = self
-                            .call_applied_with(&mut rs, plan, Some(m), Some(&questions), None)
+                            .call_applied_with(&mut rs, plan, Some(m), Some(&questions), None, None)
                             .await?;
                         let answer = super::perception::answer(&run.cognition, question);
                         asked.push(MentalQuery {
@@ -170,11 +176,13 @@ impl Engine {
                             answer.map_or("(no answer)", |a| if a { "true" } else { "false" })
                         )
                     }
-                    Effect::Respond { .. } => {
+                    Effect::Respond { keep_going } => {
                         let plan = rs.input.plan.clone();
                         let m = (&frame, &lp, MachineCall::Act(&action.name));
+                        // Only the answer that ends the loop is streamed.
+                        let stream = rs.stream.filter(|_| !keep_going && said.is_empty());
                         let run = self
-                            .call_applied_with(&mut rs, plan, Some(m), None, None)
+                            .call_applied_with(&mut rs, plan, Some(m), None, None, stream)
                             .await?;
                         said.push(run.cognition.reply.clone());
                         let reply = run.cognition.reply.clone();
@@ -208,8 +216,9 @@ impl Engine {
             // Every message gets its answer: the loop ended without one.
             let plan = rs.input.plan.clone();
             let m = (&frame, &lp, MachineCall::Close);
+            let stream = rs.stream;
             let run = self
-                .call_applied_with(&mut rs, plan, Some(m), None, None)
+                .call_applied_with(&mut rs, plan, Some(m), None, None, stream)
                 .await?;
             said.push(run.cognition.reply.clone());
             answer = Some(run);
@@ -247,8 +256,9 @@ impl Engine {
         machine: Option<(&Frame<'_>, &Loop<'_>, MachineCall<'_>)>,
         queries: Option<&[String]>,
         model: Option<&str>,
+        stream: Option<&Streaming<'_>>,
     ) -> Result<Run, (LlmError, u64)> {
-        self.call_applied_with(&mut rs, plan, machine, queries, model)
+        self.call_applied_with(&mut rs, plan, machine, queries, model, stream)
             .await
     }
 
@@ -261,6 +271,7 @@ impl Engine {
         machine: Option<(&Frame<'_>, &Loop<'_>, MachineCall<'_>)>,
         queries: Option<&[String]>,
         model: Option<&str>,
+        stream: Option<&Streaming<'_>>,
     ) -> Result<Run, (LlmError, u64)> {
         let built = {
             let log: Vec<LoggedIteration> = machine
@@ -275,7 +286,7 @@ impl Engine {
             };
             run_prompt(&input)
         };
-        let called = self.call(&built, rs.session, plan, model).await;
+        let called = self.call(&built, rs.session, plan, model, stream).await;
         self.count_call(&called);
         let run = called.map_err(|(e, us)| (e, rs.spent.model_us + us))?;
         rs.spent.model_us += run.latency_us;

@@ -20,7 +20,9 @@ use serde::Serialize;
 use tracing::{warn, Instrument};
 
 pub use apply::StateChange;
-pub use perception::{Message, Newer, Perception, Quiet, CLOSED_QUESTION, FOLLOW_UP_QUESTION};
+pub use perception::{
+    Message, Newer, Perception, Quiet, Speech, CLOSED_QUESTION, FOLLOW_UP_QUESTION,
+};
 /// How the store's records become the prompt's inputs (public for the turn benchmark).
 pub use prompting::{gate_input, spoken};
 
@@ -70,6 +72,10 @@ pub struct TurnOutcome {
     pub model_calls: u32,
     /// ISM loop iterations (0 for a fixed process).
     pub iterations: u32,
+    /// What was shown while the reply was written (empty when nothing streamed); the caller
+    /// corrects it when `reply` differs.
+    #[serde(skip)]
+    pub streamed: String,
     /// The ISM iterations themselves, oldest first (for `--show-thoughts`).
     #[serde(skip)]
     pub machine_log: Vec<crate::ism::Iteration>,

@@ -5,10 +5,10 @@ use std::time::Instant;
 
 use tracing::{debug, info};
 
-use super::Engine;
+use super::{Engine, Speech};
 use crate::llm::{self, ChatRequest, Completion, LlmError, Message, Role};
 use crate::memory::UsageRecord;
-use crate::parse::{parse_response, Cognition};
+use crate::parse::{parse_response, Cognition, DialogueStream, Passed};
 use crate::prompt::{self, TurnPlan};
 
 /// One process run's result.
@@ -17,6 +17,63 @@ pub(super) struct Run {
     pub plan: TurnPlan,
     pub completion: Completion,
     pub latency_us: u64,
+    /// What was shown of the dialogue while it was written.
+    pub shown: String,
+}
+
+/// A call whose dialogue may be shown as it is written.
+pub(super) struct Streaming<'a> {
+    pub speech: &'a Speech,
+    /// Given the answer so far when its dialogue opens: whether that dialogue will stand (no
+    /// execute_now rule can hand the message to another process).
+    pub stands: &'a (dyn Fn(&str) -> bool + Sync),
+}
+
+/// Sent before each attempt of a call: a retry starts a new answer.
+const ATTEMPT: &str = "\u{0}attempt";
+
+/// Deltas → the filter → the speech, for one call.
+struct Pump<'a> {
+    stream: &'a Streaming<'a>,
+    filter: DialogueStream,
+    /// Still passing text on: the dialogue will stand and no retry began after text showed.
+    live: bool,
+    attempts: u32,
+    shown: String,
+    max_chars: usize,
+}
+
+impl Pump<'_> {
+    fn take(&mut self, delta: &str) {
+        if delta == ATTEMPT {
+            self.attempts += 1;
+            if self.attempts > 1 {
+                if self.shown.is_empty() {
+                    self.filter = DialogueStream::new(self.max_chars);
+                } else {
+                    // The retried answer may say something else: what showed is corrected
+                    // when the turn ends.
+                    self.live = false;
+                }
+            }
+            return;
+        }
+        let passed = self.filter.push(delta);
+        self.pass(passed);
+    }
+
+    fn pass(&mut self, passed: Passed) {
+        if passed.opened && self.live {
+            self.live = (self.stream.stands)(self.filter.raw());
+            if !self.live {
+                debug!("not streamed: an execute_now rule may hand this message on");
+            }
+        }
+        if self.live && !passed.text.is_empty() {
+            self.stream.speech.say(&passed.text);
+            self.shown.push_str(&passed.text);
+        }
+    }
 }
 
 impl Engine {
@@ -27,6 +84,7 @@ impl Engine {
         session: Option<&str>,
         plan: TurnPlan,
         model: Option<&str>,
+        stream: Option<&Streaming<'_>>,
     ) -> Result<Run, (LlmError, u64)> {
         let history = messages(&built.history);
         let request = ChatRequest {
@@ -38,10 +96,43 @@ impl Engine {
             model,
         };
         let started = Instant::now();
-        let result = llm::retry::with_retries(self.config.llm.max_retries, || {
-            self.provider.complete(request, None)
-        })
-        .await;
+        let max_chars = self.config.pipeline.max_response_chars;
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+        let deltas = stream.map(|_| &tx);
+        let call = llm::retry::with_retries(self.config.llm.max_retries, || {
+            if let Some(tx) = deltas {
+                let _ = tx.send(ATTEMPT.to_string());
+            }
+            self.provider.complete(request, deltas)
+        });
+        let mut pump = stream.map(|stream| Pump {
+            stream,
+            filter: DialogueStream::new(max_chars),
+            live: true,
+            attempts: 0,
+            shown: String::new(),
+            max_chars,
+        });
+        let result = match pump.as_mut() {
+            None => call.await,
+            Some(pump) => {
+                tokio::pin!(call);
+                let result = loop {
+                    tokio::select! {
+                        biased;
+                        Some(delta) = rx.recv() => pump.take(&delta),
+                        result = &mut call => break result,
+                    }
+                };
+                while let Ok(delta) = rx.try_recv() {
+                    pump.take(&delta);
+                }
+                let rest = pump.filter.finish();
+                pump.pass(rest);
+                result
+            }
+        };
+        let shown = pump.map(|p| p.shown).unwrap_or_default();
         let latency_us = started.elapsed().as_micros() as u64;
         let completion = result.map_err(|e| (e, latency_us))?;
         info!(
@@ -61,6 +152,7 @@ impl Engine {
             plan,
             completion,
             latency_us,
+            shown,
         })
     }
 

@@ -33,6 +33,29 @@ pub struct Message {
     /// Tells whether a newer message has arrived in the same conversation (an ISM's loop
     /// stops for it); `None` where messages come one at a time.
     pub newer: Option<Newer>,
+    /// Shows the reply while it is written (only speech that will stand); `None`: the reply
+    /// is shown whole when the turn ends.
+    pub speech: Option<Speech>,
+}
+
+/// Receives the dialogue as the model writes it, piece by piece, in order.
+#[derive(Clone)]
+pub struct Speech(std::sync::Arc<dyn Fn(&str) + Send + Sync>);
+
+impl Speech {
+    pub fn new(say: impl Fn(&str) + Send + Sync + 'static) -> Speech {
+        Speech(std::sync::Arc::new(say))
+    }
+
+    pub fn say(&self, text: &str) {
+        (self.0)(text)
+    }
+}
+
+impl std::fmt::Debug for Speech {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Speech(..)")
+    }
 }
 
 /// Asks whoever delivers messages whether a newer one is waiting in this conversation.

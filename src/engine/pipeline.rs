@@ -11,8 +11,9 @@ use tracing::{info, warn};
 
 use super::apply::Outcome;
 use super::ism::{Ran, RunState, Spent};
+use super::model::Streaming;
 use super::perception::{answer, Perception, FOLLOW_UP_QUESTION};
-use super::prompting::{facts_for, gate_input, RunInput};
+use super::prompting::{facts_for, gate_input, will_stand, RunInput};
 use super::{Engine, EngineError, TurnOutcome, PROVIDER_DOWN_REPLY};
 use crate::llm::LlmError;
 use crate::memory::{now_ms, Entry, EntryType, NewEntry, TurnContext, TurnRecord, TurnStart};
@@ -48,9 +49,9 @@ impl Engine {
             Perception::Message(m) => Some((m.display_name.as_str(), m.text.as_str())),
             Perception::Quiet(_) => None,
         };
-        let newer = match p {
-            Perception::Message(m) => m.newer.as_ref(),
-            Perception::Quiet(_) => None,
+        let (newer, speech) = match p {
+            Perception::Message(m) => (m.newer.as_ref(), m.speech.as_ref()),
+            Perception::Quiet(_) => (None, None),
         };
         let mut state = begun.state.clone();
         let mut soul = ctx.soul.clone();
@@ -64,6 +65,25 @@ impl Engine {
             ran.push(def.name.clone());
             let plan = self.plan(def, ctx);
             info!(process = %def.name, interaction = ctx.interaction, steps = ?plan.steps, user_model = plan.inject_user_model, why = plan.user_model_reason, "turn planned");
+            // Shown as it is written only when no execute_now rule can hand the message on.
+            let soul_now = speech.map(|_| soul.clone());
+            let stands = |raw: &str| {
+                soul_now.as_ref().is_some_and(|soul| {
+                    will_stand(
+                        def,
+                        raw,
+                        soul,
+                        &state,
+                        begun.turns,
+                        begun.idle_minutes,
+                        self.config.pipeline.max_response_chars,
+                    )
+                })
+            };
+            let streaming = speech.map(|speech| Streaming {
+                speech,
+                stands: &stands,
+            });
             let rs = RunState {
                 input: RunInput {
                     lib: &lib,
@@ -86,6 +106,7 @@ impl Engine {
                 meta: policy.entry_meta(&def.name),
                 spent: &mut spent,
                 session: ctx.claude_session.as_deref(),
+                stream: streaming.as_ref(),
             };
             let result = match def.ism.as_ref().filter(|_| self.config.ism.enabled) {
                 Some(ism) => {
@@ -176,6 +197,11 @@ impl Engine {
         let user_model_updated = outcome.user_model.is_some();
         let iterations_done = iterations;
         let Ran { last, speaks, .. } = last;
+        let streamed = last
+            .as_ref()
+            .filter(|_| said)
+            .map(|r| r.shown.clone())
+            .unwrap_or_default();
         // Interrupted before it spoke: no reply (the newer message's answers both).
         let reply = match &last {
             Some(run) if speaks => run.cognition.reply.clone(),
@@ -277,6 +303,7 @@ impl Engine {
             model_us,
             model_calls,
             iterations: iterations_done,
+            streamed,
             machine_log,
         })
     }
@@ -420,6 +447,7 @@ impl Engine {
             model_us,
             model_calls: 0,
             iterations: 0,
+            streamed: String::new(),
             machine_log: Vec::new(),
         })
     }

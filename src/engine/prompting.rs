@@ -139,6 +139,47 @@ fn instructions_of(def: &ProcessDef, extra: &[&str]) -> ProcessInstructions {
     }
 }
 
+/// Whether a run's dialogue will stand, judged from its answer so far (`raw`) when the
+/// dialogue opens: no execute_now rule can hand the message to another process, whose
+/// dialogue would replace it. Rules that read what comes after the dialogue (the soul state
+/// after its update, the user-model check) or a question not answered yet cannot be judged:
+/// then it is not known to stand.
+pub(super) fn will_stand(
+    def: &ProcessDef,
+    raw: &str,
+    soul: &SoulState,
+    state: &ThreadProcess,
+    turns: u64,
+    idle_minutes: f64,
+    max_chars: usize,
+) -> bool {
+    let rules: Vec<_> = def.transitions.iter().filter(|t| t.execute_now).collect();
+    if rules.is_empty() {
+        return true;
+    }
+    if rules.iter().any(|t| t.when.reads_late()) {
+        return false;
+    }
+    let so_far = crate::parse::parse_response(raw, max_chars);
+    let mut asked = Vec::new();
+    for t in &rules {
+        t.when.queries(&mut asked);
+    }
+    let answered = |q: &String| {
+        so_far
+            .mental_queries
+            .iter()
+            .any(|m| m.question.trim().eq_ignore_ascii_case(q.trim()) && m.answer.is_some())
+    };
+    if !asked.iter().all(answered) {
+        return false;
+    }
+    let facts = facts_for(soul, state, &so_far, turns, idle_minutes, &def.name);
+    // These rules read nothing the rest of the answer can change: none holds now, none
+    // will be taken.
+    !rules.iter().any(|t| t.when.holds(&facts))
+}
+
 /// What a process's rules read after a run.
 pub(super) fn facts_for(
     soul: &SoulState,

@@ -8,11 +8,13 @@
 
 mod scan;
 mod selection;
+mod stream;
 #[cfg(test)]
 mod tests;
 mod text;
 
 pub use selection::{parse_selection, Selection};
+pub use stream::{DialogueStream, Passed};
 
 use scan::{Element, Tag};
 use serde::Serialize;

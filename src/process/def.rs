@@ -288,6 +288,26 @@ pub fn parse(text: &str, path: &Path) -> Result<ProcessDef, Vec<Problem>> {
             )),
         }
     }
+    // The questions that decide an execute_now rule are asked before the dialogue: when the
+    // dialogue opens, whether it will stand (or be superseded by the process handed to) is
+    // known, and it can be streamed.
+    if transitions.iter().any(|t| {
+        t.execute_now && {
+            let mut q = Vec::new();
+            t.when.queries(&mut q);
+            !q.is_empty()
+        }
+    }) {
+        if let (Some(query), Some(dialogue)) = (
+            steps.iter().position(|s| *s == Step::MentalQuery),
+            steps.iter().position(|s| *s == Step::ExternalDialogue),
+        ) {
+            if query > dialogue {
+                let q = steps.remove(query);
+                steps.insert(dialogue, q);
+            }
+        }
+    }
     if !queries.is_empty() && !steps.contains(&Step::MentalQuery) {
         problems.push(problem(
             steps_line,

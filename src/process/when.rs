@@ -137,6 +137,20 @@ impl Expr {
         }
     }
 
+    /// Whether it reads what an answer gives only after its dialogue: the soul state after
+    /// the update, or the user-model check.
+    pub fn reads_late(&self) -> bool {
+        match self {
+            Expr::Or(a, b) | Expr::And(a, b) | Expr::Cmp(a, _, b) => {
+                a.reads_late() || b.reads_late()
+            }
+            Expr::Not(a) => a.reads_late(),
+            Expr::In(a, list) => a.reads_late() || list.iter().any(Expr::reads_late),
+            Expr::Name(Name::State(_) | Name::UserModelCheck) => true,
+            Expr::Lit(_) | Expr::Name(_) | Expr::Query(_) => false,
+        }
+    }
+
     pub fn holds(&self, f: &Facts) -> bool {
         self.eval(f).truthy()
     }

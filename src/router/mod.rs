@@ -297,6 +297,7 @@ impl Router {
                     source: Some(item.source()),
                     inbox_id: Some(item.id),
                     newer: Some(self.newer_than(&item)),
+                    speech: None,
                 }))
                 .await;
             drop(in_flight);

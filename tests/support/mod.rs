@@ -30,6 +30,8 @@ pub enum Script {
     Reply(String),
     /// The same text, streamed in these pieces (each piece is one or more SSE writes).
     Stream(Vec<String>),
+    /// Streamed in these pieces, each written after this many ms (Anthropic only).
+    SlowStream(Vec<String>, u64),
     /// A status with headers and a body.
     Status(u16, Vec<(&'static str, String)>, String),
     /// HTTP 200, then an SSE error event (Anthropic) / error chunk (OpenAI).
@@ -353,6 +355,25 @@ async fn anthropic(
                 "application/json",
             )
         }
+        Script::SlowStream(pieces, ms) => {
+            let mut frames = vec![format!(
+                "event: message_start\ndata: {}\n\n",
+                json!({"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","content":[],"model":model,"stop_reason":null,"usage":{"input_tokens":25,"output_tokens":1}}})
+            )];
+            for p in pieces {
+                frames.push(format!("event: content_block_delta\ndata: {}\n\n", json!({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":p}})));
+            }
+            frames.push(format!("event: message_delta\ndata: {}\n\n", json!({"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":15}})));
+            frames.push("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n".to_string());
+            let body = Body::from_stream(futures_util::StreamExt::then(
+                futures_util::stream::iter(frames),
+                move |f| async move {
+                    tokio::time::sleep(Duration::from_millis(ms)).await;
+                    Ok::<_, Infallible>(Bytes::from(f))
+                },
+            ));
+            respond(200, &[], body, "text/event-stream")
+        }
         Script::Stream(pieces) => {
             let mut frames = vec![
                 format!(
@@ -471,7 +492,7 @@ async fn openai(
             )];
             respond(200, &[], sse(frames), "text/event-stream")
         }
-        Script::Hang | Script::Delay(..) => {
+        Script::Hang | Script::Delay(..) | Script::SlowStream(..) => {
             tokio::time::sleep(Duration::from_secs(3600)).await;
             respond(200, &[], Body::empty(), "application/json")
         }
