@@ -475,12 +475,31 @@ fn edits_are_in_force_within_a_second_and_bad_files_keep_the_last_good_version()
     write(
         &proc_dir,
         "extra",
-        "name = \"extra\"\nsteps = [\"external_dialogue\"]\n",
+        &ism_file(
+            "extra",
+            "[[actions]]\nname = \"Respond\"\neffect = \"respond\"\n",
+        ),
     );
     std::thread::sleep(Duration::from_millis(1000));
     assert!(
         lib.current().process("extra").is_some(),
         "a new file is picked up"
+    );
+    // A broken ISM keeps its last good version too.
+    write(
+        &proc_dir,
+        "extra",
+        &ism_file(
+            "extra",
+            "[[actions]]\nname = \"Respond\"\neffect = \"dance\"\n# longer\n",
+        ),
+    );
+    std::thread::sleep(Duration::from_millis(1000));
+    let extra = lib.current();
+    let ism = extra.process("extra").and_then(|d| d.ism.as_ref());
+    assert!(
+        ism.is_some_and(|i| i.can_respond()),
+        "the last good ISM stays in force"
     );
     std::fs::remove_file(proc_dir.join("extra.toml")).unwrap();
     std::thread::sleep(Duration::from_millis(1000));
