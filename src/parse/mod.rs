@@ -10,7 +10,7 @@ mod scan;
 mod selection;
 #[cfg(test)]
 mod tests;
-mod text;
+pub mod text;
 
 pub use selection::{parse_selection, Selection};
 

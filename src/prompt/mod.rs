@@ -8,7 +8,7 @@
 //! the user model, the whisper, soul-state values) is neutralised, so none of it can open or
 //! close a section.
 
-mod fence;
+pub mod fence;
 pub mod instructions;
 pub mod ism;
 pub mod plan;
