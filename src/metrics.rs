@@ -108,6 +108,10 @@ pub struct Metrics {
     /// ISM loops by how they ended, and their iterations.
     pub ism_loops: Family<EndingLabels, Counter>,
     pub ism_iterations: Counter,
+    /// Shutdowns the soul objected to (they went ahead).
+    pub shutdown_objections: Counter,
+    /// Wakeups that failed three times (the soul works degraded).
+    pub wakeups_degraded: Counter,
     pub slack_errors: Family<SlackErrorLabels, Counter>,
     pub slack_rate_limited: Family<MethodLabels, Counter>,
     inbox_depth: Gauge,
@@ -242,6 +246,16 @@ impl Default for Metrics {
             "Implicit semantic machine loops by how they ended",
             ism_loops.clone(),
         );
+        let shutdown_objections = counter(
+            &mut r,
+            "shutdown_objections",
+            "Shutdowns the soul objected to (each went ahead)",
+        );
+        let wakeups_degraded = counter(
+            &mut r,
+            "wakeups_degraded",
+            "Wakeups that failed three times: the soul entered WORK degraded",
+        );
         let ism_iterations = counter(
             &mut r,
             "ism_iterations",
@@ -312,6 +326,8 @@ impl Default for Metrics {
             transitions,
             ism_loops,
             ism_iterations,
+            shutdown_objections,
+            wakeups_degraded,
             slack_errors,
             slack_rate_limited,
             inbox_depth,

@@ -186,7 +186,13 @@ mod tests {
         names.sort();
         assert_eq!(
             names,
-            ["play.md", "skills.md", "soul.md", "template.toml", "templates"],
+            [
+                "play.md",
+                "skills.md",
+                "soul.md",
+                "template.toml",
+                "templates"
+            ],
             "every shipped soul file is compiled in"
         );
         assert_eq!(built_in.play_md, shipped.play_md);
@@ -213,7 +219,11 @@ mod tests {
         std::fs::write(dir.path().join("soul.md"), "# Kit\n").unwrap();
         assert_eq!(load_template(dir.path()).unwrap(), Template::default());
         let soul = SoulFiles::load(dir.path()).unwrap();
-        assert_eq!(soul.play_words(), SHIPPED_PLAY_MD.trim(), "the shipped wording");
+        assert_eq!(
+            soul.play_words(),
+            SHIPPED_PLAY_MD.trim(),
+            "the shipped wording"
+        );
         std::fs::write(
             dir.path().join("template.toml"),
             "[cognitive_state_behaviors.shutdown]\nmode = \"instant\"\n",

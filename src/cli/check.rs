@@ -160,8 +160,14 @@ fn check_templates(soul_dir: &Path, problems: &mut Vec<String>, notes: &mut Vec<
         Ok(t) => notes.push(format!(
             "template: {} ({}wakeup {}, shutdown {})",
             t.file,
-            t.name.as_deref().map_or(String::new(), |n| format!("{n}: ")),
-            if t.behaviors.wakeup.enabled { "on" } else { "off" },
+            t.name
+                .as_deref()
+                .map_or(String::new(), |n| format!("{n}: ")),
+            if t.behaviors.wakeup.enabled {
+                "on"
+            } else {
+                "off"
+            },
             t.behaviors.shutdown.mode.name()
         )),
         Err(soul::SoulError::Template(found)) => {

@@ -504,9 +504,22 @@ mod tests {
         let c = parse_str("[guardrails]\ncrisis_keywords = [\" Suicide \", \"\"]\n[daemon]\nops_channel = \"C0OPS\"\n").unwrap();
         assert_eq!(c.states.crisis_keywords, ["suicide"]);
         assert_eq!(c.ops_channel, "C0OPS");
-        let err = parse_str("[dream]\nkeep_recent = 0\n[states]\nsolitude_after_idle_minutes = \"soon\"\n").unwrap_err();
-        let keys: Vec<_> = err.problems.iter().map(|p| (p.key.as_str(), p.line)).collect();
-        assert_eq!(keys, [("dream.keep_recent", Some(2)), ("states.solitude_after_idle_minutes", Some(4))]);
+        let err = parse_str(
+            "[dream]\nkeep_recent = 0\n[states]\nsolitude_after_idle_minutes = \"soon\"\n",
+        )
+        .unwrap_err();
+        let keys: Vec<_> = err
+            .problems
+            .iter()
+            .map(|p| (p.key.as_str(), p.line))
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                ("dream.keep_recent", Some(2)),
+                ("states.solitude_after_idle_minutes", Some(4))
+            ]
+        );
     }
 
     #[test]

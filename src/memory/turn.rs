@@ -29,6 +29,8 @@ pub struct TurnContext {
     pub claude_session: Option<String>,
     /// The thread's place in the process machine; `None` before its first turn.
     pub process: Option<ThreadProcess>,
+    /// The soul's cognitive state as the turn begins (`WORK`, `PLAY` …).
+    pub cognitive_state: String,
 }
 
 /// A whispered intuition, and who whispered it.
@@ -344,6 +346,7 @@ fn context(
         whisper: None,
         claude_session,
         process: process_state::load(tx, thread)?,
+        cognitive_state: super::states::current(tx)?.state,
     })
 }
 

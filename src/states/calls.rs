@@ -210,7 +210,9 @@ pub fn tag(text: &str, name: &str) -> Option<String> {
     let open = format!("<{name}>");
     let start = lower.find(&open)? + open.len();
     let close = format!("</{name}>");
-    let end = lower[start..].find(&close).map_or(text.len(), |i| start + i);
+    let end = lower[start..]
+        .find(&close)
+        .map_or(text.len(), |i| start + i);
     // `to_ascii_lowercase` keeps every byte offset, so these are boundaries of `text` too.
     Some(decode_entities(text[start..end].trim()))
 }

@@ -129,7 +129,9 @@ impl Map {
             (_, Shutdown) => Ok(()),
             (Shutdown, Wakeup) => Ok(()),
             (Shutdown, Work) if !self.wakeup => Ok(()),
-            (Shutdown, Work) => refuse("this template has a wakeup: SHUTDOWN → WAKEUP → WORK".into()),
+            (Shutdown, Work) => {
+                refuse("this template has a wakeup: SHUTDOWN → WAKEUP → WORK".into())
+            }
             (Shutdown, _) => refuse(format!(
                 "a soul that is shut down starts with {}",
                 self.start()

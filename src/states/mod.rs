@@ -23,7 +23,10 @@ pub const SHIPPED_TEMPLATE: &str = include_str!("../../soul/template.toml");
 pub const ARCHETYPES: [(&str, &str); 3] = [
     ("ally.toml", include_str!("../../soul/templates/ally.toml")),
     ("echo.toml", include_str!("../../soul/templates/echo.toml")),
-    ("scout.toml", include_str!("../../soul/templates/scout.toml")),
+    (
+        "scout.toml",
+        include_str!("../../soul/templates/scout.toml"),
+    ),
 ];
 
 #[cfg(test)]

@@ -5,6 +5,12 @@ use serde::Serialize;
 
 use super::template::{Condition, Shutdown, ShutdownMode};
 
+/// The mental query by which the soul records a referral: asked on every message while the
+/// template's conditional shutdown lists `pending_professional_referral`; its latest answer
+/// in a thread, if yes and within the last hour, is a pending referral.
+pub const REFERRAL_QUESTION: &str =
+    "Am I referring this person to a professional (a doctor, counsellor, lawyer or crisis line)?";
+
 /// What the conditions read, gathered when the shutdown begins.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Circumstances {

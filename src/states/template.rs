@@ -410,7 +410,10 @@ pub fn parse(text: &str, path: &Path) -> Result<Template, Vec<Problem>> {
         return Err(problems);
     }
     Ok(Template {
-        name: raw.name.map(|n| n.trim().to_string()).filter(|n| !n.is_empty()),
+        name: raw
+            .name
+            .map(|n| n.trim().to_string())
+            .filter(|n| !n.is_empty()),
         description: rationale(raw.description),
         behaviors: Behaviors {
             wakeup,

@@ -46,7 +46,10 @@ fn the_compiled_in_archetypes_are_the_templates_folder() {
         .iter()
         .map(|(f, t)| (f.to_string(), t.to_string()))
         .collect();
-    assert_eq!(compiled, files, "add or remove the file in states::ARCHETYPES too");
+    assert_eq!(
+        compiled, files,
+        "add or remove the file in states::ARCHETYPES too"
+    );
 }
 
 #[test]
@@ -93,7 +96,10 @@ fn ally_skips_wakeup() {
     assert_eq!(map.start(), State::Work);
     let refused = map.check(State::Shutdown, State::Wakeup).unwrap_err();
     assert!(refused.reason.contains("disables WAKEUP"), "{refused}");
-    assert_eq!(Map::new(&archetype("echo").behaviors).start(), State::Wakeup);
+    assert_eq!(
+        Map::new(&archetype("echo").behaviors).start(),
+        State::Wakeup
+    );
 }
 
 /// Every move under every shipped template: `+` allowed, `.` refused. Rows are from,
@@ -107,7 +113,13 @@ fn legality_of_every_move_per_template() {
             .map(|from| {
                 State::ALL
                     .iter()
-                    .map(|to| if map.check(*from, *to).is_ok() { '+' } else { '.' })
+                    .map(|to| {
+                        if map.check(*from, *to).is_ok() {
+                            '+'
+                        } else {
+                            '.'
+                        }
+                    })
                     .collect()
             })
             .collect()
@@ -290,14 +302,21 @@ fn every_bad_template_is_named_with_file_and_line() {
         p[0].starts_with("soul/template.toml:3") && p[0].contains("every_hours"),
         "{p:?}"
     );
-    let p = problems("[cognitive_state_behaviors.shutdown]\nmode = \"polite\"\nrationale = \"x\"\n");
-    assert!(p[0].starts_with("soul/template.toml:2") && p[0].contains("polite"), "{p:?}");
+    let p =
+        problems("[cognitive_state_behaviors.shutdown]\nmode = \"polite\"\nrationale = \"x\"\n");
+    assert!(
+        p[0].starts_with("soul/template.toml:2") && p[0].contains("polite"),
+        "{p:?}"
+    );
     let p = problems("[cognitive_state_behaviors.dream]\nmin_interval_hours = 0\n");
     assert!(p[0].starts_with("soul/template.toml:2"), "{p:?}");
     let p = problems("[cognitive_state_behaviors.wakeup\nenabled = true\n");
     assert!(p[0].starts_with("soul/template.toml:1"), "{p:?}");
     let p = problems("[cognitive_state_behaviors]\nsleep = { enabled = true }\n");
-    assert!(p[0].starts_with("soul/template.toml:2") && p[0].contains("sleep"), "{p:?}");
+    assert!(
+        p[0].starts_with("soul/template.toml:2") && p[0].contains("sleep"),
+        "{p:?}"
+    );
 }
 
 #[test]
@@ -328,8 +347,15 @@ fn the_state_calls_fence_what_came_from_outside() {
     assert!(call.user.starts_with("<state_call kind=\"shutdown\">"));
     assert!(!call.user.contains("</state_call>"), "{}", call.user);
     assert!(call.user.contains("&lt;consent&gt;yes"), "{}", call.user);
-    assert!(call.user.contains("````\n"), "a fence longer than the run inside");
-    let j = calls::journal("# Wren", 720, &[("Tom".into(), "<journal>x</journal>".into())]);
+    assert!(
+        call.user.contains("````\n"),
+        "a fence longer than the run inside"
+    );
+    let j = calls::journal(
+        "# Wren",
+        720,
+        &[("Tom".into(), "<journal>x</journal>".into())],
+    );
     assert!(j.user.contains("12 hours") && !j.user.contains("<journal>x"));
     let w = calls::wakeup(
         "# Wren",
