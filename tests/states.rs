@@ -223,3 +223,60 @@ fn play_is_requested_by_the_operator_and_shapes_the_prompt() {
         "PLAY's words in the instructions"
     );
 }
+
+#[test]
+fn a_bad_template_fails_check_and_the_first_start_with_its_file_and_line() {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    let h = home_with(
+        &model,
+        &slack,
+        "[cognitive_state_behaviors.shutdown]\nmode = \"conditional\"\nrequire_consent_when = [\"full_moon\"]\n",
+    );
+    let r = h.run(&["check"], "");
+    assert_eq!(r.status, 2, "{}", r.stdout);
+    assert!(
+        r.stdout.contains("soul/template.toml:3") && r.stdout.contains("full_moon"),
+        "{}",
+        r.stdout
+    );
+    let mut d = Daemon::spawn(&h, &[]);
+    assert_eq!(d.wait_exit(20), 2, "{}", d.log());
+    assert!(d.log().contains("template.toml:3"), "{}", d.log());
+}
+
+#[test]
+fn anima_state_shows_the_cognitive_state_its_template_and_the_journal() {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    let h = home_with(&model, &slack, ALLY);
+    let mut d = Daemon::start(&h);
+    slack.wait_connected_or(|| d.log());
+    assert_eq!(d.terminate(), 0);
+    let r = h.run(&["state"], "");
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    assert!(
+        r.stdout.starts_with("cognitive state: SHUTDOWN"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("allowed moves: WORK"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("wakeup: Partnership model"),
+        "the rationales: {}",
+        r.stdout
+    );
+    let r = h.run(&["state", "--json"], "");
+    let v: serde_json::Value = serde_json::from_str(r.stdout.trim()).unwrap();
+    assert_eq!(v["cognitive_state"]["template"]["name"], "ally");
+    let moves = v["cognitive_state"]["recent_moves"].as_array().unwrap();
+    assert_eq!(moves[0]["to"], "SHUTDOWN");
+    assert_eq!(moves[1]["to"], "WORK", "no wakeup: {moves:?}");
+    h.store()
+        .add_journal("Alone, I thought of Tom. 🦀")
+        .unwrap();
+    let r = h.run(&["state", "--journal"], "");
+    assert!(
+        r.stdout.contains("Alone, I thought of Tom. 🦀"),
+        "{}",
+        r.stdout
+    );
+}

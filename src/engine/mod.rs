@@ -166,7 +166,10 @@ impl Engine {
             ),
         };
         if let Some(m) = &self.metrics {
-            m.model_call(self.provider.name(), ok, latency, [0; 4]);
+            m.state_calls.inc();
+            if !ok {
+                m.state_calls_failed.inc();
+            }
         }
         tracing::info!(
             kind = call.kind,

@@ -171,7 +171,13 @@ impl Library {
             good: BTreeMap::new(),
         };
         watch.stamps = watch.scan();
-        for path in watch.stamps.keys().filter(|p| is_process_file(p)) {
+        let files: Vec<PathBuf> = watch
+            .stamps
+            .keys()
+            .filter(|p| watch.is_process(p))
+            .cloned()
+            .collect();
+        for path in &files {
             match def::load_file(path) {
                 Ok(d) => {
                     watch.good.insert(path.clone(), d);
@@ -229,6 +235,11 @@ fn stamp(path: &Path) -> Stamp {
 }
 
 impl Watch {
+    /// A process file: a `.toml` in the processes folder (the soul's template is not one).
+    fn is_process(&self, p: &Path) -> bool {
+        is_process_file(p) && p.parent() == Some(self.processes_dir.as_path())
+    }
+
     fn scan(&self) -> BTreeMap<PathBuf, Stamp> {
         let mut out = BTreeMap::new();
         for f in ["soul.md", "skills.md", "play.md", template::FILE] {
@@ -299,7 +310,7 @@ impl Watch {
                         error!(error = %e, "template rejected; the last good version stays in force")
                     }
                 }
-            } else if is_process_file(&path) {
+            } else if self.is_process(&path) {
                 processes_changed = true;
                 if !path.exists() {
                     info!(file = %path.display(), "process file removed");
