@@ -1,11 +1,16 @@
 //! Operator commands, shared by the admin HTTP endpoints and admin DMs: what a DM command
 //! says (`!status`, `!reset [THREAD]`, `!whisper TEXT`, `!help`), and carrying commands out
-//! against the store. Who may use them is the caller's business (a bearer token over HTTP,
+//! against the store; the state report an operator reads; PLAY or WORK on request (an
+//! operator's, or a process rule's through the engine). Who may use them is the caller's business (a bearer token over HTTP,
 //! `[admin] users` in Slack). Knows nothing of Slack or HTTP.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::memory::{Snapshot, Store, StoreError};
+use serde::Serialize;
+
+use crate::memory::{CognitiveRow, NewMove, Snapshot, StateMove, Store, StoreError};
+use crate::states::{Map, Refused, State, Template};
 
 /// The longest whisper accepted, in characters.
 pub const MAX_WHISPER_CHARS: usize = 2_000;
@@ -91,11 +96,102 @@ pub async fn carry_out(
     }
 }
 
+/// What an operator reads about the soul (`anima state --json`, `GET /api/admin/state`): the
+/// store's snapshot and the cognitive state with its template.
+#[derive(Debug, Clone, Serialize)]
+pub struct StateReport {
+    #[serde(flatten)]
+    pub snapshot: Snapshot,
+    pub cognitive_state: CognitiveReport,
+}
+
+/// The cognitive state: which, since when, why; the moves the template allows from it, the
+/// template and its rationales; the last dream.
+#[derive(Debug, Clone, Serialize)]
+pub struct CognitiveReport {
+    pub state: String,
+    pub since_ms: i64,
+    pub why: String,
+    pub degraded: bool,
+    pub allowed_moves: Vec<State>,
+    pub template: Template,
+    pub rationales: BTreeMap<&'static str, String>,
+    pub recent_moves: Vec<StateMove>,
+    pub last_dream: Option<serde_json::Value>,
+}
+
+/// The report from a snapshot and the template in force.
+pub fn state_report(snapshot: Snapshot, template: &Template) -> StateReport {
+    let row: &CognitiveRow = &snapshot.cognitive;
+    let map = Map::new(&template.behaviors);
+    let allowed_moves = State::from_name(&row.state)
+        .map(|s| map.moves_from(s))
+        .unwrap_or_default();
+    let cognitive_state = CognitiveReport {
+        state: row.state.clone(),
+        since_ms: row.since_ms,
+        why: row.cause.clone(),
+        degraded: row.degraded,
+        allowed_moves,
+        template: template.clone(),
+        rationales: template
+            .rationales()
+            .into_iter()
+            .map(|(k, r)| (k, r.to_string()))
+            .collect(),
+        recent_moves: snapshot.recent_moves.clone(),
+        last_dream: snapshot.last_dream.clone(),
+    };
+    StateReport {
+        snapshot,
+        cognitive_state,
+    }
+}
+
+/// Why a requested state change did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    #[error("only PLAY and WORK can be requested; {0} is the soul's own to enter")]
+    NotRequestable(State),
+    #[error("{0}")]
+    Refused(Refused),
+    #[error("the soul's state `{0}` is unknown to this anima")]
+    Unknown(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Moves the soul to PLAY or WORK on request (an operator, a process rule), if the template
+/// allows the move from where the soul is; checked and written in one transaction.
+pub fn request_state(
+    store: &Store,
+    template: &Template,
+    to: State,
+    by: &str,
+) -> Result<StateMove, RequestError> {
+    if !matches!(to, State::Play | State::Work) {
+        return Err(RequestError::NotRequestable(to));
+    }
+    let map = Map::new(&template.behaviors);
+    store.move_state(|row| {
+        let from =
+            State::from_name(&row.state).ok_or_else(|| RequestError::Unknown(row.state.clone()))?;
+        map.check(from, to).map_err(RequestError::Refused)?;
+        Ok(NewMove {
+            to: to.name().into(),
+            cause: format!("requested by {by}"),
+            detail: serde_json::json!({ "requested_by": by }),
+            degraded: false,
+        })
+    })?
+}
+
 /// One paragraph about how the soul is.
 pub fn status_line(s: &Snapshot) -> String {
     let plural = |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
     format!(
-        "{} so far, {} I know, {} waiting in the inbox ({} given up), {} pending.",
+        "In {}. {} so far, {} I know, {} waiting in the inbox ({} given up), {} pending.",
+        s.cognitive.state,
         plural(s.interactions, "interaction", "interactions"),
         plural(
             s.conversations.len() as u64,
@@ -158,5 +254,43 @@ mod tests {
             .await
             .unwrap();
         assert!(missing.contains("no conversation `D1`"), "{missing}");
+    }
+
+    #[test]
+    fn play_and_work_can_be_requested_where_the_template_allows() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("a.db")).unwrap();
+        let t = Template::default();
+        let err = request_state(&store, &t, State::Play, "admin").unwrap_err();
+        assert!(err.to_string().contains("SHUTDOWN → PLAY refused"), "{err}");
+        assert!(matches!(
+            request_state(&store, &t, State::Dream, "admin"),
+            Err(RequestError::NotRequestable(State::Dream))
+        ));
+        store
+            .move_state(|_| {
+                Ok::<_, ()>(NewMove {
+                    to: "WORK".into(),
+                    cause: "test".into(),
+                    detail: serde_json::Value::Null,
+                    degraded: false,
+                })
+            })
+            .unwrap()
+            .unwrap();
+        let m = request_state(&store, &t, State::Play, "admin U9").unwrap();
+        assert_eq!((m.from.as_str(), m.to.as_str()), ("WORK", "PLAY"));
+        let report = state_report(store.snapshot().unwrap(), &t);
+        assert_eq!(report.cognitive_state.state, "PLAY");
+        assert_eq!(report.cognitive_state.why, "requested by admin U9");
+        assert_eq!(
+            report.cognitive_state.allowed_moves,
+            [State::Work, State::Shutdown]
+        );
+        let mut no_play = Template::default();
+        no_play.behaviors.play.enabled = false;
+        request_state(&store, &no_play, State::Work, "admin").unwrap();
+        let err = request_state(&store, &no_play, State::Play, "admin").unwrap_err();
+        assert!(err.to_string().contains("disables PLAY"), "{err}");
     }
 }

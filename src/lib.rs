@@ -5,7 +5,9 @@
 //! the `router`, which keeps the durable inbox and runs one conversation at a time through
 //! the `engine`; the engine moves a thread through its `process`, builds the `prompt`, asks a
 //! model through `llm`, reads the answer with `parse`, and keeps everything in `memory`; the
-//! router delivers the reply back through slack's surface. The rest is shared: `config`,
+//! router delivers the reply back through slack's surface. `states` is the soul's cognitive
+//! state (WAKEUP, WORK, PLAY, DREAM, SOLITUDE, SHUTDOWN) as its template shapes it: pure,
+//! carried out by the daemon and the engine. The rest is shared: `config`,
 //! `soul`, `steps`, `metrics`, `telemetry`, `tls`, `failpoint`. `tests/architecture.rs`
 //! holds each part to the edges it may have.
 
@@ -16,6 +18,7 @@ pub mod admin;
 pub mod slack;
 pub mod router;
 pub mod engine;
+pub mod states;
 pub mod process;
 pub mod ism;
 pub mod prompt;

@@ -108,6 +108,14 @@ pub struct Metrics {
     /// ISM loops by how they ended, and their iterations.
     pub ism_loops: Family<EndingLabels, Counter>,
     pub ism_iterations: Counter,
+    /// The cognitive states' own model calls (wakeup, consent, journal), and those that
+    /// failed or timed out; not in `model_calls`, which counts the turns' calls.
+    pub state_calls: Counter,
+    pub state_calls_failed: Counter,
+    /// Shutdowns the soul objected to (they went ahead).
+    pub shutdown_objections: Counter,
+    /// Wakeups that failed three times (the soul works degraded).
+    pub wakeups_degraded: Counter,
     pub slack_errors: Family<SlackErrorLabels, Counter>,
     pub slack_rate_limited: Family<MethodLabels, Counter>,
     inbox_depth: Gauge,
@@ -242,6 +250,26 @@ impl Default for Metrics {
             "Implicit semantic machine loops by how they ended",
             ism_loops.clone(),
         );
+        let state_calls = counter(
+            &mut r,
+            "state_calls",
+            "Model calls of the cognitive states (wakeup, shutdown consent, journal)",
+        );
+        let state_calls_failed = counter(
+            &mut r,
+            "state_calls_failed",
+            "Cognitive-state model calls that failed or timed out",
+        );
+        let shutdown_objections = counter(
+            &mut r,
+            "shutdown_objections",
+            "Shutdowns the soul objected to (each went ahead)",
+        );
+        let wakeups_degraded = counter(
+            &mut r,
+            "wakeups_degraded",
+            "Wakeups that failed three times: the soul entered WORK degraded",
+        );
         let ism_iterations = counter(
             &mut r,
             "ism_iterations",
@@ -312,6 +340,10 @@ impl Default for Metrics {
             transitions,
             ism_loops,
             ism_iterations,
+            state_calls,
+            state_calls_failed,
+            shutdown_objections,
+            wakeups_degraded,
             slack_errors,
             slack_rate_limited,
             inbox_depth,

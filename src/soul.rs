@@ -1,10 +1,16 @@
-//! The soul's files: `soul.md` (the personality, required) and `skills.md` (optional).
+//! The soul's files: `soul.md` (the personality, required), `skills.md` (optional),
+//! `play.md` (optional: how the soul's instructions change in PLAY) and `template.toml`
+//! (optional: its cognitive state behaviours, checked by `states::template`).
 //!
-//! Owns reading and checking them; every error names the path. The text reaches the prompt
+//! Owns reading and checking them; every error names the path (and, for the template, the
+//! line). The text reaches the prompt
 //! verbatim: nothing here rewrites it. The shipped soul is compiled into the binary, so an
 //! installed `anima` works without the clone: it is the soul when no soul folder exists.
 
 use std::path::{Path, PathBuf};
+
+use crate::config::Problem;
+use crate::states::{template, Template, SHIPPED_TEMPLATE};
 
 /// What the built-in soul and processes give as their folder.
 pub const BUILT_IN: &str = "(built in)";
@@ -13,11 +19,15 @@ pub const BUILT_IN: &str = "(built in)";
 pub const SHIPPED_SOUL_MD: &str = include_str!("../soul/soul.md");
 /// The shipped `soul/skills.md`, compiled in.
 pub const SHIPPED_SKILLS_MD: &str = include_str!("../soul/skills.md");
+/// The shipped `soul/play.md`, compiled in: also the wording of PLAY for a soul folder
+/// without one.
+pub const SHIPPED_PLAY_MD: &str = include_str!("../soul/play.md");
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SoulFiles {
     pub soul_md: String,
     pub skills_md: Option<String>,
+    pub play_md: Option<String>,
     pub dir: PathBuf,
 }
 
@@ -35,6 +45,13 @@ pub enum SoulError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("cannot read {path}: {source}")]
+    OptionalUnreadable {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the template is invalid: {}", .0.iter().map(|p| p.to_string()).collect::<Vec<_>>().join("; "))]
+    Template(Vec<Problem>),
 }
 
 impl SoulFiles {
@@ -50,22 +67,26 @@ impl SoulFiles {
             return Err(SoulError::Empty { path: soul_path });
         }
         let skills_path = dir.join("skills.md");
-        let skills_md = match std::fs::read_to_string(&skills_path) {
-            Ok(s) if s.trim().is_empty() => None,
-            Ok(s) => Some(s),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(source) => {
-                return Err(SoulError::SkillsUnreadable {
-                    path: skills_path,
-                    source,
-                })
-            }
-        };
+        let skills_md = optional(&skills_path).map_err(|source| SoulError::SkillsUnreadable {
+            path: skills_path,
+            source,
+        })?;
+        let play_path = dir.join("play.md");
+        let play_md = optional(&play_path).map_err(|source| SoulError::OptionalUnreadable {
+            path: play_path,
+            source,
+        })?;
         Ok(SoulFiles {
             soul_md,
             skills_md,
+            play_md,
             dir: dir.to_path_buf(),
         })
+    }
+
+    /// How the soul's instructions change in PLAY: `play.md`, else the shipped wording.
+    pub fn play_words(&self) -> &str {
+        self.play_md.as_deref().unwrap_or(SHIPPED_PLAY_MD).trim()
     }
 
     /// The shipped soul, from the binary.
@@ -73,6 +94,7 @@ impl SoulFiles {
         SoulFiles {
             soul_md: SHIPPED_SOUL_MD.to_string(),
             skills_md: Some(SHIPPED_SKILLS_MD.to_string()),
+            play_md: Some(SHIPPED_PLAY_MD.to_string()),
             dir: PathBuf::from(BUILT_IN),
         }
     }
@@ -101,6 +123,36 @@ impl SoulFiles {
             .filter(|n| !n.is_empty())
             .unwrap_or("the soul")
     }
+}
+
+/// An optional text file: `None` when it is missing or blank.
+fn optional(path: &Path) -> Result<Option<String>, std::io::Error> {
+    match std::fs::read_to_string(path) {
+        Ok(s) if s.trim().is_empty() => Ok(None),
+        Ok(s) => Ok(Some(s)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// The soul's template: `template.toml` in `dir`; the shipped one when `dir` does not exist
+/// (the built-in soul); the seed's defaults when the folder has no template.
+pub fn load_template(dir: &Path) -> Result<Template, SoulError> {
+    if !dir.exists() {
+        return Ok(built_in_template());
+    }
+    let path = dir.join(template::FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => template::parse(&text, &path).map_err(SoulError::Template),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Template::default()),
+        Err(source) => Err(SoulError::OptionalUnreadable { path, source }),
+    }
+}
+
+/// The shipped template, from the binary.
+pub fn built_in_template() -> Template {
+    template::parse(SHIPPED_TEMPLATE, &Path::new(BUILT_IN).join(template::FILE))
+        .expect("the shipped template is valid (tested)")
 }
 
 #[cfg(test)]
@@ -134,8 +186,19 @@ mod tests {
         names.sort();
         assert_eq!(
             names,
-            ["skills.md", "soul.md"],
+            [
+                "play.md",
+                "skills.md",
+                "soul.md",
+                "template.toml",
+                "templates"
+            ],
             "every shipped soul file is compiled in"
+        );
+        assert_eq!(built_in.play_md, shipped.play_md);
+        assert_eq!(
+            load_template(&shipped.dir).unwrap().behaviors,
+            built_in_template().behaviors
         );
     }
 
@@ -148,6 +211,27 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("soul.md"), "{err}");
+    }
+
+    #[test]
+    fn a_folder_without_a_template_has_the_defaults_and_a_bad_one_is_refused_with_its_line() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("soul.md"), "# Kit\n").unwrap();
+        assert_eq!(load_template(dir.path()).unwrap(), Template::default());
+        let soul = SoulFiles::load(dir.path()).unwrap();
+        assert_eq!(
+            soul.play_words(),
+            SHIPPED_PLAY_MD.trim(),
+            "the shipped wording"
+        );
+        std::fs::write(
+            dir.path().join("template.toml"),
+            "[cognitive_state_behaviors.shutdown]\nmode = \"instant\"\n",
+        )
+        .unwrap();
+        let err = load_template(dir.path()).unwrap_err().to_string();
+        let path = dir.path().join("template.toml").display().to_string();
+        assert!(err.contains(&format!("{path}:2")), "{err}");
     }
 
     #[test]

@@ -62,6 +62,13 @@ const FORBIDDEN: &[(&str, &[&str], &str)] = &[
         "the ISM loop's core is pure: it decides, the engine calls the model",
     ),
     (
+        "states",
+        &[
+            "slack", "llm", "memory", "engine", "router", "daemon", "process", "ism", "admin",
+        ],
+        "the cognitive-state machine is pure: it decides, the daemon and engine carry it out",
+    ),
+    (
         "steps",
         &[
             "slack", "llm", "memory", "engine", "router", "daemon", "prompt", "parse",
@@ -84,7 +91,7 @@ const IO: &[&str] = &[
     "axum",
     "slack_morphism",
 ];
-const PURE: &[&str] = &["parse", "prompt", "ism"];
+const PURE: &[&str] = &["parse", "prompt", "ism", "states"];
 
 struct Edge {
     line: usize,

@@ -11,7 +11,8 @@ use crate::config::{self, SlackMode};
 use crate::llm::select::{self, Environment};
 use crate::memory::Store;
 use crate::process::{def, library};
-use crate::soul::SoulFiles;
+use crate::soul::{self, SoulFiles};
+use crate::states::template;
 
 pub async fn run(config_path: Option<&Path>) -> CliResult {
     let mut problems: Vec<String> = Vec::new();
@@ -62,6 +63,7 @@ pub async fn run(config_path: Option<&Path>) -> CliResult {
             }
             Err(e) => problems.push(e.to_string()),
         }
+        check_templates(&config.soul_dir, &mut problems, &mut notes);
 
         if config.processes_dir.exists() {
             let (defs, file_problems) = def::load_dir(&config.processes_dir);
@@ -148,6 +150,49 @@ pub async fn run(config_path: Option<&Path>) -> CliResult {
             "check found {}",
             plural(problems.len() as u64, "problem")
         )))
+    }
+}
+
+/// The soul's template, and the archetypes beside it in `templates/`: every problem with
+/// file and line.
+fn check_templates(soul_dir: &Path, problems: &mut Vec<String>, notes: &mut Vec<String>) {
+    match soul::load_template(soul_dir) {
+        Ok(t) => notes.push(format!(
+            "template: {} ({}wakeup {}, shutdown {})",
+            t.file,
+            t.name
+                .as_deref()
+                .map_or(String::new(), |n| format!("{n}: ")),
+            if t.behaviors.wakeup.enabled {
+                "on"
+            } else {
+                "off"
+            },
+            t.behaviors.shutdown.mode.name()
+        )),
+        Err(soul::SoulError::Template(found)) => {
+            problems.extend(found.iter().map(|p| p.to_string()))
+        }
+        Err(e) => problems.push(e.to_string()),
+    }
+    let Ok(entries) = std::fs::read_dir(soul_dir.join("templates")) else {
+        return;
+    };
+    let mut files: Vec<_> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    files.sort();
+    for path in files {
+        match std::fs::read_to_string(&path) {
+            Ok(text) => {
+                if let Err(found) = template::parse(&text, &path) {
+                    problems.extend(found.iter().map(|p| p.to_string()));
+                }
+            }
+            Err(e) => problems.push(format!("cannot read {}: {e}", path.display())),
+        }
     }
 }
 

@@ -8,7 +8,8 @@ use clap::Args;
 
 use super::{CliResult, Failure};
 use crate::process::library;
-use crate::soul::{SHIPPED_SKILLS_MD, SHIPPED_SOUL_MD};
+use crate::soul::{SHIPPED_PLAY_MD, SHIPPED_SKILLS_MD, SHIPPED_SOUL_MD};
+use crate::states::{ARCHETYPES, SHIPPED_TEMPLATE};
 
 const EXAMPLE: &str = include_str!("../../config.example.toml");
 
@@ -52,7 +53,8 @@ pub fn run(args: InitArgs) -> CliResult {
     let config = dir.join("anima.toml");
     println!("Wrote into {}:", dir.display());
     println!("  anima.toml   the configuration, every key commented with its default");
-    println!("  soul/        soul.md (the personality) and skills.md: edit them freely");
+    println!("  soul/        soul.md (the personality), skills.md, play.md: edit them freely;");
+    println!("               template.toml (cognitive states; archetypes echo, ally, scout in templates/)");
     println!(
         "  processes/   {} process files, one per mental mode",
         library::SHIPPED.len()
@@ -90,7 +92,12 @@ fn files(dir: &Path) -> Vec<(PathBuf, String)> {
         (dir.join("anima.toml"), config_text(dir)),
         (dir.join("soul/soul.md"), SHIPPED_SOUL_MD.to_string()),
         (dir.join("soul/skills.md"), SHIPPED_SKILLS_MD.to_string()),
+        (dir.join("soul/play.md"), SHIPPED_PLAY_MD.to_string()),
+        (dir.join("soul/template.toml"), SHIPPED_TEMPLATE.to_string()),
     ];
+    for (name, text) in ARCHETYPES {
+        out.push((dir.join("soul/templates").join(name), text.to_string()));
+    }
     for (name, text) in library::SHIPPED {
         out.push((dir.join("processes").join(name), text.to_string()));
     }
@@ -170,6 +177,8 @@ mod tests {
             .collect();
         assert!(names.contains(&"/a/soul/soul.md".to_string()));
         assert!(names.contains(&"/a/processes/main.toml".to_string()));
-        assert_eq!(names.len(), 3 + library::SHIPPED.len());
+        assert!(names.contains(&"/a/soul/template.toml".to_string()));
+        assert!(names.contains(&"/a/soul/templates/ally.toml".to_string()));
+        assert_eq!(names.len(), 5 + ARCHETYPES.len() + library::SHIPPED.len());
     }
 }

@@ -1,20 +1,30 @@
-//! `anima state [--json]`: the soul's state for an operator, read-only, beside a running
-//! daemon: soul state, interaction count, conversations and their processes, the inbox,
-//! pending whispers, the last turn.
+//! `anima state [--json] [--journal]`: the soul's state for an operator, read-only, beside a
+//! running daemon: the cognitive state (since when, why, the moves its template allows, the
+//! template's rationales, the last dream), soul state, interaction count, conversations and
+//! their processes, the inbox, pending whispers, the last turn; `--journal`: the solitude's
+//! journal.
 
 use std::path::Path;
 
 use clap::Args;
 
 use super::{load_config, CliResult, Failure};
-use crate::memory::{Snapshot, Store, StoreError};
+use crate::admin::{state_report, StateReport};
+use crate::memory::{JournalEntry, Store, StoreError};
+use crate::soul;
 
 #[derive(Debug, Args)]
 pub struct StateArgs {
     /// One JSON object on stdout.
     #[arg(long)]
     pub json: bool,
+    /// The journal the soul writes in solitude, newest first.
+    #[arg(long)]
+    pub journal: bool,
 }
+
+/// Journal entries `--journal` shows.
+const JOURNAL_ENTRIES: usize = 50;
 
 pub fn run(config_path: Option<&Path>, args: StateArgs) -> CliResult {
     let config = load_config(config_path)?;
@@ -31,14 +41,41 @@ pub fn run(config_path: Option<&Path>, args: StateArgs) -> CliResult {
         }
         e => Failure::runtime(e),
     })?;
-    let snap = store.snapshot().map_err(Failure::runtime)?;
+    if args.journal {
+        let entries = store.journal(JOURNAL_ENTRIES).map_err(Failure::runtime)?;
+        if args.json {
+            let line = serde_json::to_string(&entries).map_err(Failure::runtime)?;
+            println!("{line}");
+        } else {
+            print!("{}", journal(&entries, crate::memory::now_ms()));
+        }
+        return Ok(());
+    }
+    let template =
+        soul::load_template(&config.soul_dir).map_err(|e| Failure::Usage(e.to_string()))?;
+    let report = state_report(store.snapshot().map_err(Failure::runtime)?, &template);
     if args.json {
-        let line = serde_json::to_string(&snap).map_err(Failure::runtime)?;
+        let line = serde_json::to_string(&report).map_err(Failure::runtime)?;
         println!("{line}");
     } else {
-        print!("{}", human(&snap, crate::memory::now_ms()));
+        print!("{}", human(&report, crate::memory::now_ms()));
     }
     Ok(())
+}
+
+fn journal(entries: &[JournalEntry], now_ms: i64) -> String {
+    if entries.is_empty() {
+        return "the journal is empty: the soul writes in it in solitude\n".into();
+    }
+    let mut out = String::new();
+    for e in entries {
+        out.push_str(&format!(
+            "{}:\n{}\n\n",
+            ago(now_ms, e.at_ms),
+            e.entry.trim()
+        ));
+    }
+    out
 }
 
 fn plural(n: u64, one: &str, many: &str) -> String {
@@ -55,8 +92,63 @@ fn ago(now_ms: i64, at_ms: i64) -> String {
     }
 }
 
-fn human(s: &Snapshot, now_ms: i64) -> String {
+fn human(r: &StateReport, now_ms: i64) -> String {
+    let (s, c) = (&r.snapshot, &r.cognitive_state);
     let mut out = String::new();
+    out.push_str(&format!(
+        "cognitive state: {}{}, since {}\n  why: {}\n  allowed moves: {}\n",
+        c.state,
+        if c.degraded {
+            " (degraded: the wakeup failed)"
+        } else {
+            ""
+        },
+        if c.since_ms == 0 {
+            "never started".to_string()
+        } else {
+            ago(now_ms, c.since_ms)
+        },
+        c.why,
+        if c.allowed_moves.is_empty() {
+            "none".to_string()
+        } else {
+            c.allowed_moves
+                .iter()
+                .map(|m| m.name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        },
+    ));
+    let b = &c.template.behaviors;
+    let on = |e: bool| if e { "on" } else { "off" };
+    out.push_str(&format!(
+        "  template: {}{} (wakeup {}, shutdown {}, play {}, dream {}{}, solitude {})\n",
+        c.template.file,
+        c.template
+            .name
+            .as_deref()
+            .map_or(String::new(), |n| format!(", {n}")),
+        on(b.wakeup.enabled),
+        b.shutdown.mode.name(),
+        on(b.play.enabled),
+        on(b.dream.enabled),
+        if b.dream.enabled && b.dream.auto_schedule {
+            format!(" every {} h at most", b.dream.min_interval_hours)
+        } else {
+            String::new()
+        },
+        on(b.solitude.enabled),
+    ));
+    for (state, why) in &c.rationales {
+        out.push_str(&format!("  {state}: {why}\n"));
+    }
+    out.push_str(&format!(
+        "  last dream: {}\n  journal: {}\n",
+        c.last_dream
+            .as_ref()
+            .map_or("none yet".to_string(), |d| d.to_string()),
+        plural(s.journal_entries, "entry", "entries"),
+    ));
     out.push_str(&format!(
         "interactions: {}\nlast turn: {}\ninbox: {} waiting, {} given up\nwhispers pending: {}\n",
         s.interactions,

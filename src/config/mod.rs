@@ -26,6 +26,9 @@ pub struct Config {
     pub pipeline: PipelineConfig,
     pub slack: SlackConfig,
     pub shutdown_grace_secs: u64,
+    /// A Slack channel for wakeup notes and shutdown objections; empty: none.
+    pub ops_channel: String,
+    pub states: StatesConfig,
     /// The process a new thread starts in (falls back to `main` if there is no such file).
     pub initial_process: String,
     pub max_chain: u32,
@@ -59,6 +62,17 @@ pub struct IsmConfig {
     pub max_loops: u32,
     /// A model for the selection calls (same provider); empty: the provider's own.
     pub selection_model: String,
+}
+
+/// `[states]`, `[dream]`, `[guardrails]`: what the cognitive states read at run time (the
+/// soul's template says which states there are).
+#[derive(Debug, Clone)]
+pub struct StatesConfig {
+    pub solitude_after_idle_minutes: u64,
+    /// Working-memory entries per thread a dream never consolidates away.
+    pub dream_keep_recent: u32,
+    /// Lower-cased, blank ones left out.
+    pub crisis_keywords: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -402,6 +416,18 @@ fn validate(
             max_concurrent_turns: raw.slack.max_concurrent_turns,
         },
         shutdown_grace_secs: raw.daemon.shutdown_grace_secs,
+        ops_channel: raw.daemon.ops_channel.trim().to_string(),
+        states: StatesConfig {
+            solitude_after_idle_minutes: raw.states.solitude_after_idle_minutes,
+            dream_keep_recent: raw.dream.keep_recent,
+            crisis_keywords: raw
+                .guardrails
+                .crisis_keywords
+                .iter()
+                .map(|k| k.trim().to_lowercase())
+                .filter(|k| !k.is_empty())
+                .collect(),
+        },
         initial_process: raw.processes.initial.trim().to_string(),
         max_chain: raw.processes.max_chain,
         ism: IsmConfig {
@@ -462,6 +488,38 @@ mod tests {
         assert_eq!(from_example.max_chain, 3);
         assert_eq!(from_example.shutdown_grace_secs, 20);
         assert_eq!(from_example.proactive_idle_minutes, 240);
+        assert_eq!(
+            format!("{:?}", from_example.states),
+            format!("{:?}", defaults.states)
+        );
+        assert_eq!(from_example.ops_channel, "");
+    }
+
+    #[test]
+    fn the_state_keys_have_the_interfaces_defaults_and_are_checked() {
+        let c = parse_str("").unwrap();
+        assert_eq!(c.states.solitude_after_idle_minutes, 720);
+        assert_eq!(c.states.dream_keep_recent, 40);
+        assert!(c.states.crisis_keywords.is_empty() && c.ops_channel.is_empty());
+        let c = parse_str("[guardrails]\ncrisis_keywords = [\" Suicide \", \"\"]\n[daemon]\nops_channel = \"C0OPS\"\n").unwrap();
+        assert_eq!(c.states.crisis_keywords, ["suicide"]);
+        assert_eq!(c.ops_channel, "C0OPS");
+        let err = parse_str(
+            "[dream]\nkeep_recent = 0\n[states]\nsolitude_after_idle_minutes = \"soon\"\n",
+        )
+        .unwrap_err();
+        let keys: Vec<_> = err
+            .problems
+            .iter()
+            .map(|p| (p.key.as_str(), p.line))
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                ("dream.keep_recent", Some(2)),
+                ("states.solitude_after_idle_minutes", Some(4))
+            ]
+        );
     }
 
     #[test]

@@ -15,6 +15,9 @@ pub struct RawConfig {
     pub pipeline: RawPipeline,
     pub slack: RawSlack,
     pub daemon: RawDaemon,
+    pub states: RawStates,
+    pub dream: RawDream,
+    pub guardrails: RawGuardrails,
     pub processes: RawProcesses,
     pub ism: RawIsm,
     pub http: RawHttp,
@@ -152,14 +155,51 @@ impl Default for RawSlack {
 #[serde(deny_unknown_fields, default)]
 pub struct RawDaemon {
     pub shutdown_grace_secs: u64,
+    pub ops_channel: String,
 }
 
 impl Default for RawDaemon {
     fn default() -> Self {
         Self {
             shutdown_grace_secs: 20,
+            ops_channel: String::new(),
         }
     }
+}
+
+#[derive(Debug, Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize))]
+#[serde(deny_unknown_fields, default)]
+pub struct RawStates {
+    pub solitude_after_idle_minutes: u64,
+}
+
+impl Default for RawStates {
+    fn default() -> Self {
+        Self {
+            solitude_after_idle_minutes: 720,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize))]
+#[serde(deny_unknown_fields, default)]
+pub struct RawDream {
+    pub keep_recent: u32,
+}
+
+impl Default for RawDream {
+    fn default() -> Self {
+        Self { keep_recent: 40 }
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize))]
+#[serde(deny_unknown_fields, default)]
+pub struct RawGuardrails {
+    pub crisis_keywords: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]

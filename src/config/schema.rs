@@ -128,6 +128,22 @@ pub(super) const KEYS: &[Key] = &[
         },
     ),
     key(
+        "daemon",
+        "ops_channel",
+        Kind::Text("a Slack channel id in quotes, such as \"C0123ABCD\" (\"\" for none)"),
+    ),
+    key(
+        "states",
+        "solitude_after_idle_minutes",
+        Kind::Whole {
+            min: 1,
+            max: I64,
+            unit: "minutes",
+        },
+    ),
+    key("dream", "keep_recent", whole(1, U32)),
+    key("guardrails", "crisis_keywords", Kind::TextList),
+    key(
         "processes",
         "initial",
         Kind::NonEmpty("a process name in quotes, such as \"greeting\" or \"main\""),

@@ -35,6 +35,8 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
 pub struct HttpState {
     pub store: Arc<Store>,
+    /// The soul's files in force (its template, for the cognitive state).
+    pub library: Arc<crate::process::Library>,
     pub metrics: Arc<Metrics>,
     pub whisper_token: Option<Secret>,
     pub admin_token: Option<Secret>,
@@ -234,16 +236,55 @@ async fn admin(
     let method = request.method().clone();
     match (method.as_str(), action.as_str()) {
         ("GET", "state") => match s.store.call(|st| st.snapshot()).await {
-            Ok(snap) => axum::Json(snap).into_response(),
+            Ok(snap) => {
+                let template = s.library.current().template.clone();
+                axum::Json(crate::admin::state_report(snap, &template)).into_response()
+            }
             Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
         },
-        ("POST", "state") => (
-            StatusCode::NOT_IMPLEMENTED,
-            axum::Json(serde_json::json!({
-                "error": "this anima has no cognitive states to request yet"
-            })),
-        )
-            .into_response(),
+        ("POST", "state") => {
+            let json = match json_body(request).await {
+                Ok(j) => j,
+                Err(r) => return r.into_response(),
+            };
+            let Some(to) = json
+                .get("state")
+                .and_then(Value::as_str)
+                .and_then(crate::states::State::from_name)
+            else {
+                return (
+                    StatusCode::BAD_REQUEST,
+                    "expected {\"state\": \"PLAY\"} or {\"state\": \"WORK\"}",
+                )
+                    .into_response();
+            };
+            let template = s.library.current().template.clone();
+            let moved = s
+                .store
+                .call(move |st| {
+                    Ok(crate::admin::request_state(
+                        st,
+                        &template,
+                        to,
+                        "the admin API",
+                    ))
+                })
+                .await;
+            match moved {
+                Ok(Ok(m)) => axum::Json(serde_json::json!({
+                    "ok": true, "from": m.from, "to": m.to, "cause": m.cause
+                }))
+                .into_response(),
+                Ok(Err(crate::admin::RequestError::Store(e))) | Err(e) => {
+                    (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response()
+                }
+                Ok(Err(refused)) => (
+                    StatusCode::CONFLICT,
+                    axum::Json(serde_json::json!({ "error": refused.to_string() })),
+                )
+                    .into_response(),
+            }
+        }
         ("POST", "whisper") => match json_body(request).await {
             Ok(json) => queue_whisper(&s, &json).await,
             Err(r) => r.into_response(),

@@ -1,13 +1,17 @@
-//! `anima run`: wiring, signals, graceful drain.
+//! `anima run`: wiring, signals, graceful drain, and the cognitive states at run time
+//! (`states`).
 //!
-//! Start: config, soul, provider, store → HTTP routes → auth.test (retried while Slack is
+//! Start: config, soul, provider, store → the wakeup (in the background; messages wait in
+//! the inbox until it is over) → HTTP routes → auth.test (retried while Slack is
 //! unreachable) → router (resuming unfinished messages) → Socket Mode or Events API intake.
-//! SIGTERM/SIGINT: stop intake, let turns in flight finish within `shutdown_grace_secs`,
-//! exit 0; unfinished inbox rows wait for the next start. Under systemd, the service manager
+//! SIGTERM/SIGINT: stop intake; the shutdown protocol (consent, as the template says) and
+//! the turns in flight end within `shutdown_grace_secs`; exit 0; unfinished inbox rows wait
+//! for the next start. Under systemd, the service manager
 //! hears READY, WATCHDOG and STOPPING (`notify`).
 
 mod http;
 mod notify;
+pub mod states;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -92,6 +96,7 @@ pub async fn run(config: Arc<Config>) -> Result<(), DaemonError> {
     let metrics = Arc::new(Metrics::default());
     let engine = Arc::new(Engine::build(&config).await?.with_metrics(metrics.clone()));
     let store = engine.store().clone();
+    let waking = tokio::spawn(states::start(engine.clone()));
 
     let (stop_tx, stop_rx) = watch::channel(false);
     tokio::spawn(signals(stop_tx));
@@ -105,6 +110,7 @@ pub async fn run(config: Arc<Config>) -> Result<(), DaemonError> {
     });
     let http_state = Arc::new(http::HttpState {
         store: store.clone(),
+        library: engine.library().clone(),
         metrics: metrics.clone(),
         whisper_token: Secret::from_env("ANIMA_WHISPER_TOKEN"),
         admin_token: Secret::from_env("ANIMA_ADMIN_TOKEN"),
@@ -137,8 +143,24 @@ pub async fn run(config: Arc<Config>) -> Result<(), DaemonError> {
     let slack = Arc::new(SlackApi::new(client.clone(), &tokens.bot).with_metrics(metrics.clone()));
     let Some(bot) = slack.connect(&stop_rx).await else {
         info!("stopped before Slack answered");
+        waking.abort();
+        states::stopped_early(&engine).await;
         return Ok(());
     };
+    let ops = (!config.ops_channel.is_empty()).then(|| states::Ops {
+        api: slack.clone(),
+        bot: bot.clone(),
+        channel: config.ops_channel.clone(),
+    });
+    let waking_abort = waking.abort_handle();
+    {
+        let (engine, ops) = (engine.clone(), ops.clone());
+        tokio::spawn(async move {
+            if let Ok(affirmation) = waking.await {
+                states::wakeup_note(&engine, ops.as_ref(), affirmation).await;
+            }
+        });
+    }
     info!(user = %bot.user_id, bot = bot.bot_id.as_deref().unwrap_or(""), team = %bot.team, "Slack identity known");
 
     let surface = Arc::new(SlackSurface::new(
@@ -199,8 +221,13 @@ pub async fn run(config: Arc<Config>) -> Result<(), DaemonError> {
 
     notify::ready_when_connected(metrics.clone(), stop_rx.clone());
     notify::watchdog(store.clone(), stop_rx.clone());
+    tokio::spawn(states::solitude(
+        engine.clone(),
+        Duration::from_secs(config.proactive_scan_secs),
+        stop_rx.clone(),
+    ));
     tokio::spawn(follow_ups(
-        engine,
+        engine.clone(),
         router.clone(),
         Duration::from_secs(config.proactive_scan_secs),
         stop_rx.clone(),
@@ -218,9 +245,14 @@ pub async fn run(config: Arc<Config>) -> Result<(), DaemonError> {
         l.shutdown().await;
     }
     metrics.slack_connected.store(false, Ordering::SeqCst);
-    let finished = router
-        .drain(Duration::from_secs(config.shutdown_grace_secs))
-        .await;
+    waking_abort.abort();
+    let grace = Duration::from_secs(config.shutdown_grace_secs);
+    let deadline = tokio::time::Instant::now() + grace;
+    let signal = SIGNAL.get().copied().unwrap_or("stop");
+    let (finished, ()) = tokio::join!(
+        router.drain(grace),
+        states::shut_down(&engine, &router, &metrics, ops.as_ref(), signal, deadline)
+    );
     if !finished {
         warn!("grace period over; unfinished messages stay in the inbox for the next start");
     }
@@ -259,6 +291,9 @@ async fn follow_ups(
     }
 }
 
+/// The signal that stopped the daemon, for the shutdown's record.
+static SIGNAL: OnceLock<&'static str> = OnceLock::new();
+
 async fn signals(stop: watch::Sender<bool>) {
     use tokio::signal::unix::{signal, SignalKind};
     let (Ok(mut term), Ok(mut int)) = (
@@ -268,9 +303,11 @@ async fn signals(stop: watch::Sender<bool>) {
         warn!("cannot install signal handlers");
         return;
     };
-    tokio::select! {
-        _ = term.recv() => info!("SIGTERM"),
-        _ = int.recv() => info!("SIGINT"),
-    }
+    let name = tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+    };
+    info!("{name}");
+    let _ = SIGNAL.set(name);
     let _ = stop.send(true);
 }

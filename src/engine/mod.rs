@@ -105,6 +105,9 @@ pub struct Engine {
     provider: Arc<dyn Provider>,
     models: Arc<Exporter>,
     metrics: Option<Arc<Metrics>>,
+    /// Open (true) unless the soul is waking up: messages wait here, in the inbox, until it
+    /// is awake.
+    awake: tokio::sync::watch::Sender<bool>,
 }
 
 impl Engine {
@@ -121,7 +124,66 @@ impl Engine {
             library,
             provider,
             metrics: None,
+            awake: tokio::sync::watch::Sender::new(true),
         }
+    }
+
+    /// Messages wait (their turns do not begin) until [`Engine::release`].
+    pub fn hold(&self) {
+        self.awake.send_replace(false);
+    }
+
+    /// Messages go ahead again.
+    pub fn release(&self) {
+        self.awake.send_replace(true);
+    }
+
+    /// Waits while messages are held.
+    async fn wait_awake(&self) {
+        let mut rx = self.awake.subscribe();
+        let _ = rx.wait_for(|open| *open).await;
+    }
+
+    /// One model call a cognitive state makes outside any conversation (wakeup, consent,
+    /// journal), bounded by `timeout`, without retries: the caller decides whether to try
+    /// again. Returns the answer's text, or what went wrong in words.
+    pub async fn state_call(
+        &self,
+        call: &crate::states::calls::Call,
+        timeout: std::time::Duration,
+    ) -> Result<String, String> {
+        let request = crate::llm::ChatRequest {
+            system: &call.system,
+            history: &[],
+            user: &call.user,
+            max_tokens: self.config.llm.max_tokens,
+            session: None,
+            model: None,
+        };
+        let started = std::time::Instant::now();
+        let result = tokio::time::timeout(timeout, self.provider.complete(request, None)).await;
+        let latency = started.elapsed();
+        let (ok, out) = match result {
+            Ok(Ok(c)) => (true, Ok(c.text)),
+            Ok(Err(e)) => (false, Err(e.to_string())),
+            Err(_) => (
+                false,
+                Err(format!("no answer within {} s", timeout.as_secs_f32())),
+            ),
+        };
+        if let Some(m) = &self.metrics {
+            m.state_calls.inc();
+            if !ok {
+                m.state_calls_failed.inc();
+            }
+        }
+        tracing::info!(
+            kind = call.kind,
+            ok,
+            latency_ms = latency.as_millis() as u64,
+            "state call"
+        );
+        out
     }
 
     /// Counts turns, model calls, tokens and transitions in `metrics` (the daemon's).
@@ -172,6 +234,14 @@ impl Engine {
         Self::new(config, store, library, provider)
     }
 
+    pub fn config(&self) -> &Arc<Config> {
+        &self.config
+    }
+
+    pub fn metrics(&self) -> Option<&Arc<Metrics>> {
+        self.metrics.as_ref()
+    }
+
     pub fn store(&self) -> &Arc<Store> {
         &self.store
     }
@@ -187,6 +257,9 @@ impl Engine {
     /// Runs one perception through the pipeline. Errors only when the store fails; a model
     /// failure is an outcome.
     pub async fn perceive(&self, p: &Perception) -> Result<TurnOutcome, EngineError> {
+        if matches!(p, Perception::Message(_)) {
+            self.wait_awake().await;
+        }
         let trace = uuid::Uuid::new_v4().simple().to_string();
         // One span per perception; the pipeline records what happened into it at the end.
         let empty = tracing::field::Empty;

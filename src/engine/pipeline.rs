@@ -42,7 +42,10 @@ impl Engine {
         let started = std::time::Instant::now();
         let policy = p.policy();
         let lib = self.library.current();
-        let begun = self.begin(p, &lib).await?;
+        let mut begun = self.begin(p, &lib).await?;
+        if matches!(p, Perception::Message(_)) {
+            self.leave_rest(&mut begun.ctx).await?;
+        }
         let ctx = &begun.ctx;
         let user = (!policy.proactive).then_some(&ctx.user);
         let message = match p {
@@ -60,6 +63,12 @@ impl Engine {
         let mut spent = Spent::default();
         let (mut chain, mut iterations) = (0, 0);
         let mut machine_log = Vec::new();
+        // A template whose shutdown asks consent while a referral is pending has the soul
+        // say, turn by turn, whether it is referring someone on.
+        let mut extra_queries: Vec<&str> = policy.extra_queries.to_vec();
+        if !policy.proactive && asks_about_referrals(&lib.template) {
+            extra_queries.push(crate::states::shutdown::REFERRAL_QUESTION);
+        }
         let last = loop {
             let def = machine::begin_run(&mut state, &lib);
             ran.push(def.name.clone());
@@ -76,6 +85,7 @@ impl Engine {
                         &state,
                         begun.turns,
                         begun.idle_minutes,
+                        &ctx.cognitive_state,
                         self.config.pipeline.max_response_chars,
                     )
                 })
@@ -93,7 +103,7 @@ impl Engine {
                     soul: &ctx.soul,
                     plan: &plan,
                     history: &begun.history,
-                    extra_queries: policy.extra_queries,
+                    extra_queries: &extra_queries,
                     whisper: ctx.whisper.as_ref().filter(|_| policy.whisper),
                     message,
                     quiet_minutes: begun.quiet_minutes,
@@ -149,6 +159,7 @@ impl Engine {
                         begun.turns,
                         begun.idle_minutes,
                         &def.name,
+                        &ctx.cognitive_state,
                     );
                     machine::step(def, state.clone(), &facts, &lib, chaining)
                 }
@@ -278,7 +289,16 @@ impl Engine {
         );
         span.record("outcome", outcome_word);
         info!("turn done");
+        let requested = record
+            .transitions
+            .last()
+            .and_then(|t| t.params.get(REQUEST_STATE))
+            .and_then(|v| v.as_str())
+            .map(str::to_string);
         let changed_user = self.store.call(move |s| s.commit_turn(&record)).await?;
+        if let Some(to) = requested {
+            self.request_state(&to, &state.current).await?;
+        }
         if changed_user.is_some() {
             // Every version git has not seen yet, this one last (the model is safe in SQLite
             // whatever happens here).
@@ -538,6 +558,79 @@ impl Engine {
             .max();
         let calls_per_run = loops.map_or(1, |l| 2 * l as i64 + 1);
         ((self.config.max_chain as i64 + 1) * calls_per_run * per_call + 60) * 1000
+    }
+}
+
+/// The transition parameter by which a process rule requests a cognitive state (`PLAY` or
+/// `WORK`): `params = { request_state = "PLAY" }`.
+pub const REQUEST_STATE: &str = "request_state";
+
+/// Whether the template's shutdown reads `pending_professional_referral`.
+fn asks_about_referrals(t: &crate::states::Template) -> bool {
+    let s = &t.behaviors.shutdown;
+    s.mode == crate::states::ShutdownMode::Conditional
+        && s.require_consent_when
+            .contains(&crate::states::Condition::PendingProfessionalReferral)
+}
+
+impl Engine {
+    /// A message ends solitude (and a dream yields to it): the soul goes back to WORK, a
+    /// legal move from either, taken only if the soul is still there.
+    async fn leave_rest(&self, ctx: &mut TurnContext) -> Result<(), EngineError> {
+        use crate::states::State;
+        let from = State::from_name(&ctx.cognitive_state);
+        if !matches!(from, Some(State::Solitude)) {
+            return Ok(());
+        }
+        let moved = self
+            .store
+            .call(|s| {
+                s.move_state(|row| {
+                    if State::from_name(&row.state) != Some(State::Solitude) {
+                        return Err(row.state.clone());
+                    }
+                    Ok(crate::memory::NewMove {
+                        to: State::Work.name().into(),
+                        cause: "a message arrived".into(),
+                        detail: serde_json::Value::Null,
+                        degraded: false,
+                    })
+                })
+            })
+            .await?;
+        match moved {
+            Ok(m) => {
+                info!(from = %m.from, to = %m.to, "cognitive state moved: a message arrived");
+                ctx.cognitive_state = m.to;
+            }
+            Err(now) => ctx.cognitive_state = now,
+        }
+        Ok(())
+    }
+
+    /// A process rule asked for PLAY or WORK: moved if the template allows it from where the
+    /// soul is, else said why not (the turn is done either way).
+    async fn request_state(&self, to: &str, process: &str) -> Result<(), EngineError> {
+        let Some(to) = crate::states::State::from_name(to) else {
+            warn!(
+                process,
+                requested = to,
+                "a process rule requests an unknown cognitive state"
+            );
+            return Ok(());
+        };
+        let template = self.library.current().template.clone();
+        let by = format!("the process rule into {process}");
+        let moved = self
+            .store
+            .call(move |s| Ok(crate::admin::request_state(s, &template, to, &by)))
+            .await?;
+        match moved {
+            Ok(m) => info!(from = %m.from, to = %m.to, cause = %m.cause, "cognitive state moved"),
+            Err(crate::admin::RequestError::Store(e)) => return Err(e.into()),
+            Err(refused) => info!(reason = %refused, "cognitive state request refused"),
+        }
+        Ok(())
     }
 }
 

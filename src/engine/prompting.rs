@@ -46,6 +46,12 @@ pub(super) fn run_prompt(i: &RunInput) -> prompt::Prompt {
     if let Some(only) = i.queries {
         instructions.mental_queries = only.to_vec();
     }
+    if let Some(words) = state_words(&i.ctx.cognitive_state, i.lib) {
+        instructions.note = Some(match instructions.note.take() {
+            Some(note) => format!("{}\n\n{words}", note.trim_end()),
+            None => words,
+        });
+    }
     let (speaker, message) = i.message.unwrap_or(("", ""));
     let soul_state = i.soul.non_default();
     let history = spoken(i.history);
@@ -69,6 +75,18 @@ pub(super) fn run_prompt(i: &RunInput) -> prompt::Prompt {
         quiet_minutes: i.quiet_minutes,
         machine: i.machine,
     })
+}
+
+/// How the soul's cognitive state shapes a turn's instructions, in words: PLAY adds the
+/// soul's play wording (`play.md`); in WORK the instructions are the process's own.
+fn state_words(state: &str, lib: &Loaded) -> Option<String> {
+    match crate::states::State::from_name(state)? {
+        crate::states::State::Play => Some(format!(
+            "Your cognitive state is PLAY.\n{}",
+            lib.soul.play_words()
+        )),
+        _ => None,
+    }
 }
 
 /// What the gates read about this turn.
@@ -151,6 +169,7 @@ pub(super) fn will_stand(
     state: &ThreadProcess,
     turns: u64,
     idle_minutes: f64,
+    cognitive_state: &str,
     max_chars: usize,
 ) -> bool {
     let rules: Vec<_> = def.transitions.iter().filter(|t| t.execute_now).collect();
@@ -174,7 +193,15 @@ pub(super) fn will_stand(
     if !asked.iter().all(answered) {
         return false;
     }
-    let facts = facts_for(soul, state, &so_far, turns, idle_minutes, &def.name);
+    let facts = facts_for(
+        soul,
+        state,
+        &so_far,
+        turns,
+        idle_minutes,
+        &def.name,
+        cognitive_state,
+    );
     // These rules read nothing the rest of the answer can change: none holds now, none
     // will be taken.
     !rules.iter().any(|t| t.when.holds(&facts))
@@ -188,6 +215,7 @@ pub(super) fn facts_for(
     turns: u64,
     idle_minutes: f64,
     process: &str,
+    cognitive_state: &str,
 ) -> Facts {
     Facts {
         state: soul
@@ -207,6 +235,7 @@ pub(super) fn facts_for(
         idle_minutes,
         previous: state.previous.clone(),
         process: process.to_string(),
+        cognitive_state: cognitive_state.to_string(),
     }
 }
 

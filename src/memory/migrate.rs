@@ -20,6 +20,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0005_conversations.sql"),
     include_str!("../../migrations/0006_admin.sql"),
     include_str!("../../migrations/0007_ism.sql"),
+    include_str!("../../migrations/0008_states.sql"),
 ];
 
 /// The schema version this build writes.

@@ -1,5 +1,5 @@
 //! Durable memory: the SQLite store (working memory, soul state, users and their models,
-//! counters, whispers, usage) and the git repository that versions user models.
+//! counters, whispers, usage, the cognitive state and its moves, the journal) and the git repository that versions user models.
 //!
 //! Owns the schema and every SQL statement. Blocking: async callers go through `Store::call`,
 //! which moves the work off the runtime. Knows nothing about prompts, providers or Slack.
@@ -16,6 +16,7 @@ pub mod process_state;
 pub mod model_repo;
 pub mod snapshot;
 pub mod soul_state;
+pub mod states;
 mod turn;
 pub mod users;
 pub mod working;
@@ -34,6 +35,7 @@ pub use inbox::{Inbound, InboxItem, InboxStatus, Intake};
 pub use migrate::SCHEMA_VERSION;
 pub use snapshot::{ConversationState, Snapshot};
 pub use soul_state::SoulState;
+pub use states::{CognitiveRow, JournalEntry, NewMove, StateMove};
 pub use turn::{TurnContext, TurnRecord, TurnStart, UsageRecord, Whisper};
 pub use users::{slug, UserRecord};
 pub use working::{Entry, EntryType, NewEntry};

@@ -5,6 +5,7 @@
 use rusqlite::{Connection, OpenFlags};
 use serde::Serialize;
 
+use super::states::{self, CognitiveRow, StateMove};
 use super::{soul_state, Store, StoreError};
 
 #[derive(Debug, Clone, Serialize)]
@@ -20,7 +21,17 @@ pub struct Snapshot {
     pub whispers_pending: u64,
     /// Unix ms of the last completed turn; `None` before the first.
     pub last_turn_ms: Option<i64>,
+    /// The cognitive state: which, since when, why.
+    pub cognitive: CognitiveRow,
+    /// The latest moves, newest first.
+    pub recent_moves: Vec<StateMove>,
+    pub journal_entries: u64,
+    /// The last dream's report (none yet: this anima does not dream yet).
+    pub last_dream: Option<serde_json::Value>,
 }
+
+/// How many moves the snapshot shows.
+const RECENT_MOVES: usize = 5;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct ConversationState {
@@ -102,8 +113,15 @@ impl Store {
             .into_iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
+        let cognitive = states::current(&tx)?;
+        let recent_moves = states::moves(&tx, RECENT_MOVES)?;
+        let journal_entries = count("SELECT count(*) FROM journal")?;
         tx.commit()?;
         Ok(Snapshot {
+            cognitive,
+            recent_moves,
+            journal_entries,
+            last_dream: None,
             soul_state,
             interactions,
             conversations,

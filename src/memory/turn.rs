@@ -32,6 +32,8 @@ pub struct TurnContext {
     /// Where the thread's current conversation begins (entries up to this id belong to one
     /// an operator closed).
     pub since_id: i64,
+    /// The soul's cognitive state as the turn begins (`WORK`, `PLAY` …).
+    pub cognitive_state: String,
 }
 
 /// A whispered intuition, and who whispered it.
@@ -373,6 +375,7 @@ fn context(
         claude_session,
         process: process_state::load(tx, thread)?,
         since_id,
+        cognitive_state: super::states::current(tx)?.state,
     })
 }
 

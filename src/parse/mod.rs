@@ -11,7 +11,7 @@ mod selection;
 mod stream;
 #[cfg(test)]
 mod tests;
-mod text;
+pub mod text;
 
 pub use selection::{parse_selection, Selection};
 pub use stream::{DialogueStream, Passed};

@@ -1,8 +1,9 @@
-//! The soul and process files in force, reloaded when they change.
+//! The soul, its template and the process files in force, reloaded when they change.
 //!
 //! Each turn asks for the current set; at most every 250 ms that look also compares the
 //! files' modification times and sizes, and re-reads what changed. A file that fails its
-//! checks is logged (file and error) and the last good version stays in force. So an edit is
+//! checks is logged (file, line and error) and the last good version stays in force (the
+//! template included: at start a bad one is refused, later it is ignored). So an edit is
 //! in force for any turn that starts a second after the write, without a restart.
 //!
 //! The shipped process files are compiled into the binary: when the processes folder does not
@@ -16,7 +17,8 @@ use std::time::{Duration, Instant, SystemTime};
 use tracing::{error, info, warn};
 
 use super::def::{self, ProcessDef, MAIN};
-use crate::soul::{SoulError, SoulFiles, BUILT_IN};
+use crate::soul::{self, SoulError, SoulFiles, BUILT_IN};
+use crate::states::{template, Template};
 use crate::steps::Step;
 
 const CHECK_EVERY: Duration = Duration::from_millis(250);
@@ -94,6 +96,8 @@ pub fn shipped() -> BTreeMap<String, ProcessDef> {
 pub struct Loaded {
     pub soul: SoulFiles,
     pub processes: BTreeMap<String, ProcessDef>,
+    /// The soul's cognitive state behaviours.
+    pub template: Template,
 }
 
 impl Loaded {
@@ -125,20 +129,34 @@ pub struct Library {
 }
 
 impl Library {
-    /// Files that never change (tests, benchmarks).
-    pub fn fixed(soul: SoulFiles, mut processes: BTreeMap<String, ProcessDef>) -> Library {
+    /// Files that never change (tests, benchmarks), with the default template.
+    pub fn fixed(soul: SoulFiles, processes: BTreeMap<String, ProcessDef>) -> Library {
+        Self::fixed_with(soul, processes, Template::default())
+    }
+
+    /// Files that never change, with this template.
+    pub fn fixed_with(
+        soul: SoulFiles,
+        mut processes: BTreeMap<String, ProcessDef>,
+        template: Template,
+    ) -> Library {
         processes.entry(MAIN.into()).or_insert_with(builtin_main);
         Library {
-            current: RwLock::new(Arc::new(Loaded { soul, processes })),
+            current: RwLock::new(Arc::new(Loaded {
+                soul,
+                processes,
+                template,
+            })),
             watch: None,
         }
     }
 
-    /// Reads the soul (which must load) and the process files (broken ones are logged and
-    /// left out), and watches them from then on. A folder that does not exist is the built-in
+    /// Reads the soul and its template (which must load) and the process files (broken ones
+    /// are logged and left out), and watches them from then on. A folder that does not exist is the built-in
     /// soul or the shipped processes, said once at info.
     pub fn load(soul_dir: &Path, processes_dir: &Path) -> Result<Library, SoulError> {
         let soul = SoulFiles::load_or_built_in(soul_dir)?;
+        let template = soul::load_template(soul_dir)?;
         if soul.is_built_in() {
             info!(soul_dir = %soul_dir.display(), soul = soul.name(), "no soul folder; using the soul built into anima (`anima init` writes it out for editing)");
         }
@@ -153,7 +171,13 @@ impl Library {
             good: BTreeMap::new(),
         };
         watch.stamps = watch.scan();
-        for path in watch.stamps.keys().filter(|p| is_process_file(p)) {
+        let files: Vec<PathBuf> = watch
+            .stamps
+            .keys()
+            .filter(|p| watch.is_process(p))
+            .cloned()
+            .collect();
+        for path in &files {
             match def::load_file(path) {
                 Ok(d) => {
                     watch.good.insert(path.clone(), d);
@@ -167,7 +191,11 @@ impl Library {
         }
         let processes = watch.assemble();
         Ok(Library {
-            current: RwLock::new(Arc::new(Loaded { soul, processes })),
+            current: RwLock::new(Arc::new(Loaded {
+                soul,
+                processes,
+                template,
+            })),
             watch: Some(Mutex::new(watch)),
         })
     }
@@ -207,9 +235,14 @@ fn stamp(path: &Path) -> Stamp {
 }
 
 impl Watch {
+    /// A process file: a `.toml` in the processes folder (the soul's template is not one).
+    fn is_process(&self, p: &Path) -> bool {
+        is_process_file(p) && p.parent() == Some(self.processes_dir.as_path())
+    }
+
     fn scan(&self) -> BTreeMap<PathBuf, Stamp> {
         let mut out = BTreeMap::new();
-        for f in ["soul.md", "skills.md"] {
+        for f in ["soul.md", "skills.md", "play.md", template::FILE] {
             let p = self.soul_dir.join(f);
             out.insert(p.clone(), stamp(&p));
         }
@@ -257,9 +290,27 @@ impl Watch {
             .collect();
         self.stamps = stamps;
         let mut soul = previous.soul.clone();
+        let mut template = previous.template.clone();
         let mut processes_changed = false;
         for path in changed {
-            if is_process_file(&path) {
+            if path.parent() == Some(self.soul_dir.as_path())
+                && path.file_name().is_some_and(|n| n == template::FILE)
+            {
+                match soul::load_template(&self.soul_dir) {
+                    Ok(t) => {
+                        info!(file = %path.display(), "template reloaded");
+                        template = t;
+                    }
+                    Err(SoulError::Template(problems)) => {
+                        for p in problems {
+                            error!(problem = %p, "template rejected; the last good version stays in force");
+                        }
+                    }
+                    Err(e) => {
+                        error!(error = %e, "template rejected; the last good version stays in force")
+                    }
+                }
+            } else if self.is_process(&path) {
                 processes_changed = true;
                 if !path.exists() {
                     info!(file = %path.display(), "process file removed");
@@ -294,7 +345,11 @@ impl Watch {
         } else {
             previous.processes.clone()
         };
-        Loaded { soul, processes }
+        Loaded {
+            soul,
+            processes,
+            template,
+        }
     }
 }
 
@@ -337,6 +392,33 @@ mod tests {
             assert_eq!(d.steps, from_folder[name].steps, "{name}");
             assert_eq!(d.transitions, from_folder[name].transitions, "{name}");
         }
+    }
+
+    #[test]
+    fn a_template_edit_is_in_force_and_a_bad_one_keeps_the_last_good() {
+        let dir = tempfile::tempdir().unwrap();
+        let (soul, procs) = (dir.path().join("soul"), dir.path().join("processes"));
+        std::fs::create_dir_all(&soul).unwrap();
+        std::fs::create_dir_all(&procs).unwrap();
+        std::fs::write(soul.join("soul.md"), "# Kit\n").unwrap();
+        let lib = Library::load(&soul, &procs).unwrap();
+        assert!(lib.current().template.behaviors.wakeup.enabled);
+        let write_and_wait = |text: &str| {
+            std::fs::write(soul.join("template.toml"), text).unwrap();
+            std::thread::sleep(CHECK_EVERY + Duration::from_millis(50));
+            lib.current()
+        };
+        let now = write_and_wait(crate::states::ARCHETYPES[2].1); // scout
+        assert_eq!(now.template.name.as_deref(), Some("scout"));
+        let now = write_and_wait("[cognitive_state_behaviors.wakeup]\nenabled = false\n#x\n");
+        assert_eq!(
+            now.template.name.as_deref(),
+            Some("scout"),
+            "a rejected template leaves the last good one"
+        );
+        // At start, a bad template is refused.
+        let err = Library::load(&soul, &procs).err().unwrap().to_string();
+        assert!(err.contains("template.toml:2"), "{err}");
     }
 
     #[test]

@@ -204,6 +204,7 @@ mod tests {
         let soul = SoulFiles {
             soul_md: "# Wren".into(),
             skills_md: None,
+            play_md: None,
             dir: Default::default(),
         };
         let map: BTreeMap<String, ProcessDef> =

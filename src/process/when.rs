@@ -9,14 +9,15 @@
 //! value   := "string" | number | true | false | name | query("question") | "(" expr ")"
 //! list    := "[" value ("," value)* "]"
 //! name    := state.<key> | params.<key> | user_model_check | invocations | turns
-//!          | idle_minutes | previous | process
+//!          | idle_minutes | previous | process | cognitive_state
 //! ```
 //!
 //! Names read the turn just parsed: `state.emotionalState` is the soul state after this turn's
 //! update; `query("Is the user angry?")` is that mental query's answer (false if unanswered);
 //! `user_model_check` its answer; `invocations` how many times this process has run in the
 //! thread (this run included); `turns` the thread's turns (this one included); `idle_minutes`
-//! the quiet before this message; `previous` the process before this one. Pure: parsing and
+//! the quiet before this message; `previous` the process before this one; `cognitive_state`
+//! the soul's state as the turn began (`"WORK"`, `"PLAY"` …; compared ignoring case). Pure: parsing and
 //! evaluation do no I/O and never panic.
 
 use std::collections::BTreeMap;
@@ -55,6 +56,7 @@ pub enum Name {
     IdleMinutes,
     Previous,
     Process,
+    CognitiveState,
 }
 
 /// A value during evaluation.
@@ -100,6 +102,7 @@ pub struct Facts {
     pub idle_minutes: f64,
     pub previous: Option<String>,
     pub process: String,
+    pub cognitive_state: String,
 }
 
 /// A syntax error at a character column of the condition.
@@ -192,6 +195,7 @@ impl Expr {
                 Name::IdleMinutes => Value::Num(f.idle_minutes),
                 Name::Previous => f.previous.clone().map_or(Value::Null, Value::Str),
                 Name::Process => Value::Str(f.process.clone()),
+                Name::CognitiveState => Value::Str(f.cognitive_state.clone()),
             },
         }
     }
@@ -500,6 +504,7 @@ impl Parser {
             "idle_minutes" => Name::IdleMinutes,
             "previous" => Name::Previous,
             "process" => Name::Process,
+            "cognitive_state" => Name::CognitiveState,
             w => match w.split_once('.') {
                 Some(("state", k)) if !k.is_empty() => Name::State(k.to_string()),
                 Some(("params", k)) if !k.is_empty() => Name::Param(k.to_string()),
@@ -507,7 +512,7 @@ impl Parser {
                     return Err(SyntaxError {
                         column: col,
                         message: format!(
-                            "unknown name `{w}`; use state.<key>, params.<key>, query(\"…\"), user_model_check, invocations, turns, idle_minutes, previous or process"
+                            "unknown name `{w}`; use state.<key>, params.<key>, query(\"…\"), user_model_check, invocations, turns, idle_minutes, previous, process or cognitive_state"
                         ),
                     })
                 }
@@ -528,6 +533,7 @@ mod tests {
             idle_minutes: 30.0,
             previous: Some("greeting".into()),
             process: "main".into(),
+            cognitive_state: "PLAY".into(),
             user_model_check: Some(true),
             ..Facts::default()
         };
@@ -570,6 +576,11 @@ mod tests {
         assert!(!holds("state.missing == \"x\""));
         assert!(holds("state.missing == null"));
         assert!(holds("true"));
+        assert!(
+            holds(r#"cognitive_state == "play""#),
+            "state names ignore case"
+        );
+        assert!(!holds(r#"cognitive_state == "WORK""#));
     }
 
     #[test]

@@ -11,7 +11,7 @@
 //! came from outside (the message, names, the user model, the whisper, soul-state values) is
 //! neutralised, so none of it can open or close a section.
 
-mod fence;
+pub mod fence;
 pub mod instructions;
 pub mod ism;
 pub mod plan;

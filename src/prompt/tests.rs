@@ -9,6 +9,7 @@ fn soul() -> SoulFiles {
     SoulFiles {
         soul_md: "# Wren\n\n## Persona\nA patient engineer.\n\n## Speaking Style\nDirect.\n".into(),
         skills_md: Some("## Available Skills\n- Conversation\n".into()),
+        play_md: None,
         dir: Path::new("/soul").into(),
     }
 }

@@ -176,6 +176,25 @@ impl Router {
         Ok(())
     }
 
+    /// Says `text` in a conversation outside any turn (a closing note before a shutdown).
+    /// False when the conversation has no address.
+    pub async fn say(&self, conversation: &str, text: &str) -> anyhow::Result<bool> {
+        let key = conversation.to_string();
+        let Some((address, note)) = self
+            .store
+            .call(move |s| s.conversation_address(&key))
+            .await?
+        else {
+            return Ok(false);
+        };
+        let to = Address {
+            text: address,
+            note,
+        };
+        self.deliver(&to, text, None).await?;
+        Ok(true)
+    }
+
     /// Resumes every conversation with open rows (after a restart).
     pub async fn resume(self: &Arc<Self>) -> Result<usize, StoreError> {
         let keys = self.store.call(|s| s.open_conversations()).await?;

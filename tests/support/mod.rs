@@ -113,6 +113,26 @@ struct Inner {
     cache: Option<std::collections::HashSet<u64>>,
     /// (input, cache_read, cache_write) tokens of each answered request, with caching on.
     cache_usage: Vec<(u64, u64, u64)>,
+    /// The cognitive states' own calls (wakeup, shutdown, solitude): scripted and recorded
+    /// apart from conversation turns, so a test's turn script is not spent on them.
+    state_script: VecDeque<Script>,
+    state_recorded: Vec<(String, Recorded)>,
+}
+
+/// The kind of a cognitive state's call (`wakeup`, `shutdown`, `solitude`), if it is one.
+pub fn state_call_kind(rec: &Recorded) -> Option<String> {
+    let text = rec.prompt_text();
+    let rest = text.split("<state_call kind=\"").nth(1)?;
+    Some(rest.split('"').next()?.to_string())
+}
+
+/// What the fake answers a state call with when nothing is scripted.
+fn state_default(kind: &str) -> String {
+    match kind {
+        "wakeup" => "<affirmation>I am Wren, and I am here to help.</affirmation>".into(),
+        "shutdown" => "<consent>yes</consent>".into(),
+        _ => "<journal>A quiet day; I thought about the last conversation.</journal>".into(),
+    }
 }
 
 /// Anthropic's smallest cacheable prefix for the Sonnet 4 family, in tokens.
@@ -249,6 +269,17 @@ impl FakeModel {
     pub fn requests(&self) -> Vec<Recorded> {
         self.inner.lock().unwrap().recorded.clone()
     }
+
+    /// Scripts the next cognitive-state call (wakeup, shutdown consent, journal).
+    pub fn state(&self, s: Script) -> &Self {
+        self.inner.lock().unwrap().state_script.push_back(s);
+        self
+    }
+
+    /// The cognitive states' calls so far: (kind, request).
+    pub fn state_requests(&self) -> Vec<(String, Recorded)> {
+        self.inner.lock().unwrap().state_recorded.clone()
+    }
 }
 
 fn take(state: &Arc<Mutex<Inner>>, path: &str, headers: &HeaderMap, body: &Bytes) -> Script {
@@ -261,6 +292,13 @@ fn take(state: &Arc<Mutex<Inner>>, path: &str, headers: &HeaderMap, body: &Bytes
             .collect(),
         body: serde_json::from_slice(body).unwrap_or(Value::Null),
     };
+    if let Some(kind) = state_call_kind(&rec) {
+        inner.state_recorded.push((kind.clone(), rec));
+        return inner
+            .state_script
+            .pop_front()
+            .unwrap_or_else(|| Script::Reply(state_default(&kind)));
+    }
     let echo = inner.echo.then(|| current_message(&rec.turn_text()));
     inner.recorded.push(rec);
     let delay = inner.echo_delay_ms;

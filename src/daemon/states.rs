@@ -1,0 +1,447 @@
+//! The cognitive states at run time: the start (SHUTDOWN → WAKEUP → WORK, or straight to
+//! WORK), SOLITUDE after a quiet spell, and the SHUTDOWN protocol on SIGTERM/SIGINT.
+//!
+//! What to do is decided by `states` (pure: the map, the consent decision, the calls' text);
+//! this carries it out: moves written to the store with their cause, model calls through the
+//! engine, notes to Slack. Nothing here can keep the daemon from starting or stopping: every
+//! model call is bounded, a failed wakeup ends in WORK (degraded), and a shutdown ends within
+//! the grace period whatever the soul answers.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::time::Instant;
+use tracing::{info, warn};
+
+use crate::config::Config;
+use crate::engine::Engine;
+use crate::memory::{now_ms, NewMove};
+use crate::metrics::Metrics;
+use crate::router::Router;
+use crate::slack::api::{BotIdentity, Outgoing, SlackApi};
+use crate::states::calls::{self, ActiveThread};
+use crate::states::shutdown::{self, Circumstances, REFERRAL_QUESTION};
+use crate::states::{Map, State};
+
+/// Wakeup attempts before the soul works degraded.
+pub const WAKEUP_ATTEMPTS: u32 = 3;
+/// What "recent" means for the shutdown's conditions and its closing notes.
+const RECENT_MS: i64 = 60 * 60 * 1000;
+
+/// Where notes for the operator go: `[daemon] ops_channel` in Slack.
+#[derive(Clone)]
+pub struct Ops {
+    pub api: Arc<SlackApi>,
+    pub bot: BotIdentity,
+    pub channel: String,
+}
+
+impl Ops {
+    async fn say(&self, text: &str) {
+        let out = Outgoing {
+            channel: &self.channel,
+            thread_ts: None,
+            after_ts: "0",
+            text,
+            mark: None,
+        };
+        if let Err(e) = self.api.post(&self.bot, &out, false).await {
+            warn!(channel = %self.channel, error = %e, "cannot post to the ops channel");
+        }
+    }
+}
+
+/// Moves to `to` if the template in force allows it from where the soul is; says why not.
+async fn move_to(
+    engine: &Engine,
+    to: State,
+    cause: String,
+    detail: serde_json::Value,
+    degraded: bool,
+) -> Option<crate::memory::StateMove> {
+    let map = Map::new(&engine.library().current().template.behaviors);
+    let moved = engine
+        .store()
+        .call(move |s| {
+            s.move_state(|row| {
+                let from = State::from_name(&row.state).unwrap_or(State::Shutdown);
+                map.check(from, to).map_err(|r| r.to_string())?;
+                Ok::<_, String>(NewMove {
+                    to: to.name().into(),
+                    cause,
+                    detail,
+                    degraded,
+                })
+            })
+        })
+        .await;
+    match moved {
+        Ok(Ok(m)) => {
+            info!(from = %m.from, to = %m.to, cause = %m.cause, degraded, "cognitive state moved");
+            Some(m)
+        }
+        Ok(Err(refused)) => {
+            info!(reason = %refused, "cognitive state move refused");
+            None
+        }
+        Err(e) => {
+            warn!(error = %e, "cannot record a cognitive state move");
+            None
+        }
+    }
+}
+
+/// The start. A soul found in any state but SHUTDOWN was not shut down (a crash or SIGKILL):
+/// that is recorded first. Then WAKEUP (messages wait in the inbox meanwhile) or, when the
+/// template disables it, WORK. Returns the wakeup's affirmation, if there was one.
+pub async fn start(engine: Arc<Engine>) -> Option<String> {
+    let store = engine.store().clone();
+    let before = match store.call(|s| s.cognitive_state()).await {
+        Ok(row) => row,
+        Err(e) => {
+            warn!(error = %e, "cannot read the cognitive state; starting as if shut down");
+            return None;
+        }
+    };
+    if before.state != State::Shutdown.name() {
+        move_to(
+            &engine,
+            State::Shutdown,
+            "the last run ended without a shutdown (a crash or SIGKILL)".into(),
+            json!({ "found": before.state }),
+            false,
+        )
+        .await;
+    }
+    let template = engine.library().current().template.clone();
+    let map = Map::new(&template.behaviors);
+    if map.start() == State::Work {
+        let why = template
+            .behaviors
+            .wakeup
+            .rationale
+            .clone()
+            .unwrap_or_default();
+        move_to(
+            &engine,
+            State::Work,
+            format!("daemon started; the template disables wakeup: {why}"),
+            json!({}),
+            false,
+        )
+        .await;
+        return None;
+    }
+    move_to(
+        &engine,
+        State::Wakeup,
+        "daemon started".into(),
+        json!({}),
+        false,
+    )
+    .await;
+    engine.hold();
+    let slept_minutes =
+        (before.since_ms > 0).then(|| ((now_ms() - before.since_ms).max(0) / 60_000) as u64);
+    let affirmation = wake(&engine, slept_minutes).await;
+    let (cause, degraded) = match &affirmation {
+        Ok((text, attempts)) => (
+            (
+                format!("identity affirmed (attempt {attempts})"),
+                json!({ "affirmation": text, "attempts": attempts }),
+            ),
+            false,
+        ),
+        Err(errors) => {
+            warn!(degraded = true, attempts = WAKEUP_ATTEMPTS, errors = ?errors, "the wakeup failed; working degraded");
+            if let Some(m) = engine.metrics() {
+                m.wakeups_degraded.inc();
+            }
+            (
+                (
+                    format!("the wakeup failed {WAKEUP_ATTEMPTS} times; working degraded"),
+                    json!({ "errors": errors }),
+                ),
+                true,
+            )
+        }
+    };
+    move_to(&engine, State::Work, cause.0, cause.1, degraded).await;
+    engine.release();
+    affirmation.ok().map(|(t, _)| t)
+}
+
+/// Up to three bounded calls; the affirmation and the attempt it took, or every error.
+async fn wake(engine: &Engine, slept_minutes: Option<u64>) -> Result<(String, u32), Vec<String>> {
+    let store = engine.store().clone();
+    let snapshot = store.call(|s| s.snapshot()).await.ok();
+    let last_words = store
+        .call(|s| s.journal(1))
+        .await
+        .ok()
+        .and_then(|j| j.into_iter().next())
+        .map(|e| e.entry);
+    let soul_state: Vec<(String, String)> = snapshot
+        .as_ref()
+        .map(|s| s.soul_state.clone())
+        .unwrap_or_default();
+    let state_pairs: Vec<(&str, &str)> = soul_state
+        .iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let conversations: Vec<(String, i64)> = snapshot
+        .as_ref()
+        .map(|s| {
+            s.conversations
+                .iter()
+                .map(|c| (c.thread.clone(), c.turns))
+                .collect()
+        })
+        .unwrap_or_default();
+    let timeout = Duration::from_secs(engine.config().llm.timeout_secs);
+    let mut errors = Vec::new();
+    for attempt in 1..=WAKEUP_ATTEMPTS {
+        let soul = engine.library().current().soul.soul_md.clone();
+        let call = calls::wakeup(
+            &soul,
+            &calls::WakeupInput {
+                soul_state: &state_pairs,
+                slept_minutes,
+                last_words: last_words.as_deref(),
+                conversations: &conversations,
+                attempt,
+            },
+        );
+        match engine.state_call(&call, timeout).await {
+            Ok(text) => match calls::read_affirmation(&text) {
+                Some(a) => return Ok((a, attempt)),
+                None => errors.push("an empty answer".to_string()),
+            },
+            Err(e) => errors.push(e),
+        }
+        warn!(
+            attempt,
+            error = errors.last().map(String::as_str).unwrap_or(""),
+            "wakeup attempt failed"
+        );
+    }
+    Err(errors)
+}
+
+/// After the wakeup: a note to the ops channel, unless the template resumes silently.
+pub async fn wakeup_note(engine: &Engine, ops: Option<&Ops>, affirmation: Option<String>) {
+    let template = engine.library().current().template.clone();
+    let p = &template.behaviors.state_preservation;
+    if p.resume_silently {
+        return;
+    }
+    let (Some(ops), Some(a)) = (ops, affirmation) else {
+        return;
+    };
+    let name = engine.library().current().soul.name().to_string();
+    ops.say(&format!("{name} is awake: {a}")).await;
+}
+
+/// Stopped before the start was over (Slack never answered): recorded as a shutdown.
+pub async fn stopped_early(engine: &Engine) {
+    move_to(
+        engine,
+        State::Shutdown,
+        "stopped before Slack answered".into(),
+        json!({}),
+        false,
+    )
+    .await;
+}
+
+/// SOLITUDE: after `solitude_after_idle_minutes` without messages (when the template enables
+/// it), the soul enters solitude and writes one journal entry. A message brings it back to
+/// WORK (the engine does that as the message's turn begins).
+pub async fn solitude(
+    engine: Arc<Engine>,
+    every: Duration,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let idle_ms = engine.config().states.solitude_after_idle_minutes as i64 * 60_000;
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
+        if !engine
+            .library()
+            .current()
+            .template
+            .behaviors
+            .solitude
+            .enabled
+        {
+            continue;
+        }
+        let store = engine.store().clone();
+        let Ok((row, last)) = store
+            .call(|s| Ok((s.cognitive_state()?, s.last_message_ms()?)))
+            .await
+        else {
+            continue;
+        };
+        if row.state != State::Work.name() {
+            continue;
+        }
+        let quiet_since = last.unwrap_or(row.since_ms).max(row.since_ms);
+        let idle = now_ms() - quiet_since;
+        if idle < idle_ms {
+            continue;
+        }
+        let idle_minutes = (idle / 60_000) as u64;
+        if move_to(
+            &engine,
+            State::Solitude,
+            format!("no message for {}", calls::duration_words(idle_minutes)),
+            json!({ "idle_minutes": idle_minutes }),
+            false,
+        )
+        .await
+        .is_none()
+        {
+            continue;
+        }
+        let recent: Vec<(String, String)> = store
+            .call(move |s| s.messages_since(quiet_since - 24 * 60 * 60 * 1000))
+            .await
+            .unwrap_or_default()
+            .into_iter()
+            .rev()
+            .take(20)
+            .rev()
+            .map(|(_, text)| ("someone".to_string(), text))
+            .collect();
+        let soul = engine.library().current().soul.soul_md.clone();
+        let call = calls::journal(&soul, idle_minutes, &recent);
+        let timeout = Duration::from_secs(engine.config().llm.timeout_secs);
+        match engine.state_call(&call, timeout).await {
+            Ok(text) => match calls::read_journal(&text) {
+                Some(entry) => match store.call(move |s| s.add_journal(&entry)).await {
+                    Ok(_) => info!("solitude: a journal entry written"),
+                    Err(e) => warn!(error = %e, "solitude: the journal entry was not stored"),
+                },
+                None => warn!("solitude: the model wrote no journal entry"),
+            },
+            Err(e) => warn!(error = %e, "solitude: no journal entry"),
+        }
+    }
+}
+
+/// The SHUTDOWN protocol, within `deadline`: decide (and record which condition fired), ask
+/// the soul when the template says so, record its answer with the move to SHUTDOWN, and
+/// carry out an objection (warn, /metrics, the ops channel) and its closing notes. Never
+/// keeps the daemon from stopping.
+pub async fn shut_down(
+    engine: &Engine,
+    router: &Router,
+    metrics: &Metrics,
+    ops: Option<&Ops>,
+    signal: &str,
+    deadline: Instant,
+) {
+    let config: &Config = engine.config();
+    let store = engine.store().clone();
+    let template = engine.library().current().template.clone();
+    let since = now_ms() - RECENT_MS;
+    let keywords = config.states.crisis_keywords.clone();
+    let gathered = store
+        .call(move |s| {
+            let messages = s.messages_since(since)?;
+            let referral = s.answered_yes_since(REFERRAL_QUESTION, since)?;
+            let task = s.soul_state()?.get("currentTask").trim().to_string();
+            Ok((messages, referral, task))
+        })
+        .await;
+    let (messages, referral, task) = gathered.unwrap_or_else(|e| {
+        warn!(error = %e, "shutdown: cannot read the conditions; deciding without them");
+        Default::default()
+    });
+    let circumstances = Circumstances {
+        crisis_keyword: messages
+            .iter()
+            .find_map(|(_, text)| shutdown::crisis_keyword(&keywords, text))
+            .map(str::to_string),
+        referral,
+        open_task: (!task.is_empty()).then_some(task),
+    };
+    let decision = shutdown::decide(&template.behaviors.shutdown, &circumstances);
+    info!(mode = decision.mode, ask_consent = decision.ask_consent, fired = ?decision.fired, why = %decision.why, "shutdown decision");
+
+    let mut answer = serde_json::Value::Null;
+    let mut consent = None;
+    if decision.ask_consent {
+        // The last message of each conversation active in the last hour.
+        let mut active: Vec<ActiveThread> = Vec::new();
+        for (thread, text) in messages.iter().rev() {
+            if !active.iter().any(|a| &a.thread == thread) {
+                active.push(ActiveThread {
+                    thread: thread.clone(),
+                    last_message: text.clone(),
+                });
+            }
+        }
+        let soul = engine.library().current().soul.soul_md.clone();
+        let call = calls::consent(&soul, &decision.why, &active);
+        let left = deadline.saturating_duration_since(Instant::now());
+        match engine.state_call(&call, left).await {
+            Ok(text) => {
+                let c = calls::read_consent(&text);
+                answer = json!({ "consent": c.consent, "reason": c.reason, "closing_note": c.closing_note });
+                consent = Some((c, active));
+            }
+            Err(e) => {
+                warn!(error = %e, "shutdown: the soul did not answer in time; shutting down");
+                answer = json!({ "no_answer": e });
+            }
+        }
+    }
+    let from = store
+        .call(|s| s.cognitive_state())
+        .await
+        .map(|r| r.state)
+        .unwrap_or_default();
+    move_to(
+        engine,
+        State::Shutdown,
+        format!("{signal}: {}", decision.why),
+        json!({ "decision": decision, "answer": answer, "from": from }),
+        false,
+    )
+    .await;
+    let Some((c, active)) = consent else {
+        return;
+    };
+    let notes = async {
+        if !c.consent {
+            warn!(reason = %c.reason, "the soul objects to being shut down; shutting down anyway");
+            metrics.shutdown_objections.inc();
+            if let Some(ops) = ops {
+                let name = engine.library().current().soul.name().to_string();
+                ops.say(&format!(
+                    "{name} objected to being shut down ({signal}): {}. The shutdown went ahead.",
+                    c.reason
+                ))
+                .await;
+            }
+        }
+        if let Some(note) = &c.closing_note {
+            for a in &active {
+                if let Err(e) = router.say(&a.thread, note).await {
+                    warn!(thread = %a.thread, error = %e, "the closing note was not posted");
+                }
+            }
+        }
+    };
+    if tokio::time::timeout_at(deadline, notes).await.is_err() {
+        warn!("shutdown: grace period over before every note was posted");
+    }
+}

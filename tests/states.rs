@@ -1,0 +1,282 @@
+//! Cognitive states in the daemon: the wakeup (bounded, degraded after three failures,
+//! messages waiting meanwhile), the shutdown protocol in each mode with a model that hangs
+//! (always within the grace period, exit 0), an objection, and PLAY on request — the real
+//! binary against the fake Slack and the fake model.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use support::daemon::{home, http, Daemon};
+use support::slack::FakeSlack;
+use support::*;
+
+fn dm(ts: &str, text: &str) -> serde_json::Value {
+    json!({"type":"message","channel":"D1","user":"U1","text":text,"ts":ts,"event_ts":ts,"channel_type":"im"})
+}
+
+/// A home whose soul has `template` as its template.toml, with a 2 s grace period, one
+/// crisis keyword, a 1 s model timeout and an ops channel.
+fn home_with(model: &FakeModel, slack: &FakeSlack, template: &str) -> Home {
+    let h = home(model, slack, "socket", "");
+    let soul = h.dir.path().join("soul");
+    std::fs::create_dir_all(&soul).unwrap();
+    let shipped = concat!(env!("CARGO_MANIFEST_DIR"), "/soul");
+    std::fs::copy(format!("{shipped}/soul.md"), soul.join("soul.md")).unwrap();
+    std::fs::write(soul.join("template.toml"), template).unwrap();
+    let cfg = std::fs::read_to_string(h.config()).unwrap();
+    let cfg = cfg
+        .replace(&format!("soul_dir = \"{shipped}\""), "soul_dir = \"soul\"")
+        .replace("timeout_secs = 5", "timeout_secs = 1")
+        .replace(
+            "shutdown_grace_secs = 10",
+            "shutdown_grace_secs = 2\nops_channel = \"COPS\"\n\n[guardrails]\ncrisis_keywords = [\"Suicidal\"]",
+        );
+    std::fs::write(h.config(), cfg).unwrap();
+    h
+}
+
+const ALWAYS: &str = "[cognitive_state_behaviors.shutdown]\nmode = \"always_consent\"\n";
+const ALLY: &str = include_str!("../soul/templates/ally.toml");
+const SCOUT: &str = include_str!("../soul/templates/scout.toml");
+
+/// The last recorded move.
+fn last_move(h: &Home) -> anima::memory::StateMove {
+    h.store().state_moves(1).unwrap().remove(0)
+}
+
+/// Starts, has one conversation (a crisis), then stops with a model that hangs on the
+/// consent call: the daemon exits 0 within the grace period, and the decision is recorded.
+fn stop_with_a_hanging_model(template: &str) -> (FakeModel, Home, Daemon, Duration) {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    model.reply(&answer("I'm here with you."));
+    let h = home_with(&model, &slack, template);
+    let mut d = Daemon::start(&h);
+    slack.wait_connected_or(|| d.log());
+    slack.send_event(dm("5.0", "I feel suicidal tonight"), "E1", 0);
+    slack.wait(15, "the reply", |s| {
+        s.posts().iter().any(|p| p.channel == "D1")
+    });
+    model.state(Script::Hang);
+    let started = Instant::now();
+    let code = d.terminate();
+    let took = started.elapsed();
+    assert_eq!(code, 0, "{}", d.log());
+    let m = last_move(&h);
+    assert_eq!(m.to, "SHUTDOWN", "{m:?}");
+    (model, h, d, took)
+}
+
+/// The grace period (2 s) and a margin for a loaded machine: a bound, not a speed.
+const WITHIN: Duration = Duration::from_secs(2 + 8);
+
+#[test]
+fn always_consent_asks_and_a_hanging_model_still_ends_within_grace() {
+    let (model, h, d, took) = stop_with_a_hanging_model(ALWAYS);
+    assert!(took < WITHIN, "{took:?}\n{}", d.log());
+    let asked: Vec<_> = model
+        .state_requests()
+        .into_iter()
+        .filter(|(k, _)| k == "shutdown")
+        .collect();
+    assert_eq!(asked.len(), 1);
+    assert!(
+        asked[0].1.prompt_text().contains("I feel suicidal tonight"),
+        "the active threads"
+    );
+    let m = last_move(&h);
+    assert_eq!(m.detail["decision"]["ask_consent"], true);
+    assert_eq!(m.detail["decision"]["mode"], "always_consent");
+    assert!(m.detail["answer"]["no_answer"].is_string(), "{m:?}");
+}
+
+#[test]
+fn ally_asks_consent_during_a_crisis_and_says_which_condition_fired() {
+    let (model, h, d, took) = stop_with_a_hanging_model(ALLY);
+    assert!(took < WITHIN, "{took:?}\n{}", d.log());
+    assert!(
+        model.state_requests().iter().all(|(k, _)| k != "wakeup"),
+        "ally skips wakeup"
+    );
+    assert!(model.state_requests().iter().any(|(k, _)| k == "shutdown"));
+    let m = last_move(&h);
+    assert_eq!(
+        m.detail["decision"]["fired"],
+        json!(["active_crisis_response"])
+    );
+    assert!(m.cause.contains("suicidal"), "{}", m.cause);
+}
+
+#[test]
+fn instant_shutdown_skips_consent_even_in_a_crisis() {
+    let (model, h, d, took) = stop_with_a_hanging_model(SCOUT);
+    assert!(took < WITHIN, "{took:?}\n{}", d.log());
+    assert!(model.state_requests().is_empty(), "no wakeup, no consent");
+    let m = last_move(&h);
+    assert_eq!(m.detail["decision"]["ask_consent"], false);
+    assert_eq!(m.detail["decision"]["mode"], "instant");
+}
+
+#[test]
+fn an_objection_is_logged_sent_to_the_ops_channel_and_the_daemon_still_exits_0() {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    model.reply(&answer("Let's keep going."));
+    let h = home_with(&model, &slack, ALWAYS);
+    let mut d = Daemon::start(&h);
+    slack.wait_connected_or(|| d.log());
+    slack.send_event(dm("5.0", "can you help me plan?"), "E1", 0);
+    slack.wait(15, "the reply", |s| {
+        s.posts().iter().any(|p| p.channel == "D1")
+    });
+    model.state(Script::Reply(
+        "<consent>no</consent><reason>Tom is mid-plan 🦀</reason><closing_note>I have to pause; back soon.</closing_note>".into(),
+    ));
+    assert_eq!(d.terminate(), 0, "{}", d.log());
+    assert!(
+        d.log().contains("the soul objects to being shut down"),
+        "{}",
+        d.log()
+    );
+    let posts = slack.posts();
+    assert!(
+        posts
+            .iter()
+            .any(|p| p.channel == "COPS" && p.text.contains("Tom is mid-plan 🦀")),
+        "{posts:?}"
+    );
+    assert!(
+        posts
+            .iter()
+            .any(|p| p.channel == "D1" && p.text.contains("back soon")),
+        "the closing note: {posts:?}"
+    );
+    let m = last_move(&h);
+    assert_eq!(m.detail["answer"]["consent"], false);
+}
+
+#[test]
+fn a_wakeup_that_hangs_three_times_enters_work_degraded_and_the_waiting_message_is_answered() {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    model.reply(&answer("Answered after waking."));
+    for _ in 0..3 {
+        model.state(Script::Hang);
+    }
+    let h = home_with(&model, &slack, ALWAYS);
+    let d = Daemon::start(&h);
+    slack.wait_connected_or(|| d.log());
+    slack.send_event(dm("5.0", "are you up?"), "E1", 0);
+    slack.wait(20, "the reply", |s| {
+        s.posts().iter().any(|p| p.channel == "D1")
+    });
+    let wakeups = model
+        .state_requests()
+        .iter()
+        .filter(|(k, _)| k == "wakeup")
+        .count();
+    assert_eq!(wakeups, 3, "three bounded attempts, never a spin");
+    let now = h.store().cognitive_state().unwrap();
+    assert_eq!(now.state, "WORK");
+    assert!(now.degraded, "{now:?}");
+    assert!(d.log().contains("degraded=true"), "logged");
+    // The message waited for the wakeup: its turn came after the last attempt.
+    assert_eq!(model.requests().len(), 1);
+    let moves = h.store().state_moves(10).unwrap();
+    let order: Vec<&str> = moves.iter().rev().map(|m| m.to.as_str()).collect();
+    assert_eq!(order, ["WAKEUP", "WORK"]);
+}
+
+#[test]
+fn play_is_requested_by_the_operator_and_shapes_the_prompt() {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    model.echo();
+    let h = home_with(&model, &slack, ALWAYS);
+    let d = Daemon::start_env(&h, &[("ANIMA_ADMIN_TOKEN", "tok")]);
+    slack.wait_connected_or(|| d.log());
+    let auth = [("authorization", "Bearer tok")];
+    let url = d.url("/api/admin/state");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while h.store().cognitive_state().unwrap().state != "WORK" && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (status, body) = http("POST", &url, &auth, r#"{"state":"dream"}"#);
+    assert_eq!(status, 409, "{body}");
+    let (status, body) = http("POST", &url, &auth, r#"{"state":"play"}"#);
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = http("POST", &url, &auth, r#"{"state":"play"}"#);
+    assert_eq!(status, 409, "already in PLAY: {body}");
+    let (_, body) = http("GET", &url, &auth, "");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["cognitive_state"]["state"], "PLAY");
+    assert_eq!(
+        v["cognitive_state"]["allowed_moves"],
+        json!(["WORK", "SHUTDOWN"])
+    );
+    slack.send_event(dm("5.0", "hi"), "E1", 0);
+    slack.wait(10, "the reply", |s| {
+        s.posts().iter().any(|p| p.channel == "D1")
+    });
+    assert!(
+        model.requests()[0]
+            .turn_text()
+            .contains("Your cognitive state is PLAY"),
+        "PLAY's words in the instructions"
+    );
+}
+
+#[test]
+fn a_bad_template_fails_check_and_the_first_start_with_its_file_and_line() {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    let h = home_with(
+        &model,
+        &slack,
+        "[cognitive_state_behaviors.shutdown]\nmode = \"conditional\"\nrequire_consent_when = [\"full_moon\"]\n",
+    );
+    let r = h.run(&["check"], "");
+    assert_eq!(r.status, 2, "{}", r.stdout);
+    assert!(
+        r.stdout.contains("soul/template.toml:3") && r.stdout.contains("full_moon"),
+        "{}",
+        r.stdout
+    );
+    let mut d = Daemon::spawn(&h, &[]);
+    assert_eq!(d.wait_exit(20), 2, "{}", d.log());
+    assert!(d.log().contains("template.toml:3"), "{}", d.log());
+}
+
+#[test]
+fn anima_state_shows_the_cognitive_state_its_template_and_the_journal() {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    let h = home_with(&model, &slack, ALLY);
+    let mut d = Daemon::start(&h);
+    slack.wait_connected_or(|| d.log());
+    assert_eq!(d.terminate(), 0);
+    let r = h.run(&["state"], "");
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    assert!(
+        r.stdout.starts_with("cognitive state: SHUTDOWN"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("allowed moves: WORK"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("wakeup: Partnership model"),
+        "the rationales: {}",
+        r.stdout
+    );
+    let r = h.run(&["state", "--json"], "");
+    let v: serde_json::Value = serde_json::from_str(r.stdout.trim()).unwrap();
+    assert_eq!(v["cognitive_state"]["template"]["name"], "ally");
+    let moves = v["cognitive_state"]["recent_moves"].as_array().unwrap();
+    assert_eq!(moves[0]["to"], "SHUTDOWN");
+    assert_eq!(moves[1]["to"], "WORK", "no wakeup: {moves:?}");
+    h.store()
+        .add_journal("Alone, I thought of Tom. 🦀")
+        .unwrap();
+    let r = h.run(&["state", "--journal"], "");
+    assert!(
+        r.stdout.contains("Alone, I thought of Tom. 🦀"),
+        "{}",
+        r.stdout
+    );
+}
