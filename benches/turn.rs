@@ -343,17 +343,17 @@ fn main() {
         .unwrap();
     let mut n = 0u64;
     let fixed = time(1_000, || {
-            n += 1;
-            rt.block_on(engine.perceive(&Perception::Message(Message {
-                thread: format!("C2:{}.0", n % 50),
-                user_id: "U1".into(),
-                display_name: "Tom".into(),
-                text: "What's the status of the port?".into(),
-                source: None,
-                inbox_id: None,
-                newer: None,
-            })))
-            .unwrap()
+        n += 1;
+        rt.block_on(engine.perceive(&Perception::Message(Message {
+            thread: format!("C2:{}.0", n % 50),
+            user_id: "U1".into(),
+            display_name: "Tom".into(),
+            text: "What's the status of the port?".into(),
+            source: None,
+            inbox_id: None,
+            newer: None,
+        })))
+        .unwrap()
     });
     let fixed_median = median(&fixed);
     stats("Engine::perceive, zero-latency model (incl. git)", fixed);
