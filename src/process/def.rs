@@ -216,7 +216,8 @@ pub fn parse(text: &str, path: &Path) -> Result<ProcessDef, Vec<Problem>> {
             }
         }
     }
-    if !steps.is_empty() && !steps.contains(&Step::ExternalDialogue) {
+    // Missing `steps` is reported above; a list, even an empty one, must answer.
+    if raw.steps.is_some() && !steps.contains(&Step::ExternalDialogue) {
         problems.push(problem(
             steps_line,
             "steps",

@@ -235,6 +235,7 @@ fn file_problems_name_the_line() {
         ("nodialogue", "name = \"nodialogue\"\nsteps = [\"internal_monologue\"]\n", 2, "needs `external_dialogue`"),
         ("unknownkey", "name = \"unknownkey\"\nsteps = [\"external_dialogue\"]\ncolour = \"red\"\n", 3, "unknown field `colour`"),
         ("override", "name = \"override\"\nsteps = [\"external_dialogue\"]\n[overrides]\ninternal_monologue = \"x\"\n", 4, "not in steps"),
+        ("emptysteps", "name = \"emptysteps\"\nsteps = []\n", 2, "needs `external_dialogue`"),
     ];
     for (name, text, line, needle) in cases {
         let p = write(d, name, text);
