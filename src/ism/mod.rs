@@ -91,7 +91,9 @@ impl Ism {
     }
 }
 
-fn normalise(name: &str) -> String {
+/// A name as a selection is matched: without surrounding markup, quotes and spaces, in
+/// lower case.
+pub fn normalise(name: &str) -> String {
     name.trim_matches(|c: char| c.is_whitespace() || "*_`'\"“”‘’.:-[]()".contains(c))
         .to_lowercase()
 }

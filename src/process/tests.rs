@@ -325,6 +325,42 @@ fn ism_file_problems_name_the_line() {
             "defined twice",
         ),
         (
+            "comma",
+            ism_file(
+                "comma",
+                "[[actions]]\nname = \"Look it up, then answer\"\neffect = \"respond\"\n",
+            ),
+            5,
+            "not an action name",
+        ),
+        (
+            "placeholder",
+            ism_file(
+                "placeholder",
+                "[[actions]]\nname = \"ACTION NAME\"\neffect = \"respond\"\n",
+            ),
+            5,
+            "not an action name",
+        ),
+        (
+            "markup",
+            ism_file(
+                "markup",
+                "[[actions]]\nname = \"**\"\neffect = \"respond\"\n",
+            ),
+            5,
+            "not an action name",
+        ),
+        (
+            "alike",
+            ism_file(
+                "alike",
+                &format!("{respond}[[actions]]\nname = \"**ÉCRIRE**\"\neffect = \"respond\"\n[[actions]]\nname = \"écrire\"\neffect = \"think\"\n"),
+            ),
+            11,
+            "defined twice",
+        ),
+        (
             "loops",
             ism_file("loops", &format!("max_loops = 0\n{respond}")),
             4,
