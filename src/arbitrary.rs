@@ -128,6 +128,19 @@ const MARKUP: &[&str] = &[
 
 /// The parser's tags, well-formed and broken, and the prompt's sections.
 const TAGS: &[&str] = &[
+    "<action_selection>",
+    "</action_selection>",
+    "<ACTION>",
+    "<action>",
+    "</action>",
+    "<action name=\"x\">",
+    "<reasoning>",
+    "</reasoning>",
+    "<implicit_machine iteration=\"1\" of=\"5\">",
+    "</implicit_machine>",
+    "{\"actions\": [\"",
+    "\"], \"reasoning\": \"",
+    "\"}",
     "<internal_monologue verb=\"mused\">",
     "</internal_monologue>",
     "<Internal-Monologue>",

@@ -536,3 +536,94 @@ fn in_the_daemon_a_newer_message_interrupts_and_is_answered_with_that_context() 
     assert_eq!(posts.len(), 2, "{posts:?}");
     assert_eq!(posts[1].text, "First part.\n\nSecond part.");
 }
+
+/// Only a message that comes after this one in the conversation's order (Slack's ts)
+/// interrupts it: an older one that Slack delivers late (a retry, events out of order) is
+/// answered after it, as any message, and takes nothing from it.
+#[test]
+fn in_the_daemon_an_older_message_delivered_late_does_not_interrupt() {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    model
+        // The newer message, first in: its first selection takes a while.
+        .push(Script::Delay(1500, select(&["Think"], "Look first.")))
+        .reply(&thought("It is the linker."))
+        .reply(&select(&["Respond"], "Ready."))
+        .reply(&said("The linker is wrong."))
+        // The older message, delivered late, answered after it.
+        .reply(&select(&["Respond"], "Answer it."))
+        .reply(&said("And yes, Linux."));
+    let home = daemon_home(&model, &slack, "socket", "");
+    let dir = home.dir.path().join("processes");
+    std::fs::create_dir_all(&dir).unwrap();
+    processes(&dir);
+    let cfg = std::fs::read_to_string(home.config()).unwrap();
+    let cfg = cfg.replacen(
+        "[paths]\n",
+        &format!("[paths]\nprocesses_dir = \"{}\"\n", dir.display()),
+        1,
+    ) + "\n[processes]\ninitial = \"solve\"\n";
+    std::fs::write(home.config(), cfg).unwrap();
+    let d = Daemon::start(&home);
+    slack.wait_connected_or(|| d.log());
+    let dm = |ts: &str, text: &str| json!({"type":"message","channel":"D1","user":"U1","text":text,"ts":ts,"event_ts":ts,"channel_type":"im"});
+    slack.send_event(dm("1700000000.000200", "My build fails."), "Ev2", 0);
+    std::thread::sleep(Duration::from_millis(400));
+    slack.send_event(dm("1700000000.000100", "It is on Linux."), "Ev1", 0);
+    slack.wait(15, "both answers", |s| s.posts().len() >= 2);
+    std::thread::sleep(Duration::from_millis(500));
+    let posts: Vec<String> = slack.posts().into_iter().map(|p| p.text).collect();
+    assert_eq!(posts, ["The linker is wrong.", "And yes, Linux."]);
+    let (_, metrics) = support::daemon::http("GET", &d.url("/metrics"), &[], "");
+    assert!(
+        !metrics.contains("anima_ism_loops_total{ending=\"interrupted\"}"),
+        "{metrics}"
+    );
+}
+
+/// Two messages waiting, accepted in the reverse of their order: the older is interrupted
+/// by the newer (it waits behind it), and the newer, though accepted first, is answered:
+/// the one accepted after it is done by then, not newer.
+#[test]
+fn in_the_daemon_messages_waiting_out_of_order_get_one_answer() {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    model
+        // The first message's selection takes a while: the other two arrive meanwhile.
+        .push(Script::Delay(1500, select(&["Think"], "Look first.")))
+        .reply(&thought("It is the linker."))
+        // The newest message answers all three.
+        .reply(&select(&["Respond"], "Answer all."))
+        .reply(&said("All three: the linker."));
+    let home = daemon_home(&model, &slack, "socket", "");
+    let dir = home.dir.path().join("processes");
+    std::fs::create_dir_all(&dir).unwrap();
+    processes(&dir);
+    let cfg = std::fs::read_to_string(home.config()).unwrap();
+    let cfg = cfg.replacen(
+        "[paths]\n",
+        &format!("[paths]\nprocesses_dir = \"{}\"\n", dir.display()),
+        1,
+    ) + "\n[processes]\ninitial = \"solve\"\n";
+    std::fs::write(home.config(), cfg).unwrap();
+    let d = Daemon::start(&home);
+    slack.wait_connected_or(|| d.log());
+    let dm = |ts: &str, text: &str| json!({"type":"message","channel":"D1","user":"U1","text":text,"ts":ts,"event_ts":ts,"channel_type":"im"});
+    slack.send_event(dm("1700000000.000100", "My build fails."), "Ev1", 0);
+    std::thread::sleep(Duration::from_millis(300));
+    slack.send_event(dm("1700000000.000300", "Any idea?"), "Ev3", 0);
+    std::thread::sleep(Duration::from_millis(100));
+    slack.send_event(dm("1700000000.000200", "It is on Linux."), "Ev2", 0);
+    slack.wait(15, "the answer", |s| !s.posts().is_empty());
+    std::thread::sleep(Duration::from_millis(1000));
+    let posts: Vec<String> = slack.posts().into_iter().map(|p| p.text).collect();
+    assert_eq!(posts, ["All three: the linker."]);
+    let store = home.store();
+    for id in [1, 2, 3] {
+        let item = store.inbox_item(id).unwrap().unwrap();
+        assert_eq!(item.status, anima::memory::InboxStatus::Done, "{id}");
+    }
+    assert_eq!(
+        store.inbox_item(2).unwrap().unwrap().reply.as_deref(),
+        Some("All three: the linker."),
+        "the newest message, accepted second, is the one answered"
+    );
+}

@@ -544,19 +544,19 @@ impl Engine {
     fn claim_lease_ms(&self, lib: &crate::process::Loaded) -> i64 {
         let llm = &self.config.llm;
         // Every run of an execute_now chain, each with its retries and their waits (a
-        // Retry-After is honoured up to a minute); an ISM run makes a selection and an effect
-        // call per iteration, and a closing one.
+        // Retry-After is honoured up to a minute); an ISM run makes a selection and its
+        // effects' calls per iteration, and a closing one.
         let per_call =
             llm.timeout_secs as i64 * (llm.max_retries as i64 + 1) + llm.max_retries as i64 * 60;
         let ism = &self.config.ism;
-        let loops = lib
+        let calls_per_run = lib
             .processes
             .values()
             .filter_map(|d| d.ism.as_ref())
             .filter(|_| ism.enabled)
-            .map(|i| i.max_loops.unwrap_or(ism.max_loops))
-            .max();
-        let calls_per_run = loops.map_or(1, |l| 2 * l as i64 + 1);
+            .map(|i| i.calls_per_run(ism.max_loops) as i64)
+            .max()
+            .unwrap_or(1);
         ((self.config.max_chain as i64 + 1) * calls_per_run * per_call + 60) * 1000
     }
 }

@@ -83,6 +83,19 @@ impl Ism {
             .or_else(|| self.actions.iter().find(|a| normalise(&a.name) == wanted))
     }
 
+    /// The most model calls one run can make with `default_max_loops` as `[ism] max_loops`:
+    /// per iteration the selection and one call for each think, query or respond action
+    /// (each runs at most once per selection), then the closing answer.
+    pub fn calls_per_run(&self, default_max_loops: u32) -> u64 {
+        let loops = u64::from(self.max_loops.unwrap_or(default_max_loops).max(1));
+        let calling = self
+            .actions
+            .iter()
+            .filter(|a| !matches!(a.effect, Effect::Transition { .. } | Effect::Done))
+            .count() as u64;
+        loops * (1 + calling) + 1
+    }
+
     /// Whether some action answers the person.
     pub fn can_respond(&self) -> bool {
         self.actions
@@ -91,7 +104,9 @@ impl Ism {
     }
 }
 
-fn normalise(name: &str) -> String {
+/// A name as a selection is matched: without surrounding markup, quotes and spaces, in
+/// lower case.
+pub fn normalise(name: &str) -> String {
     name.trim_matches(|c: char| c.is_whitespace() || "*_`'\"“”‘’.:-[]()".contains(c))
         .to_lowercase()
 }
@@ -239,6 +254,11 @@ impl<'a> Loop<'a> {
                 Some(a) => {
                     if run.last().is_some_and(|last| last.effect.is_final()) {
                         break;
+                    }
+                    // Once per selection: a model repeating itself costs one call, not one
+                    // per repetition.
+                    if run.iter().any(|r| r.name == a.name) {
+                        continue;
                     }
                     run.push(a);
                     it.chosen.push(a.name.clone());

@@ -164,3 +164,59 @@ fn an_ism_knows_whether_it_can_answer() {
         .retain(|a| !matches!(a.effect, Effect::Respond { .. }));
     assert!(!spec.can_respond());
 }
+
+#[test]
+fn an_action_runs_at_most_once_per_selection() {
+    // A small model stuck repeating itself must not cost a call per repetition.
+    let spec = ism(None);
+    let mut l = Loop::new(&spec, 5);
+    let many: Vec<&str> = ["Think", "Note", "think", "**Note**"]
+        .into_iter()
+        .cycle()
+        .take(400)
+        .chain(["Check", "Respond"])
+        .collect();
+    let d = l.choose(choice(&many));
+    assert_eq!(names(&d), ["Think", "Note", "Check", "Respond"]);
+    assert_eq!(l.log()[0].chosen, ["Think", "Note", "Check", "Respond"]);
+}
+
+#[test]
+fn a_run_makes_a_bounded_number_of_calls() {
+    // Per iteration: the selection, and one call for each think, query or respond action at
+    // most; then the closing answer. Transition and done make no call.
+    let spec = ism(Some(4));
+    assert_eq!(spec.calls_per_run(9), 4 * (1 + 4) + 1);
+    assert_eq!(ism(None).calls_per_run(2), 2 * 5 + 1);
+    let mut l = Loop::new(&spec, 9);
+    let mut calls = 0u64;
+    while l.before_iteration(false).is_none() {
+        calls += 1;
+        let all: Vec<&str> = spec.actions.iter().map(|a| a.name.as_str()).collect();
+        let d = l.choose(choice(&[&all[..], &all[..]].concat()));
+        calls += d
+            .run
+            .iter()
+            .filter(|a| !matches!(a.effect, Effect::Transition { .. } | Effect::Done))
+            .count() as u64;
+        if d.ending.is_some() {
+            break;
+        }
+    }
+    assert!(calls < spec.calls_per_run(9), "{calls}");
+}
+
+proptest::proptest! {
+    #[test]
+    fn an_action_is_found_by_its_name_in_any_script(
+        name in "[^\\p{C}]{1,12}",
+        other in "[^\\p{C}]{1,12}",
+    ) {
+        let mut spec = ism(None);
+        spec.actions[0].name = name.clone();
+        let found = spec.action(&name).map(|a| a.name.clone());
+        proptest::prop_assert_eq!(found.as_deref(), Some(name.as_str()));
+        let _ = spec.action(&other);
+        let _ = spec.action(&format!("**{other}**"));
+    }
+}

@@ -69,6 +69,8 @@ pub struct InboxItem {
     pub received_us: i64,
     /// Pick-ups so far, this one included.
     pub attempts: i64,
+    /// Its order within the conversation.
+    pub seq: f64,
     /// When it was claimed: other open rows of its conversation waited behind it.
     pub others_waiting: bool,
 }
@@ -80,7 +82,7 @@ impl InboxItem {
     }
 }
 
-const COLUMNS: &str = "id, origin, conversation, address, note, user_id, text, status, reply, parts_posted, reply_ref, received_us, attempts";
+const COLUMNS: &str = "id, origin, conversation, address, note, user_id, text, status, reply, parts_posted, reply_ref, received_us, attempts, seq";
 
 fn from_row(r: &Row) -> rusqlite::Result<InboxItem> {
     let status: String = r.get(7)?;
@@ -103,6 +105,7 @@ fn from_row(r: &Row) -> rusqlite::Result<InboxItem> {
         reply_ref: r.get(10)?,
         received_us: r.get(11)?,
         attempts: r.get(12)?,
+        seq: r.get(13)?,
         others_waiting: false,
     })
 }
@@ -129,7 +132,7 @@ impl Store {
             ))?
             .query_row([conversation], |r| {
                 let mut item = from_row(r)?;
-                item.others_waiting = r.get::<_, i64>(13)? > 1;
+                item.others_waiting = r.get::<_, i64>(14)? > 1;
                 Ok(item)
             })
             .optional()?;

@@ -15,7 +15,7 @@ use toml::Spanned;
 use super::when::{self, Expr};
 use crate::config::{line_of, Problem};
 use crate::ism::{Action, Effect, Ism};
-use crate::steps::Step;
+use crate::steps::{Step, EXAMPLE_ACTION};
 
 /// The process every thread falls back to.
 pub const MAIN: &str = "main";
@@ -216,7 +216,8 @@ pub fn parse(text: &str, path: &Path) -> Result<ProcessDef, Vec<Problem>> {
             }
         }
     }
-    if !steps.is_empty() && !steps.contains(&Step::ExternalDialogue) {
+    // Missing `steps` is reported above; a list, even an empty one, must answer.
+    if raw.steps.is_some() && !steps.contains(&Step::ExternalDialogue) {
         problems.push(problem(
             steps_line,
             "steps",
@@ -386,15 +387,23 @@ fn ism_part(
         let key = |field: &str| format!("actions[{i}].{field}");
         let line = line_of(text, a.name.span().start);
         let name = a.name.get_ref().trim().to_string();
-        if name.is_empty() || name.chars().any(|c| c.is_control() || "<>\"&".contains(c)) {
+        // A selection lists names separated by commas, matches them ignoring case and
+        // markup, and drops the example's placeholder: a name must survive all three.
+        if crate::ism::normalise(&name).is_empty()
+            || name == EXAMPLE_ACTION
+            || name.chars().any(|c| c.is_control() || "<>\"&,".contains(c))
+        {
             problems.push(problem(
                 Some(line),
                 &key("name"),
                 format!(
-                    "`{name}` is not an action name: give it a word or two, without <, >, \" or &"
+                    "`{name}` is not an action name: give it a word or two, without <, >, \", & or commas"
                 ),
             ));
-        } else if actions.iter().any(|b| b.name.eq_ignore_ascii_case(&name)) {
+        } else if actions
+            .iter()
+            .any(|b| crate::ism::normalise(&b.name) == crate::ism::normalise(&name))
+        {
             problems.push(problem(
                 Some(line),
                 &key("name"),

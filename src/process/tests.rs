@@ -235,6 +235,7 @@ fn file_problems_name_the_line() {
         ("nodialogue", "name = \"nodialogue\"\nsteps = [\"internal_monologue\"]\n", 2, "needs `external_dialogue`"),
         ("unknownkey", "name = \"unknownkey\"\nsteps = [\"external_dialogue\"]\ncolour = \"red\"\n", 3, "unknown field `colour`"),
         ("override", "name = \"override\"\nsteps = [\"external_dialogue\"]\n[overrides]\ninternal_monologue = \"x\"\n", 4, "not in steps"),
+        ("emptysteps", "name = \"emptysteps\"\nsteps = []\n", 2, "needs `external_dialogue`"),
     ];
     for (name, text, line, needle) in cases {
         let p = write(d, name, text);
@@ -321,6 +322,42 @@ fn ism_file_problems_name_the_line() {
             "twice",
             ism_file("twice", &format!("{respond}{respond}")),
             8,
+            "defined twice",
+        ),
+        (
+            "comma",
+            ism_file(
+                "comma",
+                "[[actions]]\nname = \"Look it up, then answer\"\neffect = \"respond\"\n",
+            ),
+            5,
+            "not an action name",
+        ),
+        (
+            "placeholder",
+            ism_file(
+                "placeholder",
+                "[[actions]]\nname = \"ACTION NAME\"\neffect = \"respond\"\n",
+            ),
+            5,
+            "not an action name",
+        ),
+        (
+            "markup",
+            ism_file(
+                "markup",
+                "[[actions]]\nname = \"**\"\neffect = \"respond\"\n",
+            ),
+            5,
+            "not an action name",
+        ),
+        (
+            "alike",
+            ism_file(
+                "alike",
+                &format!("{respond}[[actions]]\nname = \"**ÉCRIRE**\"\neffect = \"respond\"\n[[actions]]\nname = \"écrire\"\neffect = \"think\"\n"),
+            ),
+            11,
             "defined twice",
         ),
         (

@@ -49,9 +49,10 @@ pub struct Router {
     permits: Arc<Semaphore>,
     /// Conversations with a worker, and those notified while their worker was looking.
     active: Mutex<Active>,
-    /// The newest row accepted in each conversation with a worker: a turn in progress asks
-    /// it whether a newer message has arrived (an ISM's loop stops for one).
-    newest: Arc<Mutex<HashMap<String, i64>>>,
+    /// The last row in order (seq, then id) accepted in each conversation since its worker's
+    /// latest claim: a turn in progress asks it whether a newer message has arrived (an ISM's
+    /// loop stops for one). An older message delivered late is not newer.
+    newest: Arc<Mutex<HashMap<String, (f64, i64)>>>,
     workers: AtomicU64,
     idle: Notify,
     stopping: AtomicBool,
@@ -82,13 +83,15 @@ impl Router {
     /// Records a message durably (the caller acknowledges it only after this returns `Ok`)
     /// and makes sure its conversation has a worker.
     pub async fn accept(self: &Arc<Self>, m: Inbound) -> Result<Intake, StoreError> {
-        let conversation = m.conversation.clone();
+        let (conversation, seq) = (m.conversation.clone(), m.seq);
         let intake = self.store.call(move |s| s.accept_inbound(&m)).await?;
         if let Intake::Accepted(id) = intake {
             {
                 let mut newest = self.newest.lock().unwrap_or_else(|e| e.into_inner());
-                let n = newest.entry(conversation.clone()).or_insert(id);
-                *n = (*n).max(id);
+                let n = newest.entry(conversation.clone()).or_insert((seq, id));
+                if (seq, id) > *n {
+                    *n = (seq, id);
+                }
             }
             self.notify(&conversation);
         }
@@ -226,6 +229,12 @@ impl Router {
             if self.stopping.load(Ordering::SeqCst) {
                 break;
             }
+            // Rows accepted before this claim are the claim's to see (`others_waiting`): one
+            // answered already, however late in order, is not newer than the next.
+            self.newest
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(key);
             let k = key.clone();
             let item = match self.store.call(move |s| s.claim_next(&k)).await {
                 Ok(Some(item)) => item,
@@ -357,9 +366,14 @@ impl Router {
     }
 
     /// Whether a message newer than `item` has come in its conversation: one waited when it
-    /// was claimed, or one was accepted since (row ids only grow). No store read.
+    /// was claimed (the claim takes the first in order, so all others come after it), or one
+    /// accepted since comes after it in order. No store read.
     fn newer_than(&self, item: &InboxItem) -> Newer {
-        let (waiting, id, key) = (item.others_waiting, item.id, item.conversation.clone());
+        let (waiting, at, key) = (
+            item.others_waiting,
+            (item.seq, item.id),
+            item.conversation.clone(),
+        );
         let newest = self.newest.clone();
         Newer::new(move || {
             waiting
@@ -367,7 +381,7 @@ impl Router {
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .get(&key)
-                    .is_some_and(|n| *n > id)
+                    .is_some_and(|n| *n > at)
         })
     }
 
