@@ -280,3 +280,97 @@ fn anima_state_shows_the_cognitive_state_its_template_and_the_journal() {
         r.stdout
     );
 }
+
+/// Adds TOML sections to a home's config.
+fn with_config(h: &Home, extra: &str) {
+    let cfg = std::fs::read_to_string(h.config()).unwrap() + extra;
+    std::fs::write(h.config(), cfg).unwrap();
+}
+
+/// Waits until the store's cognitive state is `state`.
+fn wait_state(h: &Home, state: &str, secs: u64, log: impl Fn() -> String) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while h.store().cognitive_state().unwrap().state != state {
+        assert!(Instant::now() < deadline, "never {state}: {}", log());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_quiet_daemon_enters_solitude_writes_one_journal_entry_and_a_message_brings_it_back() {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    model.reply(&answer("Back from my solitude."));
+    let h = home_with(&model, &slack, ALWAYS);
+    // The shortest idle spell there is: a minute (the test waits for it).
+    with_config(
+        &h,
+        "\n[states]\nsolitude_after_idle_minutes = 1\n\n[processes]\nproactive_scan_secs = 1\n",
+    );
+    let d = Daemon::start(&h);
+    slack.wait_connected_or(|| d.log());
+    wait_state(&h, "WORK", 10, || d.log());
+    // This template does not resume silently: a note to the ops channel after waking.
+    slack.wait(10, "the wakeup note", |s| {
+        s.posts().iter().any(|p| p.channel == "COPS")
+    });
+    wait_state(&h, "SOLITUDE", 90, || d.log());
+    let m = last_move(&h);
+    assert!(m.cause.contains("no message for"), "{m:?}");
+    d.wait_log("solitude: a journal entry written", 10);
+    let journals = model
+        .state_requests()
+        .iter()
+        .filter(|(k, _)| k == "solitude")
+        .count();
+    assert_eq!(journals, 1, "one journal entry per solitude");
+    let shown = h.run(&["state", "--journal"], "");
+    assert!(!shown.stdout.trim().is_empty(), "{}", shown.stdout);
+
+    // A message: answered as usual, and the soul is back at work.
+    slack.send_event(dm("9.0", "are you there?"), "E9", 0);
+    slack.wait(15, "the reply", |s| {
+        s.posts().iter().any(|p| p.text == "Back from my solitude.")
+    });
+    assert_eq!(h.store().cognitive_state().unwrap().state, "WORK");
+    assert!(
+        last_move(&h).cause.contains("message"),
+        "{:?}",
+        last_move(&h)
+    );
+}
+
+#[test]
+fn a_process_rule_requests_play_and_the_soul_moves_there() {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    model.reply(&answer("Let's play."));
+    // ally: no wakeup, resumes silently, PLAY enabled.
+    let h = home_with(&model, &slack, ALLY);
+    let dir = h.dir.path().join("processes");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("main.toml"),
+        "name = \"main\"\nsteps = [\"external_dialogue\"]\n\n[[transitions]]\nto = \"main\"\nparams = { request_state = \"PLAY\" }\n",
+    )
+    .unwrap();
+    let cfg = std::fs::read_to_string(h.config()).unwrap().replacen(
+        "[paths]\n",
+        &format!("[paths]\nprocesses_dir = \"{}\"\n", dir.display()),
+        1,
+    );
+    std::fs::write(h.config(), cfg).unwrap();
+    with_config(&h, "\n[processes]\ninitial = \"main\"\n");
+    let d = Daemon::start(&h);
+    slack.wait_connected_or(|| d.log());
+    wait_state(&h, "WORK", 10, || d.log());
+    slack.send_event(dm("5.0", "shall we improvise?"), "E1", 0);
+    slack.wait(15, "the reply", |s| {
+        s.posts().iter().any(|p| p.channel == "D1")
+    });
+    wait_state(&h, "PLAY", 10, || d.log());
+    let m = last_move(&h);
+    assert!(m.cause.contains("process rule"), "{m:?}");
+    assert!(
+        !slack.posts().iter().any(|p| p.channel == "COPS"),
+        "resume_silently: no note to the ops channel"
+    );
+}

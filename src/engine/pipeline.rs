@@ -78,16 +78,17 @@ impl Engine {
             let soul_now = speech.map(|_| soul.clone());
             let stands = |raw: &str| {
                 soul_now.as_ref().is_some_and(|soul| {
-                    will_stand(
-                        def,
-                        raw,
-                        soul,
-                        &state,
-                        begun.turns,
-                        begun.idle_minutes,
-                        &ctx.cognitive_state,
-                        self.config.pipeline.max_response_chars,
-                    )
+                    will_stand(def, raw, self.config.pipeline.max_response_chars, |c| {
+                        facts_for(
+                            soul,
+                            &state,
+                            c,
+                            begun.turns,
+                            begun.idle_minutes,
+                            &def.name,
+                            &ctx.cognitive_state,
+                        )
+                    })
                 })
             };
             let streaming = speech.map(|speech| Streaming {

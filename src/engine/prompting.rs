@@ -165,12 +165,8 @@ fn instructions_of(def: &ProcessDef, extra: &[&str]) -> ProcessInstructions {
 pub(super) fn will_stand(
     def: &ProcessDef,
     raw: &str,
-    soul: &SoulState,
-    state: &ThreadProcess,
-    turns: u64,
-    idle_minutes: f64,
-    cognitive_state: &str,
     max_chars: usize,
+    facts: impl Fn(&Cognition) -> Facts,
 ) -> bool {
     let rules: Vec<_> = def.transitions.iter().filter(|t| t.execute_now).collect();
     if rules.is_empty() {
@@ -193,15 +189,7 @@ pub(super) fn will_stand(
     if !asked.iter().all(answered) {
         return false;
     }
-    let facts = facts_for(
-        soul,
-        state,
-        &so_far,
-        turns,
-        idle_minutes,
-        &def.name,
-        cognitive_state,
-    );
+    let facts = facts(&so_far);
     // These rules read nothing the rest of the answer can change: none holds now, none
     // will be taken.
     !rules.iter().any(|t| t.when.holds(&facts))
