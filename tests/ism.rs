@@ -627,3 +627,29 @@ fn in_the_daemon_messages_waiting_out_of_order_get_one_answer() {
         "the newest message, accepted second, is the one answered"
     );
 }
+
+#[test]
+fn a_model_failure_mid_loop_answers_with_the_apology_once_and_counts_its_calls() {
+    let model = FakeModel::start();
+    model
+        .reply(&select(&["Think"], "Look first."))
+        .reply(&thought("Half a thought."));
+    // The second selection fails on every attempt (max_retries = 2).
+    for _ in 0..3 {
+        model.push(Script::Status(500, Vec::new(), "{}".into()));
+    }
+    model
+        .reply(&select(&["Respond"], "Now."))
+        .reply(&said("Here I am again."));
+    let home = home(&model, "");
+    let (turns, _) = chat(&home, &["Help?", "Still there?"], &[]);
+    assert_eq!(turns[0]["reply"], anima::engine::PROVIDER_DOWN_REPLY);
+    assert!(turns[0]["error"].is_string());
+    assert_eq!(turns[0]["model_calls"], 3, "two answered, one failed");
+    assert_eq!(turns[1]["reply"], "Here I am again.");
+    // The failed turn's message stays in memory; nothing of its loop was committed.
+    let entries = home.store().thread_entries("terminal").unwrap();
+    let texts: Vec<&str> = entries.iter().map(|e| e.content.as_str()).collect();
+    assert!(texts.contains(&"Help?"), "{texts:?}");
+    assert!(!texts.contains(&"Half a thought."), "{texts:?}");
+}

@@ -129,8 +129,10 @@ impl Engine {
             let run = match result {
                 Ok(run) => run,
                 Err((e, model_us)) => {
+                    // The calls that answered before the one that failed, and that one.
+                    let calls = spent.usage.len() as u32 + 1;
                     return self
-                        .failed(p, &begun, state.current, ran, e, model_us)
+                        .failed(p, &begun, state.current, ran, e, (model_us, calls))
                         .await;
                 }
             };
@@ -418,7 +420,7 @@ impl Engine {
         process: String,
         ran: Vec<String>,
         e: LlmError,
-        model_us: u64,
+        (model_us, model_calls): (u64, u32),
     ) -> Result<TurnOutcome, EngineError> {
         let said = matches!(p, Perception::Message(_));
         if said {
@@ -466,7 +468,7 @@ impl Engine {
             user_model_updated: false,
             error: Some(e.to_string()),
             model_us,
-            model_calls: 0,
+            model_calls,
             iterations: 0,
             streamed: String::new(),
             machine_log: Vec::new(),
