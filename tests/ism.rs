@@ -8,7 +8,6 @@
 mod support;
 
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -418,21 +417,8 @@ async fn a_five_iteration_turn_costs_no_more_write_transactions_than_iterations_
     }
     model.reply(&said("Here is where I got to."));
     let home = home(&model, "");
-    let cfg = std::fs::read_to_string(home.config()).unwrap();
-    let config = Arc::new(anima::config::parse(&cfg, &home.config(), home.dir.path()).unwrap());
-    let store = Arc::new(anima::memory::Store::open(&config.db_path()).unwrap());
-    let library =
-        Arc::new(anima::process::Library::load(&config.soul_dir, &config.processes_dir).unwrap());
-    anima::tls::install();
-    let provider = anima::llm::anthropic::Anthropic::new(
-        &model.url(),
-        anima::config::secret::Secret::new("k"),
-        "m",
-        false,
-        Duration::from_secs(5),
-    )
-    .unwrap();
-    let engine = anima::engine::Engine::new(config, store.clone(), library, Arc::new(provider));
+    let engine = engine(&model, &home);
+    let store = engine.store().clone();
     let before = store.write_transactions();
     let out = engine
         .perceive(&anima::engine::Perception::Message(
@@ -461,6 +447,29 @@ async fn a_five_iteration_turn_costs_no_more_write_transactions_than_iterations_
     println!("a 5-iteration turn: {writes} write transactions");
 }
 
+/// `anima run` on a home whose threads start in `solve`, connected to the fake Slack.
+fn ism_daemon(model: &FakeModel, slack: &FakeSlack) -> (Home, Daemon) {
+    let home = daemon_home(model, slack, "socket", "");
+    let dir = home.dir.path().join("processes");
+    std::fs::create_dir_all(&dir).unwrap();
+    processes(&dir);
+    let cfg = std::fs::read_to_string(home.config()).unwrap();
+    let cfg = cfg.replacen(
+        "[paths]\n",
+        &format!("[paths]\nprocesses_dir = \"{}\"\n", dir.display()),
+        1,
+    ) + "\n[processes]\ninitial = \"solve\"\n";
+    std::fs::write(home.config(), cfg).unwrap();
+    let d = Daemon::start(&home);
+    slack.wait_connected_or(|| d.log());
+    (home, d)
+}
+
+/// A direct message from U1.
+fn dm(ts: &str, text: &str) -> Value {
+    json!({"type":"message","channel":"D1","user":"U1","text":text,"ts":ts,"event_ts":ts,"channel_type":"im"})
+}
+
 /// A newer message interrupts the loop: the first message gets no reply of its own, its
 /// thoughts stay in working memory and reach the second's loop, which answers once.
 #[test]
@@ -477,20 +486,7 @@ fn in_the_daemon_a_newer_message_interrupts_and_is_answered_with_that_context() 
         .reply(&select(&["Note", "Respond"], "Say it twice."))
         .reply(&said("First part."))
         .reply(&said("Second part."));
-    let home = daemon_home(&model, &slack, "socket", "");
-    let dir = home.dir.path().join("processes");
-    std::fs::create_dir_all(&dir).unwrap();
-    processes(&dir);
-    let cfg = std::fs::read_to_string(home.config()).unwrap();
-    let cfg = cfg.replacen(
-        "[paths]\n",
-        &format!("[paths]\nprocesses_dir = \"{}\"\n", dir.display()),
-        1,
-    ) + "\n[processes]\ninitial = \"solve\"\n";
-    std::fs::write(home.config(), cfg).unwrap();
-    let d = Daemon::start(&home);
-    slack.wait_connected_or(|| d.log());
-    let dm = |ts: &str, text: &str| json!({"type":"message","channel":"D1","user":"U1","text":text,"ts":ts,"event_ts":ts,"channel_type":"im"});
+    let (home, d) = ism_daemon(&model, &slack);
     slack.send_event(dm("1700000000.000100", "My build fails."), "Ev1", 0);
     // While the first selection is under way.
     std::thread::sleep(Duration::from_millis(400));
@@ -552,20 +548,7 @@ fn in_the_daemon_an_older_message_delivered_late_does_not_interrupt() {
         // The older message, delivered late, answered after it.
         .reply(&select(&["Respond"], "Answer it."))
         .reply(&said("And yes, Linux."));
-    let home = daemon_home(&model, &slack, "socket", "");
-    let dir = home.dir.path().join("processes");
-    std::fs::create_dir_all(&dir).unwrap();
-    processes(&dir);
-    let cfg = std::fs::read_to_string(home.config()).unwrap();
-    let cfg = cfg.replacen(
-        "[paths]\n",
-        &format!("[paths]\nprocesses_dir = \"{}\"\n", dir.display()),
-        1,
-    ) + "\n[processes]\ninitial = \"solve\"\n";
-    std::fs::write(home.config(), cfg).unwrap();
-    let d = Daemon::start(&home);
-    slack.wait_connected_or(|| d.log());
-    let dm = |ts: &str, text: &str| json!({"type":"message","channel":"D1","user":"U1","text":text,"ts":ts,"event_ts":ts,"channel_type":"im"});
+    let (_home, d) = ism_daemon(&model, &slack);
     slack.send_event(dm("1700000000.000200", "My build fails."), "Ev2", 0);
     std::thread::sleep(Duration::from_millis(400));
     slack.send_event(dm("1700000000.000100", "It is on Linux."), "Ev1", 0);
@@ -593,20 +576,7 @@ fn in_the_daemon_messages_waiting_out_of_order_get_one_answer() {
         // The newest message answers all three.
         .reply(&select(&["Respond"], "Answer all."))
         .reply(&said("All three: the linker."));
-    let home = daemon_home(&model, &slack, "socket", "");
-    let dir = home.dir.path().join("processes");
-    std::fs::create_dir_all(&dir).unwrap();
-    processes(&dir);
-    let cfg = std::fs::read_to_string(home.config()).unwrap();
-    let cfg = cfg.replacen(
-        "[paths]\n",
-        &format!("[paths]\nprocesses_dir = \"{}\"\n", dir.display()),
-        1,
-    ) + "\n[processes]\ninitial = \"solve\"\n";
-    std::fs::write(home.config(), cfg).unwrap();
-    let d = Daemon::start(&home);
-    slack.wait_connected_or(|| d.log());
-    let dm = |ts: &str, text: &str| json!({"type":"message","channel":"D1","user":"U1","text":text,"ts":ts,"event_ts":ts,"channel_type":"im"});
+    let (home, _d) = ism_daemon(&model, &slack);
     slack.send_event(dm("1700000000.000100", "My build fails."), "Ev1", 0);
     std::thread::sleep(Duration::from_millis(300));
     slack.send_event(dm("1700000000.000300", "Any idea?"), "Ev3", 0);

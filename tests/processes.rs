@@ -6,7 +6,6 @@
 mod support;
 
 use std::path::Path;
-use std::sync::Arc;
 
 use anima::engine::{Message, Perception, Quiet};
 use serde_json::Value;
@@ -269,25 +268,6 @@ fn check_and_the_commands_report_broken_process_files_with_their_lines() {
         "{}",
         graph.stdout
     );
-}
-
-/// An engine on the shipped processes, talking to the fake model.
-fn engine(model: &FakeModel, home: &Home) -> anima::engine::Engine {
-    let cfg = std::fs::read_to_string(home.config()).unwrap();
-    let config = Arc::new(anima::config::parse(&cfg, &home.config(), home.dir.path()).unwrap());
-    let store = Arc::new(anima::memory::Store::open(&config.db_path()).unwrap());
-    let library =
-        Arc::new(anima::process::Library::load(&config.soul_dir, &config.processes_dir).unwrap());
-    anima::tls::install();
-    let provider = anima::llm::anthropic::Anthropic::new(
-        &model.url(),
-        anima::config::secret::Secret::new("k"),
-        "m",
-        false,
-        std::time::Duration::from_secs(5),
-    )
-    .unwrap();
-    anima::engine::Engine::new(config, store, library, Arc::new(provider))
 }
 
 fn proactive_answer(open: bool, closed: bool) -> String {

@@ -5,7 +5,7 @@ use std::path::Path;
 use clap::{Subcommand, ValueEnum};
 
 use super::{load_config, open_existing_store, plural, CliResult, Failure};
-use crate::ism::Effect;
+use crate::ism::{Effect, Iteration};
 use crate::memory::{Entry, EntryType};
 use crate::process::{def, graph, library};
 
@@ -184,33 +184,22 @@ fn effect_text(e: &Effect) -> String {
 /// One recorded ISM iteration on a line: its number, what was chosen, why, how it ended.
 fn iteration_line(e: &Entry) -> String {
     let m = &e.metadata;
-    let list = |key: &str| -> Vec<String> {
-        m.get(key)
-            .and_then(|v| v.as_array())
-            .map(|a| {
-                a.iter()
-                    .filter_map(|v| v.as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let chosen = list("chosen");
+    let it = Iteration::from_record(&e.content, m);
     let mut line = format!(
         "{} #{}: {}",
         m.get("process").and_then(|v| v.as_str()).unwrap_or("?"),
-        m.get("iteration").and_then(|v| v.as_u64()).unwrap_or(0),
-        if chosen.is_empty() {
+        it.number,
+        if it.chosen.is_empty() {
             "no usable choice".to_string()
         } else {
-            chosen.join(", ")
+            it.chosen.join(", ")
         }
     );
-    let unknown = list("unknown");
-    if !unknown.is_empty() {
-        line.push_str(&format!(" (skipped: {})", unknown.join(", ")));
+    if !it.unknown.is_empty() {
+        line.push_str(&format!(" (skipped: {})", it.unknown.join(", ")));
     }
-    if !e.content.is_empty() {
-        line.push_str(&format!(" — {}", e.content));
+    if !it.reasoning.is_empty() {
+        line.push_str(&format!(" — {}", it.reasoning));
     }
     if let Some(end) = m.get("ending").and_then(|v| v.as_str()) {
         line.push_str(&format!(" [ended: {end}]"));

@@ -332,42 +332,10 @@ fn interrupted_iterations(recent: &[Entry]) -> Vec<Iteration> {
         .iter()
         .rposition(|e| e.entry_type == EntryType::ExternalDialog)
         .map_or(0, |i| i + 1);
-    let list = |m: &serde_json::Value, key: &str| -> Vec<String> {
-        m.get(key)
-            .and_then(|v| v.as_array())
-            .map(|a| {
-                a.iter()
-                    .filter_map(|v| v.as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
     recent[since..]
         .iter()
         .filter(|e| e.entry_type == EntryType::ActionSelection)
-        .map(|e| Iteration {
-            number: e
-                .metadata
-                .get("iteration")
-                .and_then(|v| v.as_u64())
-                .unwrap_or(0) as u32,
-            chosen: list(&e.metadata, "chosen"),
-            unknown: list(&e.metadata, "unknown"),
-            reasoning: e.content.clone(),
-            produced: e
-                .metadata
-                .get("produced")
-                .and_then(|v| v.as_array())
-                .map(|a| {
-                    a.iter()
-                        .map(|p| {
-                            let s = |k: &str| p.get(k).and_then(|v| v.as_str()).unwrap_or("");
-                            (s("action").to_string(), s("produced").to_string())
-                        })
-                        .collect()
-                })
-                .unwrap_or_default(),
-        })
+        .map(|e| Iteration::from_record(&e.content, &e.metadata))
         .collect()
 }
 
@@ -398,12 +366,7 @@ fn record_iterations(lp: &Loop, recorded: &mut usize, rs: &mut RunState, ending:
     while *recorded < log.len() {
         let it = &log[*recorded];
         *recorded += 1;
-        let mut meta = json!({
-            "iteration": it.number,
-            "chosen": it.chosen,
-            "unknown": it.unknown,
-            "produced": it.produced.iter().map(|(a, p)| json!({ "action": a, "produced": p })).collect::<Vec<_>>(),
-        });
+        let mut meta = it.record();
         if let (Some(obj), Some(extra)) = (meta.as_object_mut(), rs.meta.as_object()) {
             obj.extend(extra.clone());
         }
@@ -411,7 +374,9 @@ fn record_iterations(lp: &Loop, recorded: &mut usize, rs: &mut RunState, ending:
             .entries
             .push(NewEntry::new(EntryType::ActionSelection, &it.reasoning).metadata(meta));
     }
-    if let Some(end) = ending {
+    // The ending goes on this loop's last iteration; a loop stopped before its first has
+    // none (an earlier loop's entry in the same turn keeps its own ending).
+    if let Some(end) = ending.filter(|_| *recorded > 0) {
         if let Some(entry) = rs
             .outcome
             .entries

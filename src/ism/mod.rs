@@ -184,6 +184,62 @@ pub struct Iteration {
     pub produced: Vec<(String, String)>,
 }
 
+impl Iteration {
+    /// The iteration as it is recorded (the reasoning is the record's text): its number,
+    /// the actions chosen and skipped, and what each produced.
+    pub fn record(&self) -> serde_json::Value {
+        serde_json::json!({
+            "iteration": self.number,
+            "chosen": self.chosen,
+            "unknown": self.unknown,
+            "produced": self
+                .produced
+                .iter()
+                .map(|(a, p)| serde_json::json!({ "action": a, "produced": p }))
+                .collect::<Vec<_>>(),
+        })
+    }
+
+    /// An iteration read back from its record; missing or odd fields read as empty.
+    pub fn from_record(reasoning: &str, record: &serde_json::Value) -> Iteration {
+        let list = |key: &str| -> Vec<String> {
+            record
+                .get(key)
+                .and_then(|v| v.as_array())
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|v| v.as_str().map(str::to_string))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let text = |v: &serde_json::Value, key: &str| {
+            v.get(key)
+                .and_then(|s| s.as_str())
+                .unwrap_or("")
+                .to_string()
+        };
+        Iteration {
+            number: record
+                .get("iteration")
+                .and_then(|v| v.as_u64())
+                .map_or(0, |n| n.min(u32::MAX as u64) as u32),
+            chosen: list("chosen"),
+            unknown: list("unknown"),
+            reasoning: reasoning.to_string(),
+            produced: record
+                .get("produced")
+                .and_then(|v| v.as_array())
+                .map(|a| {
+                    a.iter()
+                        .map(|p| (text(p, "action"), text(p, "produced")))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        }
+    }
+}
+
 /// The actions one selection runs, and whether the loop ends before any of them.
 #[derive(Debug, PartialEq)]
 pub struct Decision<'a> {

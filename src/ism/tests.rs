@@ -220,3 +220,21 @@ proptest::proptest! {
         let _ = spec.action(&format!("**{other}**"));
     }
 }
+
+#[test]
+fn an_iteration_reads_back_from_its_record_and_odd_records_read_as_empty() {
+    let it = Iteration {
+        number: 2,
+        chosen: vec!["Think".into(), "Respond".into()],
+        unknown: vec!["Dance ✨".into()],
+        reasoning: "Première réflexion, 然后回答".into(),
+        produced: vec![("Think".into(), "思考 🦀".into())],
+    };
+    assert_eq!(Iteration::from_record(&it.reasoning, &it.record()), it);
+    let odd =
+        serde_json::json!({ "iteration": -1, "chosen": "Think", "produced": [1, {"action": 2}] });
+    let read = Iteration::from_record("", &odd);
+    assert_eq!(read.number, 0);
+    assert!(read.chosen.is_empty());
+    assert_eq!(read.produced, vec![(String::new(), String::new()); 2]);
+}

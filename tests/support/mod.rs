@@ -653,6 +653,26 @@ pub fn answer(dialogue: &str) -> String {
     format!("<internal_monologue verb=\"pondered\">Thinking about: {dialogue}</internal_monologue>\n<external_dialogue verb=\"explained\">{dialogue}</external_dialogue>\n<user_model_check>false</user_model_check>")
 }
 
+/// An engine on a home's config (its soul and processes), talking to the fake model: for
+/// tests that drive the engine directly (a controlled clock, counting store writes).
+pub fn engine(model: &FakeModel, home: &Home) -> anima::engine::Engine {
+    let cfg = std::fs::read_to_string(home.config()).unwrap();
+    let config = Arc::new(anima::config::parse(&cfg, &home.config(), home.dir.path()).unwrap());
+    let store = Arc::new(anima::memory::Store::open(&config.db_path()).unwrap());
+    let library =
+        Arc::new(anima::process::Library::load(&config.soul_dir, &config.processes_dir).unwrap());
+    anima::tls::install();
+    let provider = anima::llm::anthropic::Anthropic::new(
+        &model.url(),
+        anima::config::secret::Secret::new("k"),
+        "m",
+        false,
+        std::time::Duration::from_secs(5),
+    )
+    .unwrap();
+    anima::engine::Engine::new(config, store, library, Arc::new(provider))
+}
+
 /// Writes an executable script.
 pub fn script(path: &Path, body: &str) {
     use std::os::unix::fs::PermissionsExt;
