@@ -91,38 +91,10 @@ fn time<T>(runs: usize, mut f: impl FnMut() -> T) -> Vec<Duration> {
         .collect()
 }
 
-/// Answers instantly with a fixed text.
-struct Instant0(String);
+/// Answers at once, with what its function makes of the request's turn text.
+struct Instant0<F>(F);
 
-impl Provider for Instant0 {
-    fn name(&self) -> &'static str {
-        "bench"
-    }
-    fn model(&self) -> &str {
-        "fixed"
-    }
-    fn complete<'a>(
-        &'a self,
-        _req: ChatRequest<'a>,
-        _d: Option<&'a Deltas>,
-    ) -> BoxFuture<'a, Result<Completion, LlmError>> {
-        Box::pin(async move {
-            Ok(Completion {
-                text: self.0.clone(),
-                model: "fixed".into(),
-                stop_reason: Some("end_turn".into()),
-                usage: Usage::default(),
-                session: None,
-            })
-        })
-    }
-}
-
-/// A zero-latency model for an ISM: selections alternate Think and Check, a Think call
-/// thinks, a Check call answers its question, the closing call gives the full answer.
-struct IsmModel(String);
-
-impl Provider for IsmModel {
+impl<F: Fn(&str) -> String + Send + Sync> Provider for Instant0<F> {
     fn name(&self) -> &'static str {
         "bench"
     }
@@ -135,31 +107,35 @@ impl Provider for IsmModel {
         _d: Option<&'a Deltas>,
     ) -> BoxFuture<'a, Result<Completion, LlmError>> {
         Box::pin(async move {
-            let u = req.user;
-            let text = if u.contains("Choose what to do next") {
-                let iteration = u
-                    .split("<implicit_machine iteration=\"")
-                    .nth(1)
-                    .and_then(|r| r.split('"').next())
-                    .and_then(|n| n.parse::<u32>().ok())
-                    .unwrap_or(1);
-                let action = if iteration % 2 == 1 { "Think" } else { "Check" };
-                format!("<action_selection><reasoning>Step {iteration}.</reasoning><action>{action}</action></action_selection>")
-            } else if u.contains("carry out `Think`") {
-                "<internal_monologue verb=\"pondered\">The loader first, then the shim.</internal_monologue>".into()
-            } else if u.contains("carry out `Check`") {
-                "<mental_query question=\"Is it clear?\">false</mental_query>".into()
-            } else {
-                self.0.clone()
-            };
             Ok(Completion {
-                text,
+                text: (self.0)(req.user),
                 model: "fixed".into(),
                 stop_reason: Some("end_turn".into()),
                 usage: Usage::default(),
                 session: None,
             })
         })
+    }
+}
+
+/// A zero-latency model for an ISM: selections alternate Think and Check, a Think call
+/// thinks, a Check call answers its question, the closing call gives `whole`.
+fn ism_answer(u: &str, whole: &str) -> String {
+    if u.contains("Choose what to do next") {
+        let iteration = u
+            .split("<implicit_machine iteration=\"")
+            .nth(1)
+            .and_then(|r| r.split('"').next())
+            .and_then(|n| n.parse::<u32>().ok())
+            .unwrap_or(1);
+        let action = if iteration % 2 == 1 { "Think" } else { "Check" };
+        format!("<action_selection><reasoning>Step {iteration}.</reasoning><action>{action}</action></action_selection>")
+    } else if u.contains("carry out `Think`") {
+        "<internal_monologue verb=\"pondered\">The loader first, then the shim.</internal_monologue>".into()
+    } else if u.contains("carry out `Check`") {
+        "<mental_query question=\"Is it clear?\">false</mental_query>".into()
+    } else {
+        whole.to_string()
     }
 }
 
@@ -335,7 +311,10 @@ fn main() {
         config,
         engine_store,
         soul.clone(),
-        Arc::new(Instant0(output.clone())),
+        Arc::new(Instant0({
+            let output = output.clone();
+            move |_: &str| output.clone()
+        })),
     );
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -372,7 +351,10 @@ fn main() {
         config,
         ism_store.clone(),
         Arc::new(library),
-        Arc::new(IsmModel(output.clone())),
+        Arc::new(Instant0({
+            let output = output.clone();
+            move |u: &str| ism_answer(u, &output)
+        })),
     );
     let mut n = 0u64;
     let mut writes = 0;
