@@ -1,18 +1,19 @@
 //! Runs one perception through the stages and applies the effects. The stages, one file
 //! each: `perception` (what happened, and the policy its kind runs with) → `pipeline` (begin,
-//! then the thread's process run after run, then one commit) using `prompting` (a run's
-//! prompt and the facts its rules read), `model` (the call, parsed) and `apply` (answers →
-//! writes).
+//! then the thread's process run after run, then one commit) using `run` (one process run:
+//! a fixed process's call, or an ISM's loop of calls), `prompting` (a call's prompt, the
+//! facts rules read, whether a dialogue will stand), `model` (the call, streamed or not,
+//! parsed) and `apply` (answers → writes).
 //!
 //! The one place where store, process machine, prompt, provider and parser meet. Knows
 //! nothing about where a perception came from (terminal or Slack) or where the reply goes.
 
 mod apply;
-mod ism;
 mod model;
 mod perception;
 mod pipeline;
 mod prompting;
+mod run;
 
 use std::sync::Arc;
 

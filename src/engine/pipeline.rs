@@ -10,10 +10,10 @@ use serde_json::json;
 use tracing::{info, warn};
 
 use super::apply::Outcome;
-use super::ism::{Ran, RunState, Spent};
 use super::model::Streaming;
 use super::perception::{answer, Perception, FOLLOW_UP_QUESTION};
 use super::prompting::{facts_for, gate_input, will_stand, RunInput};
+use super::run::{Ran, RunState, Spent};
 use super::{Engine, EngineError, TurnOutcome, PROVIDER_DOWN_REPLY};
 use crate::llm::LlmError;
 use crate::memory::{now_ms, Entry, EntryType, NewEntry, TurnContext, TurnRecord, TurnStart};
