@@ -412,7 +412,7 @@ fn unique_slug(conn: &Connection, display_name: &str, user_id: &str) -> Result<S
     })
 }
 
-fn save_model(
+pub(super) fn save_model(
     conn: &Connection,
     user_id: &str,
     model: &str,
