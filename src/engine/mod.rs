@@ -2,12 +2,13 @@
 //! each: `perception` (what happened, and the policy its kind runs with) → `pipeline` (begin,
 //! then the thread's process run after run, then one commit) using `prompting` (a run's
 //! prompt and the facts its rules read), `model` (the call, parsed) and `apply` (answers →
-//! writes).
+//! writes); `dream` carries out a dream (memory consolidation).
 //!
 //! The one place where store, process machine, prompt, provider and parser meet. Knows
 //! nothing about where a perception came from (terminal or Slack) or where the reply goes.
 
 mod apply;
+mod dream;
 mod ism;
 mod model;
 mod perception;
@@ -20,6 +21,7 @@ use serde::Serialize;
 use tracing::{warn, Instrument};
 
 pub use apply::StateChange;
+pub use dream::{DreamError, DreamReport};
 pub use perception::{
     Message, Newer, Perception, Quiet, Speech, CLOSED_QUESTION, FOLLOW_UP_QUESTION,
 };
