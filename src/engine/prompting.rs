@@ -163,6 +163,8 @@ fn instructions_of(def: &ProcessDef, extra: &[&str]) -> ProcessInstructions {
 /// dialogue would replace it. Rules that read what comes after the dialogue (the soul state
 /// after its update, the user-model check) or a question not answered yet cannot be judged:
 /// then it is not known to stand.
+// Eight facts a rule may read, passed as they are; clippy's default limit is seven.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn will_stand(
     def: &ProcessDef,
     raw: &str,
