@@ -220,6 +220,7 @@ fn main() {
         process_note: None,
         quiet_minutes: None,
         machine: None,
+        summary: None,
         message: "What's the status of the BG3 port, and what should I do next?",
     };
     let built = build_prompt(&input);

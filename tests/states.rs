@@ -374,3 +374,181 @@ fn a_process_rule_requests_play_and_the_soul_moves_there() {
         "resume_silently: no note to the ops channel"
     );
 }
+
+/// `home_with`, keeping the 4 newest entries of a conversation and waiting up to `timeout`
+/// seconds for the model; two conversations seeded with 10 messages each from Tom.
+fn dreaming_home(model: &FakeModel, slack: &FakeSlack, timeout: u32) -> Home {
+    let h = home_with(model, slack, ALWAYS);
+    let cfg = std::fs::read_to_string(h.config()).unwrap();
+    let cfg = cfg.replace("timeout_secs = 1", &format!("timeout_secs = {timeout}"))
+        + "\n[dream]\nkeep_recent = 4\n";
+    std::fs::write(h.config(), cfg).unwrap();
+    let s = h.store();
+    for thread in ["C1:1.0", "C2:1.0"] {
+        for i in 0..10 {
+            s.record_user_message(thread, "U1", "Tom", &format!("crab fact {i}: ça 🦀"), None)
+                .unwrap();
+        }
+    }
+    h
+}
+
+#[test]
+fn anima_dream_consolidates_each_thread_keeps_the_newest_and_shows_in_anima_state() {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    let h = dreaming_home(&model, &slack, 5);
+    let before: Vec<_> = ["C1:1.0", "C2:1.0"]
+        .iter()
+        .map(|t| h.store().thread_entries(t).unwrap())
+        .collect();
+    let r = h.run(&["dream", "--json"], "");
+    assert_eq!(r.status, 0, "{}{}", r.stdout, r.stderr);
+    let report: serde_json::Value = serde_json::from_str(r.stdout.trim()).unwrap();
+    assert_eq!(report["threads_consolidated"], 2, "{report}");
+    assert_eq!(report["entries_summarised"], 12);
+    assert_eq!(report["entries_pruned"], 12);
+    assert_eq!(report["model_calls"], 2);
+    assert_eq!(report["complete"], true);
+    assert_eq!(report["upkeep"]["analyzed"], true);
+    let s = h.store();
+    for (i, t) in ["C1:1.0", "C2:1.0"].iter().enumerate() {
+        assert_eq!(
+            s.thread_entries(t).unwrap(),
+            before[i][6..],
+            "only the covered entries went; the newest four stay"
+        );
+        assert_eq!(
+            s.thread_summary(t).unwrap().as_deref(),
+            Some("Tom and I talked about crabs. 🦀")
+        );
+        assert_eq!(s.episodes(t).unwrap()[0].importance, 7);
+    }
+    let calls = model.state_requests();
+    assert!(calls.iter().all(|(k, _)| k == "dream"));
+    assert!(calls[0].1.prompt_text().contains("crab fact 0"));
+    assert_eq!(
+        s.cognitive_state().unwrap().state,
+        "SHUTDOWN",
+        "no daemon: no move"
+    );
+    let r = h.run(&["state"], "");
+    assert!(
+        r.stdout.contains("last dream:")
+            && r.stdout
+                .contains("(complete): 2 thread(s), 12 entries summarised, 12 pruned"),
+        "{}",
+        r.stdout
+    );
+    // Nothing left: a second dream consolidates nothing and calls no model.
+    let r = h.run(&["dream"], "");
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("0 with a backlog"), "{}", r.stdout);
+    assert_eq!(model.state_requests().len(), 2);
+}
+
+#[test]
+fn a_dream_with_no_summary_or_a_failed_call_deletes_nothing_and_a_disabled_one_is_refused() {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    let h = dreaming_home(&model, &slack, 1);
+    model.state(Script::Reply("I dreamt of nothing.".into()));
+    model.state(Script::Hang);
+    let before = h.store().thread_entries("C1:1.0").unwrap().len()
+        + h.store().thread_entries("C2:1.0").unwrap().len();
+    let r = h.run(&["dream", "--json"], "");
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    let report: serde_json::Value = serde_json::from_str(r.stdout.trim()).unwrap();
+    assert_eq!(report["entries_pruned"], 0, "{report}");
+    assert_eq!(report["failed_calls"], 1);
+    assert_eq!(report["complete"], false);
+    let after = h.store().thread_entries("C1:1.0").unwrap().len()
+        + h.store().thread_entries("C2:1.0").unwrap().len();
+    assert_eq!(before, after);
+    std::fs::write(
+        h.dir.path().join("soul/template.toml"),
+        "[cognitive_state_behaviors.dream]\nenabled = false\n",
+    )
+    .unwrap();
+    let r = h.run(&["dream"], "");
+    assert_eq!(r.status, 2, "{}", r.stdout);
+    assert!(r.stderr.contains("disables DREAM"), "{}", r.stderr);
+}
+
+#[test]
+fn a_message_during_anima_dream_beside_the_daemon_is_answered_and_the_dream_yields() {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    model.reply(&answer("Here, awake."));
+    let h = dreaming_home(&model, &slack, 30);
+    let d = Daemon::start(&h);
+    slack.wait_connected_or(|| d.log());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while h.store().cognitive_state().unwrap().state != "WORK" && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The first thread's consolidation takes a while: the message comes meanwhile.
+    model.state(Script::Delay(
+        6_000,
+        "<summary>Slow dream about crabs.</summary>".into(),
+    ));
+    let dreaming = {
+        let config = h.config();
+        let dir = h.dir.path().to_path_buf();
+        std::thread::spawn(move || {
+            let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_anima"));
+            cmd.arg("--config")
+                .arg(config)
+                .args(["dream", "--json"])
+                .current_dir(&dir)
+                .env_clear()
+                .env("PATH", "/usr/bin:/bin")
+                .env("HOME", &dir)
+                .env("ANTHROPIC_API_KEY", "sk-ant-test-secret-key")
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped());
+            run(cmd, "")
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while h.store().cognitive_state().unwrap().state != "DREAM" && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(h.store().cognitive_state().unwrap().state, "DREAM");
+    slack.send_event(dm("5.0", "are you dreaming?"), "E1", 0);
+    slack.wait(20, "the reply", |s| {
+        s.posts().iter().any(|p| p.channel == "D1")
+    });
+    assert!(
+        !dreaming.is_finished(),
+        "the reply came while the dream's current step was still running"
+    );
+    let r = dreaming.join().unwrap();
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    let report: serde_json::Value = serde_json::from_str(r.stdout.trim()).unwrap();
+    assert_eq!(report["yielded"], true, "{report}");
+    assert_eq!(
+        report["threads_consolidated"], 1,
+        "its current thread, then it yielded"
+    );
+    assert_eq!(report["model_calls"], 1);
+    assert!(report["backlog_left"].as_u64().unwrap() > 0);
+    let s = h.store();
+    let (first, second) = (
+        s.thread_entries("C1:1.0").unwrap().len(),
+        s.thread_entries("C2:1.0").unwrap().len(),
+    );
+    assert_eq!(first.min(second), 4, "one thread consolidated");
+    assert_eq!(first.max(second), 10, "the other waits for the next dream");
+    let moves = s.state_moves(10).unwrap();
+    let woke = moves
+        .iter()
+        .find(|m| m.from == "DREAM")
+        .expect("moved out of DREAM");
+    assert_eq!(
+        (woke.to.as_str(), woke.cause.as_str()),
+        ("WORK", "a message arrived")
+    );
+    assert!(moves
+        .iter()
+        .any(|m| m.from == "WORK" && m.to == "DREAM" && m.cause.contains("anima dream")));
+    assert_eq!(s.cognitive_state().unwrap().state, "WORK");
+}

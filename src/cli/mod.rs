@@ -6,6 +6,7 @@
 
 mod chat;
 mod check;
+mod dream;
 mod init;
 mod processes;
 mod service;
@@ -68,6 +69,8 @@ pub enum Command {
     },
     /// The soul's state, read-only (works while the daemon runs).
     State(state::StateArgs),
+    /// One memory consolidation now (works while the daemon runs); prints its report.
+    Dream(dream::DreamArgs),
 }
 
 /// A failure with the exit code it deserves.
@@ -151,6 +154,7 @@ async fn dispatch(cli: Cli) -> CliResult {
         Command::Processes { command } => processes::run(config_path, command),
         Command::Service { command } => service::run(config_path, command),
         Command::State(args) => state::run(config_path, args),
+        Command::Dream(args) => dream::run(config_path, args).await,
     }
 }
 

@@ -82,6 +82,31 @@ fn plural(n: u64, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
+/// The last dream in one line: when, how it ended, what it did.
+fn last_dream(d: &serde_json::Value, now_ms: i64) -> String {
+    let r = &d["report"];
+    let n = |k: &str| r[k].as_u64().unwrap_or(0);
+    let how = if d["finished_ms"].is_null() {
+        "running, or killed before it ended"
+    } else if d["complete"].as_bool() == Some(true) {
+        "complete"
+    } else if r["yielded"].as_bool() == Some(true) {
+        "yielded to a message"
+    } else {
+        "incomplete"
+    };
+    format!(
+        "{} ({how}): {} thread(s), {} entries summarised, {} pruned, {} model(s) refreshed, {} model call(s), {} ms",
+        ago(now_ms, d["started_ms"].as_i64().unwrap_or(0)),
+        n("threads_consolidated"),
+        n("entries_summarised"),
+        n("entries_pruned"),
+        r["models_refreshed"].as_array().map_or(0, Vec::len),
+        n("model_calls"),
+        n("took_ms"),
+    )
+}
+
 fn ago(now_ms: i64, at_ms: i64) -> String {
     let secs = ((now_ms - at_ms).max(0) / 1000) as u64;
     match secs {
@@ -146,7 +171,7 @@ fn human(r: &StateReport, now_ms: i64) -> String {
         "  last dream: {}\n  journal: {}\n",
         c.last_dream
             .as_ref()
-            .map_or("none yet".to_string(), |d| d.to_string()),
+            .map_or("none yet".to_string(), |d| last_dream(d, now_ms)),
         plural(s.journal_entries, "entry", "entries"),
     ));
     out.push_str(&format!(

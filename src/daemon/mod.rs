@@ -226,6 +226,11 @@ pub async fn run(config: Arc<Config>) -> Result<(), DaemonError> {
         Duration::from_secs(config.proactive_scan_secs),
         stop_rx.clone(),
     ));
+    tokio::spawn(states::dreams(
+        engine.clone(),
+        Duration::from_secs(config.proactive_scan_secs),
+        stop_rx.clone(),
+    ));
     tokio::spawn(follow_ups(
         engine.clone(),
         router.clone(),

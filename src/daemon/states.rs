@@ -1,5 +1,6 @@
 //! The cognitive states at run time: the start (SHUTDOWN → WAKEUP → WORK, or straight to
-//! WORK), SOLITUDE after a quiet spell, and the SHUTDOWN protocol on SIGTERM/SIGINT.
+//! WORK), SOLITUDE after a quiet spell, DREAM when one is due, and the SHUTDOWN protocol on
+//! SIGTERM/SIGINT.
 //!
 //! What to do is decided by `states` (pure: the map, the consent decision, the calls' text);
 //! this carries it out: moves written to the store with their cause, model calls through the
@@ -332,6 +333,67 @@ pub async fn solitude(
                 None => warn!("solitude: the model wrote no journal entry"),
             },
             Err(e) => warn!(error = %e, "solitude: no journal entry"),
+        }
+    }
+}
+
+/// DREAM on schedule: at each scan, when the template enables DREAM and `auto_schedule`, the
+/// soul is in WORK or SOLITUDE, nobody has written for `solitude_after_idle_minutes` and
+/// `states::dream::due` says so (at most every `min_interval_hours`, sooner only to resume a
+/// dream that yielded or was killed), the engine dreams. Its own task: a message never
+/// waits for it (the turn moves the soul back to WORK, and the dream yields after its
+/// current batch).
+pub async fn dreams(
+    engine: Arc<Engine>,
+    every: Duration,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let quiet_ms = engine.config().states.solitude_after_idle_minutes as i64 * 60_000;
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
+        let dream = engine.library().current().template.behaviors.dream.clone();
+        if !dream.enabled || !dream.auto_schedule {
+            continue;
+        }
+        let store = engine.store().clone();
+        let Ok((row, last_message, last_dream)) = store
+            .call(|s| Ok((s.cognitive_state()?, s.last_message_ms()?, s.last_dream()?)))
+            .await
+        else {
+            continue;
+        };
+        if !matches!(
+            State::from_name(&row.state),
+            Some(State::Work | State::Solitude)
+        ) {
+            continue;
+        }
+        let now = now_ms();
+        let quiet_since = last_message.unwrap_or(row.since_ms);
+        let last = last_dream.map(|d| {
+            let left_work = d.finished_ms.is_none() || d.report["yielded"] == true;
+            (d.started_ms, left_work)
+        });
+        if !crate::states::dream::due(&dream, now - quiet_since, quiet_ms, now, last) {
+            continue;
+        }
+        let cause = format!(
+            "scheduled: no message for {}",
+            calls::duration_words(((now - quiet_since).max(0) / 60_000) as u64)
+        );
+        match engine.dream(&cause).await {
+            Ok(r) => info!(
+                id = r.id,
+                complete = r.complete,
+                yielded = r.yielded,
+                "scheduled dream ended"
+            ),
+            Err(e) => info!(reason = %e, "scheduled dream not started"),
         }
     }
 }

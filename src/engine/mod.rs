@@ -3,12 +3,14 @@
 //! then the thread's process run after run, then one commit) using `run` (one process run:
 //! a fixed process's call, or an ISM's loop of calls), `prompting` (a call's prompt, the
 //! facts rules read, whether a dialogue will stand), `model` (the call, streamed or not,
-//! parsed) and `apply` (answers → writes).
+//! parsed) and `apply` (answers → writes); `dream` carries out a dream (memory
+//! consolidation).
 //!
 //! The one place where store, process machine, prompt, provider and parser meet. Knows
 //! nothing about where a perception came from (terminal or Slack) or where the reply goes.
 
 mod apply;
+mod dream;
 mod model;
 mod perception;
 mod pipeline;
@@ -21,6 +23,7 @@ use serde::Serialize;
 use tracing::{warn, Instrument};
 
 pub use apply::StateChange;
+pub use dream::{DreamError, DreamReport};
 pub use perception::{
     Message, Newer, Perception, Quiet, Speech, CLOSED_QUESTION, FOLLOW_UP_QUESTION,
 };

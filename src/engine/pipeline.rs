@@ -582,14 +582,17 @@ impl Engine {
     async fn leave_rest(&self, ctx: &mut TurnContext) -> Result<(), EngineError> {
         use crate::states::State;
         let from = State::from_name(&ctx.cognitive_state);
-        if !matches!(from, Some(State::Solitude)) {
+        if !matches!(from, Some(State::Solitude | State::Dream)) {
             return Ok(());
         }
         let moved = self
             .store
             .call(|s| {
                 s.move_state(|row| {
-                    if State::from_name(&row.state) != Some(State::Solitude) {
+                    if !matches!(
+                        State::from_name(&row.state),
+                        Some(State::Solitude | State::Dream)
+                    ) {
                         return Err(row.state.clone());
                     }
                     Ok(crate::memory::NewMove {

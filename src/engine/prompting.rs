@@ -74,6 +74,7 @@ pub(super) fn run_prompt(i: &RunInput) -> prompt::Prompt {
         process_note: Some(&note),
         quiet_minutes: i.quiet_minutes,
         machine: i.machine,
+        summary: i.ctx.summary.as_deref(),
     })
 }
 

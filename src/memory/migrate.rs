@@ -21,6 +21,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0006_admin.sql"),
     include_str!("../../migrations/0007_ism.sql"),
     include_str!("../../migrations/0008_states.sql"),
+    include_str!("../../migrations/0009_dream.sql"),
 ];
 
 /// The schema version this build writes.

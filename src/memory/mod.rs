@@ -1,5 +1,6 @@
 //! Durable memory: the SQLite store (working memory, soul state, users and their models,
-//! counters, whispers, usage, the cognitive state and its moves, the journal) and the git repository that versions user models.
+//! counters, whispers, usage, the cognitive state and its moves, the journal, what dreams
+//! consolidated) and the git repository that versions user models.
 //!
 //! Owns the schema and every SQL statement. Blocking: async callers go through `Store::call`,
 //! which moves the work off the runtime. Knows nothing about prompts, providers or Slack.
@@ -11,6 +12,7 @@
 pub mod inbox;
 mod admin;
 mod checkpoint;
+pub mod dream;
 mod migrate;
 pub mod process_state;
 pub mod model_repo;
@@ -315,6 +317,10 @@ const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 fn configure(conn: &mut Connection) -> Result<(), rusqlite::Error> {
     conn.busy_timeout(BUSY_TIMEOUT)?;
+    // A dream gives freed pages back with `PRAGMA incremental_vacuum`, which needs this mode.
+    // It takes effect only on a database that has no table yet (a new home); an older one
+    // stays as it was, and a dream's report says its vacuum was skipped.
+    conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
     // Every transaction takes the write lock when it begins: a deferred one that reads and
     // then writes fails at once (SQLITE_BUSY) when another process wrote in between, and no
     // busy timeout can help it.

@@ -26,7 +26,7 @@ pub struct Snapshot {
     /// The latest moves, newest first.
     pub recent_moves: Vec<StateMove>,
     pub journal_entries: u64,
-    /// The last dream's report (none yet: this anima does not dream yet).
+    /// The last dream: its row (`finished_ms` null: running, or killed) and its report.
     pub last_dream: Option<serde_json::Value>,
 }
 
@@ -116,12 +116,14 @@ impl Store {
         let cognitive = states::current(&tx)?;
         let recent_moves = states::moves(&tx, RECENT_MOVES)?;
         let journal_entries = count("SELECT count(*) FROM journal")?;
+        let last_dream =
+            super::dream::last(&tx)?.map(|d| serde_json::to_value(d).unwrap_or_default());
         tx.commit()?;
         Ok(Snapshot {
             cognitive,
             recent_moves,
             journal_entries,
-            last_dream: None,
+            last_dream,
             soul_state,
             interactions,
             conversations,

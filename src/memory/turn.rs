@@ -34,6 +34,8 @@ pub struct TurnContext {
     pub since_id: i64,
     /// The soul's cognitive state as the turn begins (`WORK`, `PLAY` …).
     pub cognitive_state: String,
+    /// What dreams kept of this conversation's older part, if any.
+    pub summary: Option<String>,
 }
 
 /// A whispered intuition, and who whispered it.
@@ -376,6 +378,7 @@ fn context(
         process: process_state::load(tx, thread)?,
         since_id,
         cognitive_state: super::states::current(tx)?.state,
+        summary: super::dream::summary(tx, thread, since_id)?,
     })
 }
 
@@ -412,7 +415,7 @@ fn unique_slug(conn: &Connection, display_name: &str, user_id: &str) -> Result<S
     })
 }
 
-fn save_model(
+pub(super) fn save_model(
     conn: &Connection,
     user_id: &str,
     model: &str,

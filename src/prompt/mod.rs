@@ -4,7 +4,8 @@
 //! Sections, in the seed's order: soul personality, skills manifest and the catalogue of
 //! cognitive steps (how each tagged section is written, and how the message is fenced): the
 //! stable `system` part, first so providers can cache it, byte-identical turn after turn
-//! whatever the process or the steps asked. Then this turn's sections: soul state
+//! whatever the process or the steps asked. Then this turn's sections: the conversation's
+//! summary (what dreams consolidated of its older part), soul state
 //! (non-default keys only), daimonic intuition, user model, the process, the instructions
 //! (which steps this turn asks for, in order, with the process's overrides, questions and
 //! note) and the current message, fenced and labelled UNTRUSTED. Every piece of text that
@@ -51,6 +52,9 @@ pub struct PromptInput<'a> {
     /// A call of an implicit semantic machine: its section, and for a selection call its
     /// instructions instead of the steps'.
     pub machine: Option<ism::MachineInput<'a>>,
+    /// What dreams kept of this conversation's older part, whose entries are gone
+    /// (untrusted: it was written from what people said).
+    pub summary: Option<&'a str>,
 }
 
 /// A whispered intuition, and who whispered it (both untrusted).
@@ -130,6 +134,14 @@ fn system(soul: &SoulFiles) -> String {
 
 fn turn_sections(input: &PromptInput) -> String {
     let mut out = String::with_capacity(8 * 1024 + input.message.len());
+    if let Some(summary) = input.summary.filter(|s| !s.trim().is_empty()) {
+        let text = fence::neutralise(summary.trim());
+        let f = fence::fence_for(&text);
+        let _ = write!(
+            out,
+            "<thread_summary>\nWhat you kept, while dreaming, of this conversation's older part (those entries are gone):\n{f}\n{text}\n{f}\n</thread_summary>\n\n"
+        );
+    }
     if !input.soul_state.is_empty() {
         out.push_str("<soul_state>\n");
         for (k, v) in input.soul_state {

@@ -39,6 +39,7 @@ struct Case {
     message: &'static str,
     process_note: Option<String>,
     quiet: Option<u64>,
+    summary: Option<&'static str>,
 }
 
 impl Default for Case {
@@ -54,6 +55,7 @@ impl Default for Case {
             message: "What's the status of the port?",
             process_note: None,
             quiet: None,
+            summary: None,
         }
     }
 }
@@ -83,6 +85,7 @@ impl Case {
             process_note: self.process_note.as_deref(),
             quiet_minutes: self.quiet,
             machine: None,
+            summary: self.summary,
         }
     }
 }
@@ -385,6 +388,7 @@ fn every_section_tag_is_in_the_shared_list() {
         model: Some(("Tom", "m")),
         steps: Step::ALL.to_vec(),
         process_note: Some(process_note("main", "d", 1, Some("x"), &params)),
+        summary: Some("They met."),
         ..Case::default()
     };
     let quiet = Case {

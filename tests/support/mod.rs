@@ -113,7 +113,7 @@ struct Inner {
     cache: Option<std::collections::HashSet<u64>>,
     /// (input, cache_read, cache_write) tokens of each answered request, with caching on.
     cache_usage: Vec<(u64, u64, u64)>,
-    /// The cognitive states' own calls (wakeup, shutdown, solitude): scripted and recorded
+    /// The cognitive states' own calls (wakeup, shutdown, solitude, dream): scripted and recorded
     /// apart from conversation turns, so a test's turn script is not spent on them.
     state_script: VecDeque<Script>,
     state_recorded: Vec<(String, Recorded)>,
@@ -131,6 +131,7 @@ fn state_default(kind: &str) -> String {
     match kind {
         "wakeup" => "<affirmation>I am Wren, and I am here to help.</affirmation>".into(),
         "shutdown" => "<consent>yes</consent>".into(),
+        "dream" => "<summary>Tom and I talked about crabs. 🦀</summary><memory importance=\"7\">Tom loves crabs.</memory>".into(),
         _ => "<journal>A quiet day; I thought about the last conversation.</journal>".into(),
     }
 }

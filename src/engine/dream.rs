@@ -1,0 +1,378 @@
+//! Carries a dream out: the move to DREAM (through WORK from PLAY or SOLITUDE; none when the
+//! soul is shut down, i.e. no daemon runs), then thread by thread and batch by batch a
+//! bounded consolidation call and its commit, the user models it refreshed committed to git,
+//! the upkeep, the report stored, and the move back to WORK.
+//!
+//! Yields: after each batch it reads the state again, and when a message has moved the soul
+//! out of DREAM (the turn does that as it begins, without waiting for the dream) it stops
+//! there; the next dream resumes what is left. Decides nothing about what is due or how the
+//! call reads: that is `states::dream`.
+
+use serde::Serialize;
+use serde_json::json;
+use tracing::{info, warn};
+
+use super::Engine;
+use crate::memory::dream::{ModelRefresh, Upkeep};
+use crate::memory::{now_ms, EntryType, NewMove, StoreError};
+use crate::states::dream::{self as words, Item, Someone};
+use crate::states::{Map, State};
+
+/// The most entries one consolidation call shows.
+const BATCH_ENTRIES: usize = 200;
+/// The most characters one consolidation call shows (one entry at least).
+const BATCH_CHARS: usize = 40_000;
+
+/// What a dream did, as stored and printed.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct DreamReport {
+    pub id: i64,
+    pub cause: String,
+    /// The states it moved through (`WORK → DREAM → WORK`), or that it stayed SHUTDOWN.
+    pub states: String,
+    /// Threads with a backlog, and those consolidated (in part or whole).
+    pub threads: usize,
+    pub threads_consolidated: usize,
+    pub entries_summarised: u64,
+    pub entries_pruned: u64,
+    pub episodes: u64,
+    /// User ids whose model was refreshed.
+    pub models_refreshed: Vec<String>,
+    pub model_calls: u32,
+    pub failed_calls: u32,
+    /// It stopped for a message (or a shutdown) and left work for the next dream.
+    pub yielded: bool,
+    /// Entries still waiting for a dream when it ended.
+    pub backlog_left: u64,
+    pub errors: Vec<String>,
+    pub upkeep: Option<Upkeep>,
+    /// What the upkeep could not do, in words.
+    pub upkeep_note: Option<String>,
+    pub started_ms: i64,
+    pub took_ms: i64,
+    /// No backlog left, nothing failed, not yielded.
+    pub complete: bool,
+}
+
+/// Why no dream ran.
+#[derive(Debug, thiserror::Error)]
+pub enum DreamError {
+    /// The template disables DREAM.
+    #[error("{0}")]
+    Disabled(String),
+    #[error("{0}")]
+    Refused(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl Engine {
+    /// One dream now, for `cause` (`anima dream`, the schedule). Refused when the template
+    /// disables DREAM or the soul is waking up or already dreaming.
+    pub async fn dream(&self, cause: &str) -> Result<DreamReport, DreamError> {
+        let started = now_ms();
+        let behaviors = self.library.current().template.behaviors.clone();
+        if !behaviors.dream.enabled {
+            return Err(DreamError::Disabled(
+                "this template disables DREAM ([cognitive_state_behaviors.dream] enabled = false)"
+                    .into(),
+            ));
+        }
+        let map = Map::new(&behaviors);
+        let now = self.store.call(|s| s.cognitive_state()).await?;
+        let from = State::from_name(&now.state).unwrap_or(State::Shutdown);
+        let dreaming_in = match from {
+            State::Shutdown => State::Shutdown,
+            State::Wakeup | State::Dream => {
+                return Err(DreamError::Refused(format!(
+                    "the soul is in {from}; try again once it works"
+                )))
+            }
+            State::Play | State::Solitude => {
+                self.move_state(&map, from, State::Work, format!("to dream: {cause}"))
+                    .await?;
+                self.move_state(&map, State::Work, State::Dream, cause.to_string())
+                    .await?;
+                State::Dream
+            }
+            State::Work => {
+                self.move_state(&map, State::Work, State::Dream, cause.to_string())
+                    .await?;
+                State::Dream
+            }
+        };
+        let cause_owned = cause.to_string();
+        let id = self
+            .store
+            .call(move |s| s.begin_dream(&cause_owned))
+            .await?;
+        let mut r = DreamReport {
+            id,
+            cause: cause.to_string(),
+            started_ms: started,
+            states: match dreaming_in {
+                State::Dream if from == State::Work => "WORK → DREAM → WORK".into(),
+                State::Dream => format!("{from} → WORK → DREAM → WORK"),
+                _ => "stayed SHUTDOWN (no daemon runs)".into(),
+            },
+            ..Default::default()
+        };
+        self.consolidate_all(&mut r, dreaming_in).await;
+        if let Err(e) = self.export_pending_models().await {
+            r.errors.push(e.to_string());
+        }
+        if r.yielded {
+            r.upkeep_note = Some("skipped: the dream yielded".into());
+        } else {
+            match self.store.call(|s| s.upkeep()).await {
+                Ok(u) => {
+                    if !u.vacuumed {
+                        r.upkeep_note = Some(format!(
+                            "no incremental vacuum: the database's auto_vacuum is {} (only a database created in INCREMENTAL mode, i.e. a home made by anima with migration 9 or later, can give pages back without a full VACUUM)",
+                            u.auto_vacuum
+                        ));
+                    }
+                    r.upkeep = Some(u);
+                }
+                Err(e) => r.upkeep_note = Some(format!("failed: {e}")),
+            }
+        }
+        r.complete = !r.yielded && r.errors.is_empty() && r.backlog_left == 0;
+        r.took_ms = now_ms() - started;
+        let report = serde_json::to_value(&r).unwrap_or_default();
+        let complete = r.complete;
+        if let Err(e) = self
+            .store
+            .call(move |s| s.finish_dream(id, complete, &report))
+            .await
+        {
+            warn!(error = %e, "the dream's report was not stored");
+        }
+        if dreaming_in == State::Dream {
+            let summary = format!(
+                "the dream {}: {} thread(s), {} entries summarised, {} pruned",
+                if r.yielded { "yielded" } else { "ended" },
+                r.threads_consolidated,
+                r.entries_summarised,
+                r.entries_pruned
+            );
+            // Only from DREAM: a message or a shutdown may have moved the soul already.
+            let _ = self
+                .move_state(&map, State::Dream, State::Work, summary)
+                .await;
+        }
+        info!(
+            id,
+            yielded = r.yielded,
+            threads = r.threads,
+            summarised = r.entries_summarised,
+            pruned = r.entries_pruned,
+            calls = r.model_calls,
+            took_ms = r.took_ms,
+            "dream"
+        );
+        Ok(r)
+    }
+
+    /// Moves `from → to` if the soul is still in `from` and the map allows it.
+    async fn move_state(
+        &self,
+        map: &Map,
+        from: State,
+        to: State,
+        cause: String,
+    ) -> Result<(), DreamError> {
+        let map = map.clone();
+        let moved = self
+            .store
+            .call(move |s| {
+                s.move_state(|row| {
+                    let now = State::from_name(&row.state).unwrap_or(State::Shutdown);
+                    if now != from {
+                        return Err(format!("the soul is in {now} now, not {from}"));
+                    }
+                    map.check(from, to).map_err(|r| r.to_string())?;
+                    Ok(NewMove {
+                        to: to.name().into(),
+                        cause,
+                        detail: json!({ "by": "dream" }),
+                        degraded: false,
+                    })
+                })
+            })
+            .await?;
+        match moved {
+            Ok(m) => {
+                info!(from = %m.from, to = %m.to, cause = %m.cause, "cognitive state moved");
+                Ok(())
+            }
+            Err(why) => Err(DreamError::Refused(why)),
+        }
+    }
+
+    /// Whether the dream should stop: the soul left the state it dreams in.
+    async fn interrupted(&self, dreaming_in: State) -> bool {
+        match self.store.call(|s| s.cognitive_state()).await {
+            Ok(row) => State::from_name(&row.state) != Some(dreaming_in),
+            Err(_) => true,
+        }
+    }
+
+    async fn consolidate_all(&self, r: &mut DreamReport, dreaming_in: State) {
+        let keep = self.config.states.dream_keep_recent;
+        let timeout = std::time::Duration::from_secs(self.config.llm.timeout_secs);
+        let threads = match self.store.call(move |s| s.dream_threads(keep)).await {
+            Ok(t) => t,
+            Err(e) => {
+                r.errors.push(e.to_string());
+                return;
+            }
+        };
+        r.threads = threads.len();
+        'threads: for thread in threads {
+            let mut done_any = false;
+            loop {
+                if self.interrupted(dreaming_in).await {
+                    r.yielded = true;
+                    break 'threads;
+                }
+                let t = thread.clone();
+                let backlog = match self
+                    .store
+                    .call(move |s| s.backlog(&t, keep, BATCH_ENTRIES, BATCH_CHARS))
+                    .await
+                {
+                    Ok(Some(b)) => b,
+                    Ok(None) => break,
+                    Err(e) => {
+                        r.errors.push(format!("{thread}: {e}"));
+                        break;
+                    }
+                };
+                let soul = self.library.current().soul.soul_md.clone();
+                let people: Vec<Someone> = backlog
+                    .people
+                    .iter()
+                    .map(|p| Someone {
+                        id: &p.user_id,
+                        name: &p.display_name,
+                    })
+                    .collect();
+                let items: Vec<Item> = backlog
+                    .entries
+                    .iter()
+                    .map(|e| {
+                        let who = e
+                            .user_id
+                            .as_deref()
+                            .and_then(|u| backlog.people.iter().find(|p| p.user_id == u))
+                            .map_or("someone", |p| p.display_name.as_str());
+                        let (who, what) = match e.entry_type {
+                            EntryType::UserMessage => (who, "said"),
+                            EntryType::ExternalDialog => ("you", "said"),
+                            EntryType::InternalMonologue => ("you", "thought"),
+                            EntryType::MentalQuery => ("you", "asked yourself"),
+                            EntryType::SoulStateUpdate => ("you", "noted your state"),
+                            EntryType::UserModelUpdate => ("you", "updated a user model"),
+                            EntryType::ActionSelection => ("you", "chose"),
+                        };
+                        Item {
+                            who,
+                            what,
+                            text: &e.content,
+                        }
+                    })
+                    .collect();
+                let call = words::consolidation(&soul, backlog.summary.as_deref(), &items, &people);
+                r.model_calls += 1;
+                let dreamt = match self.state_call(&call, timeout).await {
+                    Ok(answer) => words::read_consolidation(&answer, &people),
+                    Err(e) => {
+                        r.failed_calls += 1;
+                        r.errors.push(format!("{thread}: {e}"));
+                        r.backlog_left += backlog.entries.len() as u64 + backlog.left;
+                        continue 'threads;
+                    }
+                };
+                let Some(dreamt) = dreamt else {
+                    r.errors.push(format!(
+                        "{thread}: the answer held no <summary>; nothing consolidated"
+                    ));
+                    r.backlog_left += backlog.entries.len() as u64 + backlog.left;
+                    continue 'threads;
+                };
+                let models: Vec<ModelRefresh> = dreamt
+                    .notes
+                    .iter()
+                    .filter_map(|(id, note)| {
+                        let p = backlog.people.iter().find(|p| &p.user_id == id)?;
+                        // A person without a model yet gets their first one from a turn.
+                        let model = p.model.as_deref()?;
+                        Some(ModelRefresh {
+                            user_id: id.clone(),
+                            version: p.model_version,
+                            model: format!("{}\n- {}", model.trim_end(), note),
+                            note: format!("Dream: {note}"),
+                        })
+                    })
+                    .collect();
+                let c = crate::memory::dream::Consolidation {
+                    thread: thread.clone(),
+                    since_id: backlog.since_id,
+                    summary: dreamt.summary,
+                    first_id: backlog.entries[0].id,
+                    through_id: backlog.entries.last().map_or(0, |e| e.id),
+                    episodes: dreamt.memories,
+                    models,
+                };
+                let episodes = c.episodes.len() as u64;
+                let summarised = backlog.entries.len() as u64;
+                match self.store.call(move |s| s.consolidate(&c, keep)).await {
+                    Ok(done) if done.written => {
+                        if !done_any {
+                            r.threads_consolidated += 1;
+                        }
+                        done_any = true;
+                        r.entries_summarised += summarised;
+                        r.entries_pruned += done.pruned;
+                        r.episodes += episodes;
+                        for m in done.models {
+                            if !r.models_refreshed.contains(&m) {
+                                r.models_refreshed.push(m);
+                            }
+                        }
+                    }
+                    Ok(_) => {
+                        info!(thread = %thread, "dream: another dream consolidated this batch");
+                        continue 'threads;
+                    }
+                    Err(e) => {
+                        r.errors.push(format!("{thread}: {e}"));
+                        r.backlog_left += backlog.entries.len() as u64 + backlog.left;
+                        continue 'threads;
+                    }
+                }
+                if backlog.left == 0 {
+                    break;
+                }
+            }
+        }
+        if r.yielded {
+            // What is left, for the report: counted without a model call.
+            let keep = self.config.states.dream_keep_recent;
+            let left = self
+                .store
+                .call(move |s| {
+                    let mut n = 0;
+                    for t in s.dream_threads(keep)? {
+                        if let Some(b) = s.backlog(&t, keep, usize::MAX, usize::MAX)? {
+                            n += b.entries.len() as u64;
+                        }
+                    }
+                    Ok(n)
+                })
+                .await;
+            r.backlog_left = left.unwrap_or(0);
+        }
+    }
+}

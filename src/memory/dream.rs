@@ -1,0 +1,574 @@
+//! What a dream reads and writes: each conversation's backlog (its working memory older than
+//! the newest `[dream] keep_recent` entries), the consolidation of one batch of it, the
+//! dream's own record and report, and the upkeep after (ANALYZE, an incremental vacuum).
+//!
+//! A consolidation is one write transaction: the summary that now covers the batch, its
+//! episodic memories, the user models it refreshed, and the deletion of exactly the entries
+//! the summary covers. A crash before the commit leaves everything as it was (the next dream
+//! redoes the batch); after it, nothing is left half done. Never deletes an entry among a
+//! conversation's newest `keep_recent`, nor one no committed summary covers. Knows nothing
+//! about how a summary is written: the caller brings it.
+
+use rusqlite::{Connection, OptionalExtension, Transaction};
+use serde::Serialize;
+use serde_json::Value;
+
+use super::working::{self, Entry};
+use super::{now_ms, Store, StoreError};
+
+/// One conversation's backlog: a batch of its oldest entries that a dream may consolidate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Backlog {
+    pub thread: String,
+    /// The conversation (`threads.since_id`): entries up to it belong to one an operator
+    /// closed, and are left alone.
+    pub since_id: i64,
+    /// What earlier dreams consolidated of this conversation.
+    pub summary: Option<String>,
+    /// The batch, oldest first (never empty).
+    pub entries: Vec<Entry>,
+    /// Backlog entries after this batch.
+    pub left: u64,
+    /// The people who wrote in the batch, with their models as they are now.
+    pub people: Vec<Person>,
+}
+
+/// Someone who wrote in a batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Person {
+    pub user_id: String,
+    pub display_name: String,
+    pub model: Option<String>,
+    pub model_version: i64,
+}
+
+/// A user model a dream refreshes: saved only if nobody changed it since `version`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelRefresh {
+    pub user_id: String,
+    pub version: i64,
+    pub model: String,
+    pub note: String,
+}
+
+/// What a dream made of one batch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Consolidation {
+    pub thread: String,
+    pub since_id: i64,
+    /// The new summary: it covers the old one and the batch.
+    pub summary: String,
+    /// The batch's first and last entry ids.
+    pub first_id: i64,
+    pub through_id: i64,
+    /// (memory, importance 1–10).
+    pub episodes: Vec<(String, u8)>,
+    pub models: Vec<ModelRefresh>,
+}
+
+/// What one consolidation did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Consolidated {
+    /// Entries deleted: the ones the committed summary covers.
+    pub pruned: u64,
+    /// User ids whose model was refreshed.
+    pub models: Vec<String>,
+    /// False when another dream had consolidated the batch meanwhile (nothing written).
+    pub written: bool,
+}
+
+/// An episodic memory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Episode {
+    pub thread: String,
+    pub memory: String,
+    pub importance: u8,
+    pub at_ms: i64,
+}
+
+/// What the upkeep after a dream did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Upkeep {
+    pub analyzed: bool,
+    /// `none`, `full` or `incremental` (SQLite's `PRAGMA auto_vacuum`).
+    pub auto_vacuum: String,
+    /// Whether `PRAGMA incremental_vacuum` ran (only in `incremental` mode).
+    pub vacuumed: bool,
+    pub free_pages_before: i64,
+    pub free_pages_after: i64,
+}
+
+/// A dream as recorded.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DreamRow {
+    pub id: i64,
+    pub started_ms: i64,
+    /// `None`: still running, or killed before it ended.
+    pub finished_ms: Option<i64>,
+    pub complete: bool,
+    pub cause: String,
+    pub report: Value,
+}
+
+fn since_id(conn: &Connection, thread: &str) -> Result<i64, StoreError> {
+    Ok(conn
+        .prepare_cached("SELECT since_id FROM threads WHERE thread = ?1")?
+        .query_row([thread], |r| r.get(0))
+        .optional()?
+        .unwrap_or(0))
+}
+
+/// The oldest of a conversation's newest `keep` entries: entries before it are the backlog.
+/// `None` when the conversation has no more than `keep` entries.
+fn oldest_kept(
+    conn: &Connection,
+    thread: &str,
+    since: i64,
+    keep: u32,
+) -> Result<Option<i64>, StoreError> {
+    let keep = i64::from(keep.max(1));
+    let oldest: Option<i64> = conn
+        .prepare_cached(
+            "SELECT id FROM working_memory WHERE thread = ?1 AND id > ?2
+             ORDER BY id DESC LIMIT 1 OFFSET ?3",
+        )?
+        .query_row((thread, since, keep - 1), |r| r.get(0))
+        .optional()?;
+    let Some(oldest) = oldest else {
+        return Ok(None);
+    };
+    let before: i64 = conn
+        .prepare_cached(
+            "SELECT count(*) FROM working_memory WHERE thread = ?1 AND id > ?2 AND id < ?3",
+        )?
+        .query_row((thread, since, oldest), |r| r.get(0))?;
+    Ok((before > 0).then_some(oldest))
+}
+
+/// A conversation's summary, if a dream wrote one.
+pub(super) fn summary(
+    conn: &Connection,
+    thread: &str,
+    since: i64,
+) -> Result<Option<String>, StoreError> {
+    Ok(conn
+        .prepare_cached("SELECT summary FROM thread_summaries WHERE thread = ?1 AND since_id = ?2")?
+        .query_row((thread, since), |r| r.get(0))
+        .optional()?)
+}
+
+impl Store {
+    /// Threads whose current conversation has more than `keep` entries, the least recently
+    /// active first.
+    pub fn dream_threads(&self, keep: u32) -> Result<Vec<String>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached(
+            "SELECT w.thread FROM working_memory w LEFT JOIN threads t ON t.thread = w.thread
+             WHERE w.id > coalesce(t.since_id, 0)
+             GROUP BY w.thread HAVING count(*) > ?1 ORDER BY max(w.id)",
+        )?;
+        let rows = stmt.query_map([i64::from(keep.max(1))], |r| r.get(0))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// The next batch of a conversation's backlog: at most `max_entries` of its oldest
+    /// entries, cut once they hold `max_chars` characters (one at least). `None`: nothing to
+    /// consolidate.
+    pub fn backlog(
+        &self,
+        thread: &str,
+        keep: u32,
+        max_entries: usize,
+        max_chars: usize,
+    ) -> Result<Option<Backlog>, StoreError> {
+        let conn = self.conn();
+        let since = since_id(&conn, thread)?;
+        let Some(oldest) = oldest_kept(&conn, thread, since, keep)? else {
+            return Ok(None);
+        };
+        let mut entries: Vec<Entry> = working::all(&conn, thread)?
+            .into_iter()
+            .filter(|e| e.id > since && e.id < oldest)
+            .collect();
+        let total = entries.len();
+        let mut chars = 0;
+        let mut take = 0;
+        for e in entries.iter().take(max_entries.max(1)) {
+            if take > 0 && chars + e.content.chars().count() > max_chars {
+                break;
+            }
+            chars += e.content.chars().count();
+            take += 1;
+        }
+        entries.truncate(take);
+        let mut people: Vec<Person> = Vec::new();
+        for e in &entries {
+            let Some(uid) = &e.user_id else { continue };
+            if people.iter().any(|p| &p.user_id == uid) {
+                continue;
+            }
+            if let Some(u) = super::users::get(&conn, uid)? {
+                people.push(Person {
+                    user_id: u.user_id,
+                    display_name: u.display_name,
+                    model: u.model,
+                    model_version: u.model_version,
+                });
+            }
+        }
+        Ok(Some(Backlog {
+            thread: thread.to_string(),
+            since_id: since,
+            summary: summary(&conn, thread, since)?,
+            left: (total - take) as u64,
+            entries,
+            people,
+        }))
+    }
+
+    /// Commits one consolidation in one transaction (see the module's docs).
+    pub fn consolidate(&self, c: &Consolidation, keep: u32) -> Result<Consolidated, StoreError> {
+        self.write(|tx| consolidate(tx, c, keep, &mut || Ok(())))
+    }
+
+    /// A conversation's summary (the current conversation's), if a dream wrote one.
+    pub fn thread_summary(&self, thread: &str) -> Result<Option<String>, StoreError> {
+        let conn = self.conn();
+        let since = since_id(&conn, thread)?;
+        summary(&conn, thread, since)
+    }
+
+    /// A thread's episodic memories, the most important first.
+    pub fn episodes(&self, thread: &str) -> Result<Vec<Episode>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached(
+            "SELECT thread, memory, importance, created_at FROM episodic_memories
+             WHERE thread = ?1 ORDER BY importance DESC, id",
+        )?;
+        let rows = stmt.query_map([thread], |r| {
+            Ok(Episode {
+                thread: r.get(0)?,
+                memory: r.get(1)?,
+                importance: r.get(2)?,
+                at_ms: r.get(3)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Records that a dream begins; returns its id.
+    pub fn begin_dream(&self, cause: &str) -> Result<i64, StoreError> {
+        self.write(|tx| {
+            tx.prepare_cached("INSERT INTO dreams (started_at, cause) VALUES (?1, ?2)")?
+                .execute((now_ms(), cause))?;
+            Ok(tx.last_insert_rowid())
+        })
+    }
+
+    /// Records how a dream ended, with its report.
+    pub fn finish_dream(&self, id: i64, complete: bool, report: &Value) -> Result<(), StoreError> {
+        self.write(|tx| {
+            tx.prepare_cached(
+                "UPDATE dreams SET finished_at = ?2, complete = ?3, report = ?4 WHERE id = ?1",
+            )?
+            .execute((id, now_ms(), complete as i64, report.to_string()))?;
+            Ok(())
+        })
+    }
+
+    /// The latest dream, finished or not.
+    pub fn last_dream(&self) -> Result<Option<DreamRow>, StoreError> {
+        last(&self.conn())
+    }
+
+    /// ANALYZE, then an incremental vacuum when the database allows one.
+    pub fn upkeep(&self) -> Result<Upkeep, StoreError> {
+        self.write(|tx| {
+            let mode: i64 = tx.query_row("PRAGMA auto_vacuum", [], |r| r.get(0))?;
+            let free = |tx: &Transaction| -> Result<i64, StoreError> {
+                Ok(tx.query_row("PRAGMA freelist_count", [], |r| r.get(0))?)
+            };
+            let free_pages_before = free(tx)?;
+            tx.execute_batch("ANALYZE")?;
+            let vacuumed = mode == 2;
+            if vacuumed {
+                tx.execute_batch("PRAGMA incremental_vacuum")?;
+            }
+            Ok(Upkeep {
+                analyzed: true,
+                auto_vacuum: match mode {
+                    1 => "full",
+                    2 => "incremental",
+                    _ => "none",
+                }
+                .into(),
+                vacuumed,
+                free_pages_before,
+                free_pages_after: free(tx)?,
+            })
+        })
+    }
+}
+
+pub(super) fn last(conn: &Connection) -> Result<Option<DreamRow>, StoreError> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT id, started_at, finished_at, complete, cause, report FROM dreams
+             ORDER BY id DESC LIMIT 1",
+        )?
+        .query_row([], |r| {
+            Ok(DreamRow {
+                id: r.get(0)?,
+                started_ms: r.get(1)?,
+                finished_ms: r.get(2)?,
+                complete: r.get::<_, i64>(3)? != 0,
+                cause: r.get(4)?,
+                report: serde_json::from_str(&r.get::<_, String>(5)?).unwrap_or(Value::Null),
+            })
+        })
+        .optional()?)
+}
+
+/// The consolidation's writes; `between` runs after the summary and episodes are written and
+/// before anything is deleted (a test fails there to prove the deletion never outlives them).
+fn consolidate(
+    tx: &Connection,
+    c: &Consolidation,
+    keep: u32,
+    between: &mut dyn FnMut() -> Result<(), StoreError>,
+) -> Result<Consolidated, StoreError> {
+    let existing: Option<(i64, i64)> = tx
+        .prepare_cached(
+            "SELECT covers_through, entries FROM thread_summaries WHERE thread = ?1 AND since_id = ?2",
+        )?
+        .query_row((&c.thread, c.since_id), |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?;
+    if existing.is_some_and(|(through, _)| through >= c.first_id) {
+        // Another dream (another process) consolidated this batch meanwhile.
+        return Ok(Consolidated::default());
+    }
+    // Only entries still before the conversation's newest `keep` are covered, whatever the
+    // caller read: a batch never reaches into what must be kept.
+    let limit = oldest_kept(tx, &c.thread, c.since_id, keep)?.unwrap_or(i64::MIN);
+    let through = c.through_id.min(limit - 1);
+    if through < c.first_id {
+        return Ok(Consolidated::default());
+    }
+    let covered: i64 = tx
+        .prepare_cached(
+            "SELECT count(*) FROM working_memory WHERE thread = ?1 AND id BETWEEN ?2 AND ?3",
+        )?
+        .query_row((&c.thread, c.first_id, through), |r| r.get(0))?;
+    let now = now_ms();
+    tx.prepare_cached(
+        "INSERT INTO thread_summaries (thread, since_id, summary, covers_through, entries, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+         ON CONFLICT (thread, since_id) DO UPDATE SET summary = ?3, covers_through = ?4,
+             entries = entries + ?5, updated_at = ?6",
+    )?
+    .execute((&c.thread, c.since_id, &c.summary, through, covered, now))?;
+    for (memory, importance) in &c.episodes {
+        tx.prepare_cached(
+            "INSERT INTO episodic_memories (thread, memory, importance, created_at) VALUES (?1, ?2, ?3, ?4)",
+        )?
+        .execute((&c.thread, memory, i64::from((*importance).clamp(1, 10)), now))?;
+    }
+    let mut models = Vec::new();
+    for m in &c.models {
+        let version: Option<i64> = tx
+            .prepare_cached("SELECT model_version FROM users WHERE user_id = ?1")?
+            .query_row([&m.user_id], |r| r.get(0))
+            .optional()?;
+        // A turn changed the model since the dream read it: its version stands.
+        if version == Some(m.version) {
+            super::turn::save_model(tx, &m.user_id, &m.model, &m.note, now)?;
+            models.push(m.user_id.clone());
+        }
+    }
+    between()?;
+    let pruned = tx
+        .prepare_cached("DELETE FROM working_memory WHERE thread = ?1 AND id BETWEEN ?2 AND ?3")?
+        .execute((&c.thread, c.first_id, through))?;
+    Ok(Consolidated {
+        pruned: pruned as u64,
+        models,
+        written: true,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::{EntryType, NewEntry, TurnRecord};
+
+    fn store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(&dir.path().join("a.db")).unwrap();
+        (dir, s)
+    }
+
+    /// `n` exchanges in `thread`: a message and a reply each (2n entries).
+    fn talk(s: &Store, thread: &str, n: usize) {
+        for i in 0..n {
+            s.commit_turn(&TurnRecord {
+                thread: thread.into(),
+                user_id: "U1".into(),
+                interaction: i as u64 + 1,
+                entries: vec![
+                    NewEntry::new(EntryType::UserMessage, format!("q{i} 日本語 🦀")).user("U1"),
+                    NewEntry::new(EntryType::ExternalDialog, format!("a{i} ça va")),
+                ],
+                proactive: true,
+                ..Default::default()
+            })
+            .unwrap();
+        }
+    }
+
+    fn consolidation(b: &Backlog, summary: &str) -> Consolidation {
+        Consolidation {
+            thread: b.thread.clone(),
+            since_id: b.since_id,
+            summary: summary.into(),
+            first_id: b.entries[0].id,
+            through_id: b.entries.last().unwrap().id,
+            episodes: vec![("Tom likes crabs 🦀".into(), 7)],
+            models: vec![],
+        }
+    }
+
+    #[test]
+    fn a_consolidation_deletes_only_what_its_summary_covers_and_never_the_newest() {
+        let (_d, s) = store();
+        talk(&s, "t1", 10);
+        talk(&s, "t2", 2);
+        assert_eq!(s.dream_threads(6).unwrap(), ["t1"], "t2 has only 4 entries");
+        let before = s.thread_entries("t1").unwrap();
+        let b = s.backlog("t1", 6, 5, 100_000).unwrap().unwrap();
+        assert_eq!(b.entries.len(), 5, "a batch of at most 5");
+        assert_eq!(b.left, 9, "20 entries, 6 kept, 5 in this batch");
+        assert_eq!(b.entries[0], before[0], "oldest first");
+        let done = s
+            .consolidate(&consolidation(&b, "They met. 🦀"), 6)
+            .unwrap();
+        assert_eq!(done.pruned, 5);
+        let after = s.thread_entries("t1").unwrap();
+        assert_eq!(after, before[5..], "exactly the batch went");
+        assert_eq!(s.thread_summary("t1").unwrap().unwrap(), "They met. 🦀");
+        assert_eq!(s.episodes("t1").unwrap()[0].importance, 7);
+
+        // The rest in one batch; the newest six stay.
+        let b = s.backlog("t1", 6, 100, 100_000).unwrap().unwrap();
+        assert_eq!((b.entries.len(), b.left), (9, 0));
+        assert_eq!(b.summary.as_deref(), Some("They met. 🦀"));
+        s.consolidate(&consolidation(&b, "All of it."), 6).unwrap();
+        assert_eq!(s.thread_entries("t1").unwrap(), before[14..]);
+        assert!(s.backlog("t1", 6, 100, 100_000).unwrap().is_none());
+        assert!(s.dream_threads(6).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_batch_that_reaches_into_the_kept_entries_is_cut_and_a_repeated_one_is_skipped() {
+        let (_d, s) = store();
+        talk(&s, "t1", 5);
+        let all = s.thread_entries("t1").unwrap();
+        let b = s.backlog("t1", 4, 100, 100_000).unwrap().unwrap();
+        let mut c = consolidation(&b, "s");
+        c.through_id = all.last().unwrap().id; // a caller that asks too much
+        let done = s.consolidate(&c, 4).unwrap();
+        assert_eq!(done.pruned, 6, "only the 6 before the newest 4");
+        assert_eq!(s.thread_entries("t1").unwrap(), all[6..]);
+        let again = s.consolidate(&consolidation(&b, "again"), 4).unwrap();
+        assert!(!again.written, "another dream did it already");
+        assert_eq!(s.thread_summary("t1").unwrap().unwrap(), "s");
+    }
+
+    #[test]
+    fn a_failure_between_the_summary_and_the_deletion_leaves_everything_as_it_was() {
+        let (_d, s) = store();
+        talk(&s, "t1", 6);
+        let before = s.thread_entries("t1").unwrap();
+        let b = s.backlog("t1", 4, 100, 100_000).unwrap().unwrap();
+        let c = consolidation(&b, "never committed");
+        let failed = s.write(|tx| {
+            consolidate(tx, &c, 4, &mut || {
+                Err(StoreError::Task("killed between the steps".into()))
+            })
+        });
+        assert!(failed.is_err());
+        assert_eq!(s.thread_entries("t1").unwrap(), before, "nothing deleted");
+        assert_eq!(s.thread_summary("t1").unwrap(), None, "no summary either");
+        assert!(s.episodes("t1").unwrap().is_empty());
+        // The next dream redoes the batch.
+        let again = s.backlog("t1", 4, 100, 100_000).unwrap().unwrap();
+        assert_eq!(again.entries, b.entries);
+        assert_eq!(s.consolidate(&c, 4).unwrap().pruned, 8);
+    }
+
+    #[test]
+    fn a_model_refresh_is_versioned_unless_a_turn_changed_the_model_meanwhile() {
+        let (_d, s) = store();
+        s.record_user_message("t1", "U1", "Tom", "hi", None)
+            .unwrap();
+        talk(&s, "t1", 4);
+        s.commit_turn(&TurnRecord {
+            thread: "t1".into(),
+            user_id: "U1".into(),
+            interaction: 9,
+            user_model: Some(("# Tom\n".into(), "met Tom".into())),
+            proactive: true,
+            ..Default::default()
+        })
+        .unwrap();
+        let b = s.backlog("t1", 2, 100, 100_000).unwrap().unwrap();
+        let tom = b.people.iter().find(|p| p.user_id == "U1").unwrap();
+        assert_eq!(tom.model.as_deref(), Some("# Tom\n"));
+        let mut c = consolidation(&b, "s");
+        c.models = vec![ModelRefresh {
+            user_id: "U1".into(),
+            version: tom.model_version,
+            model: "# Tom\n- likes crabs".into(),
+            note: "Dream: likes crabs".into(),
+        }];
+        let done = s.consolidate(&c, 2).unwrap();
+        assert_eq!(done.models, ["U1"]);
+        let hist = s.model_history("U1").unwrap();
+        assert_eq!(hist.last().unwrap().1, "Dream: likes crabs");
+        // A stale version is not saved.
+        talk(&s, "t1", 3);
+        let b = s.backlog("t1", 2, 100, 100_000).unwrap().unwrap();
+        let mut c = consolidation(&b, "s2");
+        c.models = vec![ModelRefresh {
+            user_id: "U1".into(),
+            version: 1,
+            model: "stale".into(),
+            note: "stale".into(),
+        }];
+        assert!(s.consolidate(&c, 2).unwrap().models.is_empty());
+        assert_eq!(
+            s.user("U1").unwrap().unwrap().model.as_deref(),
+            Some("# Tom\n- likes crabs")
+        );
+    }
+
+    #[test]
+    fn dreams_are_recorded_and_the_upkeep_says_what_it_could_do() {
+        let (_d, s) = store();
+        assert!(s.last_dream().unwrap().is_none());
+        let id = s.begin_dream("anima dream").unwrap();
+        let row = s.last_dream().unwrap().unwrap();
+        assert_eq!((row.id, row.finished_ms, row.complete), (id, None, false));
+        s.finish_dream(id, true, &serde_json::json!({ "threads": 1 }))
+            .unwrap();
+        let row = s.last_dream().unwrap().unwrap();
+        assert!(row.complete && row.finished_ms.is_some());
+        assert_eq!(row.report["threads"], 1);
+        let u = s.upkeep().unwrap();
+        assert!(u.analyzed);
+        assert_eq!(
+            u.auto_vacuum, "incremental",
+            "a new home is created in that mode"
+        );
+        assert!(u.vacuumed);
+    }
+}
