@@ -300,7 +300,9 @@ fn wait_state(h: &Home, state: &str, secs: u64, log: impl Fn() -> String) {
 fn a_quiet_daemon_enters_solitude_writes_one_journal_entry_and_a_message_brings_it_back() {
     let (model, slack) = (FakeModel::start(), FakeSlack::start());
     model.reply(&answer("Back from my solitude."));
-    let h = home_with(&model, &slack, ALWAYS);
+    // No scheduled dream: it would take the quiet spell first (tested on its own).
+    let template = format!("{ALWAYS}\n[cognitive_state_behaviors.dream]\nauto_schedule = false\n");
+    let h = home_with(&model, &slack, &template);
     // The shortest idle spell there is: a minute (the test waits for it).
     with_config(
         &h,
