@@ -554,3 +554,34 @@ fn a_message_during_anima_dream_beside_the_daemon_is_answered_and_the_dream_yiel
         .any(|m| m.from == "WORK" && m.to == "DREAM" && m.cause.contains("anima dream")));
     assert_eq!(s.cognitive_state().unwrap().state, "WORK");
 }
+
+#[test]
+fn a_quiet_daemon_dreams_on_schedule_and_consolidates() {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    let h = dreaming_home(&model, &slack, 5);
+    // The default dream schedule; no solitude, so the quiet spell goes to the dream.
+    std::fs::write(
+        h.dir.path().join("soul/template.toml"),
+        format!("{ALWAYS}\n[cognitive_state_behaviors.solitude]\nenabled = false\nrationale = \"Dreams only\"\n"),
+    )
+    .unwrap();
+    with_config(
+        &h,
+        "\n[states]\nsolitude_after_idle_minutes = 1\n\n[processes]\nproactive_scan_secs = 1\n",
+    );
+    let d = Daemon::start(&h);
+    slack.wait_connected_or(|| d.log());
+    d.wait_log("scheduled dream ended", 100);
+    let s = h.store();
+    let dream = s.last_dream().unwrap().expect("a dream is recorded");
+    assert!(dream.complete, "{dream:?}");
+    assert!(dream.cause.contains("scheduled"), "{dream:?}");
+    assert_eq!(dream.report["threads_consolidated"], 2, "{dream:?}");
+    assert_eq!(dream.report["entries_pruned"], 12, "{dream:?}");
+    let moves = s.state_moves(10).unwrap();
+    assert!(
+        moves.iter().any(|m| m.from == "WORK" && m.to == "DREAM"),
+        "{moves:?}"
+    );
+    assert_eq!(s.cognitive_state().unwrap().state, "WORK");
+}
