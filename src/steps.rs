@@ -196,7 +196,7 @@ pub const MONOLOGUE_VERBS: [&str; 10] = [
 ];
 
 /// Verbs for the external dialogue, including those the emotional-state table adds.
-pub const DIALOGUE_VERBS: [&str; 21] = [
+pub const DIALOGUE_VERBS: [&str; 22] = [
     "said",
     "explained",
     "offered",
@@ -218,6 +218,7 @@ pub const DIALOGUE_VERBS: [&str; 21] = [
     "answered",
     "asked",
     "added",
+    "acknowledged",
 ];
 
 #[cfg(test)]
