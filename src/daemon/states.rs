@@ -257,6 +257,13 @@ pub async fn stopped_early(engine: &Engine) {
     .await;
 }
 
+/// `minutes` in milliseconds, saturating: the config accepts up to i64::MAX minutes.
+fn minutes_ms(minutes: u64) -> i64 {
+    i64::try_from(minutes)
+        .unwrap_or(i64::MAX)
+        .saturating_mul(60_000)
+}
+
 /// SOLITUDE: after `solitude_after_idle_minutes` without messages (when the template enables
 /// it), the soul enters solitude and writes one journal entry. A message brings it back to
 /// WORK (the engine does that as the message's turn begins).
@@ -265,7 +272,7 @@ pub async fn solitude(
     every: Duration,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
-    let idle_ms = engine.config().states.solitude_after_idle_minutes as i64 * 60_000;
+    let idle_ms = minutes_ms(engine.config().states.solitude_after_idle_minutes);
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
@@ -348,7 +355,7 @@ pub async fn dreams(
     every: Duration,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
-    let quiet_ms = engine.config().states.solitude_after_idle_minutes as i64 * 60_000;
+    let quiet_ms = minutes_ms(engine.config().states.solitude_after_idle_minutes);
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
@@ -505,5 +512,20 @@ pub async fn shut_down(
     };
     if tokio::time::timeout_at(deadline, notes).await.is_err() {
         warn!("shutdown: grace period over before every note was posted");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn any_idle_spell_the_config_accepts_stays_a_spell() {
+        assert_eq!(minutes_ms(720), 43_200_000);
+        // `anima check` accepts up to i64::MAX minutes ("never"): not a negative spell (at
+        // once, every scan) nor a panic that ends the solitude and dream tasks.
+        assert_eq!(minutes_ms(i64::MAX as u64), i64::MAX);
+        assert_eq!(minutes_ms(u64::MAX), i64::MAX);
+        assert_eq!(minutes_ms(1 << 50), i64::MAX);
     }
 }
