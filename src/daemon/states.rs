@@ -374,9 +374,11 @@ pub async fn dreams(
         else {
             continue;
         };
+        // DREAM too: a dream whose process was killed left it there (the engine takes it
+        // back to WORK when no dream holds the lock, and refuses while one does).
         if !matches!(
             State::from_name(&row.state),
-            Some(State::Work | State::Solitude)
+            Some(State::Work | State::Solitude | State::Dream)
         ) {
             continue;
         }
