@@ -54,18 +54,20 @@ impl Ops {
 }
 
 /// Moves to `to` if the template in force allows it from where the soul is; says why not.
+/// `quiet: Some(newest)`: only if nobody has written since the newest message was `newest`.
 async fn move_to(
     engine: &Engine,
     to: State,
     cause: String,
     detail: serde_json::Value,
     degraded: bool,
+    quiet: Option<Option<i64>>,
 ) -> Option<crate::memory::StateMove> {
     let map = Map::new(&engine.library().current().template.behaviors);
     let moved = engine
         .store()
         .call(move |s| {
-            s.move_state(|row| {
+            let decide = |row: &crate::memory::CognitiveRow| {
                 let from = State::from_name(&row.state).unwrap_or(State::Shutdown);
                 map.check(from, to).map_err(|r| r.to_string())?;
                 Ok::<_, String>(NewMove {
@@ -74,7 +76,13 @@ async fn move_to(
                     detail,
                     degraded,
                 })
-            })
+            };
+            match quiet {
+                Some(newest) => {
+                    s.move_state_if_quiet(newest, "someone wrote meanwhile".into(), decide)
+                }
+                None => s.move_state(decide),
+            }
         })
         .await;
     match moved {
@@ -112,6 +120,7 @@ pub async fn start(engine: Arc<Engine>) -> Option<String> {
             "the last run ended without a shutdown (a crash or SIGKILL)".into(),
             json!({ "found": before.state }),
             false,
+            None,
         )
         .await;
     }
@@ -130,6 +139,7 @@ pub async fn start(engine: Arc<Engine>) -> Option<String> {
             format!("daemon started; the template disables wakeup: {why}"),
             json!({}),
             false,
+            None,
         )
         .await;
         return None;
@@ -140,6 +150,7 @@ pub async fn start(engine: Arc<Engine>) -> Option<String> {
         "daemon started".into(),
         json!({}),
         false,
+        None,
     )
     .await;
     engine.hold();
@@ -168,7 +179,7 @@ pub async fn start(engine: Arc<Engine>) -> Option<String> {
             )
         }
     };
-    move_to(&engine, State::Work, cause.0, cause.1, degraded).await;
+    move_to(&engine, State::Work, cause.0, cause.1, degraded, None).await;
     engine.release();
     affirmation.ok().map(|(t, _)| t)
 }
@@ -253,6 +264,7 @@ pub async fn stopped_early(engine: &Engine) {
         "stopped before Slack answered".into(),
         json!({}),
         false,
+        None,
     )
     .await;
 }
@@ -291,8 +303,14 @@ pub async fn solitude(
             continue;
         }
         let store = engine.store().clone();
-        let Ok((row, last)) = store
-            .call(|s| Ok((s.cognitive_state()?, s.last_message_ms()?)))
+        let Ok((row, last, newest)) = store
+            .call(|s| {
+                Ok((
+                    s.cognitive_state()?,
+                    s.last_message_ms()?,
+                    s.newest_message_id()?,
+                ))
+            })
             .await
         else {
             continue;
@@ -312,6 +330,7 @@ pub async fn solitude(
             format!("no message for {}", calls::duration_words(idle_minutes)),
             json!({ "idle_minutes": idle_minutes }),
             false,
+            Some(newest),
         )
         .await
         .is_none()
@@ -486,6 +505,7 @@ pub async fn shut_down(
         format!("{signal}: {}", decision.why),
         json!({ "decision": decision, "answer": answer, "from": from }),
         false,
+        None,
     )
     .await;
     let Some((c, active)) = consent else {
