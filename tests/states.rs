@@ -556,6 +556,48 @@ fn a_message_during_anima_dream_beside_the_daemon_is_answered_and_the_dream_yiel
 }
 
 #[test]
+fn an_anima_dream_killed_beside_the_daemon_leaves_no_stuck_dream_and_the_next_one_resumes() {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    model.reply(&answer("Here, awake."));
+    let h = dreaming_home(&model, &slack, 30);
+    let d = Daemon::start(&h);
+    slack.wait_connected_or(|| d.log());
+    wait_state(&h, "WORK", 20, || d.log());
+    model.state(Script::Hang);
+    let mut dreamer = std::process::Command::new(env!("CARGO_BIN_EXE_anima"))
+        .arg("--config")
+        .arg(h.config())
+        .args(["dream", "--json"])
+        .current_dir(h.dir.path())
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", h.dir.path())
+        .env("ANTHROPIC_API_KEY", "sk-ant-test-secret-key")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_state(&h, "DREAM", 20, || d.log());
+    // Ctrl-C, the OOM killer, SIGKILL: the dreamer is gone without moving back to WORK.
+    dreamer.kill().unwrap();
+    dreamer.wait().unwrap();
+    let r = h.run(&["dream", "--json"], "");
+    assert_eq!(r.status, 0, "the next dream is not refused: {}", r.stderr);
+    let report: serde_json::Value = serde_json::from_str(r.stdout.trim()).unwrap();
+    assert_eq!(report["threads_consolidated"], 2, "{report}");
+    assert_eq!(report["complete"], true, "{report}");
+    assert_eq!(h.store().cognitive_state().unwrap().state, "WORK");
+    let moves = h.store().state_moves(10).unwrap();
+    assert!(
+        moves
+            .iter()
+            .any(|m| m.from == "DREAM" && m.to == "WORK" && m.cause.contains("ended without")),
+        "{moves:?}"
+    );
+}
+
+#[test]
 fn a_quiet_daemon_dreams_on_schedule_and_consolidates() {
     let (model, slack) = (FakeModel::start(), FakeSlack::start());
     let h = dreaming_home(&model, &slack, 5);

@@ -252,7 +252,7 @@ pub async fn run(config: Arc<Config>) -> Result<(), DaemonError> {
     metrics.slack_connected.store(false, Ordering::SeqCst);
     waking_abort.abort();
     let grace = Duration::from_secs(config.shutdown_grace_secs);
-    let deadline = tokio::time::Instant::now() + grace;
+    let deadline = deadline_after(grace);
     let signal = SIGNAL.get().copied().unwrap_or("stop");
     let (finished, ()) = tokio::join!(
         router.drain(grace),
@@ -296,6 +296,14 @@ async fn follow_ups(
     }
 }
 
+/// The instant `grace` from now; a grace too long for the clock (the config accepts up to
+/// i64::MAX seconds) is a century.
+fn deadline_after(grace: Duration) -> tokio::time::Instant {
+    let now = tokio::time::Instant::now();
+    now.checked_add(grace)
+        .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 24 * 60 * 60))
+}
+
 /// The signal that stopped the daemon, for the shutdown's record.
 static SIGNAL: OnceLock<&'static str> = OnceLock::new();
 
@@ -315,4 +323,19 @@ async fn signals(stop: watch::Sender<bool>) {
     info!("{name}");
     let _ = SIGNAL.set(name);
     let _ = stop.send(true);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn any_grace_period_the_config_accepts_has_a_deadline() {
+        let now = tokio::time::Instant::now();
+        assert!(deadline_after(Duration::from_secs(5)) >= now + Duration::from_secs(5));
+        // `anima check` accepts up to i64::MAX seconds: the shutdown must not panic (exit
+        // 101) computing when the grace period ends.
+        let far = deadline_after(Duration::from_secs(i64::MAX as u64));
+        assert!(far > now + Duration::from_secs(365 * 24 * 60 * 60));
+    }
 }

@@ -54,18 +54,20 @@ impl Ops {
 }
 
 /// Moves to `to` if the template in force allows it from where the soul is; says why not.
+/// `quiet: Some(newest)`: only if nobody has written since the newest message was `newest`.
 async fn move_to(
     engine: &Engine,
     to: State,
     cause: String,
     detail: serde_json::Value,
     degraded: bool,
+    quiet: Option<Option<i64>>,
 ) -> Option<crate::memory::StateMove> {
     let map = Map::new(&engine.library().current().template.behaviors);
     let moved = engine
         .store()
         .call(move |s| {
-            s.move_state(|row| {
+            let decide = |row: &crate::memory::CognitiveRow| {
                 let from = State::from_name(&row.state).unwrap_or(State::Shutdown);
                 map.check(from, to).map_err(|r| r.to_string())?;
                 Ok::<_, String>(NewMove {
@@ -74,7 +76,13 @@ async fn move_to(
                     detail,
                     degraded,
                 })
-            })
+            };
+            match quiet {
+                Some(newest) => {
+                    s.move_state_if_quiet(newest, "someone wrote meanwhile".into(), decide)
+                }
+                None => s.move_state(decide),
+            }
         })
         .await;
     match moved {
@@ -112,6 +120,7 @@ pub async fn start(engine: Arc<Engine>) -> Option<String> {
             "the last run ended without a shutdown (a crash or SIGKILL)".into(),
             json!({ "found": before.state }),
             false,
+            None,
         )
         .await;
     }
@@ -130,6 +139,7 @@ pub async fn start(engine: Arc<Engine>) -> Option<String> {
             format!("daemon started; the template disables wakeup: {why}"),
             json!({}),
             false,
+            None,
         )
         .await;
         return None;
@@ -140,6 +150,7 @@ pub async fn start(engine: Arc<Engine>) -> Option<String> {
         "daemon started".into(),
         json!({}),
         false,
+        None,
     )
     .await;
     engine.hold();
@@ -168,7 +179,7 @@ pub async fn start(engine: Arc<Engine>) -> Option<String> {
             )
         }
     };
-    move_to(&engine, State::Work, cause.0, cause.1, degraded).await;
+    move_to(&engine, State::Work, cause.0, cause.1, degraded, None).await;
     engine.release();
     affirmation.ok().map(|(t, _)| t)
 }
@@ -253,8 +264,16 @@ pub async fn stopped_early(engine: &Engine) {
         "stopped before Slack answered".into(),
         json!({}),
         false,
+        None,
     )
     .await;
+}
+
+/// `minutes` in milliseconds, saturating: the config accepts up to i64::MAX minutes.
+fn minutes_ms(minutes: u64) -> i64 {
+    i64::try_from(minutes)
+        .unwrap_or(i64::MAX)
+        .saturating_mul(60_000)
 }
 
 /// SOLITUDE: after `solitude_after_idle_minutes` without messages (when the template enables
@@ -265,7 +284,7 @@ pub async fn solitude(
     every: Duration,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
-    let idle_ms = engine.config().states.solitude_after_idle_minutes as i64 * 60_000;
+    let idle_ms = minutes_ms(engine.config().states.solitude_after_idle_minutes);
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
@@ -284,8 +303,14 @@ pub async fn solitude(
             continue;
         }
         let store = engine.store().clone();
-        let Ok((row, last)) = store
-            .call(|s| Ok((s.cognitive_state()?, s.last_message_ms()?)))
+        let Ok((row, last, newest)) = store
+            .call(|s| {
+                Ok((
+                    s.cognitive_state()?,
+                    s.last_message_ms()?,
+                    s.newest_message_id()?,
+                ))
+            })
             .await
         else {
             continue;
@@ -305,6 +330,7 @@ pub async fn solitude(
             format!("no message for {}", calls::duration_words(idle_minutes)),
             json!({ "idle_minutes": idle_minutes }),
             false,
+            Some(newest),
         )
         .await
         .is_none()
@@ -348,7 +374,7 @@ pub async fn dreams(
     every: Duration,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
-    let quiet_ms = engine.config().states.solitude_after_idle_minutes as i64 * 60_000;
+    let quiet_ms = minutes_ms(engine.config().states.solitude_after_idle_minutes);
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
@@ -367,9 +393,11 @@ pub async fn dreams(
         else {
             continue;
         };
+        // DREAM too: a dream whose process was killed left it there (the engine takes it
+        // back to WORK when no dream holds the lock, and refuses while one does).
         if !matches!(
             State::from_name(&row.state),
-            Some(State::Work | State::Solitude)
+            Some(State::Work | State::Solitude | State::Dream)
         ) {
             continue;
         }
@@ -477,6 +505,7 @@ pub async fn shut_down(
         format!("{signal}: {}", decision.why),
         json!({ "decision": decision, "answer": answer, "from": from }),
         false,
+        None,
     )
     .await;
     let Some((c, active)) = consent else {
@@ -505,5 +534,20 @@ pub async fn shut_down(
     };
     if tokio::time::timeout_at(deadline, notes).await.is_err() {
         warn!("shutdown: grace period over before every note was posted");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn any_idle_spell_the_config_accepts_stays_a_spell() {
+        assert_eq!(minutes_ms(720), 43_200_000);
+        // `anima check` accepts up to i64::MAX minutes ("never"): not a negative spell (at
+        // once, every scan) nor a panic that ends the solitude and dream tasks.
+        assert_eq!(minutes_ms(i64::MAX as u64), i64::MAX);
+        assert_eq!(minutes_ms(u64::MAX), i64::MAX);
+        assert_eq!(minutes_ms(1 << 50), i64::MAX);
     }
 }

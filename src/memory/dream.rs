@@ -337,6 +337,11 @@ fn consolidate(
     keep: u32,
     between: &mut dyn FnMut() -> Result<(), StoreError>,
 ) -> Result<Consolidated, StoreError> {
+    if since_id(tx, &c.thread)? != c.since_id {
+        // An operator closed the conversation since the batch was read: its working memory
+        // stays, and nothing would ever read a summary of it.
+        return Ok(Consolidated::default());
+    }
     let existing: Option<(i64, i64)> = tx
         .prepare_cached(
             "SELECT covers_through, entries FROM thread_summaries WHERE thread = ?1 AND since_id = ?2",
@@ -481,6 +486,25 @@ mod tests {
         let again = s.consolidate(&consolidation(&b, "again"), 4).unwrap();
         assert!(!again.written, "another dream did it already");
         assert_eq!(s.thread_summary("t1").unwrap().unwrap(), "s");
+    }
+
+    #[test]
+    fn a_batch_read_before_an_operator_reset_deletes_nothing_of_the_closed_conversation() {
+        let (_d, s) = store();
+        talk(&s, "t1", 6);
+        s.record_user_message("t1", "U1", "Tom", "hi", None)
+            .unwrap();
+        let before = s.thread_entries("t1").unwrap();
+        let b = s.backlog("t1", 4, 100, 100_000).unwrap().unwrap();
+        // The operator closes the conversation while the dream's call runs: its working
+        // memory stays, and no summary of the new conversation may claim it.
+        assert!(s.reset_thread("t1").unwrap());
+        let done = s.consolidate(&consolidation(&b, "old talk"), 4).unwrap();
+        assert!(!done.written, "the batch belongs to a closed conversation");
+        assert_eq!(done.pruned, 0);
+        assert_eq!(s.thread_entries("t1").unwrap(), before, "nothing deleted");
+        assert_eq!(s.thread_summary("t1").unwrap(), None);
+        assert!(s.episodes("t1").unwrap().is_empty());
     }
 
     #[test]

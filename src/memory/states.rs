@@ -79,6 +79,40 @@ pub(super) fn moves(conn: &Connection, limit: usize) -> Result<Vec<StateMove>, S
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
+/// A move in the caller's write transaction (see [`Store::move_state`]).
+fn apply<E>(
+    tx: &Connection,
+    decide: impl FnOnce(&CognitiveRow) -> Result<NewMove, E>,
+) -> Result<Result<StateMove, E>, StoreError> {
+    let row = current(tx)?;
+    let m = match decide(&row) {
+        Ok(m) => m,
+        Err(e) => return Ok(Err(e)),
+    };
+    let at = now_ms();
+    tx.prepare_cached(
+        "UPDATE cognitive_state SET state = ?1, since = ?2, cause = ?3, degraded = ?4 WHERE id = 1",
+    )?
+    .execute((&m.to, at, &m.cause, m.degraded as i64))?;
+    tx.prepare_cached(
+        "INSERT INTO state_moves (from_state, to_state, cause, detail, at) VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?
+    .execute((&row.state, &m.to, &m.cause, m.detail.to_string(), at))?;
+    Ok(Ok(StateMove {
+        from: row.state,
+        to: m.to,
+        cause: m.cause,
+        detail: m.detail,
+        at_ms: at,
+    }))
+}
+
+fn newest_message_id(conn: &Connection) -> Result<Option<i64>, StoreError> {
+    Ok(conn
+        .prepare_cached("SELECT max(id) FROM working_memory WHERE entry_type = 'userMessage'")?
+        .query_row([], |r| r.get(0))?)
+}
+
 impl Store {
     /// The state now.
     pub fn cognitive_state(&self) -> Result<CognitiveRow, StoreError> {
@@ -91,29 +125,29 @@ impl Store {
         &self,
         decide: impl FnOnce(&CognitiveRow) -> Result<NewMove, E>,
     ) -> Result<Result<StateMove, E>, StoreError> {
+        self.write(|tx| apply(tx, decide))
+    }
+
+    /// [`Store::move_state`], only if nobody has written since the newest message was
+    /// `newest` (checked in the move's transaction: a message whose turn read the
+    /// state before the move is seen here, and the move refused with `busy`).
+    pub fn move_state_if_quiet<E>(
+        &self,
+        newest: Option<i64>,
+        busy: E,
+        decide: impl FnOnce(&CognitiveRow) -> Result<NewMove, E>,
+    ) -> Result<Result<StateMove, E>, StoreError> {
         self.write(|tx| {
-            let row = current(tx)?;
-            let m = match decide(&row) {
-                Ok(m) => m,
-                Err(e) => return Ok(Err(e)),
-            };
-            let at = now_ms();
-            tx.prepare_cached(
-                "UPDATE cognitive_state SET state = ?1, since = ?2, cause = ?3, degraded = ?4 WHERE id = 1",
-            )?
-            .execute((&m.to, at, &m.cause, m.degraded as i64))?;
-            tx.prepare_cached(
-                "INSERT INTO state_moves (from_state, to_state, cause, detail, at) VALUES (?1, ?2, ?3, ?4, ?5)",
-            )?
-            .execute((&row.state, &m.to, &m.cause, m.detail.to_string(), at))?;
-            Ok(Ok(StateMove {
-                from: row.state,
-                to: m.to,
-                cause: m.cause,
-                detail: m.detail,
-                at_ms: at,
-            }))
+            if newest_message_id(tx)? != newest {
+                return Ok(Err(busy));
+            }
+            apply(tx, decide)
         })
+    }
+
+    /// The newest person's message (its working-memory id), anywhere; `None` before the first.
+    pub fn newest_message_id(&self) -> Result<Option<i64>, StoreError> {
+        newest_message_id(&self.conn())
     }
 
     /// The latest moves, newest first.
@@ -233,6 +267,36 @@ mod tests {
         assert_eq!(moves.len(), 2, "a refused move writes nothing");
         assert_eq!(moves[0].cause, "wakeup failed 3 times");
         assert_eq!(moves[1].detail["by"], "test");
+    }
+
+    #[test]
+    fn a_move_for_a_quiet_spell_is_refused_once_someone_wrote() {
+        let (_d, s) = store();
+        s.move_state(|_| Ok::<_, String>(to("WORK", "t")))
+            .unwrap()
+            .unwrap();
+        s.record_user_message("t1", "U1", "Tom", "hi", None)
+            .unwrap();
+        let seen = s.newest_message_id().unwrap();
+        // A message arrives (its turn reads WORK, so it will not leave SOLITUDE) between the
+        // solitude's look at the store and its move; in the same millisecond, even.
+        s.record_user_message("t1", "U1", "Tom", "still there? 🦀", None)
+            .unwrap();
+        let refused = s
+            .move_state_if_quiet(seen, "someone wrote".to_string(), |_| {
+                Ok(to("SOLITUDE", "idle"))
+            })
+            .unwrap();
+        assert_eq!(refused.unwrap_err(), "someone wrote");
+        assert_eq!(s.cognitive_state().unwrap().state, "WORK");
+        let seen = s.newest_message_id().unwrap();
+        let m = s
+            .move_state_if_quiet(seen, "someone wrote".to_string(), |_| {
+                Ok(to("SOLITUDE", "idle"))
+            })
+            .unwrap()
+            .unwrap();
+        assert_eq!((m.from.as_str(), m.to.as_str()), ("WORK", "SOLITUDE"));
     }
 
     #[test]

@@ -111,7 +111,8 @@ pub fn consent(soul_md: &str, why: &str, active: &[ActiveThread]) -> Call {
         "You are being shut down by your operator. You will be started again later, with your \
          memory intact.\n",
     );
-    let _ = writeln!(user, "Why you are asked: {why}.");
+    // `why` may quote soul state (an open task), which turns write: no markup.
+    let _ = writeln!(user, "Why you are asked: {}.", fence::neutralise(why));
     if active.is_empty() {
         user.push_str("\nNo conversation was active in the last hour.\n");
     } else {
