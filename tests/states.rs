@@ -627,3 +627,32 @@ fn a_quiet_daemon_dreams_on_schedule_and_consolidates() {
     );
     assert_eq!(s.cognitive_state().unwrap().state, "WORK");
 }
+
+#[test]
+fn a_stop_during_the_wakeup_leaves_the_waiting_message_for_the_next_start_without_waiting_out_the_grace(
+) {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    model.state(Script::Hang);
+    model.reply(&answer("Answered at the next start."));
+    let h = home_with(&model, &slack, ALWAYS);
+    let cfg = std::fs::read_to_string(h.config())
+        .unwrap()
+        .replace("shutdown_grace_secs = 2", "shutdown_grace_secs = 30")
+        .replace("timeout_secs = 1", "timeout_secs = 60");
+    std::fs::write(h.config(), cfg).unwrap();
+    let mut d = Daemon::start(&h);
+    slack.wait_connected_or(|| d.log());
+    slack.send_event(dm("5.0", "are you awake?"), "E1", 0);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while h.store().inbox_depth().unwrap_or(0) == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let started = Instant::now();
+    assert_eq!(d.terminate(), 0, "{}", d.log());
+    // Far under the 30 s grace: nothing waits for a wakeup that will not come.
+    assert!(started.elapsed() < Duration::from_secs(15), "{}", d.log());
+    assert!(slack.posts().iter().all(|p| p.channel != "D1"));
+    let item = h.store().inbox_item(1).unwrap().unwrap();
+    assert_eq!(item.status, anima::memory::InboxStatus::Pending);
+    assert_eq!(item.attempts, 0, "no turn was begun");
+}

@@ -251,6 +251,7 @@ pub async fn run(config: Arc<Config>) -> Result<(), DaemonError> {
     }
     metrics.slack_connected.store(false, Ordering::SeqCst);
     waking_abort.abort();
+    engine.close_held();
     let grace = Duration::from_secs(config.shutdown_grace_secs);
     let deadline = deadline_after(grace);
     let signal = SIGNAL.get().copied().unwrap_or("stop");

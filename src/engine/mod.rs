@@ -89,6 +89,18 @@ pub struct TurnOutcome {
 pub enum EngineError {
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The daemon is stopping while messages were held (a wakeup cut short): the message
+    /// was not begun, and waits in the inbox for the next start.
+    #[error("stopping: the message waits for the next start")]
+    Stopping,
+}
+
+/// Whether messages may begin their turns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Gate {
+    Open,
+    Held,
+    Closed,
 }
 
 /// Why an engine could not be built.
@@ -109,9 +121,9 @@ pub struct Engine {
     provider: Arc<dyn Provider>,
     models: Arc<Exporter>,
     metrics: Option<Arc<Metrics>>,
-    /// Open (true) unless the soul is waking up: messages wait here, in the inbox, until it
-    /// is awake.
-    awake: tokio::sync::watch::Sender<bool>,
+    /// Open unless the soul is waking up: messages wait here, in the inbox, until it is
+    /// awake; closed when the daemon stops while they wait.
+    awake: tokio::sync::watch::Sender<Gate>,
 }
 
 impl Engine {
@@ -128,24 +140,39 @@ impl Engine {
             library,
             provider,
             metrics: None,
-            awake: tokio::sync::watch::Sender::new(true),
+            awake: tokio::sync::watch::Sender::new(Gate::Open),
         }
     }
 
     /// Messages wait (their turns do not begin) until [`Engine::release`].
     pub fn hold(&self) {
-        self.awake.send_replace(false);
+        self.awake.send_replace(Gate::Held);
     }
 
     /// Messages go ahead again.
     pub fn release(&self) {
-        self.awake.send_replace(true);
+        self.awake.send_replace(Gate::Open);
+    }
+
+    /// The daemon stops: messages still held are not begun (they wait in the inbox for the
+    /// next start), so the drain does not wait for a wakeup that will not come.
+    pub fn close_held(&self) {
+        self.awake.send_if_modified(|g| {
+            let held = *g == Gate::Held;
+            if held {
+                *g = Gate::Closed;
+            }
+            held
+        });
     }
 
     /// Waits while messages are held.
-    async fn wait_awake(&self) {
+    async fn wait_awake(&self) -> Result<(), EngineError> {
         let mut rx = self.awake.subscribe();
-        let _ = rx.wait_for(|open| *open).await;
+        match rx.wait_for(|g| *g != Gate::Held).await.map(|g| *g) {
+            Ok(Gate::Closed) => Err(EngineError::Stopping),
+            _ => Ok(()),
+        }
     }
 
     /// One model call a cognitive state makes outside any conversation (wakeup, consent,
@@ -262,7 +289,7 @@ impl Engine {
     /// failure is an outcome.
     pub async fn perceive(&self, p: &Perception) -> Result<TurnOutcome, EngineError> {
         if matches!(p, Perception::Message(_)) {
-            self.wait_awake().await;
+            self.wait_awake().await?;
         }
         let trace = uuid::Uuid::new_v4().simple().to_string();
         // One span per perception; the pipeline records what happened into it at the end.

@@ -26,7 +26,7 @@ use futures_util::FutureExt;
 use tokio::sync::{Notify, Semaphore};
 use tracing::{error, info, warn, Instrument};
 
-use crate::engine::{Engine, Message, Newer, Perception, Quiet};
+use crate::engine::{Engine, EngineError, Message, Newer, Perception, Quiet};
 use crate::memory::inbox::MAX_ATTEMPTS;
 use crate::memory::{now_ms, now_us, Inbound, InboxItem, InboxStatus, Intake, Store, StoreError};
 use crate::metrics::Metrics;
@@ -268,6 +268,13 @@ impl Router {
                 Ok(Ok(())) => failures = 0,
                 Ok(Err(e)) => {
                     self.clear_working_sign(&shown);
+                    if matches!(e.downcast_ref(), Some(EngineError::Stopping)) {
+                        info!(
+                            inbox = shown.id,
+                            "stopping before the soul woke: the message waits for the next start"
+                        );
+                        break;
+                    }
                     self.backoff(&mut failures, &e.to_string()).await
                 }
                 Err(panic) => {
