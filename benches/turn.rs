@@ -324,17 +324,8 @@ fn main() {
     let mut n = 0u64;
     let fixed = time(1_000, || {
         n += 1;
-        rt.block_on(engine.perceive(&Perception::Message(Message {
-            thread: format!("C2:{}.0", n % 50),
-            user_id: "U1".into(),
-            display_name: "Tom".into(),
-            text: "What's the status of the port?".into(),
-            source: None,
-            inbox_id: None,
-            newer: None,
-            speech: None,
-        })))
-        .unwrap()
+        rt.block_on(engine.perceive(&asked(&format!("C2:{}.0", n % 50))))
+            .unwrap()
     });
     let fixed_median = median(&fixed);
     stats("Engine::perceive, zero-latency model (incl. git)", fixed);
@@ -363,16 +354,7 @@ fn main() {
         n += 1;
         let before = ism_store.write_transactions();
         let out = rt
-            .block_on(ism_engine.perceive(&Perception::Message(Message {
-                thread: format!("C3:{}.0", n % 50),
-                user_id: "U1".into(),
-                display_name: "Tom".into(),
-                text: "What's the status of the port?".into(),
-                source: None,
-                inbox_id: None,
-                newer: None,
-                speech: None,
-            })))
+            .block_on(ism_engine.perceive(&asked(&format!("C3:{}.0", n % 50))))
             .unwrap();
         assert_eq!((out.iterations, out.model_calls), (5, 11));
         writes = ism_store.write_transactions() - before;
@@ -385,6 +367,20 @@ fn main() {
         "  the loop's own cost per iteration",
         (ism_median.saturating_sub(fixed_median)).as_secs_f64() * 1e6 / 5.0
     );
+}
+
+/// Tom asks about the port in `thread`.
+fn asked(thread: &str) -> Perception {
+    Perception::Message(Message {
+        thread: thread.to_string(),
+        user_id: "U1".into(),
+        display_name: "Tom".into(),
+        text: "What's the status of the port?".into(),
+        source: None,
+        inbox_id: None,
+        newer: None,
+        speech: None,
+    })
 }
 
 fn median(samples: &[Duration]) -> Duration {

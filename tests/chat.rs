@@ -483,18 +483,11 @@ fn a_whisper_shapes_exactly_one_turn() {
 /// Runs `anima chat --stream` and notes when each stdout chunk arrived.
 fn chat_streaming(home: &Home, stdin: &str) -> (Vec<(std::time::Instant, String)>, String) {
     use std::io::Read;
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_anima"));
-    cmd.arg("--config")
-        .arg(home.config())
-        .args(["chat", "--stream", "--user", "Ada"])
-        .current_dir(home.dir.path())
-        .env_clear()
-        .env("PATH", "/usr/bin:/bin")
-        .env("HOME", home.dir.path())
-        .env("ANTHROPIC_API_KEY", "sk-ant-test-secret-key")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
+    let mut cmd = anima_command(
+        &home.config(),
+        home.dir.path(),
+        &["chat", "--stream", "--user", "Ada"],
+    );
     let mut child = spawn(&mut cmd);
     std::io::Write::write_all(&mut child.stdin.take().unwrap(), stdin.as_bytes()).unwrap();
     let mut stdout = child.stdout.take().unwrap();

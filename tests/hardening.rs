@@ -168,24 +168,13 @@ fn four_chats_and_the_daemon_on_one_home_lose_nothing() {
                 let input: String = (0..per_chat)
                     .map(|i| format!("chat {c} line {i}\n"))
                     .collect();
-                let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_anima"));
-                cmd.arg("--config")
-                    .arg(config)
-                    .args([
-                        "chat",
-                        "--thread",
-                        &format!("t{c}"),
-                        "--user",
-                        &format!("P{c}"),
-                    ])
-                    .current_dir(&dir)
-                    .env_clear()
-                    .env("PATH", "/usr/bin:/bin")
-                    .env("HOME", &dir)
-                    .env("ANTHROPIC_API_KEY", "sk-ant-test-secret-key")
-                    .stdin(std::process::Stdio::piped())
-                    .stdout(std::process::Stdio::piped())
-                    .stderr(std::process::Stdio::piped());
+                let thread = format!("t{c}");
+                let user = format!("P{c}");
+                let cmd = anima_command(
+                    &config,
+                    &dir,
+                    &["chat", "--thread", &thread, "--user", &user],
+                );
                 run(cmd, &input)
             })
         })

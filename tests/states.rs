@@ -494,21 +494,7 @@ fn a_message_during_anima_dream_beside_the_daemon_is_answered_and_the_dream_yiel
     let dreaming = {
         let config = h.config();
         let dir = h.dir.path().to_path_buf();
-        std::thread::spawn(move || {
-            let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_anima"));
-            cmd.arg("--config")
-                .arg(config)
-                .args(["dream", "--json"])
-                .current_dir(&dir)
-                .env_clear()
-                .env("PATH", "/usr/bin:/bin")
-                .env("HOME", &dir)
-                .env("ANTHROPIC_API_KEY", "sk-ant-test-secret-key")
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped());
-            run(cmd, "")
-        })
+        std::thread::spawn(move || run(anima_command(&config, &dir, &["dream", "--json"]), ""))
     };
     let deadline = Instant::now() + Duration::from_secs(20);
     while h.store().cognitive_state().unwrap().state != "DREAM" && Instant::now() < deadline {
@@ -564,15 +550,7 @@ fn an_anima_dream_killed_beside_the_daemon_leaves_no_stuck_dream_and_the_next_on
     slack.wait_connected_or(|| d.log());
     wait_state(&h, "WORK", 20, || d.log());
     model.state(Script::Hang);
-    let mut dreamer = std::process::Command::new(env!("CARGO_BIN_EXE_anima"))
-        .arg("--config")
-        .arg(h.config())
-        .args(["dream", "--json"])
-        .current_dir(h.dir.path())
-        .env_clear()
-        .env("PATH", "/usr/bin:/bin")
-        .env("HOME", h.dir.path())
-        .env("ANTHROPIC_API_KEY", "sk-ant-test-secret-key")
+    let mut dreamer = anima_command(&h.config(), h.dir.path(), &["dream", "--json"])
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())

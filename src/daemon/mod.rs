@@ -269,19 +269,37 @@ pub async fn run(config: Arc<Config>) -> Result<(), DaemonError> {
 
 /// Every `[processes] proactive_scan_secs`: quiet threads get a chance at one proactive
 /// follow-up.
+/// A periodic scan (quiet threads, solitude, dreams) that ends when the daemon stops. A
+/// scan that runs late skips the ticks it missed.
+pub(crate) struct Scan {
+    tick: tokio::time::Interval,
+    stop: watch::Receiver<bool>,
+}
+
+impl Scan {
+    pub(crate) fn new(every: Duration, stop: watch::Receiver<bool>) -> Scan {
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        Scan { tick, stop }
+    }
+
+    /// Waits for the next scan: false once the daemon is stopping.
+    pub(crate) async fn next(&mut self) -> bool {
+        tokio::select! {
+            _ = self.tick.tick() => true,
+            _ = self.stop.wait_for(|s| *s) => false,
+        }
+    }
+}
+
 async fn follow_ups(
     engine: Arc<Engine>,
     router: Arc<Router>,
     every: Duration,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) {
-    let mut tick = tokio::time::interval(every);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            _ = stop.wait_for(|s| *s) => return,
-        }
+    let mut scan = Scan::new(every, stop);
+    while scan.next().await {
         if engine
             .library()
             .current()

@@ -15,6 +15,7 @@ use serde_json::json;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
+use super::Scan;
 use crate::config::Config;
 use crate::engine::Engine;
 use crate::memory::{now_ms, NewMove};
@@ -282,16 +283,11 @@ fn minutes_ms(minutes: u64) -> i64 {
 pub async fn solitude(
     engine: Arc<Engine>,
     every: Duration,
-    mut stop: tokio::sync::watch::Receiver<bool>,
+    stop: tokio::sync::watch::Receiver<bool>,
 ) {
     let idle_ms = minutes_ms(engine.config().states.solitude_after_idle_minutes);
-    let mut tick = tokio::time::interval(every);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            _ = stop.wait_for(|s| *s) => return,
-        }
+    let mut scan = Scan::new(every, stop);
+    while scan.next().await {
         if !engine
             .library()
             .current()
@@ -372,16 +368,11 @@ pub async fn solitude(
 pub async fn dreams(
     engine: Arc<Engine>,
     every: Duration,
-    mut stop: tokio::sync::watch::Receiver<bool>,
+    stop: tokio::sync::watch::Receiver<bool>,
 ) {
     let quiet_ms = minutes_ms(engine.config().states.solitude_after_idle_minutes);
-    let mut tick = tokio::time::interval(every);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            _ = stop.wait_for(|s| *s) => return,
-        }
+    let mut scan = Scan::new(every, stop);
+    while scan.next().await {
         let dream = engine.library().current().template.behaviors.dream.clone();
         if !dream.enabled || !dream.auto_schedule {
             continue;

@@ -580,18 +580,7 @@ impl Home {
     }
 
     pub fn run_env(&self, args: &[&str], stdin: &str, env: &[(&str, &str)]) -> Run {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_anima"));
-        cmd.arg("--config")
-            .arg(self.config())
-            .args(args)
-            .current_dir(self.dir.path())
-            .env_clear()
-            .env("PATH", "/usr/bin:/bin")
-            .env("HOME", self.dir.path())
-            .env("ANTHROPIC_API_KEY", "sk-ant-test-secret-key")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        let mut cmd = anima_command(&self.config(), self.dir.path(), args);
         for (k, v) in env {
             cmd.env(k, v);
         }
@@ -603,6 +592,24 @@ pub struct Run {
     pub status: i32,
     pub stdout: String,
     pub stderr: String,
+}
+
+/// `anima --config CONFIG ARGS…` in `dir`, with a clean environment (`HOME` is `dir`, a fake
+/// Anthropic key) and piped stdio: what every test that runs the binary starts from.
+pub fn anima_command(config: &Path, dir: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_anima"));
+    cmd.arg("--config")
+        .arg(config)
+        .args(args)
+        .current_dir(dir)
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", dir)
+        .env("ANTHROPIC_API_KEY", "sk-ant-test-secret-key")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd
 }
 
 pub fn run(mut cmd: Command, stdin: &str) -> Run {
