@@ -26,16 +26,27 @@ pub const BOT_TOKEN: &str = "xoxb-test-bot-token";
 pub const APP_TOKEN: &str = "xapp-test-app-token";
 pub const SIGNING_SECRET: &str = "8f742231b10e8888abcd99yyyzzz85a5";
 
-/// A message the fake received through chat.postMessage.
+/// A bot message in the fake's conversations: posted with chat.postMessage, or streamed
+/// (chat.startStream … appendStream … stopStream), as chat.update last left it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Post {
     pub channel: String,
     pub thread_ts: Option<String>,
+    /// `text`, or `markdown_text` when it was sent as Markdown (then `markdown` is true).
     pub text: String,
     pub ts: String,
     pub at: Instant,
     /// The message's `metadata` (event_type and event_payload), as posted.
     pub metadata: Option<Value>,
+    pub markdown: bool,
+    /// Begun with chat.startStream.
+    pub streamed: bool,
+    /// Still streaming: appends and a stop are accepted.
+    pub streaming: bool,
+    /// The `blocks` given by chat.stopStream or chat.postMessage.
+    pub blocks: Option<Value>,
+    /// How many times chat.update rewrote it.
+    pub updates: u32,
 }
 
 /// How the next chat.postMessage calls fail.
@@ -56,6 +67,10 @@ pub enum PostFailure {
 struct Inner {
     posts: Vec<Post>,
     calls: Vec<(String, Value, Option<String>)>,
+    /// When each call arrived, in the order of `calls`.
+    call_times: Vec<Instant>,
+    /// (method, code) answered once each, in order, before anything else.
+    once: VecDeque<(String, String)>,
     post_failures: VecDeque<PostFailure>,
     sockets: Vec<mpsc::UnboundedSender<String>>,
     acks: Vec<String>,
@@ -118,6 +133,54 @@ impl FakeSlack {
 
     pub fn posts(&self) -> Vec<Post> {
         self.inner.lock().unwrap().posts.clone()
+    }
+
+    /// Every call of `method` with the moment it arrived.
+    pub fn timed_calls(&self, method: &str) -> Vec<(Instant, Value)> {
+        let inner = self.inner.lock().unwrap();
+        inner
+            .calls
+            .iter()
+            .zip(&inner.call_times)
+            .filter(|((m, _, _), _)| m == method)
+            .map(|((_, v, _), at)| (*at, v.clone()))
+            .collect()
+    }
+
+    /// The names of the methods called, in order.
+    pub fn methods(&self) -> Vec<String> {
+        let inner = self.inner.lock().unwrap();
+        inner.calls.iter().map(|(m, _, _)| m.clone()).collect()
+    }
+
+    /// Makes the next call of `method` (one call) answer `{"ok":false,"error":code}`.
+    pub fn refuse_once(&self, method: &str, code: &str) {
+        self.inner
+            .lock()
+            .unwrap()
+            .once
+            .push_back((method.to_string(), code.to_string()));
+    }
+
+    /// Lets every open stream expire: appends and stops then fail with
+    /// `message_not_in_streaming_state`, as Slack does after about five minutes.
+    pub fn expire_streams(&self) {
+        for p in self.inner.lock().unwrap().posts.iter_mut() {
+            p.streaming = false;
+        }
+    }
+
+    /// Sends an `interactive` envelope (a block_actions click); returns the envelope id.
+    pub fn send_interactive(&self, payload: Value) -> String {
+        let envelope_id = uuid::Uuid::new_v4().to_string();
+        let frame = json!({
+            "envelope_id": envelope_id,
+            "payload": payload,
+            "type": "interactive",
+            "accepts_response_payload": false,
+        });
+        self.send_frame(frame.to_string());
+        envelope_id
     }
 
     pub fn calls(&self, method: &str) -> Vec<Value> {
@@ -331,11 +394,11 @@ async fn web_api(
     for (k, v) in query {
         args[k] = json!(v);
     }
-    s.inner
-        .lock()
-        .unwrap()
-        .calls
-        .push((method.clone(), args.clone(), auth.clone()));
+    {
+        let mut inner = s.inner.lock().unwrap();
+        inner.calls.push((method.clone(), args.clone(), auth.clone()));
+        inner.call_times.push(Instant::now());
+    }
     if !s.up.load(Ordering::SeqCst) {
         return Response::builder()
             .status(503)
@@ -352,6 +415,13 @@ async fn web_api(
     }
     if let Some(code) = s.inner.lock().unwrap().refused.get(&method).cloned() {
         return ok_false(&code);
+    }
+    {
+        let mut inner = s.inner.lock().unwrap();
+        if let Some(i) = inner.once.iter().position(|(m, _)| *m == method) {
+            let (_, code) = inner.once.remove(i).unwrap();
+            return ok_false(&code);
+        }
     }
     let str_arg = |k: &str| args.get(k).and_then(Value::as_str).map(str::to_string);
     match method.as_str() {
@@ -373,7 +443,11 @@ async fn web_api(
             let failure = s.inner.lock().unwrap().post_failures.pop_front();
             let channel = str_arg("channel").unwrap_or_default();
             let thread_ts = str_arg("thread_ts");
-            let text = str_arg("text").unwrap_or_default();
+            let markdown = args.get("markdown_text").is_some();
+            let text = str_arg(if markdown { "markdown_text" } else { "text" }).unwrap_or_default();
+            if markdown && (args.get("text").is_some() || args.get("blocks").is_some()) {
+                return ok_false("invalid_arguments");
+            }
             match failure {
                 Some(PostFailure::RateLimited(secs)) => {
                     return Response::builder()
@@ -395,6 +469,11 @@ async fn web_api(
                 ts: ts.clone(),
                 at: Instant::now(),
                 metadata: args.get("metadata").cloned(),
+                markdown,
+                streamed: false,
+                streaming: false,
+                blocks: args.get("blocks").cloned(),
+                updates: 0,
             });
             if let Some(PostFailure::StoredThenDelay(ms)) = failure {
                 tokio::time::sleep(Duration::from_millis(ms)).await;
@@ -430,7 +509,93 @@ async fn web_api(
                 .collect();
             ok(json!({"messages": messages, "has_more": false}))
         }
-        "reactions.add" | "reactions.remove" | "assistant.threads.setStatus" => ok(json!({})),
+        "chat.startStream" => {
+            let channel = str_arg("channel").unwrap_or_default();
+            let Some(thread_ts) = str_arg("thread_ts") else {
+                return ok_false("invalid_thread_ts");
+            };
+            // In a channel (not a DM) the stream needs its recipient.
+            if !channel.starts_with('D') {
+                if str_arg("recipient_user_id").is_none() {
+                    return ok_false("missing_recipient_user_id");
+                }
+                if str_arg("recipient_team_id").is_none() {
+                    return ok_false("missing_recipient_team_id");
+                }
+            }
+            let n = s.next_ts.fetch_add(100, Ordering::SeqCst);
+            let ts = format!("{}.{:06}", n / 1_000_000, n % 1_000_000);
+            s.inner.lock().unwrap().posts.push(Post {
+                channel: channel.clone(),
+                thread_ts: Some(thread_ts),
+                text: str_arg("markdown_text").unwrap_or_default(),
+                ts: ts.clone(),
+                at: Instant::now(),
+                metadata: None,
+                markdown: true,
+                streamed: true,
+                streaming: true,
+                blocks: None,
+                updates: 0,
+            });
+            ok(json!({"channel": channel, "ts": ts}))
+        }
+        "chat.appendStream" | "chat.stopStream" => {
+            let (channel, ts) = (str_arg("channel"), str_arg("ts"));
+            let mut inner = s.inner.lock().unwrap();
+            let Some(p) = inner
+                .posts
+                .iter_mut()
+                .find(|p| Some(&p.channel) == channel.as_ref() && Some(&p.ts) == ts.as_ref())
+            else {
+                return ok_false("message_not_found");
+            };
+            if !p.streaming {
+                return ok_false("message_not_in_streaming_state");
+            }
+            if let Some(more) = str_arg("markdown_text") {
+                p.text.push_str(&more);
+            }
+            if method == "chat.stopStream" {
+                p.streaming = false;
+                p.blocks = args.get("blocks").cloned();
+                if let Some(meta) = args.get("metadata") {
+                    p.metadata = Some(meta.clone());
+                }
+            }
+            ok(json!({"channel": p.channel, "ts": p.ts}))
+        }
+        "chat.update" => {
+            let (channel, ts) = (str_arg("channel"), str_arg("ts"));
+            let mut inner = s.inner.lock().unwrap();
+            let Some(p) = inner
+                .posts
+                .iter_mut()
+                .find(|p| Some(&p.channel) == channel.as_ref() && Some(&p.ts) == ts.as_ref())
+            else {
+                return ok_false("message_not_found");
+            };
+            if p.streaming {
+                return ok_false("streaming_state_conflict");
+            }
+            let markdown = args.get("markdown_text").is_some();
+            p.text = str_arg(if markdown { "markdown_text" } else { "text" }).unwrap_or_default();
+            p.markdown = markdown;
+            if let Some(blocks) = args.get("blocks") {
+                p.blocks = Some(blocks.clone());
+            }
+            if let Some(meta) = args.get("metadata") {
+                p.metadata = Some(meta.clone());
+            }
+            p.updates += 1;
+            ok(json!({"channel": p.channel, "ts": p.ts}))
+        }
+        "reactions.add"
+        | "reactions.remove"
+        | "assistant.threads.setStatus"
+        | "assistant.threads.setTitle"
+        | "assistant.threads.setSuggestedPrompts"
+        | "agents.sessions.setStatus" => ok(json!({})),
         _ => ok_false("unknown_method"),
     }
 }
