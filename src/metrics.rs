@@ -86,6 +86,8 @@ pub struct Metrics {
     pub events_malformed: Counter,
     pub turns_completed: Counter,
     pub turns_failed: Counter,
+    /// Turns the person stopped (the stop button).
+    pub turns_stopped: Counter,
     /// Turns by process and outcome.
     pub turns: Family<TurnLabels, Counter>,
     pub replies_posted: Counter,
@@ -175,6 +177,7 @@ impl Default for Metrics {
             "Turns whose model call succeeded",
         );
         let turns_failed = counter(&mut r, "turns_failed", "Turns answered with the apology");
+        let turns_stopped = counter(&mut r, "turns_stopped", "Turns the person stopped");
         let turns = Family::<TurnLabels, Counter>::default();
         r.register("turns", "Turns by process and outcome", turns.clone());
         let replies_posted = counter(&mut r, "replies_posted", "Messages posted to Slack (parts)");
@@ -324,6 +327,7 @@ impl Default for Metrics {
             events_malformed,
             turns_completed,
             turns_failed,
+            turns_stopped,
             turns,
             replies_posted,
             replies,

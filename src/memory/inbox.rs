@@ -44,6 +44,8 @@ pub enum InboxStatus {
     Replying,
     Done,
     Failed,
+    /// The person stopped the turn: its reply is what was shown by then.
+    Stopped,
 }
 
 /// How often a row is picked up before it is given up: a row that panics or fails every
@@ -73,6 +75,8 @@ pub struct InboxItem {
     pub seq: f64,
     /// When it was claimed: other open rows of its conversation waited behind it.
     pub others_waiting: bool,
+    /// The surface's reference of the message its reply is streamed into, once begun.
+    pub stream_ref: Option<String>,
 }
 
 impl InboxItem {
@@ -82,7 +86,7 @@ impl InboxItem {
     }
 }
 
-const COLUMNS: &str = "id, origin, conversation, address, note, user_id, text, status, reply, parts_posted, reply_ref, received_us, attempts, seq";
+const COLUMNS: &str = "id, origin, conversation, address, note, user_id, text, status, reply, parts_posted, reply_ref, received_us, attempts, seq, stream_ref";
 
 fn from_row(r: &Row) -> rusqlite::Result<InboxItem> {
     let status: String = r.get(7)?;
@@ -98,6 +102,7 @@ fn from_row(r: &Row) -> rusqlite::Result<InboxItem> {
             "replying" => InboxStatus::Replying,
             "done" => InboxStatus::Done,
             "failed" => InboxStatus::Failed,
+            "stopped" => InboxStatus::Stopped,
             _ => InboxStatus::Pending,
         },
         reply: r.get(8)?,
@@ -107,6 +112,7 @@ fn from_row(r: &Row) -> rusqlite::Result<InboxItem> {
         attempts: r.get(12)?,
         seq: r.get(13)?,
         others_waiting: false,
+        stream_ref: r.get(14)?,
     })
 }
 
@@ -132,7 +138,7 @@ impl Store {
             ))?
             .query_row([conversation], |r| {
                 let mut item = from_row(r)?;
-                item.others_waiting = r.get::<_, i64>(14)? > 1;
+                item.others_waiting = r.get::<_, i64>(15)? > 1;
                 Ok(item)
             })
             .optional()?;
@@ -214,6 +220,33 @@ impl Store {
             )?
             .execute([id])?;
             Ok(())
+        })
+    }
+
+    /// Remembers the message a row's reply is being streamed into, as soon as it exists.
+    pub fn set_stream_ref(&self, id: i64, reference: &str) -> Result<(), StoreError> {
+        self.write(|tx| {
+            tx.prepare_cached("UPDATE inbox SET stream_ref = ?2 WHERE id = ?1")?
+                .execute((id, reference))?;
+            tx.prepare_cached(
+                "INSERT INTO conversations (key, spoken) SELECT conversation, 1 FROM inbox WHERE id = ?1
+                 ON CONFLICT (key) DO UPDATE SET spoken = 1",
+            )?
+            .execute([id])?;
+            Ok(())
+        })
+    }
+
+    /// Closes a row whose turn the person stopped; `shown` is what they saw of the reply.
+    /// Only an open row is closed: a reply already fixed is delivered as it is.
+    pub fn mark_stopped(&self, id: i64, shown: &str) -> Result<bool, StoreError> {
+        self.write(|tx| {
+            let n = tx.execute(
+                "UPDATE inbox SET status = 'stopped', reply = ?2, done_at = ?3
+                 WHERE id = ?1 AND status = 'pending'",
+                (id, shown, now_ms()),
+            )?;
+            Ok(n == 1)
         })
     }
 

@@ -22,6 +22,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0007_ism.sql"),
     include_str!("../../migrations/0008_states.sql"),
     include_str!("../../migrations/0009_dream.sql"),
+    include_str!("../../migrations/0010_streams.sql"),
 ];
 
 /// The schema version this build writes.

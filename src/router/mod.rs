@@ -53,6 +53,8 @@ pub struct Router {
     /// latest claim: a turn in progress asks it whether a newer message has arrived (an ISM's
     /// loop stops for one). An older message delivered late is not newer.
     newest: Arc<Mutex<HashMap<String, (f64, i64)>>>,
+    /// The turn running in each conversation, and how to stop it (the person's stop button).
+    running: Mutex<HashMap<String, Arc<Notify>>>,
     workers: AtomicU64,
     idle: Notify,
     stopping: AtomicBool,
@@ -73,6 +75,7 @@ impl Router {
             permits: Arc::new(Semaphore::new(max_concurrent_turns)),
             active: Mutex::new(Active::default()),
             newest: Arc::default(),
+            running: Mutex::default(),
             workers: AtomicU64::new(0),
             idle: Notify::new(),
             stopping: AtomicBool::new(false),
@@ -196,6 +199,20 @@ impl Router {
         };
         self.deliver(&to, text, None).await?;
         Ok(true)
+    }
+
+    /// The person asked to stop the turn running in `conversation`: its model call is
+    /// abandoned, what was shown stays, nothing more is said. False when no turn runs there.
+    pub fn stop(&self, conversation: &str) -> bool {
+        let running = self.running.lock().unwrap_or_else(|e| e.into_inner());
+        match running.get(conversation) {
+            Some(stop) => {
+                // A permit is kept if the turn is not waiting yet, so no stop is lost.
+                stop.notify_one();
+                true
+            }
+            None => false,
+        }
     }
 
     /// Resumes every conversation with open rows (after a restart).
@@ -322,21 +339,28 @@ impl Router {
                 async move { surface.working(&at, true).await },
             ));
             let name = self.surface.speaker_name(&item.user_id).await;
-            let result = self
-                .engine
-                .perceive(&Perception::Message(Message {
-                    thread: item.conversation.clone(),
-                    user_id: item.user_id.clone(),
-                    display_name: name,
-                    text: item.text.clone(),
-                    source: Some(item.source()),
-                    inbox_id: Some(item.id),
-                    newer: Some(self.newer_than(&item)),
-                    speech: None,
-                }))
-                .await;
+            let stop = Arc::new(Notify::new());
+            let running = Running::new(&self.running, &item.conversation, stop.clone());
+            let perception = Perception::Message(Message {
+                thread: item.conversation.clone(),
+                user_id: item.user_id.clone(),
+                display_name: name,
+                text: item.text.clone(),
+                source: Some(item.source()),
+                inbox_id: Some(item.id),
+                newer: Some(self.newer_than(&item)),
+                speech: None,
+            });
+            let result = tokio::select! {
+                result = self.engine.perceive(&perception) => Some(result),
+                _ = stop.notified() => None,
+            };
+            drop(running);
             drop(in_flight);
             drop(permit);
+            let Some(result) = result else {
+                return self.stopped(&item, sign, to).await;
+            };
             let outcome = result?;
             model_us = outcome.model_us;
             if outcome.error.is_some() {
@@ -369,6 +393,28 @@ impl Router {
         let overhead_us = (now_us() - item.received_us - model_us as i64).max(0) as u64;
         self.metrics.overhead.observe(overhead_us as f64 / 1e6);
         info!(inbox = item.id, parts, "replied");
+        Ok(())
+    }
+
+    /// Closes a row whose turn the person stopped: what was shown stays as it is, nothing
+    /// more is said, and the conversation goes on.
+    async fn stopped(
+        &self,
+        item: &InboxItem,
+        sign: Option<tokio::task::JoinHandle<()>>,
+        to: Address,
+    ) -> anyhow::Result<()> {
+        let id = item.id;
+        self.store.call(move |s| s.mark_stopped(id, "")).await?;
+        Metrics::inc(&self.metrics.turns_stopped);
+        if let Some(shown) = sign {
+            let surface = self.surface.clone();
+            tokio::spawn(async move {
+                let _ = shown.await;
+                surface.working(&to, false).await
+            });
+        }
+        info!(inbox = id, "the person stopped the turn");
         Ok(())
     }
 
@@ -555,6 +601,30 @@ impl Drop for WorkerGuard {
         if r.workers.fetch_sub(1, Ordering::SeqCst) == 1 {
             r.idle.notify_waiters();
         }
+    }
+}
+
+/// A conversation's running turn, registered for the stop button for as long as it lives.
+struct Running<'a> {
+    map: &'a Mutex<HashMap<String, Arc<Notify>>>,
+    key: &'a str,
+}
+
+impl<'a> Running<'a> {
+    fn new(map: &'a Mutex<HashMap<String, Arc<Notify>>>, key: &'a str, stop: Arc<Notify>) -> Self {
+        map.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key.to_string(), stop);
+        Running { map, key }
+    }
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.map
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(self.key);
     }
 }
 

@@ -396,7 +396,9 @@ async fn web_api(
     }
     {
         let mut inner = s.inner.lock().unwrap();
-        inner.calls.push((method.clone(), args.clone(), auth.clone()));
+        inner
+            .calls
+            .push((method.clone(), args.clone(), auth.clone()));
         inner.call_times.push(Instant::now());
     }
     if !s.up.load(Ordering::SeqCst) {
