@@ -6,6 +6,10 @@
 //! leaving the fake Slack to its reply arriving there (this includes the fake model's HTTP
 //! round trip, so it is an upper bound on anima's own overhead), and the daemon's idle and
 //! peak resident memory.
+//!
+//! With `ANIMA_LOAD_STREAM=1`, replies may stream (`[llm] stream` on, each message in a DM
+//! thread): the same figures with the workspace's stream budget in play (most replies then
+//! go whole, as the budget allows about 20 streams a minute), and the stream calls counted.
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -72,7 +76,28 @@ fn bucket_bound(buckets: &[(f64, u64)], p: f64) -> String {
 fn main() {
     let (model, slack) = (FakeModel::start(), FakeSlack::start());
     model.echo();
-    let home = home(&model, &slack, "socket", "[pipeline]\nmemory_window = 20\n");
+    let stream = std::env::var_os("ANIMA_LOAD_STREAM").is_some();
+    let home = if stream {
+        support::Home::new(
+            "anthropic",
+            &model.url(),
+            &format!(
+                "stream = true\n\n[slack]\nmode = \"socket\"\napi_base_url = \"{}\"\n\n[http]\nlisten = \"127.0.0.1:0\"\n\n[pipeline]\nmemory_window = 20\n",
+                slack.api_url()
+            ),
+        )
+    } else {
+        home(&model, &slack, "socket", "[pipeline]\nmemory_window = 20\n")
+    };
+    // A DM thread's message may be answered by a stream; a top-level one never is.
+    let event = |t: usize, m: usize, text: &str| {
+        let mut ev = json!({"type":"message","channel":format!("D{t:04}"),"user":format!("U{t}"),"text":text,
+                            "ts":format!("1700000000.{:06}", m + 1),"channel_type":"im"});
+        if stream {
+            ev["thread_ts"] = json!("1690000000.000001");
+        }
+        ev
+    };
 
     let started = Instant::now();
     let d = Daemon::start_env(&home, &[("ANIMA_LOG", "anima=warn,anima::daemon=info")]);
@@ -88,13 +113,12 @@ fn main() {
     for m in 0..MESSAGES {
         for t in 0..THREADS {
             let text = format!("t{t} m{m}");
-            let ev = json!({"type":"message","channel":format!("D{t:04}"),"user":format!("U{t}"),"text":text,
-                            "ts":format!("1700000000.{:06}", m + 1),"channel_type":"im"});
-            slack.send_event(ev, &format!("E{t}-{m}"), 0);
+            slack.send_event(event(t, m, &text), &format!("E{t}-{m}"), 0);
             sent.push((format!("echo: {text}"), Instant::now()));
         }
     }
-    slack.wait(300, "every reply", |s| s.posts().len() >= total);
+    let done = |s: &FakeSlack| s.posts().iter().filter(|p| !p.streaming).count();
+    slack.wait(300, "every reply", |s| done(s) >= total);
     let elapsed = run.elapsed();
 
     let burst_latencies = latencies(&slack, &sent);
@@ -108,15 +132,13 @@ fn main() {
     for i in 0..500 {
         let (t, m) = (i % THREADS, MESSAGES + i / THREADS);
         let text = format!("t{t} m{m}");
-        let ev = json!({"type":"message","channel":format!("D{t:04}"),"user":format!("U{t}"),"text":text,
-                        "ts":format!("1700000000.{:06}", m + 1),"channel_type":"im"});
-        slack.send_event(ev, &format!("P{t}-{m}"), 0);
+        slack.send_event(event(t, m, &text), &format!("P{t}-{m}"), 0);
         paced.push((format!("echo: {text}"), Instant::now()));
         next += pace;
         std::thread::sleep(next.saturating_duration_since(Instant::now()));
     }
     slack.wait(120, "the paced replies", |s| {
-        s.posts().len() >= total + 500 + duplicates
+        done(s) >= total + 500 + duplicates
     });
     let paced_latencies = latencies(&slack, &paced);
     let after = overhead_buckets(&d);
@@ -127,7 +149,8 @@ fn main() {
         .collect();
     let peak_rss = rss_kb(pid, "VmHWM:");
 
-    println!("anima run, {THREADS} threads × {MESSAGES} messages, zero-latency model, loopback");
+    let streamed = if stream { ", replies may stream" } else { "" };
+    println!("anima run, {THREADS} threads × {MESSAGES} messages, zero-latency model, loopback{streamed}");
     println!(
         "start → connected        {:>8.0} ms",
         connected.as_secs_f64() * 1e3
@@ -169,4 +192,17 @@ fn main() {
         "peak RSS                 {:>8.1} MB",
         peak_rss as f64 / 1024.0
     );
+    if stream {
+        let span = run.elapsed().as_secs_f64() / 60.0;
+        let n = |m: &str| slack.calls(m).len();
+        println!(
+            "stream calls             start {} / append {} / stop {} / update {} in {:.1} min (429s: {})",
+            n("chat.startStream"),
+            n("chat.appendStream"),
+            n("chat.stopStream"),
+            n("chat.update"),
+            span,
+            d.log().matches("rate limited").count()
+        );
+    }
 }

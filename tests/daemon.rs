@@ -58,9 +58,10 @@ fn a_mention_gets_one_reply_in_its_thread_with_the_dialogue_only() {
     assert_eq!(posts[0].channel, "C0LAN2Q65");
     assert_eq!(posts[0].thread_ts.as_deref(), Some("1515449522.000016"));
     assert_eq!(
-        posts[0].text, "The river is *fine*, thanks.",
-        "mrkdwn, external dialogue only"
+        posts[0].text, "The river is **fine**, thanks.",
+        "Markdown for Slack to render, external dialogue only"
     );
+    assert!(posts[0].markdown, "sent as markdown_text");
     assert!(!posts[0].text.contains("Thinking about"));
     assert!(slack.acks().contains(&env), "the envelope was acknowledged");
     slack.wait(5, "the working sign to go", |s| {

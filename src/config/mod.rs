@@ -91,6 +91,8 @@ pub struct SlackConfig {
     pub allowed_users: Vec<String>,
     pub reply_to_bots: bool,
     pub allow_broadcast: bool,
+    /// Stream replies into one message as they are written (needs `[llm] stream`).
+    pub stream_replies: bool,
     pub max_concurrent_turns: usize,
 }
 
@@ -413,6 +415,7 @@ fn validate(
             allowed_users: raw.slack.allowed_users,
             reply_to_bots: raw.slack.reply_to_bots,
             allow_broadcast: raw.slack.allow_broadcast,
+            stream_replies: raw.slack.stream_replies,
             max_concurrent_turns: raw.slack.max_concurrent_turns,
         },
         shutdown_grace_secs: raw.daemon.shutdown_grace_secs,

@@ -133,6 +133,7 @@ pub struct RawSlack {
     pub allowed_users: Vec<String>,
     pub reply_to_bots: bool,
     pub allow_broadcast: bool,
+    pub stream_replies: bool,
     pub max_concurrent_turns: usize,
 }
 
@@ -145,6 +146,7 @@ impl Default for RawSlack {
             allowed_users: Vec::new(),
             reply_to_bots: false,
             allow_broadcast: false,
+            stream_replies: true,
             max_concurrent_turns: 8,
         }
     }

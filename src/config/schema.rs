@@ -117,6 +117,7 @@ pub(super) const KEYS: &[Key] = &[
     key("slack", "allowed_users", Kind::TextList),
     key("slack", "reply_to_bots", Kind::Bool),
     key("slack", "allow_broadcast", Kind::Bool),
+    key("slack", "stream_replies", Kind::Bool),
     key("slack", "max_concurrent_turns", whole(1, I64)),
     key(
         "daemon",

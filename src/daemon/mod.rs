@@ -167,6 +167,7 @@ pub async fn run(config: Arc<Config>) -> Result<(), DaemonError> {
         slack.clone(),
         bot.clone(),
         config.slack.allow_broadcast,
+        config.slack.stream_replies && config.llm.stream,
     ));
     let router = Router::new(
         engine.clone(),

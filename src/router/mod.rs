@@ -14,6 +14,7 @@
 //!
 //! Knows nothing of Slack: addresses are the surface's own text.
 
+pub mod stream;
 pub mod surface;
 
 use std::collections::{HashMap, HashSet};
@@ -30,7 +31,8 @@ use crate::engine::{Engine, EngineError, Message, Newer, Perception, Quiet};
 use crate::memory::inbox::MAX_ATTEMPTS;
 use crate::memory::{now_ms, now_us, Inbound, InboxItem, InboxStatus, Intake, Store, StoreError};
 use crate::metrics::Metrics;
-pub use surface::{Address, Part, PartMark, Surface, Undeliverable};
+use stream::{Streamed, Streamer};
+pub use surface::{Address, Appended, Begun, Part, PartMark, Surface, Undeliverable};
 
 /// What a person is told when their message could not be answered after every attempt.
 pub const FAILED_REPLY: &str =
@@ -322,6 +324,9 @@ impl Router {
         // anima stopped: that part is looked for before it is delivered.
         let maybe_delivered = item.status == InboxStatus::Replying;
         let mut model_us = 0;
+        // All that streamed into the reply's message in this pick-up, every piece known to
+        // have arrived.
+        let mut live: Option<String> = None;
         // The working sign is shown and cleared off the reply's path: never awaited before
         // the model call or the delivery.
         let mut sign = None;
@@ -339,6 +344,17 @@ impl Router {
                 async move { surface.working(&at, true).await },
             ));
             let name = self.surface.speaker_name(&item.user_id).await;
+            // A row whose reply already began streaming (before a restart) is not streamed
+            // again: its reply goes into that message when it is fixed.
+            let streamer = (item.stream_ref.is_none() && self.surface.streams(&to)).then(|| {
+                Streamer::start(
+                    self.surface.clone(),
+                    self.store.clone(),
+                    item.id,
+                    to.clone(),
+                    item.user_id.clone(),
+                )
+            });
             let stop = Arc::new(Notify::new());
             let running = Running::new(&self.running, &item.conversation, stop.clone());
             let perception = Perception::Message(Message {
@@ -349,22 +365,35 @@ impl Router {
                 source: Some(item.source()),
                 inbox_id: Some(item.id),
                 newer: Some(self.newer_than(&item)),
-                speech: None,
+                speech: streamer.as_ref().map(Streamer::speech),
             });
             let result = tokio::select! {
                 result = self.engine.perceive(&perception) => Some(result),
                 _ = stop.notified() => None,
             };
+            drop(perception);
             drop(running);
             drop(in_flight);
             drop(permit);
-            let Some(result) = result else {
-                return self.stopped(&item, sign, to).await;
+            let streamed = match streamer {
+                Some(s) => s.end().await,
+                None => Streamed::default(),
             };
-            let outcome = result?;
+            if let Some(r) = &streamed.reference {
+                item.stream_ref = Some(r.clone());
+            }
+            let Some(result) = result else {
+                return self.stopped(&item, &streamed, sign, to).await;
+            };
+            let mut outcome = result?;
             model_us = outcome.model_us;
             if outcome.error.is_some() {
                 Metrics::inc(&self.metrics.turns_failed);
+                // What the person saw stays; the apology follows it in the same message.
+                let said = streamed.said();
+                if streamed.reference.is_some() && !said.trim().is_empty() {
+                    outcome.reply = format!("{}\n\n{}", said.trim_end(), outcome.reply);
+                }
                 let (id, reply) = (item.id, outcome.reply.clone());
                 self.store
                     .call(move |s| s.set_inbox_reply(id, &reply))
@@ -375,14 +404,18 @@ impl Router {
             // The turn's transaction (or set_inbox_reply) fixed exactly this reply.
             item.reply = Some(outcome.reply);
             item.status = InboxStatus::Replying;
+            live = streamed.shown.filter(|_| streamed.reference.is_some());
         }
 
         let reply = item.reply.clone().unwrap_or_default();
         // Tests arm this to prove that a panic here cannot wedge the conversation.
         crate::failpoint::panic_if("reply", reply.contains('\u{1F4A5}'));
-        let parts = self
-            .deliver(&to, &reply, Some((&item, maybe_delivered)))
-            .await?;
+        let row = Row {
+            item: &item,
+            maybe_delivered,
+            live: live.as_deref(),
+        };
+        let parts = self.deliver(&to, &reply, Some(row)).await?;
         if let Some(shown) = sign {
             let (surface, at) = (self.surface.clone(), to);
             tokio::spawn(async move {
@@ -401,11 +434,17 @@ impl Router {
     async fn stopped(
         &self,
         item: &InboxItem,
+        streamed: &Streamed,
         sign: Option<tokio::task::JoinHandle<()>>,
         to: Address,
     ) -> anyhow::Result<()> {
-        let id = item.id;
-        self.store.call(move |s| s.mark_stopped(id, "")).await?;
+        if let Some(reference) = &item.stream_ref {
+            self.surface
+                .halt_stream(&to, reference, &streamed.pending)
+                .await;
+        }
+        let (id, said) = (item.id, streamed.said());
+        self.store.call(move |s| s.mark_stopped(id, &said)).await?;
         Metrics::inc(&self.metrics.turns_stopped);
         if let Some(shown) = sign {
             let surface = self.surface.clone();
@@ -445,7 +484,7 @@ impl Router {
         &self,
         to: &Address,
         reply: &str,
-        row: Option<(&InboxItem, bool)>,
+        row: Option<Row<'_>>,
     ) -> anyhow::Result<usize> {
         // An empty reply says nothing: a message that a newer one in its conversation
         // interrupted is answered by that one's reply.
@@ -454,26 +493,43 @@ impl Router {
         } else {
             self.surface.parts(reply)
         };
-        let (skip, mut maybe_delivered) = row.map_or((0, false), |(r, maybe)| {
-            (r.parts_posted.max(0) as usize, maybe)
+        let (skip, mut maybe_delivered) = row.map_or((0, false), |r| {
+            (r.item.parts_posted.max(0) as usize, r.maybe_delivered)
         });
+        // The first part goes into the message the reply streamed into, if it began one.
+        let stream_ref = row.and_then(|r| r.item.stream_ref.as_deref());
+        if let (Some(reference), true) = (stream_ref, parts.is_empty()) {
+            // Nothing to say after all (a newer message took over): it ends as it stands.
+            self.surface.halt_stream(to, reference, "").await;
+        }
         let mut finished = false;
+        let mut streamed = false;
         'parts: for (i, text) in parts.iter().enumerate().skip(skip) {
             let mut wait = Duration::from_secs(1);
             loop {
                 let part = Part {
                     text,
-                    mark: row.map(|(r, _)| PartMark {
-                        row: r.id,
+                    mark: row.map(|r| PartMark {
+                        row: r.item.id,
                         part: i + 1,
                     }),
                     maybe_delivered,
                 };
-                match self.surface.deliver(to, part).await {
+                let delivered = match stream_ref.filter(|_| i == 0) {
+                    Some(reference) => {
+                        // All that streamed, if it is known to have arrived (never after a
+                        // failed attempt to finish: that may have added to it).
+                        let live = row.and_then(|r| r.live).filter(|_| !maybe_delivered);
+                        streamed = true;
+                        self.surface.finish_stream(to, reference, live, part).await
+                    }
+                    None => self.surface.deliver(to, part).await,
+                };
+                match delivered {
                     Ok(reference) => {
                         maybe_delivered = false;
                         Metrics::inc(&self.metrics.replies_posted);
-                        if let Some((r, _)) = row {
+                        if let Some(Row { item: r, .. }) = row {
                             let (id, last) = (r.id, i + 1 == parts.len());
                             self.store
                                 .call(move |s| {
@@ -507,14 +563,15 @@ impl Router {
             }
         }
         if finished || row.is_none() {
+            let mode = if streamed { "streamed" } else { "whole" };
             Metrics::inc(
                 &self
                     .metrics
                     .replies
-                    .get_or_create(&crate::metrics::ReplyLabels { mode: "whole" }),
+                    .get_or_create(&crate::metrics::ReplyLabels { mode }),
             );
         }
-        if let (Some((r, _)), false) = (row, finished) {
+        if let (Some(Row { item: r, .. }), false) = (row, finished) {
             // Refused, or nothing (more) to deliver: the row is done all the same.
             let id = r.id;
             self.store.call(move |s| s.mark_done(id)).await?;
@@ -559,6 +616,16 @@ impl Router {
         let (surface, at) = (self.surface.clone(), address(item));
         tokio::spawn(async move { surface.working(&at, false).await });
     }
+}
+
+/// The inbox row a reply answers, as delivery sees it.
+#[derive(Clone, Copy)]
+struct Row<'a> {
+    item: &'a InboxItem,
+    /// A part may have been delivered before this pick-up: look for it first.
+    maybe_delivered: bool,
+    /// All that streamed into the reply's message during this pick-up.
+    live: Option<&'a str>,
 }
 
 fn address(item: &InboxItem) -> Address {

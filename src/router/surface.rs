@@ -44,6 +44,29 @@ pub enum Undeliverable {
     Unavailable(String),
 }
 
+/// What became of the first words of a streamed reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Begun {
+    /// The message exists: its reference, and how many bytes of the text it took.
+    Started { reference: String, took: usize },
+    /// Nothing can be shown yet (the text so far may still become markup): more text first.
+    Wait,
+    /// Not streamed (the surface's budget is spent, or it refused): the reply goes whole.
+    Whole,
+}
+
+/// What became of more words for a streamed reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Appended {
+    /// Shown: this many bytes of the text were taken.
+    Took(usize),
+    /// Not now (the budget): keep the text and offer it later.
+    Later,
+    /// The stream broke (expired, stopped, refused, or the outcome is unknown): nothing more
+    /// is added; the message is rewritten with the final text when the turn ends.
+    Broken,
+}
+
 pub trait Surface: Send + Sync {
     /// Shows (`on`) or clears the sign that the soul is working on the message at `at`.
     /// A courtesy: it never fails a reply.
@@ -62,4 +85,54 @@ pub trait Surface: Send + Sync {
         to: &'a Address,
         part: Part<'a>,
     ) -> BoxFuture<'a, Result<String, Undeliverable>>;
+
+    /// Whether a reply to `to` may be streamed now.
+    fn streams(&self, _to: &Address) -> bool {
+        false
+    }
+
+    /// Begins a streamed reply to `to` (for `recipient`) with the start of `text`.
+    fn begin_stream<'a>(
+        &'a self,
+        _to: &'a Address,
+        _recipient: &'a str,
+        _text: &'a str,
+    ) -> BoxFuture<'a, Begun> {
+        Box::pin(async { Begun::Whole })
+    }
+
+    /// Adds the start of `text` to the streamed message `reference`.
+    fn append_stream<'a>(
+        &'a self,
+        _to: &'a Address,
+        _reference: &'a str,
+        _text: &'a str,
+    ) -> BoxFuture<'a, Appended> {
+        Box::pin(async { Appended::Broken })
+    }
+
+    /// Ends the streamed message `reference` so that it reads `part` (the reply's first part,
+    /// in this surface's format) and returns its reference. `shown`: all the text it was given
+    /// while streaming, when every piece arrived in this process; `None` when the stream
+    /// broke or began before a restart (the message is then rewritten whole).
+    fn finish_stream<'a>(
+        &'a self,
+        _to: &'a Address,
+        reference: &'a str,
+        _shown: Option<&'a str>,
+        _part: Part<'a>,
+    ) -> BoxFuture<'a, Result<String, Undeliverable>> {
+        Box::pin(async move { Ok(reference.to_string()) })
+    }
+
+    /// Ends the streamed message `reference` as it stands, with `rest` added (the person
+    /// stopped the turn). A courtesy: it never fails.
+    fn halt_stream<'a>(
+        &'a self,
+        _to: &'a Address,
+        _reference: &'a str,
+        _rest: &'a str,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(async {})
+    }
 }

@@ -28,6 +28,8 @@ pub struct BotIdentity {
     pub user_id: String,
     pub bot_id: Option<String>,
     pub team: String,
+    /// The workspace's id (a stream in a channel names its recipient's team).
+    pub team_id: String,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -78,7 +80,7 @@ pub struct PostMark {
 }
 
 impl PostMark {
-    fn metadata(self) -> SlackMessageMetadata {
+    pub(super) fn metadata(self) -> SlackMessageMetadata {
         SlackMessageMetadata {
             event_type: REPLY_EVENT_TYPE.to_string(),
             event_payload: Some(
@@ -115,8 +117,8 @@ pub struct Outgoing<'a> {
 }
 
 pub struct SlackApi {
-    client: Arc<SlackHyperClient>,
-    bot_token: SlackApiToken,
+    pub(super) client: Arc<SlackHyperClient>,
+    pub(super) bot_token: SlackApiToken,
     names: Mutex<HashMap<String, (String, Instant)>>,
     warned: Mutex<std::collections::HashSet<String>>,
     metrics: Option<Arc<Metrics>>,
@@ -147,7 +149,7 @@ pub fn connector(api_base_url: &str) -> SlackClientHyperHttpsConnector {
 }
 
 /// Slack error codes that say "not now" rather than "never".
-fn transient(code: &str) -> bool {
+pub(super) fn transient(code: &str) -> bool {
     matches!(
         code,
         "internal_error"
@@ -196,7 +198,7 @@ impl SlackApi {
         self
     }
 
-    async fn timed<T>(
+    pub(super) async fn timed<T>(
         &self,
         method: &'static str,
         fut: impl std::future::Future<Output = ClientResult<T>>,
@@ -237,6 +239,7 @@ impl SlackApi {
             user_id: r.user_id.to_string(),
             bot_id: r.bot_id.map(|b| b.to_string()),
             team: r.team,
+            team_id: r.team_id.to_string(),
         })
     }
 
@@ -327,7 +330,7 @@ impl SlackApi {
             let req = SlackApiChatPostMessageRequest::new(
                 SlackChannelId::new(out.channel.to_string()),
                 SlackMessageContent::new()
-                    .with_text(out.text.to_string())
+                    .with_markdown_text(out.text.to_string())
                     .opt_metadata(out.mark.map(PostMark::metadata)),
             )
             .opt_thread_ts(out.thread_ts.map(|t| SlackTs::new(t.to_string())));
@@ -445,6 +448,21 @@ impl SlackApi {
                 }
             })
             .map(|m| m.origin.ts.to_string()))
+    }
+
+    /// Logs a failure that degrades a courtesy (a stream, a sign): a warning the first time
+    /// for its method and code, then at debug, so a missing scope does not fill the log.
+    pub(super) fn warn_once(&self, e: &SlackError, what: &str) {
+        let first = self
+            .warned
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(e.to_string());
+        if first {
+            warn!(error = %e, "{what} (further failures like this at debug)");
+        } else {
+            debug!(error = %e, "{what}");
+        }
     }
 
     /// Shows that the soul is working: a reaction on the message, or the assistant status.

@@ -233,6 +233,7 @@ mod tests {
             user_id: "UBOT".into(),
             bot_id: Some("BBOT".into()),
             team: "T".into(),
+            team_id: "T1".into(),
         }
     }
 

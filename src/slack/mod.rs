@@ -1,17 +1,19 @@
 //! Slack: both doors events come in by (Socket Mode in `socket`, the Events API route with
 //! its signature check in `events`), the rules of what is answered (`intake`), and replies out
-//! (`out`, the router's surface: mrkdwn, posting once, the working sign).
+//! (`out`, the router's surface: Markdown, posting once or streaming, the working sign).
 //!
 //! `Gate` is where every event enters: decide, hand the message to the router (which records
 //! it durably before Slack is acknowledged). Knows nothing about prompts or models.
 
 pub mod api;
+pub mod budget;
 pub mod events;
 pub mod intake;
-pub mod mrkdwn;
+pub mod markdown;
 pub mod out;
 pub mod signature;
 pub mod socket;
+pub mod stream;
 
 use std::sync::Arc;
 
@@ -143,7 +145,7 @@ impl Gate {
                 admin::Parsed::NotACommand => return Ok(()),
             }
         };
-        for part in mrkdwn::render(&answer, false, mrkdwn::MESSAGE_LIMIT) {
+        for part in markdown::render(&answer, false, markdown::MESSAGE_LIMIT) {
             let out = api::Outgoing {
                 channel: &m.channel,
                 thread_ts: m.reply_thread_ts.as_deref(),

@@ -1,17 +1,26 @@
 //! Replies out: the router's `Surface`, implemented with Slack's Web API. An address is a
 //! small JSON object (channel, the message's ts, the thread to answer in) that only this
 //! module writes and reads; an assistant thread's note makes the working sign a status.
+//!
+//! Replies are Markdown (`markdown_text`). A reply in a thread may stream into one message
+//! (`[slack] stream_replies` with `[llm] stream`): begun only within the workspace's stream
+//! budget and where Slack has not refused streams lately (otherwise the reply goes whole),
+//! ended with the rest of the text, or rewritten in place with chat.update when what
+//! streamed is not how the reply ends.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 use serde::{Deserialize, Serialize};
-use tracing::warn;
+use tracing::{debug, info, warn};
 
-use super::api::{BotIdentity, Outgoing, PostMark, SlackApi};
-use super::mrkdwn;
-use crate::router::{Address, Part, Surface, Undeliverable};
+use super::api::{BotIdentity, Outgoing, PostMark, SlackApi, SlackError};
+use super::budget::{Budget, Kind, Refusals};
+use super::markdown;
+use super::stream::StreamAt;
+use crate::router::{Address, Appended, Begun, Part, Surface, Undeliverable};
 
 /// The note on an assistant thread.
 pub const ASSISTANT: &str = "assistant";
@@ -40,16 +49,83 @@ pub struct SlackSurface {
     api: Arc<SlackApi>,
     bot: BotIdentity,
     allow_broadcast: bool,
+    /// Replies may stream (`[slack] stream_replies` with `[llm] stream`).
+    stream: bool,
+    budget: Mutex<Budget>,
+    refusals: Mutex<Refusals>,
 }
 
 impl SlackSurface {
-    pub fn new(api: Arc<SlackApi>, bot: BotIdentity, allow_broadcast: bool) -> Self {
+    pub fn new(api: Arc<SlackApi>, bot: BotIdentity, allow_broadcast: bool, stream: bool) -> Self {
         SlackSurface {
             api,
             bot,
             allow_broadcast,
+            stream,
+            budget: Mutex::new(Budget::new(Instant::now())),
+            refusals: Mutex::new(Refusals::default()),
         }
     }
+
+    fn budget(&self) -> std::sync::MutexGuard<'_, Budget> {
+        self.budget.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn refusals(&self) -> std::sync::MutexGuard<'_, Refusals> {
+        self.refusals.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Slack said no to a stream call: a 429 spends the method's budget; a refusal of a start
+    /// is remembered for that kind of conversation.
+    fn refused(&self, e: &SlackError, channel: &str, starting: bool) {
+        let now = Instant::now();
+        match e {
+            SlackError::RateLimited { method, .. } => self.rate_limited(method, now),
+            SlackError::Api { method, code } if code == "ratelimited" || code == "rate_limited" => {
+                self.rate_limited(method, now)
+            }
+            SlackError::Api { code, .. } if starting && !super::api::transient(code) => {
+                self.refusals().note(channel, code, now)
+            }
+            _ => {}
+        }
+        self.api.warn_once(e, "a streamed reply fell back");
+    }
+
+    fn rate_limited(&self, method: &str, now: Instant) {
+        let mut budget = self.budget();
+        match method {
+            "chat.appendStream" => budget.append.drain(now),
+            "chat.stopStream" => budget.stop.drain(now),
+            _ => budget.start.drain(now),
+        }
+    }
+
+    /// Rewrites a streamed message to read `text`: chat.update, after stopping the stream if
+    /// Slack says it still runs.
+    async fn rewrite(
+        &self,
+        channel: &str,
+        ts: &str,
+        text: &str,
+        mark: Option<PostMark>,
+    ) -> Result<(), SlackError> {
+        match self.api.update(channel, ts, text, mark).await {
+            Err(SlackError::Api { code, .. }) if code == "streaming_state_conflict" => {
+                if let Err(e) = self.api.stop_stream(channel, ts, "", None, None).await {
+                    debug!(error = %e, "the stream did not stop before its rewrite");
+                }
+                self.api.update(channel, ts, text, mark).await
+            }
+            other => other,
+        }
+    }
+}
+
+/// A slice of `text` the stream can take now: its released prefix, unless that is blank.
+fn releasable(text: &str) -> Option<usize> {
+    let n = markdown::ready(text);
+    (!text[..n].trim().is_empty()).then_some(n)
 }
 
 impl Surface for SlackSurface {
@@ -72,7 +148,7 @@ impl Surface for SlackSurface {
     }
 
     fn parts(&self, reply: &str) -> Vec<String> {
-        mrkdwn::render(reply, self.allow_broadcast, mrkdwn::MESSAGE_LIMIT)
+        markdown::render(reply, self.allow_broadcast, markdown::MESSAGE_LIMIT)
     }
 
     fn deliver<'a>(
@@ -108,6 +184,168 @@ impl Surface for SlackSurface {
                         Undeliverable::Refused(e.to_string())
                     }
                 })
+        }
+        .boxed()
+    }
+
+    fn streams(&self, to: &Address) -> bool {
+        let Some(a) = SlackAddress::decode(to) else {
+            return false;
+        };
+        // A stream is always a reply in a thread: a top-level DM is answered whole.
+        self.stream
+            && a.thread_ts.is_some()
+            && self
+                .refusals()
+                .refused(&a.channel, Instant::now())
+                .is_none()
+    }
+
+    fn begin_stream<'a>(
+        &'a self,
+        to: &'a Address,
+        recipient: &'a str,
+        text: &'a str,
+    ) -> BoxFuture<'a, Begun> {
+        async move {
+            let Some(a) = SlackAddress::decode(to) else {
+                return Begun::Whole;
+            };
+            let Some(thread_ts) = a.thread_ts.as_deref() else {
+                return Begun::Whole;
+            };
+            let Some(n) = releasable(text) else {
+                return Begun::Wait;
+            };
+            if !self.budget().begin(Instant::now()) {
+                info!("the workspace's stream budget is spent; this reply goes whole");
+                return Begun::Whole;
+            }
+            let at = StreamAt {
+                channel: &a.channel,
+                thread_ts,
+                recipient: (Kind::of(&a.channel) != Kind::Dm)
+                    .then_some((recipient, self.bot.team_id.as_str())),
+            };
+            let first = markdown::neutralise(&text[..n], self.allow_broadcast);
+            match self.api.start_stream(at, &first).await {
+                Ok(ts) => Begun::Started {
+                    reference: ts,
+                    took: n,
+                },
+                Err(e) => {
+                    self.refused(&e, &a.channel, true);
+                    Begun::Whole
+                }
+            }
+        }
+        .boxed()
+    }
+
+    fn append_stream<'a>(
+        &'a self,
+        to: &'a Address,
+        reference: &'a str,
+        text: &'a str,
+    ) -> BoxFuture<'a, Appended> {
+        async move {
+            let Some(a) = SlackAddress::decode(to) else {
+                return Appended::Broken;
+            };
+            let n = markdown::ready(text);
+            if n == 0 {
+                return Appended::Later;
+            }
+            if !self.budget().append.take(Instant::now()) {
+                return Appended::Later;
+            }
+            let more = markdown::neutralise(&text[..n], self.allow_broadcast);
+            match self.api.append_stream(&a.channel, reference, &more).await {
+                Ok(()) => Appended::Took(n),
+                // A 429 was not taken: the text is offered again later.
+                Err(e @ SlackError::RateLimited { .. }) => {
+                    self.refused(&e, &a.channel, false);
+                    Appended::Later
+                }
+                Err(e) => {
+                    // Expired, stopped, refused, or unknown: never sent again.
+                    self.refused(&e, &a.channel, false);
+                    Appended::Broken
+                }
+            }
+        }
+        .boxed()
+    }
+
+    fn finish_stream<'a>(
+        &'a self,
+        to: &'a Address,
+        reference: &'a str,
+        shown: Option<&'a str>,
+        part: Part<'a>,
+    ) -> BoxFuture<'a, Result<String, Undeliverable>> {
+        async move {
+            let Some(a) = SlackAddress::decode(to) else {
+                return Err(Undeliverable::Refused(format!(
+                    "not a Slack address: {}",
+                    to.text
+                )));
+            };
+            let mark = part.mark.map(|m| PostMark {
+                inbox: m.row,
+                part: m.part,
+            });
+            // What streamed is how the reply begins: the stop adds the rest.
+            let rest = shown
+                .map(|s| markdown::neutralise(s, self.allow_broadcast))
+                .and_then(|s| part.text.strip_prefix(s.as_str()).map(str::to_string));
+            if let Some(rest) = rest {
+                match self
+                    .api
+                    .stop_stream(&a.channel, reference, &rest, mark, None)
+                    .await
+                {
+                    Ok(()) => return Ok(reference.to_string()),
+                    // Its outcome is unknown or it failed (an expired stream): the message is
+                    // rewritten whole, which is right whatever the stop did.
+                    Err(e) => debug!(error = %e, "the stream did not stop; rewriting the message"),
+                }
+            }
+            match self.rewrite(&a.channel, reference, part.text, mark).await {
+                Ok(()) => Ok(reference.to_string()),
+                Err(e) => {
+                    warn!(error = %e, "the streamed message was not rewritten yet");
+                    let conflict =
+                        matches!(&e, SlackError::Api { code, .. } if code == "streaming_state_conflict");
+                    if e.is_temporary() || conflict {
+                        Err(Undeliverable::Unavailable(e.to_string()))
+                    } else {
+                        Err(Undeliverable::Refused(e.to_string()))
+                    }
+                }
+            }
+        }
+        .boxed()
+    }
+
+    fn halt_stream<'a>(
+        &'a self,
+        to: &'a Address,
+        reference: &'a str,
+        rest: &'a str,
+    ) -> BoxFuture<'a, ()> {
+        async move {
+            let Some(a) = SlackAddress::decode(to) else {
+                return;
+            };
+            let rest = markdown::neutralise(rest, self.allow_broadcast);
+            if let Err(e) = self
+                .api
+                .stop_stream(&a.channel, reference, &rest, None, None)
+                .await
+            {
+                debug!(error = %e, "the stopped turn's stream did not stop (it may have already)");
+            }
         }
         .boxed()
     }

@@ -13,7 +13,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
@@ -42,6 +42,13 @@ pub enum Script {
     Hang,
     /// Answers this text after a delay.
     Delay(u64, String),
+    /// Streamed: the first piece `first_ms` after the request, the others every `every_ms`
+    /// (Anthropic only). When the first piece leaves is recorded (`first_pieces`).
+    Paced {
+        pieces: Vec<String>,
+        first_ms: u64,
+        every_ms: u64,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -117,6 +124,8 @@ struct Inner {
     /// apart from conversation turns, so a test's turn script is not spent on them.
     state_script: VecDeque<Script>,
     state_recorded: Vec<(String, Recorded)>,
+    /// When the first piece of each `Paced` answer was written.
+    first_pieces: Vec<Instant>,
 }
 
 /// The kind of a cognitive state's call (`wakeup`, `shutdown`, `solitude`), if it is one.
@@ -237,6 +246,11 @@ impl FakeModel {
         self
     }
 
+    /// When the first piece of each `Paced` answer was written, in order.
+    pub fn first_pieces(&self) -> Vec<Instant> {
+        self.inner.lock().unwrap().first_pieces.clone()
+    }
+
     pub fn reply(&self, text: &str) -> &Self {
         self.push(Script::Reply(text.to_string()))
     }
@@ -339,6 +353,12 @@ fn respond(status: u16, headers: &[(&str, String)], body: Body, content_type: &s
     b.body(body).unwrap()
 }
 
+/// `text` in pieces of `n` characters.
+pub fn pieces(text: &str, n: usize) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    chars.chunks(n.max(1)).map(|c| c.iter().collect()).collect()
+}
+
 fn sse(frames: Vec<String>) -> Body {
     Body::from_stream(futures_util::stream::iter(
         frames
@@ -367,6 +387,16 @@ async fn anthropic(
     body: Bytes,
 ) -> Response {
     let script = take(&state, "/v1/messages", &headers, &body);
+    // A request that asks for a stream gets one, whatever the script: a whole answer streams
+    // in pieces of a few characters, as a real model's would.
+    let streamed = serde_json::from_slice::<Value>(&body)
+        .ok()
+        .is_some_and(|b| b["stream"] == Value::Bool(true));
+    let script = match script {
+        Script::Reply(text) if streamed => Script::Stream(pieces(&text, 7)),
+        Script::Delay(ms, text) if streamed => Script::SlowStream(pieces(&text, 7), ms / 8),
+        other => other,
+    };
     let model = "claude-test";
     let simulated = {
         let mut inner = state.lock().unwrap();
@@ -409,6 +439,48 @@ async fn anthropic(
                 move |f| async move {
                     tokio::time::sleep(Duration::from_millis(ms)).await;
                     Ok::<_, Infallible>(Bytes::from(f))
+                },
+            ));
+            respond(200, &[], body, "text/event-stream")
+        }
+        Script::Paced {
+            pieces,
+            first_ms,
+            every_ms,
+        } => {
+            let start = format!(
+                "event: message_start\ndata: {}\n\n",
+                json!({"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","content":[],"model":model,"stop_reason":null,"usage":{"input_tokens":25,"output_tokens":1}}})
+            );
+            let end = [
+                format!(
+                    "event: message_delta\ndata: {}\n\n",
+                    json!({"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":15}})
+                ),
+                "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n".to_string(),
+            ];
+            let frames: Vec<(Option<usize>, String)> = std::iter::once((None, start))
+                .chain(pieces.into_iter().enumerate().map(|(i, p)| {
+                    (Some(i), format!("event: content_block_delta\ndata: {}\n\n", json!({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":p}})))
+                }))
+                .chain(end.into_iter().map(|f| (None, f)))
+                .collect();
+            let state = state.clone();
+            let body = Body::from_stream(futures_util::StreamExt::then(
+                futures_util::stream::iter(frames),
+                move |(i, f)| {
+                    let state = state.clone();
+                    async move {
+                        match i {
+                            Some(0) => {
+                                tokio::time::sleep(Duration::from_millis(first_ms)).await;
+                                state.lock().unwrap().first_pieces.push(Instant::now());
+                            }
+                            Some(_) => tokio::time::sleep(Duration::from_millis(every_ms)).await,
+                            None => {}
+                        }
+                        Ok::<_, Infallible>(Bytes::from(f))
+                    }
                 },
             ));
             respond(200, &[], body, "text/event-stream")
@@ -531,7 +603,7 @@ async fn openai(
             )];
             respond(200, &[], sse(frames), "text/event-stream")
         }
-        Script::Hang | Script::Delay(..) | Script::SlowStream(..) => {
+        Script::Hang | Script::Delay(..) | Script::SlowStream(..) | Script::Paced { .. } => {
             tokio::time::sleep(Duration::from_secs(3600)).await;
             respond(200, &[], Body::empty(), "application/json")
         }

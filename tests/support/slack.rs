@@ -71,6 +71,10 @@ struct Inner {
     call_times: Vec<Instant>,
     /// (method, code) answered once each, in order, before anything else.
     once: VecDeque<(String, String)>,
+    /// Slack's per-minute tiers for the stream methods are enforced (HTTP 429 beyond them).
+    tiers: bool,
+    /// 429s answered because of the tiers.
+    rate_limited: u32,
     post_failures: VecDeque<PostFailure>,
     sockets: Vec<mpsc::UnboundedSender<String>>,
     acks: Vec<String>,
@@ -151,6 +155,17 @@ impl FakeSlack {
     pub fn methods(&self) -> Vec<String> {
         let inner = self.inner.lock().unwrap();
         inner.calls.iter().map(|(m, _, _)| m.clone()).collect()
+    }
+
+    /// Enforces Slack's tiers on the stream methods, per workspace over any 60 s: start and
+    /// stop 20 (Tier 2), append 100 (Tier 4); beyond them, HTTP 429 with Retry-After.
+    pub fn enforce_stream_tiers(&self) {
+        self.inner.lock().unwrap().tiers = true;
+    }
+
+    /// How many 429s the tiers brought.
+    pub fn rate_limited(&self) -> u32 {
+        self.inner.lock().unwrap().rate_limited
     }
 
     /// Makes the next call of `method` (one call) answer `{"ok":false,"error":code}`.
@@ -420,6 +435,32 @@ async fn web_api(
     }
     {
         let mut inner = s.inner.lock().unwrap();
+        let limit = match method.as_str() {
+            "chat.startStream" | "chat.stopStream" => 20,
+            "chat.appendStream" => 100,
+            _ => usize::MAX,
+        };
+        if inner.tiers && limit < usize::MAX {
+            let now = Instant::now();
+            // The calls of this method in the last minute, this one included.
+            let recent = inner
+                .calls
+                .iter()
+                .zip(&inner.call_times)
+                .filter(|((m, _, _), at)| {
+                    *m == method && now.duration_since(**at) < Duration::from_secs(60)
+                })
+                .count();
+            if recent > limit {
+                inner.rate_limited += 1;
+                return Response::builder()
+                    .status(429)
+                    .header("retry-after", "5")
+                    .header("content-type", "application/json; charset=utf-8")
+                    .body(Body::from(r#"{"ok":false,"error":"ratelimited"}"#))
+                    .unwrap();
+            }
+        }
         if let Some(i) = inner.once.iter().position(|(m, _)| *m == method) {
             let (_, code) = inner.once.remove(i).unwrap();
             return ok_false(&code);

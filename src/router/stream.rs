@@ -1,0 +1,163 @@
+//! A reply shown while it is written: the engine's speech goes into a channel, and one task
+//! per reply hands it to the surface: the first words at once (the stream begins and its
+//! reference is stored before anything else, so a crash can never leave a second message),
+//! then more at most every [`APPEND_EVERY`], holding what the surface cannot take yet. The
+//! text that was not shown by the end goes with the final text when the reply is delivered.
+//!
+//! Knows nothing of Slack: the surface decides what a stream is and what it may cost.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tracing::{error, info};
+
+use super::surface::{Address, Appended, Begun, Surface};
+use crate::engine::Speech;
+use crate::memory::Store;
+
+/// The least time between two additions to one streamed message: Slack takes about 100
+/// appends a minute per workspace, shared by every reply being written.
+pub const APPEND_EVERY: Duration = Duration::from_millis(1000);
+
+enum Say {
+    Text(String),
+    End,
+}
+
+/// What a reply's stream came to.
+#[derive(Debug, Default)]
+pub struct Streamed {
+    /// The message the reply streamed into, if it began.
+    pub reference: Option<String>,
+    /// All the text the surface took, when every piece is known to have arrived.
+    pub shown: Option<String>,
+    /// Text said but not shown yet.
+    pub pending: String,
+}
+
+impl Streamed {
+    /// What the person has been told so far, shown or not (for a stopped turn).
+    pub fn said(&self) -> String {
+        format!("{}{}", self.shown.as_deref().unwrap_or(""), self.pending)
+    }
+}
+
+/// One reply's stream, running beside its turn.
+pub struct Streamer {
+    tx: mpsc::UnboundedSender<Say>,
+    task: tokio::task::JoinHandle<Streamed>,
+}
+
+impl Streamer {
+    /// Starts the task for the reply to inbox row `row` at `to`, for `recipient`.
+    pub fn start(
+        surface: Arc<dyn Surface>,
+        store: Arc<Store>,
+        row: i64,
+        to: Address,
+        recipient: String,
+    ) -> Streamer {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let task = tokio::spawn(run(surface, store, row, to, recipient, rx));
+        Streamer { tx, task }
+    }
+
+    /// The engine's speech: each piece of dialogue as it is written.
+    pub fn speech(&self) -> Speech {
+        let tx = self.tx.clone();
+        Speech::new(move |text| {
+            let _ = tx.send(Say::Text(text.to_string()));
+        })
+    }
+
+    /// The turn is over: what the stream came to. Nothing more is shown.
+    pub async fn end(self) -> Streamed {
+        let _ = self.tx.send(Say::End);
+        match self.task.await {
+            Ok(s) => s,
+            Err(e) => {
+                error!(error = %e, "a reply's stream task failed");
+                Streamed::default()
+            }
+        }
+    }
+}
+
+async fn run(
+    surface: Arc<dyn Surface>,
+    store: Arc<Store>,
+    row: i64,
+    to: Address,
+    recipient: String,
+    mut rx: mpsc::UnboundedReceiver<Say>,
+) -> Streamed {
+    let mut s = Streamed {
+        shown: Some(String::new()),
+        ..Streamed::default()
+    };
+    // No stream (the surface said whole) or a broken one: text is only collected.
+    let mut closed = false;
+    let mut next_append = Instant::now();
+    loop {
+        let due = s.reference.is_some() && !closed && !s.pending.is_empty();
+        let say = if due {
+            tokio::select! {
+                say = rx.recv() => say,
+                _ = tokio::time::sleep_until(next_append) => Some(Say::Text(String::new())),
+            }
+        } else {
+            rx.recv().await
+        };
+        match say {
+            Some(Say::Text(t)) => s.pending.push_str(&t),
+            Some(Say::End) | None => break,
+        }
+        if closed || s.pending.is_empty() {
+            continue;
+        }
+        match s.reference.clone() {
+            None => match surface.begin_stream(&to, &recipient, &s.pending).await {
+                Begun::Started { reference, took } => {
+                    take(&mut s, took);
+                    // Stored before anything else happens: whatever follows (a crash, a
+                    // retry), the reply goes into this message.
+                    let r = reference.clone();
+                    if let Err(e) = store.call(move |st| st.set_stream_ref(row, &r)).await {
+                        error!(error = %e, "the stream's message was not recorded");
+                    }
+                    info!(reference = %reference, "reply streaming");
+                    s.reference = Some(reference);
+                    next_append = Instant::now() + APPEND_EVERY;
+                }
+                Begun::Wait => {}
+                Begun::Whole => closed = true,
+            },
+            Some(reference) if Instant::now() >= next_append => {
+                match surface.append_stream(&to, &reference, &s.pending).await {
+                    Appended::Took(n) => {
+                        take(&mut s, n);
+                        next_append = Instant::now() + APPEND_EVERY;
+                    }
+                    Appended::Later => next_append = Instant::now() + APPEND_EVERY / 2,
+                    Appended::Broken => {
+                        s.shown = None;
+                        closed = true;
+                    }
+                }
+            }
+            Some(_) => {}
+        }
+    }
+    s
+}
+
+/// Moves the first `n` bytes of what was said to what was shown.
+fn take(s: &mut Streamed, n: usize) {
+    let n = n.min(s.pending.len());
+    if let Some(shown) = s.shown.as_mut() {
+        shown.push_str(&s.pending[..n]);
+    }
+    s.pending.drain(..n);
+}
