@@ -513,3 +513,57 @@ fn a_missing_scope_on_prompts_warns_once_and_the_conversation_goes_on() {
     assert!(texts.contains(&"echo: hi".to_string()), "{texts:?}");
     assert!(texts.contains(&"echo: hi too".to_string()), "{texts:?}");
 }
+
+#[test]
+fn check_names_every_problem_in_the_assistant_words_with_its_line_and_exits_2() {
+    let model = FakeModel::start();
+    let home = Home::new("anthropic", &model.url(), "");
+    let soul = own_soul(&home);
+    let file = soul.join("assistant.toml");
+    let many: Vec<String> = (0..11).map(|i| format!("\"m{i}\"")).collect();
+    std::fs::write(
+        &file,
+        format!(
+            "greeting = \"\"\nloading_messages = [{}]\n",
+            many.join(", ")
+        ),
+    )
+    .unwrap();
+    let r = home.run(&["check"], "");
+    assert_eq!(r.status, 2, "{}\n{}", r.stdout, r.stderr);
+    let path = file.display().to_string();
+    assert!(
+        r.stdout
+            .contains(&format!("problem: {path}:1: key `greeting`: is empty")),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains(&format!(
+            "problem: {path}:2: key `loading_messages`: has 11"
+        )),
+        "{}",
+        r.stdout
+    );
+    std::fs::write(
+        &file,
+        "[[prompts]]\ntitle = \"Hi\"\nmessage = \"Hello\"\ncolour = \"red\"\n",
+    )
+    .unwrap();
+    let r = home.run(&["check"], "");
+    assert_eq!(r.status, 2);
+    assert!(
+        r.stdout.contains(&format!("problem: {path}:4:")),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("colour"), "{}", r.stdout);
+    std::fs::write(&file, "[[prompts]]\ntitle = \"Hi\"\nmessage = \"Hello\"\n").unwrap();
+    let r = home.run(&["check"], "");
+    assert_eq!(r.status, 0, "{}", r.stdout);
+    assert!(
+        r.stdout.contains("assistant words:") && r.stdout.contains("1 suggested prompt,"),
+        "{}",
+        r.stdout
+    );
+}

@@ -67,10 +67,10 @@ pub async fn run(config_path: Option<&Path>) -> CliResult {
         check_templates(&config.soul_dir, &mut problems, &mut notes);
         match assistant::load(&config.soul_dir) {
             Ok(w) => notes.push(format!(
-                "assistant words: {} ({} prompts, {} loading messages)",
+                "assistant words: {} ({}, {})",
                 w.file.display(),
-                w.prompts.len(),
-                w.loading_messages.len()
+                plural(w.prompts.len() as u64, "suggested prompt"),
+                plural(w.loading_messages.len() as u64, "loading message")
             )),
             Err(found) => problems.extend(found.iter().map(|p| p.to_string())),
         }
