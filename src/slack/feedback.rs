@@ -17,9 +17,11 @@ pub const ACTION_ID: &str = "anima_feedback";
 /// The `block_id` of the block holding them.
 pub const BLOCK_ID: &str = "anima_feedback";
 
-/// The block that carries the feedback buttons, as Slack's `blocks` array (for
-/// `chat.stopStream`, `chat.postMessage` or `chat.update`): positive `good`, negative `bad`.
-pub fn feedback_blocks() -> Value {
+/// The block that carries the feedback buttons, as slack-morphism's type (for
+/// `SlackMessageContent::with_blocks` on `chat.stopStream`, `chat.postMessage` or
+/// `chat.update`): a `context_actions` block holding one `feedback_buttons` element, positive
+/// `good`, negative `bad`.
+pub fn feedback_block() -> SlackBlock {
     let buttons = SlackBlockFeedbackButtonsElement::new(
         SlackFeedbackButtonItem::new("👍".into(), Verdict::Good.as_str().to_string())
             .with_accessibility_label(SlackAccessibilityLabel("Good reply".into())),
@@ -27,10 +29,14 @@ pub fn feedback_blocks() -> Value {
             .with_accessibility_label(SlackAccessibilityLabel("Not helpful".into())),
     )
     .with_action_id(SlackActionId(ACTION_ID.into()));
-    let block: SlackBlock = SlackContextActionsBlock::new(vec![buttons.into()])
+    SlackContextActionsBlock::new(vec![buttons.into()])
         .with_block_id(SlackBlockId(BLOCK_ID.into()))
-        .into();
-    serde_json::to_value(vec![block]).unwrap_or(Value::Null)
+        .into()
+}
+
+/// The same block as Slack's JSON `blocks` array (one block), for a request built by hand.
+pub fn feedback_blocks() -> Value {
+    serde_json::to_value(vec![feedback_block()]).unwrap_or(Value::Null)
 }
 
 /// What a click means.
@@ -151,6 +157,12 @@ mod tests {
         assert_eq!(e["positive_button"]["value"], "good");
         assert_eq!(e["negative_button"]["value"], "bad");
         assert_eq!(e["positive_button"]["text"]["type"], "plain_text");
+        let back: Vec<SlackBlock> = serde_json::from_value(blocks).unwrap();
+        assert_eq!(
+            back,
+            vec![feedback_block()],
+            "round-trips through slack-morphism"
+        );
     }
 
     #[test]

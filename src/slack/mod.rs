@@ -137,6 +137,7 @@ impl Gate {
                         info!(event = %event_id, thread = %c, "the person pressed stop; the turn is stopped")
                     }
                     None => {
+                        Metrics::inc(&self.metrics.events_ignored);
                         debug!(event = %event_id, ?conversations, "a stop for a conversation with no running turn (or another app's); ignored")
                     }
                 }
@@ -169,7 +170,7 @@ impl Gate {
             let after = thread_ts.clone().unwrap_or_else(|| "0.0".into());
             api.open_conversation(&bot, &words, &channel, thread_ts.as_deref(), &after)
                 .await;
-            info!(place = %place, "conversation opened with a greeting");
+            info!(place = %place, "a person opened a conversation; greeted and offered prompts (each a courtesy)");
         });
         Ok(())
     }
