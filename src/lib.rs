@@ -8,7 +8,7 @@
 //! router delivers the reply back through slack's surface. `states` is the soul's cognitive
 //! state (WAKEUP, WORK, PLAY, DREAM, SOLITUDE, SHUTDOWN) as its template shapes it: pure,
 //! carried out by the daemon and the engine. The rest is shared: `config`,
-//! `soul`, `steps`, `metrics`, `telemetry`, `tls`, `failpoint`. `tests/architecture.rs`
+//! `soul` (and `assistant`, its words on assistant surfaces), `steps`, `metrics`, `telemetry`, `tls`, `failpoint`. `tests/architecture.rs`
 //! holds each part to the edges it may have.
 
 pub mod cli;
@@ -27,6 +27,7 @@ pub mod parse;
 pub mod memory;
 pub mod config;
 pub mod soul;
+pub mod assistant;
 pub mod steps;
 pub mod metrics;
 pub mod telemetry;

@@ -77,6 +77,12 @@ pub struct ReplyLabels {
     pub mode: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FeedbackLabels {
+    /// `good` or `bad`.
+    pub value: &'static str,
+}
+
 pub struct Metrics {
     registry: Registry,
     pub events_received: Counter,
@@ -93,6 +99,8 @@ pub struct Metrics {
     pub replies_posted: Counter,
     pub replies: Family<ReplyLabels, Counter>,
     pub replies_undeliverable: Counter,
+    /// Feedback clicks on the soul's replies, recorded, by value.
+    pub feedback: Family<FeedbackLabels, Counter>,
     pub turns_in_flight: Gauge,
     /// Turns that panicked (caught; the message is tried again).
     pub turns_panicked: Counter,
@@ -189,6 +197,12 @@ impl Default for Metrics {
         );
         let replies_undeliverable =
             counter(&mut r, "replies_undeliverable", "Replies Slack refused");
+        let feedback = Family::<FeedbackLabels, Counter>::default();
+        r.register(
+            "feedback",
+            "Feedback clicks on the soul's replies, by value",
+            feedback.clone(),
+        );
         let turns_in_flight = Gauge::default();
         r.register(
             "turns_in_flight",
@@ -332,6 +346,7 @@ impl Default for Metrics {
             replies_posted,
             replies,
             replies_undeliverable,
+            feedback,
             turns_in_flight,
             turns_panicked,
             messages_failed,

@@ -187,6 +187,7 @@ mod tests {
         assert_eq!(
             names,
             [
+                "assistant.toml",
                 "play.md",
                 "skills.md",
                 "soul.md",

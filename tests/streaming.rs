@@ -106,6 +106,9 @@ fn a_mention_streams_into_one_message_that_shows_only_the_dialogue() {
     assert_eq!(start["recipient_team_id"], "T111");
     let stop = &slack.calls("chat.stopStream")[0];
     assert_eq!(stop["metadata"]["event_type"], "anima_reply");
+    let feedback = &p.blocks.as_ref().expect("the final message has blocks")[0];
+    assert_eq!(feedback["type"], "context_actions", "{feedback}");
+    assert_eq!(feedback["elements"][0]["type"], "feedback_buttons");
     // Appends are coalesced: about one a second while the answer is written.
     let appends = slack.calls("chat.appendStream").len();
     assert!(appends <= 5, "{appends} appends for a 3 s answer");
@@ -336,4 +339,42 @@ fn a_megabyte_of_dialogue_streams_no_more_than_max_response_chars() {
         posts[0].text.len()
     );
     assert!(streamed_text(&slack).chars().count() <= 3000);
+}
+
+#[test]
+fn the_stop_button_mid_stream_ends_the_message_with_what_was_said_and_nothing_more() {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    let long = "<external_dialogue verb=\"said\">Let me tell you a long story about rivers, which goes on and on and on until someone stops it</external_dialogue>";
+    model.push(Script::SlowStream(pieces(long, 4), 120));
+    let home = home(&model, &slack, "", "");
+    let d = start(&home, &slack);
+    slack.send_event(mention("C1", "1.000001", "tell me a story"), "E1", 0);
+    slack.wait(15, "the stream to show words", |s| {
+        s.posts().first().is_some_and(|p| p.text.len() > 10)
+    });
+    slack.send_event(
+        json!({"type":"agent_session_stopped","channel":"C1","thread_ts":"1.000001","streaming_message_ts":[slack.posts()[0].ts],"user":SPEAKER,"event_ts":"2.0"}),
+        "E2",
+        0,
+    );
+    slack.wait(10, "the stream to stop", |s| finished(s).len() == 1);
+    std::thread::sleep(Duration::from_millis(1500));
+    let posts = slack.posts();
+    assert_eq!(posts.len(), 1, "nothing more is posted: {posts:#?}");
+    let said = posts[0].text.clone();
+    assert!(said.starts_with("Let me tell you"), "{said:?}");
+    assert!(
+        !said.contains("until someone stops it"),
+        "the model call was abandoned: {said:?}"
+    );
+    assert_eq!(posts[0].updates, 0);
+    let row = home.store().inbox_item(1).unwrap().unwrap();
+    assert_eq!(row.status, anima::memory::InboxStatus::Stopped);
+    assert_eq!(
+        row.reply.as_deref(),
+        Some(said.as_str()),
+        "the turn records what was said"
+    );
+    let (_, metrics) = http("GET", &d.url("/metrics"), &[], "");
+    assert!(metrics.contains("anima_turns_stopped_total 1"), "{metrics}");
 }

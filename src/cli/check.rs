@@ -6,6 +6,7 @@
 use std::path::Path;
 
 use super::{plural, CliResult, Failure};
+use crate::assistant;
 use crate::config::secret::Secret;
 use crate::config::{self, SlackMode};
 use crate::llm::select::{self, Environment};
@@ -64,6 +65,15 @@ pub async fn run(config_path: Option<&Path>) -> CliResult {
             Err(e) => problems.push(e.to_string()),
         }
         check_templates(&config.soul_dir, &mut problems, &mut notes);
+        match assistant::load(&config.soul_dir) {
+            Ok(w) => notes.push(format!(
+                "assistant words: {} ({}, {})",
+                w.file.display(),
+                plural(w.prompts.len() as u64, "suggested prompt"),
+                plural(w.loading_messages.len() as u64, "loading message")
+            )),
+            Err(found) => problems.extend(found.iter().map(|p| p.to_string())),
+        }
 
         if config.processes_dir.exists() {
             let (defs, file_problems) = def::load_dir(&config.processes_dir);

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 
 use super::{CliResult, Failure};
+use crate::assistant::SHIPPED_ASSISTANT_TOML;
 use crate::process::library;
 use crate::soul::{SHIPPED_PLAY_MD, SHIPPED_SKILLS_MD, SHIPPED_SOUL_MD};
 use crate::states::{ARCHETYPES, SHIPPED_TEMPLATE};
@@ -54,7 +55,10 @@ pub fn run(args: InitArgs) -> CliResult {
     println!("Wrote into {}:", dir.display());
     println!("  anima.toml   the configuration, every key commented with its default");
     println!("  soul/        soul.md (the personality), skills.md, play.md: edit them freely;");
-    println!("               template.toml (cognitive states; archetypes echo, ally, scout in templates/)");
+    println!("               template.toml (cognitive states; archetypes echo, ally, scout in templates/);");
+    println!(
+        "               assistant.toml (greeting, suggested prompts, loading messages in Slack)"
+    );
     println!(
         "  processes/   {} process files, one per mental mode",
         library::SHIPPED.len()
@@ -94,6 +98,10 @@ fn files(dir: &Path) -> Vec<(PathBuf, String)> {
         (dir.join("soul/skills.md"), SHIPPED_SKILLS_MD.to_string()),
         (dir.join("soul/play.md"), SHIPPED_PLAY_MD.to_string()),
         (dir.join("soul/template.toml"), SHIPPED_TEMPLATE.to_string()),
+        (
+            dir.join("soul/assistant.toml"),
+            SHIPPED_ASSISTANT_TOML.to_string(),
+        ),
     ];
     for (name, text) in ARCHETYPES {
         out.push((dir.join("soul/templates").join(name), text.to_string()));
@@ -179,6 +187,7 @@ mod tests {
         assert!(names.contains(&"/a/processes/main.toml".to_string()));
         assert!(names.contains(&"/a/soul/template.toml".to_string()));
         assert!(names.contains(&"/a/soul/templates/ally.toml".to_string()));
-        assert_eq!(names.len(), 5 + ARCHETYPES.len() + library::SHIPPED.len());
+        assert!(names.contains(&"/a/soul/assistant.toml".to_string()));
+        assert_eq!(names.len(), 6 + ARCHETYPES.len() + library::SHIPPED.len());
     }
 }

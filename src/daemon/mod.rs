@@ -140,7 +140,12 @@ pub async fn run(config: Arc<Config>) -> Result<(), DaemonError> {
     let client = Arc::new(slack_morphism::SlackClient::new(api::connector(
         &config.slack.api_base_url,
     )));
-    let slack = Arc::new(SlackApi::new(client.clone(), &tokens.bot).with_metrics(metrics.clone()));
+    let words = Arc::new(crate::assistant::Words::load(&config.soul_dir));
+    let slack = Arc::new(
+        SlackApi::new(client.clone(), &tokens.bot)
+            .with_metrics(metrics.clone())
+            .with_words(words.clone()),
+    );
     let Some(bot) = slack.connect(&stop_rx).await else {
         info!("stopped before Slack answered");
         waking.abort();
@@ -187,6 +192,7 @@ pub async fn run(config: Arc<Config>) -> Result<(), DaemonError> {
         api: slack.clone(),
         store: store.clone(),
         admins: config.admin_users.clone(),
+        words,
     });
     let _ = door.gate.set(gate.clone());
 

@@ -13,9 +13,11 @@ pub mod inbox;
 mod admin;
 mod checkpoint;
 pub mod dream;
+pub mod feedback;
 mod migrate;
 pub mod process_state;
 pub mod model_repo;
+mod openings;
 pub mod snapshot;
 pub mod soul_state;
 pub mod states;
@@ -31,6 +33,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior};
 
+pub use feedback::{Judged, Verdict};
 pub use health::WriteHealth;
 
 pub use inbox::{Inbound, InboxItem, InboxStatus, Intake};

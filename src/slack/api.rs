@@ -120,8 +120,11 @@ pub struct SlackApi {
     pub(super) client: Arc<SlackHyperClient>,
     pub(super) bot_token: SlackApiToken,
     names: Mutex<HashMap<String, (String, Instant)>>,
-    warned: Mutex<std::collections::HashSet<String>>,
+    /// (method, code) of the courtesies that failed: each is a warning once, then debug.
+    warned: Mutex<std::collections::HashSet<(&'static str, String)>>,
     metrics: Option<Arc<Metrics>>,
+    /// The soul's words for the assistant status (its loading messages).
+    pub(super) words: Option<Arc<crate::assistant::Words>>,
 }
 
 /// A hyper connector that speaks HTTPS (native roots) and plain HTTP (for a local fake or a
@@ -189,7 +192,14 @@ impl SlackApi {
             names: Mutex::new(HashMap::new()),
             warned: Mutex::new(Default::default()),
             metrics: None,
+            words: None,
         }
+    }
+
+    /// The soul's words for the assistant surfaces (status and loading messages).
+    pub fn with_words(mut self, words: Arc<crate::assistant::Words>) -> Self {
+        self.words = Some(words);
+        self
     }
 
     /// Counts Slack's errors (by method and code) and 429s in `metrics`.
@@ -450,40 +460,14 @@ impl SlackApi {
             .map(|m| m.origin.ts.to_string()))
     }
 
-    /// Logs a failure that degrades a courtesy (a stream, a sign): a warning the first time
-    /// for its method and code, then at debug, so a missing scope does not fill the log.
-    pub(super) fn warn_once(&self, e: &SlackError, what: &str) {
-        let first = self
-            .warned
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(e.to_string());
-        if first {
-            warn!(error = %e, "{what} (further failures like this at debug)");
-        } else {
-            debug!(error = %e, "{what}");
-        }
-    }
-
-    /// Shows that the soul is working: a reaction on the message, or the assistant status.
+    /// Shows that the soul is working: a reaction on the message, or the assistant status
+    /// (with the soul's loading messages) in an assistant thread. Clearing it sends an empty
+    /// status.
     pub async fn working(&self, channel: &str, ts: &str, assistant_thread: Option<&str>, on: bool) {
         let session = self.client.open_session(&self.bot_token);
         let channel_id = SlackChannelId::new(channel.to_string());
         let result = match (assistant_thread, on) {
-            (Some(thread), _) => {
-                let status = if on { "is thinking…" } else { "" };
-                let req = SlackApiAssistantThreadsSetStatusRequest::new(
-                    channel_id,
-                    status.to_string(),
-                    SlackTs::new(thread.to_string()),
-                );
-                self.timed(
-                    "assistant.threads.setStatus",
-                    session.assistant_threads_set_status(&req),
-                )
-                .await
-                .map(|_| ())
-            }
+            (Some(thread), _) => self.set_status(channel, thread, on).await,
             (None, true) => {
                 let req = SlackApiReactionsAddRequest::new(
                     channel_id,
@@ -505,20 +489,38 @@ impl SlackApi {
                     .map(|_| ())
             }
         };
-        if let Err(e) = result {
-            // The sign is a courtesy: its failure never stops a reply. Each kind of failure
-            // (method and code) is a warning once, then debug: a missing scope would
-            // otherwise fill the log.
-            let first = self
-                .warned
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(e.to_string());
-            if first {
-                warn!(error = %e, "working sign not shown (further failures like this at debug)");
-            } else {
-                debug!(error = %e, "working sign not shown");
-            }
+        self.courtesy(result, "working sign not shown");
+    }
+
+    /// A courtesy call's outcome (the working sign, a status, a title, prompts, a greeting):
+    /// its failure never stops a reply. Each kind of failure (method and code: a missing
+    /// scope, a token type Slack does not allow, an unknown error) is a warning once for the
+    /// process's life, then debug: it would otherwise fill the log. True if it succeeded.
+    pub(super) fn courtesy<T>(&self, result: Result<T, SlackError>, what: &str) -> bool {
+        let Err(e) = result else {
+            return true;
+        };
+        self.warn_once(&e, what);
+        false
+    }
+
+    /// Logs a failure that degrades a courtesy (a stream, a sign): a warning the first time
+    /// for its method and code, then at debug, so a missing scope does not fill the log.
+    pub(super) fn warn_once(&self, e: &SlackError, what: &str) {
+        let key = match e {
+            SlackError::Api { method, code } => (*method, code.clone()),
+            SlackError::RateLimited { method, .. } => (*method, "ratelimited".to_string()),
+            SlackError::Transport { method, .. } => (*method, "transport".to_string()),
+        };
+        let first = self
+            .warned
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key);
+        if first {
+            warn!(error = %e, "{what} (further failures like this at debug)");
+        } else {
+            debug!(error = %e, "{what}");
         }
     }
 }

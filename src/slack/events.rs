@@ -1,6 +1,7 @@
 //! The Events API door: `POST /slack/events`. The signature is checked first (url_verification
 //! included), the body is capped before it is read, and a signed event goes to the `Gate`; a
-//! 200 means it is recorded. In Socket Mode the route answers 404.
+//! 200 means it is recorded. Interactions (a button click) come to the same route as a signed
+//! form post `payload=<json>`, verified the same way. In Socket Mode the route answers 404.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -12,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::Router;
 use serde_json::Value;
-use slack_morphism::prelude::SlackPushEvent;
+use slack_morphism::prelude::{SlackInteractionEvent, SlackPushEvent};
 use tracing::{debug, info, warn};
 
 use super::signature::{SignatureError, Verifier};
@@ -77,6 +78,9 @@ async fn slack_events(
             "Slack retry"
         );
     }
+    if let Some(payload) = form_field(&body, "payload") {
+        return interaction(&s, &payload).await;
+    }
     let Ok(json) = serde_json::from_slice::<Value>(&body) else {
         Metrics::inc(&s.metrics.events_malformed);
         warn!(
@@ -117,5 +121,84 @@ async fn slack_events(
             warn!(error = %e, "Events API payload could not be read; acknowledged and dropped");
             StatusCode::OK.into_response()
         }
+    }
+}
+
+/// A signed interaction (`payload=<json>`): handed to the `Gate`; one that cannot be read is
+/// acknowledged and dropped, so Slack does not send it again.
+async fn interaction(s: &EventsDoor, payload: &str) -> Response {
+    if s.stopping.load(Ordering::SeqCst) {
+        return (StatusCode::SERVICE_UNAVAILABLE, "shutting down").into_response();
+    }
+    let Some(gate) = s.gate.get() else {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not connected to Slack yet",
+        )
+            .into_response();
+    };
+    match serde_json::from_str::<SlackInteractionEvent>(payload) {
+        Ok(ev) => match gate.interaction(ev).await {
+            Ok(()) => StatusCode::OK.into_response(),
+            Err(e) => {
+                warn!(error = %e, "interaction not recorded; Slack will retry");
+                (StatusCode::INTERNAL_SERVER_ERROR, "not recorded").into_response()
+            }
+        },
+        Err(e) => {
+            Metrics::inc(&s.metrics.events_malformed);
+            warn!(error = %e, bytes = payload.len(), "an interaction payload could not be read; acknowledged and dropped");
+            StatusCode::OK.into_response()
+        }
+    }
+}
+
+/// The value of `name` in an `application/x-www-form-urlencoded` body (`+` is a space,
+/// `%XX` a byte); `None` when the body is not such a form, lacks the field, or its value is
+/// not UTF-8.
+fn form_field(body: &[u8], name: &str) -> Option<String> {
+    let text = std::str::from_utf8(body).ok()?;
+    if text.trim_start().starts_with('{') {
+        return None;
+    }
+    text.split('&').find_map(|pair| {
+        let (k, v) = pair.split_once('=')?;
+        (decode(k)? == name).then(|| decode(v)).flatten()
+    })
+}
+
+fn decode(s: &str) -> Option<String> {
+    let mut out = Vec::with_capacity(s.len());
+    let mut bytes = s.bytes();
+    while let Some(b) = bytes.next() {
+        match b {
+            b'+' => out.push(b' '),
+            b'%' => {
+                let hi = (bytes.next()? as char).to_digit(16)?;
+                let lo = (bytes.next()? as char).to_digit(16)?;
+                out.push((hi * 16 + lo) as u8);
+            }
+            b => out.push(b),
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::form_field;
+
+    #[test]
+    fn a_form_field_is_decoded_whole_and_json_is_not_a_form() {
+        let body = b"token=x&payload=%7B%22type%22%3A%22block_actions%22%2C%22t%22%3A%22caf%C3%A9+%F0%9F%A6%80%22%7D";
+        assert_eq!(
+            form_field(body, "payload").as_deref(),
+            Some(r#"{"type":"block_actions","t":"café 🦀"}"#)
+        );
+        assert_eq!(form_field(body, "missing"), None);
+        assert_eq!(form_field(br#"{"payload":"x"}"#, "payload"), None);
+        assert_eq!(form_field(b"payload=%F0%9F", "payload"), None, "cut UTF-8");
+        assert_eq!(form_field(b"payload=%Z1", "payload"), None, "not hex");
+        assert_eq!(form_field(b"payload=%", "payload"), None);
     }
 }

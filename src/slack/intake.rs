@@ -5,7 +5,9 @@
 //! messages in threads the soul has spoken in. Ignores its own posts, other bots unless
 //! `reply_to_bots`, hidden and non-content subtypes, channels or users outside the
 //! allow-lists, and events it could not answer (no channel, a `ts` or `thread_ts` that is not
-//! a Slack timestamp). No I/O: `decide` returns what to store.
+//! a Slack timestamp). Also reads the AI-app surfaces' events: an assistant thread begun, the
+//! Messages tab opened (agent_view), and the stop button (`agent_session_stopped`). No I/O:
+//! `decide` returns what to do.
 
 use slack_morphism::prelude::*;
 
@@ -25,6 +27,15 @@ pub enum Decision {
     },
     /// A direct message that is an admin command (`!status` …): not a conversation turn.
     Admin(NewInbound),
+    /// A person opened the soul's Messages tab (agent_view): a DM to greet, once.
+    MessagesOpened {
+        channel: String,
+    },
+    /// The person pressed stop: stop the turn running in the first of these conversations
+    /// that has one (most likely first).
+    Stop {
+        conversations: Vec<String>,
+    },
     Ignore(&'static str),
 }
 
@@ -105,8 +116,52 @@ pub fn decide(
             channel: e.assistant_thread.channel_id.to_string(),
             thread_ts: e.assistant_thread.thread_ts.to_string(),
         },
+        SlackEventCallbackBody::AppHomeOpened(e) => {
+            if e.tab.as_deref() != Some("messages") {
+                return Decision::Ignore("the app's home opened on a tab other than messages");
+            }
+            let (channel, user) = (e.channel.0.as_str(), e.user.0.as_str());
+            if !channel.starts_with('D') {
+                return Decision::Ignore("the messages tab opened without a direct channel");
+            }
+            if !cfg.allowed_channels.is_empty()
+                && !cfg.allowed_channels.iter().any(|c| c == channel)
+            {
+                return Decision::Ignore("channel not in allowed_channels");
+            }
+            if !cfg.allowed_users.is_empty() && !cfg.allowed_users.iter().any(|u| u == user) {
+                return Decision::Ignore("user not in allowed_users");
+            }
+            Decision::MessagesOpened {
+                channel: channel.to_string(),
+            }
+        }
+        SlackEventCallbackBody::AgentSessionStopped(e) => {
+            let channel = e.channel.0.as_str();
+            let Some(thread_ts) = e.thread_ts.as_ref().map(|t| t.0.as_str()) else {
+                return Decision::Ignore("a stop without a thread");
+            };
+            if channel.is_empty() || !is_slack_ts(thread_ts) {
+                return Decision::Ignore("a stop whose channel or thread_ts is unusable");
+            }
+            Decision::Stop {
+                conversations: stopped_conversations(channel, thread_ts),
+            }
+        }
         _ => Decision::Ignore("an event type anima does not answer"),
     }
+}
+
+/// The conversations a stop in `thread_ts` of `channel` may mean, computed as for a message
+/// there: a message inside that thread is the conversation `channel:thread_ts`. In a DM the
+/// thread may also be a top-level message whose reply went into its own thread (the DM's
+/// top level is one conversation): that is tried second.
+fn stopped_conversations(channel: &str, thread_ts: &str) -> Vec<String> {
+    let mut keys = vec![format!("{channel}:{thread_ts}")];
+    if channel.starts_with('D') {
+        keys.push(channel.to_string());
+    }
+    keys
 }
 
 fn decide_msg(m: Msg, event_id: &str, bot: &BotIdentity, cfg: &SlackConfig) -> Decision {
@@ -458,6 +513,83 @@ mod tests {
         assert_eq!(d, Decision::Ignore("user not in allowed_users"));
     }
 
+    #[test]
+    fn an_assistant_thread_started_is_remembered() {
+        let d = run(
+            json!({"type":"assistant_thread_started","assistant_thread":{"user_id":"U1","context":{"channel_id":"C123","team_id":"T111","enterprise_id":null},"channel_id":"D777","thread_ts":"1729999327.187299"},"event_ts":"1729999327.187299"}),
+            &cfg(),
+        );
+        assert_eq!(
+            d,
+            Decision::AssistantThread {
+                channel: "D777".into(),
+                thread_ts: "1729999327.187299".into()
+            }
+        );
+    }
+
+    #[test]
+    fn the_messages_tab_opened_is_a_dm_to_greet_and_other_tabs_are_not() {
+        let opened = |tab: &str, channel: &str, user: &str| json!({"type":"app_home_opened","user":user,"channel":channel,"tab":tab,"event_ts":"1.0"});
+        assert_eq!(
+            run(opened("messages", "D1", "U1"), &cfg()),
+            Decision::MessagesOpened {
+                channel: "D1".into()
+            }
+        );
+        assert_eq!(
+            run(opened("home", "D1", "U1"), &cfg()),
+            Decision::Ignore("the app's home opened on a tab other than messages")
+        );
+        assert_eq!(
+            run(opened("messages", "C1", "U1"), &cfg()),
+            Decision::Ignore("the messages tab opened without a direct channel")
+        );
+        let mut c = cfg();
+        c.allowed_users = vec!["U7".into()];
+        assert_eq!(
+            run(opened("messages", "D1", "U1"), &c),
+            Decision::Ignore("user not in allowed_users")
+        );
+    }
+
+    #[test]
+    fn a_stop_names_the_conversation_a_message_in_that_thread_has() {
+        let stop = |channel: &str, thread_ts: Option<&str>| {
+            let mut e = json!({"type":"agent_session_stopped","channel":channel,"streaming_message_ts":["1700000001.000200"],"user":"U1","event_ts":"1700000002.0"});
+            if let Some(t) = thread_ts {
+                e["thread_ts"] = json!(t);
+            }
+            e
+        };
+        assert_eq!(
+            run(stop("C1", Some("1700000000.000100")), &cfg()),
+            Decision::Stop {
+                conversations: vec!["C1:1700000000.000100".into()]
+            }
+        );
+        // The same key intake gives a message inside that thread.
+        let n = accepted(run(
+            json!({"type":"message","channel":"C1","channel_type":"channel","user":"U1","text":"<@UBOT> and?","ts":"1700000003.0","thread_ts":"1700000000.000100"}),
+            &cfg(),
+        ));
+        assert_eq!(n.thread_key, "C1:1700000000.000100");
+        assert_eq!(
+            run(stop("D1", Some("5.0")), &cfg()),
+            Decision::Stop {
+                conversations: vec!["D1:5.0".into(), "D1".into()]
+            }
+        );
+        assert_eq!(
+            run(stop("D1", None), &cfg()),
+            Decision::Ignore("a stop without a thread")
+        );
+        assert_eq!(
+            run(stop("D1", Some("not-a-ts")), &cfg()),
+            Decision::Ignore("a stop whose channel or thread_ts is unusable")
+        );
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(500))]
 
@@ -488,7 +620,7 @@ mod tests {
                         prop_assert_eq!(why, "message without text");
                     }
                 }
-                d @ Decision::AssistantThread { .. } => prop_assert!(false, "{:?}", d),
+                d => prop_assert!(false, "{:?}", d),
             }
         }
 

@@ -1,13 +1,18 @@
 //! Slack: both doors events come in by (Socket Mode in `socket`, the Events API route with
-//! its signature check in `events`), the rules of what is answered (`intake`), and replies out
-//! (`out`, the router's surface: Markdown, posting once or streaming, the working sign).
+//! its signature check in `events`), the rules of what is answered (`intake`), replies out
+//! (`out`, the router's surface: Markdown, posting once or streaming, the working sign), and
+//! the AI-app surfaces (`assistant`: greeting, prompts, title, status; `feedback`: the buttons
+//! and their clicks; the stop button).
 //!
-//! `Gate` is where every event enters: decide, hand the message to the router (which records
-//! it durably before Slack is acknowledged). Knows nothing about prompts or models.
+//! `Gate` is where every event and interaction enters: decide, hand the message to the router
+//! (which records it durably before Slack is acknowledged), or carry out the surface's part.
+//! Knows nothing about prompts or models.
 
 pub mod api;
+pub mod assistant;
 pub mod budget;
 pub mod events;
+pub mod feedback;
 pub mod intake;
 pub mod markdown;
 pub mod out;
@@ -17,13 +22,14 @@ pub mod stream;
 
 use std::sync::Arc;
 
-use slack_morphism::prelude::SlackPushEventCallback;
+use slack_morphism::prelude::{SlackInteractionEvent, SlackPushEventCallback};
 use tracing::{debug, info, warn};
 
 use crate::admin;
+use crate::assistant::Words;
 use crate::config::SlackConfig;
-use crate::memory::{Inbound, Intake, Store};
-use crate::metrics::Metrics;
+use crate::memory::{Inbound, Intake, Judged, Store};
+use crate::metrics::{FeedbackLabels, Metrics};
 use crate::router::Router;
 use api::{BotIdentity, SlackApi};
 use intake::Decision;
@@ -79,7 +85,13 @@ pub struct Gate {
     pub store: Arc<Store>,
     /// Slack user ids allowed to send admin commands.
     pub admins: Vec<String>,
+    /// The soul's words for opening a conversation (hot-reloaded).
+    pub words: Arc<Words>,
 }
+
+/// What the openings remember, once per place.
+const GREETING: &str = "greeting";
+const TITLE: &str = "title";
 
 impl Gate {
     pub async fn handle(&self, ev: SlackPushEventCallback) -> anyhow::Result<()> {
@@ -88,10 +100,19 @@ impl Gate {
         match intake::decide(&ev.event, &event_id, &self.bot, &self.config) {
             Decision::Accept(inbound) => {
                 let (channel, ts) = (inbound.channel.clone(), inbound.ts.clone());
+                let first = (
+                    inbound.thread_key.clone(),
+                    inbound.reply_thread_ts.clone(),
+                    inbound.text.clone(),
+                );
                 match self.router.accept(inbound.into_inbound()).await? {
                     Intake::Accepted(id) => {
                         Metrics::inc(&self.metrics.events_accepted);
                         info!(inbox = id, event = %event_id, channel = %channel, ts = %ts, "message accepted");
+                        let (key, thread_ts, text) = first;
+                        if let Some(thread_ts) = thread_ts {
+                            self.title(key, channel, thread_ts, &text).await;
+                        }
                     }
                     Intake::Duplicate => {
                         Metrics::inc(&self.metrics.events_duplicate);
@@ -105,13 +126,123 @@ impl Gate {
             }
             Decision::Admin(m) => self.admin(m).await?,
             Decision::AssistantThread { channel, thread_ts } => {
-                self.router
-                    .note_conversation(&format!("{channel}:{thread_ts}"), ASSISTANT)
-                    .await?;
+                let key = format!("{channel}:{thread_ts}");
+                self.router.note_conversation(&key, ASSISTANT).await?;
+                self.open(key, channel, Some(thread_ts)).await?;
+            }
+            Decision::MessagesOpened { channel } => {
+                self.open(channel.clone(), channel, None).await?;
+            }
+            Decision::Stop { conversations } => {
+                match conversations.iter().find(|c| self.router.stop(c)) {
+                    Some(c) => {
+                        info!(event = %event_id, thread = %c, "the person pressed stop; the turn is stopped")
+                    }
+                    None => {
+                        Metrics::inc(&self.metrics.events_ignored);
+                        debug!(event = %event_id, ?conversations, "a stop for a conversation with no running turn (or another app's); ignored")
+                    }
+                }
             }
             Decision::Ignore(why) => {
                 Metrics::inc(&self.metrics.events_ignored);
                 debug!(event = %event_id, why, "event ignored");
+            }
+        }
+        Ok(())
+    }
+
+    /// A person opened a conversation (`place`): greet them and offer the soul's prompts,
+    /// once per place (remembered in the store, so neither Slack's retries nor a restart
+    /// repeat it). The Slack calls run off the acknowledgement's path.
+    async fn open(
+        &self,
+        place: String,
+        channel: String,
+        thread_ts: Option<String>,
+    ) -> anyhow::Result<()> {
+        let p = place.clone();
+        if !self.store.call(move |s| s.first_time(GREETING, &p)).await? {
+            debug!(place = %place, "a conversation already greeted");
+            return Ok(());
+        }
+        let (api, bot, words) = (self.api.clone(), self.bot.clone(), self.words.current());
+        tokio::spawn(async move {
+            // A DM's top level has no message to come after: every message counts.
+            let after = thread_ts.clone().unwrap_or_else(|| "0.0".into());
+            api.open_conversation(&bot, &words, &channel, thread_ts.as_deref(), &after)
+                .await;
+            info!(place = %place, "a person opened a conversation; greeted and offered prompts (each a courtesy)");
+        });
+        Ok(())
+    }
+
+    /// The first message of an assistant thread names it. A failure here never loses the
+    /// message (it is recorded already): it is logged and the thread goes untitled.
+    async fn title(&self, key: String, channel: String, thread_ts: String, text: &str) {
+        let Some(title) = assistant::title_from(text) else {
+            return;
+        };
+        let k = key.clone();
+        let first = self
+            .store
+            .call(move |s| {
+                Ok(s.conversation_note(&k)?.as_deref() == Some(ASSISTANT)
+                    && s.first_time(TITLE, &k)?)
+            })
+            .await;
+        match first {
+            Ok(true) => {
+                let api = self.api.clone();
+                tokio::spawn(async move {
+                    let result = api.set_title(&channel, &thread_ts, &title).await;
+                    api.courtesy(result, "thread title not set");
+                });
+            }
+            Ok(false) => {}
+            Err(e) => warn!(error = %e, thread = %key, "cannot tell whether to title the thread"),
+        }
+    }
+
+    /// An interaction (a button click): feedback on a reply of the soul's is stored, one
+    /// value per (reply, person), and counted; anything else is logged at debug and dropped.
+    pub async fn interaction(&self, ev: SlackInteractionEvent) -> anyhow::Result<()> {
+        let (channel, message_ts, person, verdict) = match feedback::read_click(&ev, &self.bot) {
+            feedback::Click::Ignore(why) => {
+                debug!(why, "interaction ignored");
+                return Ok(());
+            }
+            feedback::Click::Feedback {
+                channel,
+                message_ts,
+                person,
+                verdict,
+            } => (channel, message_ts, person, verdict),
+        };
+        let (ch, ts, who) = (channel.clone(), message_ts.clone(), person.clone());
+        let judged = self
+            .store
+            .call(move |s| {
+                let here = |address: &str| {
+                    serde_json::from_str::<SlackAddress>(address).is_ok_and(|a| a.channel == ch)
+                };
+                s.record_feedback(&ts, here, &who, verdict)
+            })
+            .await?;
+        match judged {
+            Judged::Stored { inbox, changed } => {
+                Metrics::inc(&self.metrics.feedback.get_or_create(&FeedbackLabels {
+                    value: verdict.as_str(),
+                }));
+                info!(
+                    inbox,
+                    value = verdict.as_str(),
+                    changed,
+                    "feedback on a reply"
+                );
+            }
+            Judged::UnknownReply => {
+                debug!(channel = %channel, ts = %message_ts, "feedback on a message anima never sent; ignored")
             }
         }
         Ok(())

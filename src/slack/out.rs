@@ -6,7 +6,8 @@
 //! (`[slack] stream_replies` with `[llm] stream`): begun only within the workspace's stream
 //! budget and where Slack has not refused streams lately (otherwise the reply goes whole),
 //! ended with the rest of the text, or rewritten in place with chat.update when what
-//! streamed is not how the reply ends.
+//! streamed is not how the reply ends. A stream that ends cleanly carries the feedback
+//! buttons (chat.update with `markdown_text` takes no blocks: a rewritten reply has none).
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -302,7 +303,13 @@ impl Surface for SlackSurface {
             if let Some(rest) = rest {
                 match self
                     .api
-                    .stop_stream(&a.channel, reference, &rest, mark, None)
+                    .stop_stream(
+                        &a.channel,
+                        reference,
+                        &rest,
+                        mark,
+                        Some(vec![super::feedback::feedback_block()]),
+                    )
                     .await
                 {
                     Ok(()) => return Ok(reference.to_string()),

@@ -2,8 +2,8 @@
 //! WebSocket, acknowledgements, reconnection on `disconnect` frames and dropped sockets.
 //!
 //! slack-morphism acknowledges an envelope when the callback returns, and runs the callback
-//! inside the socket reader: the callback only records the message (`Gate::handle`) and
-//! returns. A failure to record leaves the envelope unacknowledged, so Slack redelivers it;
+//! inside the socket reader: the callback only records the message (`Gate::handle`) or the
+//! click (`interactive` envelopes: `Gate::interaction`) and returns. A failure to record leaves the envelope unacknowledged, so Slack redelivers it;
 //! a payload that cannot be read is logged and acknowledged, so it is not redelivered forever.
 
 use std::sync::atomic::Ordering;
@@ -32,7 +32,8 @@ pub fn listener(client: Arc<SlackHyperClient>, gate: Arc<Gate>) -> Listener {
     );
     let callbacks = SlackSocketModeListenerCallbacks::new()
         .with_hello_events(on_hello)
-        .with_push_events(on_push);
+        .with_push_events(on_push)
+        .with_interaction_events(on_interaction);
     let config = SlackClientSocketModeConfig::new()
         .with_initial_backoff_in_seconds(1)
         .with_reconnect_timeout_in_seconds(5);
@@ -63,6 +64,18 @@ async fn on_push(
     let gate = states.read().await.get_user_state::<Arc<Gate>>().cloned();
     match gate {
         Some(gate) => gate.handle(event).await.map_err(|e| e.into()),
+        None => Err("the intake gate is not installed".into()),
+    }
+}
+
+async fn on_interaction(
+    event: SlackInteractionEvent,
+    _client: Arc<SlackHyperClient>,
+    states: SlackClientEventsUserState,
+) -> UserCallbackResult<()> {
+    let gate = states.read().await.get_user_state::<Arc<Gate>>().cloned();
+    match gate {
+        Some(gate) => gate.interaction(event).await.map_err(|e| e.into()),
         None => Err("the intake gate is not installed".into()),
     }
 }
