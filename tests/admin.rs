@@ -170,3 +170,27 @@ fn admin_commands_by_dm_from_admins_only() {
         "a refused whisper is not queued"
     );
 }
+
+#[test]
+fn an_admin_answer_whose_post_outcome_is_unknown_is_posted_once() {
+    // The answer answers no inbox row: its post carries a one-off mark, by which the daemon
+    // finds it in the conversation after Slack's 500 (it cannot compare the text: Slack does
+    // not give back the markdown it was sent).
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    let home = home(
+        &model,
+        &slack,
+        "socket",
+        "\n[admin]\nusers = [\"UADMIN\"]\n",
+    );
+    let d = Daemon::start(&home);
+    slack.wait_connected_or(|| d.log());
+    slack.fail_next_post(slack::PostFailure::StoredThenError);
+    slack.send_event(dm("UADMIN", "3.000001", "!status"), "E1", 0);
+    slack.wait(10, "the status", |s| s.posts().len() == 1);
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(slack.posts().len(), 1, "{:#?}", slack.posts());
+    assert_eq!(slack.calls("chat.postMessage").len(), 1, "not posted again");
+    let meta = slack.posts()[0].metadata.clone().expect("a one-off mark");
+    assert_eq!(meta["event_payload"]["inbox"], "0");
+}

@@ -80,6 +80,20 @@ pub struct PostMark {
 }
 
 impl PostMark {
+    /// A mark for a message that answers no inbox row (a follow-up, a closing note, an admin
+    /// answer): row 0, which no row has, and a part number drawn at random.
+    fn one_off() -> PostMark {
+        use std::hash::BuildHasher;
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let part = std::collections::hash_map::RandomState::new().hash_one(seed) as usize;
+        PostMark {
+            inbox: 0,
+            part: part.max(1),
+        }
+    }
+
     pub(super) fn metadata(self) -> SlackMessageMetadata {
         SlackMessageMetadata {
             event_type: REPLY_EVENT_TYPE.to_string(),
@@ -326,6 +340,13 @@ impl SlackApi {
         out: &Outgoing<'_>,
         maybe_posted: bool,
     ) -> Result<String, SlackError> {
+        // A message that answers no row gets a mark of its own for this post, so that one
+        // whose outcome is unknown is found by it: Slack does not give back the
+        // `markdown_text` it was sent, so the text cannot be compared.
+        let out = &Outgoing {
+            mark: Some(out.mark.unwrap_or_else(PostMark::one_off)),
+            ..*out
+        };
         if maybe_posted {
             // Not knowing is not "not there": a lookup that fails posts nothing (the caller
             // tries again later).
@@ -386,8 +407,8 @@ impl SlackApi {
         }
     }
 
-    /// Our own copy of `out` in the conversation: the message carrying its mark, or (for an
-    /// unmarked post) our message with its text, after `after_ts`.
+    /// Our own copy of `out` in the conversation, after `after_ts`: our message carrying its
+    /// mark.
     async fn find_posted(
         &self,
         bot: &BotIdentity,
@@ -444,19 +465,14 @@ impl SlackApi {
             found = messages.len(),
             "looked for the reply in the conversation"
         );
+        let mine = |m: &SlackHistoryMessage| {
+            m.sender.user.as_ref().map(|u| u.to_string()) == Some(bot.user_id.clone())
+                || (bot.bot_id.is_some()
+                    && m.sender.bot_id.as_ref().map(|b| b.to_string()) == bot.bot_id)
+        };
         Ok(messages
             .into_iter()
-            .find(|m| match out.mark {
-                Some(mark) => mark.is_on(m),
-                None => {
-                    let mine = m.sender.user.as_ref().map(|u| u.to_string())
-                        == Some(bot.user_id.clone())
-                        || (bot.bot_id.is_some()
-                            && m.sender.bot_id.as_ref().map(|b| b.to_string()) == bot.bot_id);
-                    mine && ts_order(m.origin.ts.as_ref()) > ts_order(out.after_ts)
-                        && m.content.text.as_deref() == Some(out.text)
-                }
-            })
+            .find(|m| mine(m) && out.mark.is_some_and(|mark| mark.is_on(m)))
             .map(|m| m.origin.ts.to_string()))
     }
 
