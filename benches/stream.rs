@@ -34,7 +34,7 @@ fn main() {
             slack.api_url()
         ),
     );
-    let _d = Daemon::start_env(&home, &[("ANIMA_LOG", "anima=warn")]);
+    let _d = Daemon::start_env(&home, &[("ANIMA_LOG", "anima=warn,anima::daemon=info")]);
     slack.wait(20, "a Socket Mode connection", |s| s.sockets() > 0);
 
     let run = Instant::now();

@@ -352,6 +352,14 @@ fn the_stop_button_mid_stream_ends_the_message_with_what_was_said_and_nothing_mo
     slack.wait(15, "the stream to show words", |s| {
         s.posts().first().is_some_and(|p| p.text.len() > 10)
     });
+    // A stop naming a message anima never sent is not this turn's.
+    slack.send_event(
+        json!({"type":"agent_session_stopped","channel":"C1","thread_ts":"1.000001","streaming_message_ts":["1.999999"],"user":SPEAKER,"event_ts":"1.5"}),
+        "E1b",
+        0,
+    );
+    d.wait_log("a stop for a conversation with no running turn", 5);
+    assert!(slack.posts()[0].streaming, "still streaming");
     slack.send_event(
         json!({"type":"agent_session_stopped","channel":"C1","thread_ts":"1.000001","streaming_message_ts":[slack.posts()[0].ts],"user":SPEAKER,"event_ts":"2.0"}),
         "E2",
@@ -377,4 +385,51 @@ fn the_stop_button_mid_stream_ends_the_message_with_what_was_said_and_nothing_mo
     );
     let (_, metrics) = http("GET", &d.url("/metrics"), &[], "");
     assert!(metrics.contains("anima_turns_stopped_total 1"), "{metrics}");
+}
+
+#[test]
+fn a_streamed_reply_given_up_gets_the_apology_in_its_own_message() {
+    // The failpoint panics while delivering any reply holding 💥: after every attempt the
+    // row is given up, and the apology goes into the message that streamed, not a new one.
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    model.push(slow("Here it comes 💥 and it breaks.", 4, 20));
+    let home = home(&model, &slack, "", "");
+    let d = Daemon::start_env(&home, &[("ANIMA_FAILPOINTS", "reply")]);
+    slack.wait_connected_or(|| d.log());
+    slack.send_event(mention("C1", "1.000001", "go"), "E1", 0);
+    slack.wait(30, "the apology", |s| {
+        s.posts()
+            .first()
+            .is_some_and(|p| p.text.contains("Sorry") && !p.streaming)
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let posts = slack.posts();
+    assert_eq!(posts.len(), 1, "{posts:#?}");
+    assert!(slack.calls("chat.postMessage").is_empty());
+    assert_eq!(
+        home.store().inbox_item(1).unwrap().unwrap().status,
+        anima::memory::InboxStatus::Failed
+    );
+}
+
+#[test]
+fn a_start_whose_outcome_is_unknown_is_found_and_the_reply_goes_into_it() {
+    // Slack took the start but its answer was lost (500 after storing): the message is found
+    // in the thread, so the reply is not posted a second time.
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    model.push(slow("One message, however the start went.", 4, 20));
+    slack.fail_next_stream_start_after_storing();
+    let home = home(&model, &slack, "", "");
+    let _d = start(&home, &slack);
+    slack.send_event(mention("C1", "1.000001", "go"), "E1", 0);
+    slack.wait(20, "the reply", |s| {
+        s.posts()
+            .first()
+            .is_some_and(|p| !p.streaming && p.text.contains("however"))
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let posts = slack.posts();
+    assert_eq!(posts.len(), 1, "{posts:#?}");
+    assert_eq!(posts[0].text, "One message, however the start went.");
+    assert!(slack.calls("chat.postMessage").is_empty());
 }

@@ -237,14 +237,16 @@ impl Store {
         })
     }
 
-    /// Closes a row whose turn the person stopped; `shown` is what they saw of the reply.
-    /// Only an open row is closed: a reply already fixed is delivered as it is.
-    pub fn mark_stopped(&self, id: i64, shown: &str) -> Result<bool, StoreError> {
+    /// Closes a row whose turn the person stopped; `said` is what they were told of the
+    /// reply. A row whose reply was fixed as the stop came (the turn committed first) is
+    /// closed too, unless part of it was delivered: then it is delivered to the end. False
+    /// when the row was not closed.
+    pub fn mark_stopped(&self, id: i64, said: &str) -> Result<bool, StoreError> {
         self.write(|tx| {
             let n = tx.execute(
                 "UPDATE inbox SET status = 'stopped', reply = ?2, done_at = ?3
-                 WHERE id = ?1 AND status = 'pending'",
-                (id, shown, now_ms()),
+                 WHERE id = ?1 AND status IN ('pending', 'replying') AND parts_posted = 0",
+                (id, said, now_ms()),
             )?;
             Ok(n == 1)
         })
@@ -351,6 +353,47 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let s = Store::open(&dir.path().join("a.db")).unwrap();
         (dir, s)
+    }
+
+    #[test]
+    fn a_stop_closes_an_open_row_or_one_whose_reply_is_fixed_but_not_delivered() {
+        let (_d, s) = store();
+        let ids: Vec<i64> = [1.0, 2.0, 3.0]
+            .iter()
+            .map(|seq| {
+                match s
+                    .accept_inbound(&inbound(&format!("C1:{seq}"), *seq))
+                    .unwrap()
+                {
+                    Intake::Accepted(id) => id,
+                    other => panic!("{other:?}"),
+                }
+            })
+            .collect();
+        // Pending: the turn had not committed.
+        s.set_stream_ref(ids[0], "9.1").unwrap();
+        assert!(s.mark_stopped(ids[0], "Half a").unwrap());
+        let stopped = s.inbox_item(ids[0]).unwrap().unwrap();
+        assert_eq!(stopped.status, InboxStatus::Stopped);
+        assert_eq!(stopped.reply.as_deref(), Some("Half a"));
+        assert_eq!(stopped.stream_ref.as_deref(), Some("9.1"));
+        // The turn committed as the stop came: still stopped, its reply not delivered.
+        s.set_inbox_reply(ids[1], "The whole answer").unwrap();
+        assert!(s.mark_stopped(ids[1], "The wh").unwrap());
+        assert_eq!(
+            s.inbox_item(ids[1]).unwrap().unwrap().reply.as_deref(),
+            Some("The wh")
+        );
+        // Part of the reply is out: it is delivered to the end.
+        s.set_inbox_reply(ids[2], "Long").unwrap();
+        s.mark_part_posted(ids[2], 1, "9.3", false).unwrap();
+        assert!(!s.mark_stopped(ids[2], "").unwrap());
+        assert_eq!(
+            s.inbox_item(ids[2]).unwrap().unwrap().status,
+            InboxStatus::Replying
+        );
+        // A stopped row is not claimed again.
+        assert_eq!(s.claim_next("C1:1.0").unwrap().unwrap().id, ids[2]);
     }
 
     #[test]

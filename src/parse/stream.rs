@@ -11,7 +11,9 @@
 //! same answer whenever the dialogue is plain text; anything else the final parse changes is
 //! for the surface to correct. Pure: text in, text out.
 
-use super::text::{decode_entities, strip_speaker_prefix, strip_wrapping_quotes};
+use super::text::{
+    decode_entities, may_be_speaker_prefix, strip_speaker_prefix, strip_wrapping_quotes,
+};
 use crate::steps::Step;
 
 /// Characters of the dialogue's start held back to tell a `Name said:` prefix.
@@ -165,7 +167,7 @@ impl DialogueStream {
         };
         if !self.head_done {
             let head = &self.raw[body..limit];
-            if !closed && head.chars().count() < HEAD && !head.trim_start().contains('\n') {
+            if !closed && head.chars().count() < HEAD && undecided(head) {
                 return String::new();
             }
             self.head_done = true;
@@ -243,6 +245,25 @@ fn hold_entity(raw: &str, from: usize, upto: usize) -> usize {
 }
 
 /// The dialogue example's placeholder, which a model that copies the instructions writes.
+/// Whether the dialogue's start must still be held back: it may become a `Name said:` prefix
+/// (decided once something follows the colon, or as soon as the words cannot make one), or
+/// an echo of the instructions' example text.
+fn undecided(head: &str) -> bool {
+    let t = head.trim_start();
+    let example = crate::steps::EXAMPLE_TEXTS.iter().any(|e| e.starts_with(t));
+    let prefix = match t.find(':') {
+        None => may_be_speaker_prefix(t),
+        Some(c) => {
+            may_be_speaker_prefix(&t[..c])
+                && t[c + 1..]
+                    .trim_start_matches(['*', '_'])
+                    .trim_start()
+                    .is_empty()
+        }
+    };
+    example || prefix
+}
+
 fn is_placeholder(text: &str) -> bool {
     crate::steps::EXAMPLE_TEXTS.contains(&text.trim())
 }

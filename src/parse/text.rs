@@ -276,6 +276,45 @@ pub fn strip_speaker_prefix(text: &str) -> &str {
     }
 }
 
+/// Whether the start of a dialogue written so far (no colon yet) can still become a prefix
+/// that [`strip_speaker_prefix`] removes: one or two capitalised words, then `said` or a verb
+/// from the lists, then a colon. A stream holds the start back only while this is true.
+pub fn may_be_speaker_prefix(start: &str) -> bool {
+    let t = start.trim_start();
+    if t.contains(['\n', ':']) || t.len() > 60 {
+        return false;
+    }
+    let t = t.trim_start_matches(['*', '_']);
+    let words: Vec<&str> = t.split_whitespace().collect();
+    // The last word may go on unless blank follows it.
+    let open = !t.is_empty() && !t.ends_with(char::is_whitespace);
+    let capitalised = |w: &str| w.chars().next().is_some_and(char::is_uppercase);
+    let verbs = || {
+        std::iter::once("said")
+            .chain(DIALOGUE_VERBS)
+            .chain(MONOLOGUE_VERBS)
+    };
+    (1..=2).any(|n| {
+        if words.len() <= n {
+            return words.iter().all(|w| capitalised(w));
+        }
+        if !words[..n].iter().all(|w| capitalised(w)) || words.len() > n + 2 {
+            return false;
+        }
+        let typed = words[n..]
+            .join(" ")
+            .trim_end_matches(['*', '_'])
+            .to_lowercase();
+        verbs().any(|v| {
+            if open {
+                v.starts_with(&typed)
+            } else {
+                v == typed || v.starts_with(&format!("{typed} "))
+            }
+        })
+    })
+}
+
 /// Removes quotes that wrap the whole text (and appear nowhere inside it).
 pub fn strip_wrapping_quotes(text: &str) -> &str {
     let t = text.trim();
@@ -359,6 +398,51 @@ pub fn tidy(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn a_speaker_prefix_is_told_from_the_first_words() {
+        for maybe in [
+            "",
+            "Wren",
+            "Wren ",
+            "Wren sa",
+            "Wren said",
+            "**Wren said",
+            "Wren Ash explai",
+            "Élodie said",
+        ] {
+            assert!(may_be_speaker_prefix(maybe), "{maybe:?}");
+        }
+        for not in [
+            "the port",
+            "Token3 word1",
+            "Wren ate",
+            "Wren Ash explained more",
+            "日本 said",
+            "Wren\nsaid",
+            "Wren said: hi",
+        ] {
+            assert!(!may_be_speaker_prefix(not), "{not:?}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn a_prefix_the_reply_strips_is_never_decided_too_early(
+            names in "(Wren|Élodie|Ash|bob|日本)( (Ash|Lee|x))?",
+            verb in "(said|explained|ate|Said|replied softly)",
+            rest in crate::arbitrary::text(),
+        ) {
+            let text = format!("{names} {verb}: {rest}");
+            if strip_speaker_prefix(&text).len() < text.len() {
+                let colon = text.find(':').unwrap();
+                for (i, _) in text[..colon].char_indices() {
+                    prop_assert!(may_be_speaker_prefix(&text[..i]), "{:?} of {:?}", &text[..i], text);
+                }
+            }
+        }
+    }
 
     #[test]
     fn entities_decode_and_unknown_ones_stay() {

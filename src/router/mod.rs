@@ -31,7 +31,7 @@ use crate::engine::{Engine, EngineError, Message, Newer, Perception, Quiet};
 use crate::memory::inbox::MAX_ATTEMPTS;
 use crate::memory::{now_ms, now_us, Inbound, InboxItem, InboxStatus, Intake, Store, StoreError};
 use crate::metrics::Metrics;
-use stream::{Streamed, Streamer};
+use stream::{StreamRef, Streamed, Streamer};
 pub use surface::{Address, Appended, Begun, Part, PartMark, Surface, Undeliverable};
 
 /// What a person is told when their message could not be answered after every attempt.
@@ -55,8 +55,9 @@ pub struct Router {
     /// latest claim: a turn in progress asks it whether a newer message has arrived (an ISM's
     /// loop stops for one). An older message delivered late is not newer.
     newest: Arc<Mutex<HashMap<String, (f64, i64)>>>,
-    /// The turn running in each conversation, and how to stop it (the person's stop button).
-    running: Mutex<HashMap<String, Arc<Notify>>>,
+    /// The turn running in each conversation: how to stop it (the person's stop button), and
+    /// the message its reply streams into, once begun.
+    running: Mutex<HashMap<String, (Arc<Notify>, StreamRef)>>,
     workers: AtomicU64,
     idle: Notify,
     stopping: AtomicBool,
@@ -204,11 +205,14 @@ impl Router {
     }
 
     /// The person asked to stop the turn running in `conversation`: its model call is
-    /// abandoned, what was shown stays, nothing more is said. False when no turn runs there.
-    pub fn stop(&self, conversation: &str) -> bool {
+    /// abandoned, what was shown stays, nothing more is said. `streams`: the messages the
+    /// surface says were streaming (none: any); a turn streaming into another message is not
+    /// the one stopped. False when no such turn runs there.
+    pub fn stop(&self, conversation: &str, streams: &[String]) -> bool {
         let running = self.running.lock().unwrap_or_else(|e| e.into_inner());
         match running.get(conversation) {
-            Some(stop) => {
+            Some((_, streaming)) if !streams.is_empty() && !streaming.is_among(streams) => false,
+            Some((stop, _)) => {
                 // A permit is kept if the turn is not waiting yet, so no stop is lost.
                 stop.notify_one();
                 true
@@ -344,8 +348,21 @@ impl Router {
                 async move { surface.working(&at, true).await },
             ));
             let name = self.surface.speaker_name(&item.user_id).await;
+            if item.attempts >= 1 && item.stream_ref.is_none() {
+                // A turn of this row began before: a stream it began may not have been
+                // recorded (anima stopped while Slack was answering). Its reply goes there.
+                if let Some(found) = self.surface.find_unrecorded_stream(&to).await {
+                    let (id, r) = (item.id, found.clone());
+                    self.store.call(move |s| s.set_stream_ref(id, &r)).await?;
+                    item.stream_ref = Some(found);
+                }
+            }
             // A row whose reply already began streaming (before a restart) is not streamed
             // again: its reply goes into that message when it is fixed.
+            let streaming = StreamRef::default();
+            if let Some(r) = &item.stream_ref {
+                streaming.set(r);
+            }
             let streamer = (item.stream_ref.is_none() && self.surface.streams(&to)).then(|| {
                 Streamer::start(
                     self.surface.clone(),
@@ -353,10 +370,15 @@ impl Router {
                     item.id,
                     to.clone(),
                     item.user_id.clone(),
+                    streaming.clone(),
                 )
             });
             let stop = Arc::new(Notify::new());
-            let running = Running::new(&self.running, &item.conversation, stop.clone());
+            let running = Running::new(
+                &self.running,
+                &item.conversation,
+                (stop.clone(), streaming.clone()),
+            );
             let perception = Perception::Message(Message {
                 thread: item.conversation.clone(),
                 user_id: item.user_id.clone(),
@@ -438,13 +460,39 @@ impl Router {
         sign: Option<tokio::task::JoinHandle<()>>,
         to: Address,
     ) -> anyhow::Result<()> {
-        if let Some(reference) = &item.stream_ref {
-            self.surface
-                .halt_stream(&to, reference, &streamed.pending)
-                .await;
-        }
         let (id, said) = (item.id, streamed.said());
-        self.store.call(move |s| s.mark_stopped(id, &said)).await?;
+        let closed = self.store.call(move |s| s.mark_stopped(id, &said)).await?;
+        if !closed {
+            // Part of the reply was delivered already: it is delivered to the end.
+            return Ok(());
+        }
+        if let Some(reference) = &item.stream_ref {
+            match &streamed.shown {
+                // The message holds what streamed: it stops with the rest of what was said.
+                Some(_) => {
+                    let mark = Some(PartMark { row: id, part: 1 });
+                    self.surface
+                        .halt_stream(&to, reference, &streamed.pending, mark)
+                        .await
+                }
+                // An append may or may not have arrived: the message is rewritten to what was
+                // said, whole.
+                None => {
+                    let said = streamed.said();
+                    if let Some(text) = self.surface.parts(&said).first() {
+                        let part = Part {
+                            text,
+                            mark: Some(PartMark { row: id, part: 1 }),
+                            maybe_delivered: false,
+                        };
+                        if let Err(e) = self.surface.finish_stream(&to, reference, None, part).await
+                        {
+                            warn!(error = %e, "the stopped reply's message was not rewritten");
+                        }
+                    }
+                }
+            }
+        }
         Metrics::inc(&self.metrics.turns_stopped);
         if let Some(shown) = sign {
             let surface = self.surface.clone();
@@ -500,7 +548,11 @@ impl Router {
         let stream_ref = row.and_then(|r| r.item.stream_ref.as_deref());
         if let (Some(reference), true) = (stream_ref, parts.is_empty()) {
             // Nothing to say after all (a newer message took over): it ends as it stands.
-            self.surface.halt_stream(to, reference, "").await;
+            let mark = row.map(|r| PartMark {
+                row: r.item.id,
+                part: 1,
+            });
+            self.surface.halt_stream(to, reference, "", mark).await;
         }
         let mut finished = false;
         let mut streamed = false;
@@ -598,7 +650,13 @@ impl Router {
                 // here: always look first (a give-up is rare; one lookup is cheap).
                 maybe_delivered: true,
             };
-            if let Err(e) = self.surface.deliver(&address(item), part).await {
+            let to = address(item);
+            let delivered = match &item.stream_ref {
+                // The reply had begun streaming: the apology goes into that message.
+                Some(reference) => self.surface.finish_stream(&to, reference, None, part).await,
+                None => self.surface.deliver(&to, part).await,
+            };
+            if let Err(e) = delivered {
                 warn!(error = %e, inbox = item.id, "the apology was not delivered");
             }
         }
@@ -673,12 +731,16 @@ impl Drop for WorkerGuard {
 
 /// A conversation's running turn, registered for the stop button for as long as it lives.
 struct Running<'a> {
-    map: &'a Mutex<HashMap<String, Arc<Notify>>>,
+    map: &'a Mutex<HashMap<String, (Arc<Notify>, StreamRef)>>,
     key: &'a str,
 }
 
 impl<'a> Running<'a> {
-    fn new(map: &'a Mutex<HashMap<String, Arc<Notify>>>, key: &'a str, stop: Arc<Notify>) -> Self {
+    fn new(
+        map: &'a Mutex<HashMap<String, (Arc<Notify>, StreamRef)>>,
+        key: &'a str,
+        stop: (Arc<Notify>, StreamRef),
+    ) -> Self {
         map.lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(key.to_string(), stop);

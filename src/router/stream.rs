@@ -33,14 +33,33 @@ pub struct Streamed {
     pub reference: Option<String>,
     /// All the text the surface took, when every piece is known to have arrived.
     pub shown: Option<String>,
-    /// Text said but not shown yet.
+    /// Text said but not shown yet (or not known to be shown).
     pub pending: String,
+    /// Everything said, shown or not.
+    pub all: String,
 }
 
 impl Streamed {
-    /// What the person has been told so far, shown or not (for a stopped turn).
+    /// What the soul said of its reply before the turn ended, shown or not.
     pub fn said(&self) -> String {
-        format!("{}{}", self.shown.as_deref().unwrap_or(""), self.pending)
+        self.all.clone()
+    }
+}
+
+/// The message a running turn's reply streams into, once begun (shared with the router's
+/// stop button).
+#[derive(Debug, Clone, Default)]
+pub struct StreamRef(Arc<std::sync::Mutex<Option<String>>>);
+
+impl StreamRef {
+    pub fn set(&self, reference: &str) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(reference.to_string());
+    }
+
+    /// Whether the reply streams into one of `references`.
+    pub fn is_among(&self, references: &[String]) -> bool {
+        let r = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        r.as_ref().is_some_and(|r| references.contains(r))
     }
 }
 
@@ -51,16 +70,18 @@ pub struct Streamer {
 }
 
 impl Streamer {
-    /// Starts the task for the reply to inbox row `row` at `to`, for `recipient`.
+    /// Starts the task for the reply to inbox row `row` at `to`, for `recipient`; the message
+    /// it begins is told to `reference`.
     pub fn start(
         surface: Arc<dyn Surface>,
         store: Arc<Store>,
         row: i64,
         to: Address,
         recipient: String,
+        reference: StreamRef,
     ) -> Streamer {
         let (tx, rx) = mpsc::unbounded_channel();
-        let task = tokio::spawn(run(surface, store, row, to, recipient, rx));
+        let task = tokio::spawn(run(surface, store, row, to, recipient, rx, reference));
         Streamer { tx, task }
     }
 
@@ -92,6 +113,7 @@ async fn run(
     to: Address,
     recipient: String,
     mut rx: mpsc::UnboundedReceiver<Say>,
+    told: StreamRef,
 ) -> Streamed {
     let mut s = Streamed {
         shown: Some(String::new()),
@@ -111,29 +133,44 @@ async fn run(
             rx.recv().await
         };
         match say {
-            Some(Say::Text(t)) => s.pending.push_str(&t),
+            Some(Say::Text(t)) => s.say(&t),
             Some(Say::End) | None => break,
         }
         if closed || s.pending.is_empty() {
             continue;
         }
         match s.reference.clone() {
-            None => match surface.begin_stream(&to, &recipient, &s.pending).await {
-                Begun::Started { reference, took } => {
-                    take(&mut s, took);
-                    // Stored before anything else happens: whatever follows (a crash, a
-                    // retry), the reply goes into this message.
-                    let r = reference.clone();
-                    if let Err(e) = store.call(move |st| st.set_stream_ref(row, &r)).await {
-                        error!(error = %e, "the stream's message was not recorded");
+            None => {
+                // A turn that ended already is not begun now: its reply is fixed, and a
+                // message begun after that would outlive a crash unrecorded.
+                let mut ended = false;
+                while let Ok(say) = rx.try_recv() {
+                    match say {
+                        Say::Text(t) => s.say(&t),
+                        Say::End => ended = true,
                     }
-                    info!(reference = %reference, "reply streaming");
-                    s.reference = Some(reference);
-                    next_append = Instant::now() + APPEND_EVERY;
                 }
-                Begun::Wait => {}
-                Begun::Whole => closed = true,
-            },
+                if ended {
+                    break;
+                }
+                match surface.begin_stream(&to, &recipient, &s.pending).await {
+                    Begun::Started { reference, took } => {
+                        take(&mut s, took);
+                        // Stored before anything else happens: whatever follows (a crash, a
+                        // retry), the reply goes into this message.
+                        let r = reference.clone();
+                        if let Err(e) = store.call(move |st| st.set_stream_ref(row, &r)).await {
+                            error!(error = %e, "the stream's message was not recorded");
+                        }
+                        told.set(&reference);
+                        info!(reference = %reference, "reply streaming");
+                        s.reference = Some(reference);
+                        next_append = Instant::now() + APPEND_EVERY;
+                    }
+                    Begun::Wait => {}
+                    Begun::Whole => closed = true,
+                }
+            }
             Some(reference) if Instant::now() >= next_append => {
                 match surface.append_stream(&to, &reference, &s.pending).await {
                     Appended::Took(n) => {
@@ -151,6 +188,13 @@ async fn run(
         }
     }
     s
+}
+
+impl Streamed {
+    fn say(&mut self, text: &str) {
+        self.pending.push_str(text);
+        self.all.push_str(text);
+    }
 }
 
 /// Moves the first `n` bytes of what was said to what was shown.

@@ -125,14 +125,21 @@ pub trait Surface: Send + Sync {
         Box::pin(async move { Ok(reference.to_string()) })
     }
 
-    /// Ends the streamed message `reference` as it stands, with `rest` added (the person
-    /// stopped the turn). A courtesy: it never fails.
+    /// Ends the streamed message `reference` as it stands, with `rest` added and the reply's
+    /// `mark` (the person stopped the turn). A courtesy: it never fails.
     fn halt_stream<'a>(
         &'a self,
         _to: &'a Address,
         _reference: &'a str,
         _rest: &'a str,
+        _mark: Option<PartMark>,
     ) -> BoxFuture<'a, ()> {
         Box::pin(async {})
+    }
+
+    /// A streamed message at `to` begun for a reply whose start was never recorded (anima
+    /// stopped, or the start's outcome was unknown), if there is one: the reply goes there.
+    fn find_unrecorded_stream<'a>(&'a self, _to: &'a Address) -> BoxFuture<'a, Option<String>> {
+        Box::pin(async { None })
     }
 }

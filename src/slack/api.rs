@@ -166,6 +166,12 @@ pub fn connector(api_base_url: &str) -> SlackClientHyperHttpsConnector {
 }
 
 /// Slack error codes that say "not now" rather than "never".
+/// Whether the bot wrote `m`.
+fn is_mine(bot: &BotIdentity, m: &SlackHistoryMessage) -> bool {
+    m.sender.user.as_ref().map(|u| u.to_string()) == Some(bot.user_id.clone())
+        || (bot.bot_id.is_some() && m.sender.bot_id.as_ref().map(|b| b.to_string()) == bot.bot_id)
+}
+
 pub(super) fn transient(code: &str) -> bool {
     matches!(
         code,
@@ -414,6 +420,50 @@ impl SlackApi {
         bot: &BotIdentity,
         out: &Outgoing<'_>,
     ) -> Result<Option<String>, SlackError> {
+        let messages = self.messages_after(out).await?;
+        Ok(messages
+            .into_iter()
+            .find(|m| is_mine(bot, m) && out.mark.is_some_and(|mark| mark.is_on(m)))
+            .map(|m| m.origin.ts.to_string()))
+    }
+
+    /// A message of ours in the thread after `after_ts` that carries no reply mark: a stream
+    /// begun for a reply whose start was not recorded (its outcome was unknown, or anima
+    /// stopped before the store took it). Every other message anima leaves carries a mark.
+    pub async fn find_unmarked(
+        &self,
+        bot: &BotIdentity,
+        channel: &str,
+        thread_ts: &str,
+        after_ts: &str,
+    ) -> Result<Option<String>, SlackError> {
+        let out = Outgoing {
+            channel,
+            thread_ts: Some(thread_ts),
+            after_ts,
+            text: "",
+            mark: None,
+        };
+        let messages = self.messages_after(&out).await?;
+        Ok(messages
+            .into_iter()
+            .filter(|m| ts_order(m.origin.ts.as_ref()) > ts_order(after_ts))
+            .find(|m| {
+                is_mine(bot, m)
+                    && m.content
+                        .metadata
+                        .as_ref()
+                        .is_none_or(|meta| meta.event_type != REPLY_EVENT_TYPE)
+            })
+            .map(|m| m.origin.ts.to_string()))
+    }
+
+    /// The messages of `out`'s conversation (its thread, or the channel's top level) after
+    /// `out.after_ts`, with their metadata.
+    async fn messages_after(
+        &self,
+        out: &Outgoing<'_>,
+    ) -> Result<Vec<SlackHistoryMessage>, SlackError> {
         let session = self.client.open_session(&self.bot_token);
         let channel_id = SlackChannelId::new(out.channel.to_string());
         let oldest = SlackTs::new(out.after_ts.to_string());
@@ -465,15 +515,7 @@ impl SlackApi {
             found = messages.len(),
             "looked for the reply in the conversation"
         );
-        let mine = |m: &SlackHistoryMessage| {
-            m.sender.user.as_ref().map(|u| u.to_string()) == Some(bot.user_id.clone())
-                || (bot.bot_id.is_some()
-                    && m.sender.bot_id.as_ref().map(|b| b.to_string()) == bot.bot_id)
-        };
-        Ok(messages
-            .into_iter()
-            .find(|m| mine(m) && out.mark.is_some_and(|mark| mark.is_on(m)))
-            .map(|m| m.origin.ts.to_string()))
+        Ok(messages)
     }
 
     /// Shows that the soul is working: a reaction on the message, or the assistant status

@@ -35,6 +35,8 @@ pub enum Decision {
     /// that has one (most likely first).
     Stop {
         conversations: Vec<String>,
+        /// The messages Slack says were streaming when the person pressed stop.
+        streams: Vec<String>,
     },
     Ignore(&'static str),
 }
@@ -146,6 +148,12 @@ pub fn decide(
             }
             Decision::Stop {
                 conversations: stopped_conversations(channel, thread_ts),
+                streams: e
+                    .streaming_message_ts
+                    .iter()
+                    .flatten()
+                    .map(|t| t.to_string())
+                    .collect(),
             }
         }
         _ => Decision::Ignore("an event type anima does not answer"),
@@ -565,7 +573,8 @@ mod tests {
         assert_eq!(
             run(stop("C1", Some("1700000000.000100")), &cfg()),
             Decision::Stop {
-                conversations: vec!["C1:1700000000.000100".into()]
+                conversations: vec!["C1:1700000000.000100".into()],
+                streams: vec!["1700000001.000200".into()]
             }
         );
         // The same key intake gives a message inside that thread.
@@ -577,7 +586,8 @@ mod tests {
         assert_eq!(
             run(stop("D1", Some("5.0")), &cfg()),
             Decision::Stop {
-                conversations: vec!["D1:5.0".into(), "D1".into()]
+                conversations: vec!["D1:5.0".into(), "D1".into()],
+                streams: vec!["1700000001.000200".into()]
             }
         );
         assert_eq!(

@@ -133,17 +133,18 @@ impl Gate {
             Decision::MessagesOpened { channel } => {
                 self.open(channel.clone(), channel, None).await?;
             }
-            Decision::Stop { conversations } => {
-                match conversations.iter().find(|c| self.router.stop(c)) {
-                    Some(c) => {
-                        info!(event = %event_id, thread = %c, "the person pressed stop; the turn is stopped")
-                    }
-                    None => {
-                        Metrics::inc(&self.metrics.events_ignored);
-                        debug!(event = %event_id, ?conversations, "a stop for a conversation with no running turn (or another app's); ignored")
-                    }
+            Decision::Stop {
+                conversations,
+                streams,
+            } => match conversations.iter().find(|c| self.router.stop(c, &streams)) {
+                Some(c) => {
+                    info!(event = %event_id, thread = %c, "the person pressed stop; the turn is stopped")
                 }
-            }
+                None => {
+                    Metrics::inc(&self.metrics.events_ignored);
+                    debug!(event = %event_id, ?conversations, "a stop for a conversation with no running turn (or another app's); ignored")
+                }
+            },
             Decision::Ignore(why) => {
                 Metrics::inc(&self.metrics.events_ignored);
                 debug!(event = %event_id, why, "event ignored");

@@ -21,7 +21,7 @@ use super::api::{BotIdentity, Outgoing, PostMark, SlackApi, SlackError};
 use super::budget::{Budget, Kind, Refusals};
 use super::markdown;
 use super::stream::StreamAt;
-use crate::router::{Address, Appended, Begun, Part, Surface, Undeliverable};
+use crate::router::{Address, Appended, Begun, Part, PartMark, Surface, Undeliverable};
 
 /// The note on an assistant thread.
 pub const ASSISTANT: &str = "assistant";
@@ -113,8 +113,20 @@ impl SlackSurface {
     ) -> Result<(), SlackError> {
         match self.api.update(channel, ts, text, mark).await {
             Err(SlackError::Api { code, .. }) if code == "streaming_state_conflict" => {
-                if let Err(e) = self.api.stop_stream(channel, ts, "", None, None).await {
-                    debug!(error = %e, "the stream did not stop before its rewrite");
+                // Still streaming: stop it first, within the budget (else later).
+                if !self.budget().stop.take(Instant::now()) {
+                    return Err(SlackError::RateLimited {
+                        method: "chat.stopStream",
+                        retry_after: None,
+                    });
+                }
+                match self.api.stop_stream(channel, ts, "", None, None).await {
+                    Err(e) if e.is_temporary() => {
+                        self.refused(&e, channel, false);
+                        return Err(e);
+                    }
+                    // Stopped, or no longer streaming by now: the update can go.
+                    _ => {}
                 }
                 self.api.update(channel, ts, text, mark).await
             }
@@ -236,6 +248,22 @@ impl Surface for SlackSurface {
                 },
                 Err(e) => {
                     self.refused(&e, &a.channel, true);
+                    // Not known whether it began: if it did, the reply goes into it.
+                    let unknown = matches!(&e, SlackError::Transport { .. })
+                        || matches!(&e, SlackError::Api { code, .. } if super::api::transient(code));
+                    if unknown {
+                        let found = self
+                            .api
+                            .find_unmarked(&self.bot, &a.channel, thread_ts, &a.ts)
+                            .await;
+                        if let Ok(Some(ts)) = found {
+                            info!(ts = %ts, "the stream had begun after all; the reply goes into it");
+                            return Begun::Started {
+                                reference: ts,
+                                took: n,
+                            };
+                        }
+                    }
                     Begun::Whole
                 }
             }
@@ -313,6 +341,11 @@ impl Surface for SlackSurface {
                     .await
                 {
                     Ok(()) => return Ok(reference.to_string()),
+                    // Not taken: later (as one that may have arrived, so rewritten whole).
+                    Err(e @ SlackError::RateLimited { .. }) => {
+                        self.refused(&e, &a.channel, false);
+                        return Err(Undeliverable::Unavailable(e.to_string()));
+                    }
                     // Its outcome is unknown or it failed (an expired stream): the message is
                     // rewritten whole, which is right whatever the stop did.
                     Err(e) => debug!(error = %e, "the stream did not stop; rewriting the message"),
@@ -321,6 +354,9 @@ impl Surface for SlackSurface {
             match self.rewrite(&a.channel, reference, part.text, mark).await {
                 Ok(()) => Ok(reference.to_string()),
                 Err(e) => {
+                    if let SlackError::RateLimited { method, .. } = &e {
+                        self.rate_limited(method, Instant::now());
+                    }
                     warn!(error = %e, "the streamed message was not rewritten yet");
                     let conflict =
                         matches!(&e, SlackError::Api { code, .. } if code == "streaming_state_conflict");
@@ -340,18 +376,42 @@ impl Surface for SlackSurface {
         to: &'a Address,
         reference: &'a str,
         rest: &'a str,
+        mark: Option<PartMark>,
     ) -> BoxFuture<'a, ()> {
         async move {
             let Some(a) = SlackAddress::decode(to) else {
                 return;
             };
             let rest = markdown::neutralise(rest, self.allow_broadcast);
+            let mark = mark.map(|m| PostMark {
+                inbox: m.row,
+                part: m.part,
+            });
             if let Err(e) = self
                 .api
-                .stop_stream(&a.channel, reference, &rest, None, None)
+                .stop_stream(&a.channel, reference, &rest, mark, None)
                 .await
             {
                 debug!(error = %e, "the stopped turn's stream did not stop (it may have already)");
+            }
+        }
+        .boxed()
+    }
+
+    fn find_unrecorded_stream<'a>(&'a self, to: &'a Address) -> BoxFuture<'a, Option<String>> {
+        async move {
+            let a = SlackAddress::decode(to)?;
+            let thread_ts = a.thread_ts.as_deref()?;
+            match self
+                .api
+                .find_unmarked(&self.bot, &a.channel, thread_ts, &a.ts)
+                .await
+            {
+                Ok(found) => found,
+                Err(e) => {
+                    warn!(error = %e, "could not look for a stream begun before the restart");
+                    None
+                }
             }
         }
         .boxed()

@@ -71,6 +71,8 @@ struct Inner {
     call_times: Vec<Instant>,
     /// (method, code) answered once each, in order, before anything else.
     once: VecDeque<(String, String)>,
+    /// The next chat.startStream begins the message, then answers HTTP 500.
+    start_stored_then_error: bool,
     /// Slack's per-minute tiers for the stream methods are enforced (HTTP 429 beyond them).
     tiers: bool,
     /// 429s answered because of the tiers.
@@ -161,6 +163,12 @@ impl FakeSlack {
     /// stop 20 (Tier 2), append 100 (Tier 4); beyond them, HTTP 429 with Retry-After.
     pub fn enforce_stream_tiers(&self) {
         self.inner.lock().unwrap().tiers = true;
+    }
+
+    /// The next chat.startStream begins its message but answers HTTP 500 (the client cannot
+    /// know it began).
+    pub fn fail_next_stream_start_after_storing(&self) {
+        self.inner.lock().unwrap().start_stored_then_error = true;
     }
 
     /// How many 429s the tiers brought.
@@ -581,6 +589,13 @@ async fn web_api(
                 blocks: None,
                 updates: 0,
             });
+            let mut inner = s.inner.lock().unwrap();
+            if std::mem::take(&mut inner.start_stored_then_error) {
+                return Response::builder()
+                    .status(500)
+                    .body(Body::from("internal error"))
+                    .unwrap();
+            }
             ok(json!({"channel": channel, "ts": ts}))
         }
         "chat.appendStream" | "chat.stopStream" => {
