@@ -48,6 +48,19 @@ pub enum SlackError {
     },
 }
 
+#[cfg(test)]
+impl BotIdentity {
+    /// The bot the unit tests' events are judged for (`UBOT`, `BBOT`).
+    pub fn for_tests() -> BotIdentity {
+        BotIdentity {
+            user_id: "UBOT".into(),
+            bot_id: Some("BBOT".into()),
+            team: "T".into(),
+            team_id: "T1".into(),
+        }
+    }
+}
+
 impl SlackError {
     fn from_client(method: &'static str, e: SlackClientError) -> Self {
         match e {

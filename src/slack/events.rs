@@ -94,15 +94,9 @@ async fn slack_events(
         info!("Events API URL verified");
         return axum::Json(serde_json::json!({ "challenge": challenge })).into_response();
     }
-    if s.stopping.load(Ordering::SeqCst) {
-        return (StatusCode::SERVICE_UNAVAILABLE, "shutting down").into_response();
-    }
-    let Some(gate) = s.gate.get() else {
-        return (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "not connected to Slack yet",
-        )
-            .into_response();
+    let gate = match open_gate(&s) {
+        Ok(gate) => gate,
+        Err(refused) => return refused,
     };
     match serde_json::from_value::<SlackPushEvent>(json) {
         Ok(SlackPushEvent::EventCallback(cb)) => match gate.handle(cb).await {
@@ -124,18 +118,24 @@ async fn slack_events(
     }
 }
 
+/// The gate events go through, or why none is open (shutting down, or Slack not connected
+/// yet): Slack then sends the request again later.
+#[allow(clippy::result_large_err)]
+fn open_gate(s: &EventsDoor) -> Result<&super::Gate, Response> {
+    if s.stopping.load(Ordering::SeqCst) {
+        return Err((StatusCode::SERVICE_UNAVAILABLE, "shutting down").into_response());
+    }
+    s.gate.get().map(|g| g.as_ref()).ok_or_else(|| {
+        (StatusCode::SERVICE_UNAVAILABLE, "not connected to Slack yet").into_response()
+    })
+}
+
 /// A signed interaction (`payload=<json>`): handed to the `Gate`; one that cannot be read is
 /// acknowledged and dropped, so Slack does not send it again.
 async fn interaction(s: &EventsDoor, payload: &str) -> Response {
-    if s.stopping.load(Ordering::SeqCst) {
-        return (StatusCode::SERVICE_UNAVAILABLE, "shutting down").into_response();
-    }
-    let Some(gate) = s.gate.get() else {
-        return (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "not connected to Slack yet",
-        )
-            .into_response();
+    let gate = match open_gate(s) {
+        Ok(gate) => gate,
+        Err(refused) => return refused,
     };
     match serde_json::from_str::<SlackInteractionEvent>(payload) {
         Ok(ev) => match gate.interaction(ev).await {

@@ -109,12 +109,7 @@ mod tests {
     use serde_json::json;
 
     fn bot() -> BotIdentity {
-        BotIdentity {
-            user_id: "UBOT".into(),
-            bot_id: Some("BBOT".into()),
-            team: "T".into(),
-            team_id: "T1".into(),
-        }
+        BotIdentity::for_tests()
     }
 
     /// A block_actions payload as Slack sends it for a feedback button.

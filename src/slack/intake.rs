@@ -292,12 +292,7 @@ mod tests {
     }
 
     fn bot() -> BotIdentity {
-        BotIdentity {
-            user_id: "UBOT".into(),
-            bot_id: Some("BBOT".into()),
-            team: "T".into(),
-            team_id: "T1".into(),
-        }
+        BotIdentity::for_tests()
     }
 
     fn run(event: serde_json::Value, cfg: &SlackConfig) -> Decision {
