@@ -10,6 +10,7 @@
 //! With `ANIMA_LOAD_STREAM=1`, replies may stream (`[llm] stream` on, each message in a DM
 //! thread): the same figures with the workspace's stream budget in play (most replies then
 //! go whole, as the budget allows about 20 streams a minute), and the stream calls counted.
+//! `ANIMA_LOAD_STREAM=model`: the model's answers stream but Slack replies do not.
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -82,8 +83,10 @@ fn main() {
             "anthropic",
             &model.url(),
             &format!(
-                "stream = true\n\n[slack]\nmode = \"socket\"\napi_base_url = \"{}\"\n\n[http]\nlisten = \"127.0.0.1:0\"\n\n[pipeline]\nmemory_window = 20\n",
-                slack.api_url()
+                "stream = true\n\n[slack]\nmode = \"socket\"\napi_base_url = \"{}\"\nstream_replies = {}\n\n[http]\nlisten = \"127.0.0.1:0\"\n\n[pipeline]\nmemory_window = 20\n",
+                slack.api_url(),
+                // ANIMA_LOAD_STREAM=model: the model's answers stream, Slack replies do not.
+                std::env::var("ANIMA_LOAD_STREAM").map_or(true, |v| v != "model")
             ),
         )
     } else {

@@ -267,6 +267,14 @@ fn the_status_shows_the_souls_loading_messages_and_clears_after_a_reply_and_a_mo
         json!(["Counting sheep…", "Asking the river…"])
     );
     assert_eq!(calls[1]["status"], "", "cleared after the reply");
+    // An agent's session is processing (the stop button shows) while the soul works.
+    let sessions: Vec<_> = slack
+        .calls("agents.sessions.setStatus")
+        .iter()
+        .map(|c| c["status"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(sessions, ["processing", "active"]);
+    assert_eq!(slack.calls("agents.sessions.setStatus")[0]["thread_ts"], THREAD);
 
     // The model fails: the apology is posted and the status cleared all the same.
     for _ in 0..3 {

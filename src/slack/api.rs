@@ -538,7 +538,27 @@ impl SlackApi {
         let session = self.client.open_session(&self.bot_token);
         let channel_id = SlackChannelId::new(channel.to_string());
         let result = match (assistant_thread, on) {
-            (Some(thread), _) => self.set_status(channel, thread, on).await,
+            (Some(thread), _) => {
+                // An agent's session shows the stop button while it is processing (Slack does
+                // not leave that state by itself: it is set back when the soul is done).
+                let session_status = if on {
+                    SlackAgentSessionStatus::Processing
+                } else {
+                    SlackAgentSessionStatus::Active
+                };
+                let req = SlackApiAgentsSessionsSetStatusRequest::new(session_status)
+                    .with_channel_id(channel_id.clone())
+                    .with_thread_ts(SlackTs::new(thread.to_string()));
+                self.courtesy(
+                    self.timed(
+                        "agents.sessions.setStatus",
+                        session.agents_sessions_set_status(&req),
+                    )
+                    .await,
+                    "agent session status not set",
+                );
+                self.set_status(channel, thread, on).await
+            }
             (None, true) => {
                 let req = SlackApiReactionsAddRequest::new(
                     channel_id,

@@ -230,6 +230,11 @@ impl FakeModel {
                     .with_state(state);
                 let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
                 tx.send(listener.local_addr().unwrap()).unwrap();
+                // As a real server streaming events does: each small write goes at once
+                // (with Nagle's algorithm, a stream of small frames waits for delayed ACKs).
+                let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+                    let _ = tcp.set_nodelay(true);
+                });
                 axum::serve(listener, app).await.unwrap();
             });
         });

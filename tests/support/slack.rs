@@ -121,6 +121,11 @@ impl FakeSlack {
                     .route("/link/", get(socket))
                     .with_state(state);
                 tx.send(addr).unwrap();
+                // As a real server streaming events does: each small write goes at once
+                // (with Nagle's algorithm, a stream of small frames waits for delayed ACKs).
+                let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+                    let _ = tcp.set_nodelay(true);
+                });
                 axum::serve(listener, app).await.unwrap();
             });
         });
