@@ -9,6 +9,7 @@ use clap::Args;
 use super::{CliResult, Failure};
 use crate::process::library;
 use crate::soul::{SHIPPED_PLAY_MD, SHIPPED_SKILLS_MD, SHIPPED_SOUL_MD};
+use crate::psyche::SHIPPED_PSYCHE;
 use crate::states::{ARCHETYPES, SHIPPED_TEMPLATE};
 
 const EXAMPLE: &str = include_str!("../../config.example.toml");
@@ -54,7 +55,8 @@ pub fn run(args: InitArgs) -> CliResult {
     println!("Wrote into {}:", dir.display());
     println!("  anima.toml   the configuration, every key commented with its default");
     println!("  soul/        soul.md (the personality), skills.md, play.md: edit them freely;");
-    println!("               template.toml (cognitive states; archetypes echo, ally, scout in templates/)");
+    println!("               template.toml (cognitive states; archetypes echo, ally, scout in templates/);");
+    println!("               psyche.toml (drives, mood, relationships: the inner life's constants)");
     println!(
         "  processes/   {} process files, one per mental mode",
         library::SHIPPED.len()
@@ -94,6 +96,7 @@ fn files(dir: &Path) -> Vec<(PathBuf, String)> {
         (dir.join("soul/skills.md"), SHIPPED_SKILLS_MD.to_string()),
         (dir.join("soul/play.md"), SHIPPED_PLAY_MD.to_string()),
         (dir.join("soul/template.toml"), SHIPPED_TEMPLATE.to_string()),
+        (dir.join("soul/psyche.toml"), SHIPPED_PSYCHE.to_string()),
     ];
     for (name, text) in ARCHETYPES {
         out.push((dir.join("soul/templates").join(name), text.to_string()));
@@ -178,7 +181,8 @@ mod tests {
         assert!(names.contains(&"/a/soul/soul.md".to_string()));
         assert!(names.contains(&"/a/processes/main.toml".to_string()));
         assert!(names.contains(&"/a/soul/template.toml".to_string()));
+        assert!(names.contains(&"/a/soul/psyche.toml".to_string()));
         assert!(names.contains(&"/a/soul/templates/ally.toml".to_string()));
-        assert_eq!(names.len(), 5 + ARCHETYPES.len() + library::SHIPPED.len());
+        assert_eq!(names.len(), 6 + ARCHETYPES.len() + library::SHIPPED.len());
     }
 }
