@@ -227,7 +227,10 @@ mod tests {
     #[test]
     fn a_bad_psyche_file_is_refused_with_its_line_and_a_missing_one_is_the_shipped() {
         let dir = tempfile::tempdir().unwrap();
-        assert_eq!(load_psyche(dir.path()).unwrap().drives, Psyche::shipped().drives);
+        assert_eq!(
+            load_psyche(dir.path()).unwrap().drives,
+            Psyche::shipped().drives
+        );
         std::fs::write(
             dir.path().join("psyche.toml"),
             psyche::SHIPPED_PSYCHE.replace("baseline = 0.4", "baseline = 4"),

@@ -8,8 +8,8 @@ use clap::Args;
 
 use super::{CliResult, Failure};
 use crate::process::library;
-use crate::soul::{SHIPPED_PLAY_MD, SHIPPED_SKILLS_MD, SHIPPED_SOUL_MD};
 use crate::psyche::SHIPPED_PSYCHE;
+use crate::soul::{SHIPPED_PLAY_MD, SHIPPED_SKILLS_MD, SHIPPED_SOUL_MD};
 use crate::states::{ARCHETYPES, SHIPPED_TEMPLATE};
 
 const EXAMPLE: &str = include_str!("../../config.example.toml");
@@ -56,7 +56,9 @@ pub fn run(args: InitArgs) -> CliResult {
     println!("  anima.toml   the configuration, every key commented with its default");
     println!("  soul/        soul.md (the personality), skills.md, play.md: edit them freely;");
     println!("               template.toml (cognitive states; archetypes echo, ally, scout in templates/);");
-    println!("               psyche.toml (drives, mood, relationships: the inner life's constants)");
+    println!(
+        "               psyche.toml (drives, mood, relationships: the inner life's constants)"
+    );
     println!(
         "  processes/   {} process files, one per mental mode",
         library::SHIPPED.len()

@@ -249,7 +249,13 @@ impl Watch {
 
     fn scan(&self) -> BTreeMap<PathBuf, Stamp> {
         let mut out = BTreeMap::new();
-        for f in ["soul.md", "skills.md", "play.md", template::FILE, psyche::FILE] {
+        for f in [
+            "soul.md",
+            "skills.md",
+            "play.md",
+            template::FILE,
+            psyche::FILE,
+        ] {
             let p = self.soul_dir.join(f);
             out.insert(p.clone(), stamp(&p));
         }
@@ -450,7 +456,11 @@ mod tests {
         std::fs::create_dir_all(&procs).unwrap();
         std::fs::write(soul.join("soul.md"), "# Kit\n").unwrap();
         let lib = Library::load(&soul, &procs).unwrap();
-        assert_eq!(lib.current().psyche.memory.top_k, 4, "the shipped constants");
+        assert_eq!(
+            lib.current().psyche.memory.top_k,
+            4,
+            "the shipped constants"
+        );
         let write_and_wait = |text: String| {
             std::fs::write(soul.join("psyche.toml"), text).unwrap();
             std::thread::sleep(CHECK_EVERY + Duration::from_millis(50));
@@ -459,9 +469,15 @@ mod tests {
         let now = write_and_wait(psyche::SHIPPED_PSYCHE.replace("top_k = 4", "top_k = 7"));
         assert_eq!(now.psyche.memory.top_k, 7);
         let now = write_and_wait(psyche::SHIPPED_PSYCHE.replace("top_k = 4", "top_k = -1"));
-        assert_eq!(now.psyche.memory.top_k, 7, "a rejected file leaves the last good one");
+        assert_eq!(
+            now.psyche.memory.top_k, 7,
+            "a rejected file leaves the last good one"
+        );
         let err = Library::load(&soul, &procs).err().unwrap().to_string();
-        assert!(err.contains("psyche.toml:") && err.contains("memory.top_k"), "{err}");
+        assert!(
+            err.contains("psyche.toml:") && err.contains("memory.top_k"),
+            "{err}"
+        );
     }
 
     #[test]
