@@ -22,6 +22,8 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0007_ism.sql"),
     include_str!("../../migrations/0008_states.sql"),
     include_str!("../../migrations/0009_dream.sql"),
+    // 0010 is another branch's; on merge it goes above this line.
+    include_str!("../../migrations/0011_psyche.sql"),
 ];
 
 /// The schema version this build writes.

@@ -1,6 +1,6 @@
 //! Durable memory: the SQLite store (working memory, soul state, users and their models,
 //! counters, whispers, usage, the cognitive state and its moves, the journal, what dreams
-//! consolidated) and the git repository that versions user models.
+//! consolidated, the psychology substrate) and the git repository that versions user models.
 //!
 //! Owns the schema and every SQL statement. Blocking: async callers go through `Store::call`,
 //! which moves the work off the runtime. Knows nothing about prompts, providers or Slack.
@@ -14,6 +14,7 @@ mod admin;
 mod checkpoint;
 pub mod dream;
 mod migrate;
+pub mod psyche;
 pub mod process_state;
 pub mod model_repo;
 pub mod snapshot;
