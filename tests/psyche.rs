@@ -1,0 +1,121 @@
+//! The psychology substrate from the operator's side: `anima check` refuses a bad psyche.toml
+//! with its file and line, `anima mind` shows the numbers (the model never sees them), and a
+//! config with `[autonomy]` is accepted.
+
+mod support;
+
+use anima::memory::psyche::Place;
+use anima::psyche::{Event, EventKind, GateRules, Psyche};
+use support::*;
+
+/// A home whose soul folder is its own, with `psyche` as its psyche.toml.
+fn home_with_psyche(psyche: &str) -> Home {
+    let h = Home::new(
+        "anthropic",
+        "http://127.0.0.1:9",
+        "\n[autonomy]\nchannels = [\"C1\"]\ncooldown_secs = 60\n",
+    );
+    let soul = h.dir.path().join("soul");
+    std::fs::create_dir_all(&soul).unwrap();
+    let shipped = concat!(env!("CARGO_MANIFEST_DIR"), "/soul");
+    std::fs::copy(format!("{shipped}/soul.md"), soul.join("soul.md")).unwrap();
+    std::fs::write(soul.join("psyche.toml"), psyche).unwrap();
+    let cfg = std::fs::read_to_string(h.config())
+        .unwrap()
+        .replace(&format!("soul_dir = \"{shipped}\""), "soul_dir = \"soul\"");
+    std::fs::write(h.config(), cfg).unwrap();
+    h
+}
+
+#[test]
+fn check_refuses_a_bad_psyche_file_with_its_file_and_line() {
+    let bad = anima::psyche::SHIPPED_PSYCHE
+        .replace("[drives.novelty]", "[drives.curiosity]")
+        .replacen("valence_gain = 0.5", "valence_gain = 2", 1);
+    let h = home_with_psyche(&bad);
+    let r = h.run(&["check"], "");
+    assert_eq!(r.status, 2, "{}{}", r.stdout, r.stderr);
+    let line = |needle: &str| bad.lines().position(|l| l.contains(needle)).unwrap() + 1;
+    assert!(
+        r.stdout
+            .contains(&format!("soul/psyche.toml:{}", line("curiosity"))),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains("unknown drive \"curiosity\""),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains(&format!(
+            "soul/psyche.toml:{}: key `mood.valence_gain`",
+            line("valence_gain = 2")
+        )),
+        "{}",
+        r.stdout
+    );
+    assert!(!format!("{}{}", r.stdout, r.stderr).contains("panicked"));
+
+    let h = home_with_psyche(anima::psyche::SHIPPED_PSYCHE);
+    let r = h.run(&["check"], "");
+    assert!(r.stdout.contains("psyche: "), "{}", r.stdout);
+    assert!(!r.stdout.contains("psyche.toml:"), "{}", r.stdout);
+}
+
+#[test]
+fn mind_shows_the_substrate_in_numbers_and_one_persons_part() {
+    let h = home_with_psyche(anima::psyche::SHIPPED_PSYCHE);
+    let r = h.run(&["mind"], "");
+    assert_eq!(r.status, 1, "no database yet: {}", r.stderr);
+    assert!(r.stderr.contains("no database"), "{}", r.stderr);
+    {
+        let store = h.store();
+        let p = Psyche::shipped();
+        for (who, text) in [
+            (
+                "U1",
+                "I'm a nurse and I live in Lyon, the compiler bug worries me",
+            ),
+            ("U2", "thanks, you are a great friend"),
+        ] {
+            store
+                .psyche_event(
+                    "Wren",
+                    &p,
+                    &GateRules::default(),
+                    &Event {
+                        kind: EventKind::Addressed,
+                        person: Some(who.into()),
+                        text: text.into(),
+                        at: 1_000,
+                    },
+                    &Place::default(),
+                )
+                .unwrap();
+        }
+    }
+    let r = h.run(&["mind"], "");
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    for part in [
+        "Wren's psyche",
+        "relatedness",
+        "U1: warmth",
+        "U2: warmth",
+        "occupation: nurse",
+        "home: Lyon",
+        "answer (M",
+    ] {
+        assert!(r.stdout.contains(part), "{part}: {}", r.stdout);
+    }
+    let r = h.run(&["mind", "--person", "U1", "--json"], "");
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    let v: serde_json::Value = serde_json::from_str(r.stdout.trim()).unwrap();
+    assert!(v["relationships"]["U1"]["warmth"].is_number(), "{v}");
+    assert!(v["relationships"].get("U2").is_none(), "only U1: {v}");
+    assert_eq!(v["decisions"].as_array().unwrap().len(), 1, "{v}");
+    assert!(
+        v["substrate"]["drives"].as_array().unwrap().len() == 5,
+        "{v}"
+    );
+}
