@@ -251,23 +251,52 @@ fn memory_rows(
 const MEMORY_COLUMNS: &str = "m.id, m.text, m.importance, m.salience, m.at,
      (SELECT group_concat(person, char(31)) FROM psyche_memory_people p WHERE p.memory = m.id)";
 
-/// An FTS5 query matching any of the words (each quoted, so nothing in it is syntax).
-fn fts_query(text: &str) -> Option<String> {
+/// Words the full-text query may use: at most this many, the rarest first.
+const QUERY_TERMS: usize = 4;
+/// A word held by more memories than this says little about which ones matter; leaving it out
+/// keeps the index's work bounded as memories accumulate.
+const COMMON_WORD_DOCS: i64 = 300;
+
+/// The query's words, each quoted so that nothing in it is FTS5 syntax.
+fn fts_terms(text: &str) -> Vec<String> {
     let mut w = words(text);
     w.sort();
     w.dedup();
-    let terms: Vec<String> = w
-        .into_iter()
-        .take(16)
+    w.into_iter()
+        .take(32)
         .map(|t| format!("\"{}\"", t.replace('"', "\"\"")))
+        .collect()
+}
+
+/// An FTS5 query for the rarer words of `text` (any of them), or `None` when no word helps.
+fn fts_query(conn: &Connection, text: &str) -> Result<Option<String>, StoreError> {
+    let mut counted: Vec<(i64, String)> = Vec::new();
+    let mut stmt = conn.prepare_cached("SELECT doc FROM psyche_memories_vocab WHERE term = ?1")?;
+    for quoted in fts_terms(text) {
+        // The index folds case and accents its own way: a word it does not list as such is
+        // still asked for (it may match after folding), as a rare one.
+        let bare = quoted[1..quoted.len() - 1].replace("\"\"", "\"");
+        let docs: i64 = stmt
+            .query_row([&bare], |r| r.get(0))
+            .optional()?
+            .unwrap_or(0);
+        if docs <= COMMON_WORD_DOCS {
+            counted.push((docs, quoted));
+        }
+    }
+    counted.sort();
+    let terms: Vec<String> = counted
+        .into_iter()
+        .take(QUERY_TERMS)
+        .map(|(_, t)| t)
         .collect();
-    (!terms.is_empty()).then(|| terms.join(" OR "))
+    Ok((!terms.is_empty()).then(|| terms.join(" OR ")))
 }
 
 /// Candidates for retrieval: the best full-text matches, the newest, the most salient.
 fn candidates(conn: &Connection, soul: &str, query: &str) -> Result<Vec<Memory>, StoreError> {
     let mut out: Vec<Memory> = Vec::new();
-    if let Some(q) = fts_query(query) {
+    if let Some(q) = fts_query(conn, query)? {
         out = memory_rows(
             conn,
             &format!(
@@ -351,7 +380,7 @@ fn write_effects(
     if let Some((person, boost)) = &fx.salience_boost {
         conn.prepare_cached(
             "UPDATE psyche_memories SET salience = min(1.0, salience + ?1)
-             WHERE id IN (SELECT memory FROM psyche_memory_people WHERE person = ?2 ORDER BY memory DESC LIMIT 50)
+             WHERE id IN (SELECT memory FROM psyche_memory_people WHERE person = ?2 ORDER BY memory DESC LIMIT 10)
                AND soul = ?3",
         )?
         .execute(params![boost.get(), person, soul])?;
@@ -812,11 +841,25 @@ mod tests {
     }
 
     #[test]
-    fn a_full_text_query_with_syntax_in_it_is_only_words() {
+    fn a_full_text_query_is_only_words_and_leaves_out_common_ones() {
+        let (_d, s) = store();
+        let conn = s.conn();
         assert_eq!(
-            fts_query("a \"b\" OR c*"),
+            fts_query(&conn, "a \"b\" OR c*").unwrap(),
             Some("\"a\" OR \"b\" OR \"c\" OR \"or\"".into())
         );
-        assert_eq!(fts_query("🦀 !!"), None);
+        assert_eq!(fts_query(&conn, "🦀 !!").unwrap(), None);
+        for i in 0..=COMMON_WORD_DOCS {
+            conn.execute(
+                "INSERT INTO psyche_memories (soul, text, importance, salience, at) VALUES ('W', ?1, 0.5, 0.5, 0)",
+                [format!("the day {i}")],
+            )
+            .unwrap();
+        }
+        assert_eq!(
+            fts_query(&conn, "the garden").unwrap(),
+            Some("\"garden\"".into()),
+            "`the` is in every memory"
+        );
     }
 }
