@@ -119,3 +119,47 @@ fn mind_shows_the_substrate_in_numbers_and_one_persons_part() {
         "{v}"
     );
 }
+
+#[test]
+fn a_turn_takes_the_message_in_and_its_prompt_gets_the_inner_life_in_words() {
+    let model = FakeModel::start();
+    model.reply(&answer("Lyon is lovely."));
+    model.reply(&answer("Still here."));
+    let home = Home::new("anthropic", &model.url(), "");
+    let r = home.run(
+        &["chat", "--user", "Zoé"],
+        "Thanks, you are a great friend. I'm a nurse and I live in Lyon, and the compiler bug worries me\nand again about the compiler bug 42\n",
+    );
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    let requests = model.requests();
+    let second = requests.last().unwrap().turn_text();
+    let start = second.find("<inner_life>").expect("the section");
+    let end = second.find("</inner_life>").unwrap();
+    let section = &second[start..end];
+    assert!(section.contains("You feel "), "{section}");
+    assert!(section.contains("“Zoé” lives in “Lyon”"), "{section}");
+    assert!(
+        section.contains("You remember") && section.contains("compiler bug worries me"),
+        "{section}"
+    );
+    assert!(
+        !section.contains("compiler bug 42"),
+        "this message is the current one, not a memory: {section}"
+    );
+    // Outside people's quoted words, not a digit: no number of the state reaches the prompt.
+    let own: String = section
+        .split('“')
+        .map(|piece| piece.split_once('”').map_or(piece, |(_, after)| after))
+        .collect();
+    assert!(!own.chars().any(|c| c.is_ascii_digit()), "{section}");
+
+    let m = home.run(&["mind", "--json"], "");
+    assert_eq!(m.status, 0, "{}", m.stderr);
+    let v: serde_json::Value = serde_json::from_str(m.stdout.trim()).unwrap();
+    let rel = v["relationships"].as_object().unwrap();
+    assert_eq!(rel.len(), 1, "{v}");
+    let (_, r) = rel.iter().next().unwrap();
+    assert_eq!(r["exchanges"], 2, "{v}");
+    assert!(r["warmth"].as_f64().unwrap() > 0.0, "{v}");
+    assert_eq!(v["decisions"][0]["verdict"], "answer", "{v}");
+}

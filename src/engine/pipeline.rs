@@ -46,6 +46,10 @@ impl Engine {
         if matches!(p, Perception::Message(_)) {
             self.leave_rest(&mut begun.ctx).await?;
         }
+        let packet = match p {
+            Perception::Message(m) => self.psyche_turn(m, &lib).await,
+            Perception::Quiet(_) => None,
+        };
         let ctx = &begun.ctx;
         let user = (!policy.proactive).then_some(&ctx.user);
         let message = match p {
@@ -110,6 +114,7 @@ impl Engine {
                     quiet_minutes: begun.quiet_minutes,
                     machine: None,
                     queries: None,
+                    psyche: packet.as_ref(),
                 },
                 soul: &mut soul,
                 outcome: &mut outcome,

@@ -476,7 +476,9 @@ impl Store {
                 facts: &facts[i],
             })
             .collect();
-        let memories = candidates(&conn, soul, query)?;
+        // What happened before now: the memory the current message just became is not recalled.
+        let mut memories = candidates(&conn, soul, query)?;
+        memories.retain(|m| m.at < now);
         let intentions = intentions(&conn, soul)?;
         Ok(Packet::build(&Input {
             substrate: &substrate,

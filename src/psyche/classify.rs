@@ -81,7 +81,7 @@ impl FactKind {
     pub fn phrase(self) -> &'static str {
         match self {
             FactKind::Name => "goes by",
-            FactKind::Occupation => "is",
+            FactKind::Occupation => "works as",
             FactKind::Home => "lives in",
             FactKind::Workplace => "works at",
             FactKind::Origin => "comes from",
