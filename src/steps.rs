@@ -166,12 +166,13 @@ pub const EXAMPLE_VERB: &str = "VERB";
 /// structure: a model that echoes the prompt writes them back, and the parser drops them and
 /// their content from the text it would otherwise show. A prompt test holds this list to
 /// what `build_prompt` emits.
-pub const PROMPT_SECTIONS: [&str; 12] = [
+pub const PROMPT_SECTIONS: [&str; 13] = [
     "thread_summary",
     "soul",
     "skills",
     "cognitive_steps",
     "soul_state",
+    "inner_life",
     "intuition",
     "user_model",
     "process",

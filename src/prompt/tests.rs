@@ -439,6 +439,11 @@ fn every_section_tag_is_in_the_shared_list() {
         quiet: Some(5),
         ..Case::default()
     };
+    let inner = crate::psyche::Packet {
+        sentences: vec![vec![crate::psyche::packet::Piece::Own(
+            "You feel even.".into(),
+        )]],
+    };
     let ism = build_prompt(&PromptInput {
         machine: Some(ism::MachineInput {
             goal: "g",
@@ -450,6 +455,7 @@ fn every_section_tag_is_in_the_shared_list() {
             max_loops: 5,
             call: ism::MachineCall::Select,
         }),
+        psyche: Some(&inner),
         ..everything.input()
     });
     let emitted: std::collections::BTreeSet<String> = [everything.build(), quiet.build(), ism]
