@@ -14,6 +14,7 @@ pub mod def;
 pub mod gate;
 pub mod mapping;
 pub mod packet;
+mod raw;
 pub mod retrieve;
 pub mod state;
 pub mod text;
