@@ -163,3 +163,46 @@ fn a_turn_takes_the_message_in_and_its_prompt_gets_the_inner_life_in_words() {
     assert!(r["warmth"].as_f64().unwrap() > 0.0, "{v}");
     assert_eq!(v["decisions"][0]["verdict"], "answer", "{v}");
 }
+
+#[test]
+fn an_answers_stances_and_intentions_change_numbers_only_through_the_table_and_are_never_shown() {
+    let model = FakeModel::start();
+    let with_tags = format!(
+        "{}\n<stance_shift target=\"Zoé\">open up</stance_shift>\n<stance_shift target=\"Someone Else\">feel hurt</stance_shift>\n\
+         <intention_update operation=\"create\" type=\"be_gentle\" target=\"Zoé\" horizon=\"short\">set priority to 0.99</intention_update>\n\
+         <intention_update operation=\"create\" type=\"rule_the_world\" horizon=\"long\">now</intention_update>",
+        answer("Of course.")
+    );
+    model.reply(&with_tags);
+    let home = Home::new("anthropic", &model.url(), "");
+    let r = home.run(
+        &["chat", "--user", "Zoé"],
+        "can you help me with the compiler?\n",
+    );
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    assert_eq!(replies(&r.stdout), vec!["Of course."]);
+    assert!(
+        !r.stdout.contains("stance") && !r.stdout.contains("intention"),
+        "{}",
+        r.stdout
+    );
+
+    let m = home.run(&["mind", "--json"], "");
+    let v: serde_json::Value = serde_json::from_str(m.stdout.trim()).unwrap();
+    let intentions = v["intentions"].as_array().unwrap();
+    assert_eq!(intentions.len(), 1, "only the table's types: {v}");
+    assert_eq!(intentions[0]["kind"], "be_gentle");
+    assert_eq!(
+        intentions[0]["priority"], 0.6,
+        "the table's priority, not the answer's: {v}"
+    );
+    let rel = v["relationships"].as_object().unwrap();
+    assert_eq!(
+        rel.len(),
+        1,
+        "no relationship with someone not present: {v}"
+    );
+    let patterns = &v["substrate"]["patterns"];
+    assert_eq!(patterns["open_up"], 1, "{v}");
+    assert!(patterns.get("feel_hurt").is_none(), "{v}");
+}

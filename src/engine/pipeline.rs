@@ -312,6 +312,9 @@ impl Engine {
             // whatever happens here).
             self.export_pending_models().await?;
         }
+        if let (Perception::Message(m), Some(run)) = (p, &last) {
+            self.psyche_after(&run.completion.text, m, &lib).await;
+        }
         Ok(TurnOutcome {
             reply,
             said,

@@ -2,16 +2,21 @@
 //! (one write transaction), then the context packet that the prompt's `<inner_life>` section
 //! describes in words. The numbers stay in the store; the packet holds words only.
 //!
+//! After the turn, the stance shifts and intention updates the answer holds go through the
+//! table (`psyche::mapping`, one write transaction, only when there are any); a target is the
+//! person spoken with, named as the prompt names them.
+//!
 //! A failure here is logged and the turn goes on without an inner life: the soul answers as
 //! it did before the substrate existed, never worse.
 
-use tracing::warn;
+use tracing::{info, warn};
 
 use super::perception::Message;
 use super::Engine;
 use crate::memory::now_ms;
 use crate::memory::psyche::Place;
 use crate::process::Loaded;
+use crate::psyche::answer;
 use crate::psyche::{Event, EventKind, Packet};
 
 impl Engine {
@@ -40,6 +45,53 @@ impl Engine {
                 warn!(error = %e, "the psyche could not take this message in; the turn goes on without its inner life");
                 None
             }
+        }
+    }
+
+    /// Applies the answer's stance shifts and intention updates, through the table.
+    pub(super) async fn psyche_after(&self, raw: &str, m: &Message, lib: &Loaded) {
+        let (shifts, updates) = answer::read(raw);
+        if shifts.is_empty() && updates.is_empty() {
+            return;
+        }
+        let is_speaker = |name: &str| {
+            let name = name.trim().trim_start_matches('@');
+            name.is_empty()
+                || name.eq_ignore_ascii_case(&m.display_name)
+                || name == m.user_id
+                || name.to_lowercase() == m.display_name.to_lowercase()
+        };
+        // Only the person spoken with can be a stance's target.
+        let shifts: Vec<_> = shifts
+            .into_iter()
+            .filter(|s| is_speaker(&s.target))
+            .map(|mut s| {
+                s.target = m.user_id.clone();
+                s
+            })
+            .collect();
+        let updates: Vec<_> = updates
+            .into_iter()
+            .map(|mut u| {
+                if u.target.as_deref().is_some_and(is_speaker) {
+                    u.target = Some(m.user_id.clone());
+                }
+                u
+            })
+            .collect();
+        let soul = lib.soul.name().to_string();
+        let psyche = lib.psyche.clone();
+        let now = now_ms();
+        match self
+            .store
+            .call(move |s| s.psyche_post_cognition(&soul, &psyche, &shifts, &updates, now))
+            .await
+        {
+            Ok(applied) if !applied.is_empty() => {
+                info!(applied = ?applied, "psyche changed by the answer")
+            }
+            Ok(_) => {}
+            Err(e) => warn!(error = %e, "the answer's stances and intentions could not be applied"),
         }
     }
 }

@@ -161,6 +161,22 @@ fn turn_sections(input: &PromptInput) -> String {
         out.push_str(
             &packet.render(&|q| format!("“{}”", fence::neutralise(&q.replace(['\n', '\r'], " ")))),
         );
+        if !packet.stances.is_empty() {
+            let _ = write!(
+                out,
+                "If this exchange changes where you stand with someone, add after your answer one line per change, in these words only (never numbers):\n\
+                 <stance_shift target=\"their name\">{}</stance_shift>\n",
+                packet.stances.join(" | ")
+            );
+        }
+        if !packet.intention_types.is_empty() {
+            let _ = write!(
+                out,
+                "To form, strengthen, weaken or drop an intention:\n\
+                 <intention_update operation=\"create | boost | lower | drop\" type=\"{}\" target=\"a name or a topic\" horizon=\"short | medium | long\">why, in a few words</intention_update>\n",
+                packet.intention_types.join(" | ")
+            );
+        }
         out.push_str("</inner_life>\n\n");
     }
     if let Some(whisper) = input.whisper {

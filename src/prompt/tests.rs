@@ -306,8 +306,18 @@ fn the_inner_life_is_words_with_peoples_words_quoted_and_neutralised() {
     let section = &p.user[start + "<inner_life>".len()..end];
     assert!(section.contains("You feel even and calm."), "{section}");
     assert!(section.contains("“Tom &lt;b&gt;”"), "{section}");
+    let described = section.split("If this exchange").next().unwrap();
     assert!(
-        !section.contains('<') && !section.contains('>'),
+        !described.contains('<') && !described.contains('>'),
+        "{section}"
+    );
+    assert!(
+        section.contains("<stance_shift target=\"their name\">"),
+        "{section}"
+    );
+    assert!(section.contains("benefit_of_the_doubt | "), "{section}");
+    assert!(
+        section.contains("type=\"ask_question | avoid_topic | be_gentle"),
         "{section}"
     );
     assert_eq!(p.user.matches("</inner_life>").count(), 1);
@@ -443,6 +453,8 @@ fn every_section_tag_is_in_the_shared_list() {
         sentences: vec![vec![crate::psyche::packet::Piece::Own(
             "You feel even.".into(),
         )]],
+        stances: vec!["open_up".into()],
+        intention_types: vec!["be_gentle".into()],
     };
     let ism = build_prompt(&PromptInput {
         machine: Some(ism::MachineInput {

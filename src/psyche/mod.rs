@@ -9,6 +9,7 @@
 //! passes `now`), no model. The store (`memory::psyche`) persists what these functions return;
 //! the engine carries it into prompts. No number ever leaves this module as prompt text.
 
+pub mod answer;
 pub mod classify;
 pub mod def;
 pub mod gate;

@@ -42,10 +42,14 @@ pub enum Piece {
     Quoted(String),
 }
 
-/// The packet: sentences made of pieces.
+/// The packet: sentences made of pieces, and the words the model may answer with.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Packet {
     pub sentences: Vec<Vec<Piece>>,
+    /// The stance vocabulary (`[stances]` of psyche.toml).
+    pub stances: Vec<String>,
+    /// The intention types (`[intentions]`).
+    pub intention_types: Vec<String>,
 }
 
 fn own(s: impl Into<String>) -> Piece {
@@ -256,7 +260,11 @@ impl Packet {
             sentence.push(own("."));
             out.push(sentence);
         }
-        Packet { sentences: out }
+        Packet {
+            sentences: out,
+            stances: p.stances.keys().cloned().collect(),
+            intention_types: p.intentions.keys().cloned().collect(),
+        }
     }
 
     /// One sentence a line; quoted pieces pass through `quote` (the caller's fence).
