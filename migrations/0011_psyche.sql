@@ -50,8 +50,6 @@ CREATE VIRTUAL TABLE psyche_memories_fts USING fts5 (
     content_rowid = 'id',
     tokenize = 'unicode61 remove_diacritics 2'
 );
--- How many memories hold each word: retrieval asks the index only for the query's rarer words.
-CREATE VIRTUAL TABLE psyche_memories_vocab USING fts5vocab (psyche_memories_fts, 'row');
 CREATE TRIGGER psyche_memories_fts_insert AFTER INSERT ON psyche_memories BEGIN
     INSERT INTO psyche_memories_fts (rowid, text) VALUES (new.id, new.text);
 END;

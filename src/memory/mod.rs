@@ -119,6 +119,10 @@ impl Store {
     }
 
     fn from_connection(conn: Connection, path: &Path) -> Store {
+        // Room for every statement the store prepares (rusqlite keeps 16 by default): past
+        // that, statements are prepared again on every use, and those touching the psyche's
+        // full-text index and triggers are costly to prepare.
+        conn.set_prepared_statement_cache_capacity(128);
         Store {
             conn: Mutex::new(conn),
             path: path.to_path_buf(),

@@ -24,7 +24,7 @@ use crate::psyche::{Event, Intention, Memory, Psyche, Relationship, Signed, Subs
 /// Gate decisions kept per soul (older ones are deleted as new ones come).
 pub const GATE_LOG_KEEP: i64 = 10_000;
 /// Candidates fetched for retrieval: by full-text match, by recency and by salience, each.
-const CANDIDATES: usize = 40;
+const CANDIDATES: usize = 20;
 
 /// Where an event happened, for the gate and its log.
 #[derive(Debug, Clone, Default)]
@@ -255,15 +255,20 @@ const MEMORY_COLUMNS: &str = "m.id, m.text, m.importance, m.salience, m.at,
 const QUERY_TERMS: usize = 4;
 /// A word held by more memories than this says little about which ones matter; leaving it out
 /// keeps the index's work bounded as memories accumulate.
-const COMMON_WORD_DOCS: i64 = 300;
+const COMMON_WORD_DOCS: i64 = 100;
 
-/// The query's words, each quoted so that nothing in it is FTS5 syntax.
+/// Words of the query counted against the index, the longest first (long words are the rare
+/// ones, as a rule).
+const COUNTED_TERMS: usize = 5;
+
+/// The query's words, each quoted so that nothing in it is FTS5 syntax: the longest
+/// `COUNTED_TERMS`, in a fixed order.
 fn fts_terms(text: &str) -> Vec<String> {
     let mut w = words(text);
-    w.sort();
+    w.sort_by(|a, b| b.chars().count().cmp(&a.chars().count()).then(a.cmp(b)));
     w.dedup();
     w.into_iter()
-        .take(32)
+        .take(COUNTED_TERMS)
         .map(|t| format!("\"{}\"", t.replace('"', "\"\"")))
         .collect()
 }
@@ -271,15 +276,13 @@ fn fts_terms(text: &str) -> Vec<String> {
 /// An FTS5 query for the rarer words of `text` (any of them), or `None` when no word helps.
 fn fts_query(conn: &Connection, text: &str) -> Result<Option<String>, StoreError> {
     let mut counted: Vec<(i64, String)> = Vec::new();
-    let mut stmt = conn.prepare_cached("SELECT doc FROM psyche_memories_vocab WHERE term = ?1")?;
+    // How many memories hold the word, counted no further than the limit: the work per word
+    // stays bounded however common it is.
+    let mut stmt = conn.prepare_cached(
+        "SELECT count(*) FROM (SELECT 1 FROM psyche_memories_fts WHERE psyche_memories_fts MATCH ?1 LIMIT ?2)",
+    )?;
     for quoted in fts_terms(text) {
-        // The index folds case and accents its own way: a word it does not list as such is
-        // still asked for (it may match after folding), as a rare one.
-        let bare = quoted[1..quoted.len() - 1].replace("\"\"", "\"");
-        let docs: i64 = stmt
-            .query_row([&bare], |r| r.get(0))
-            .optional()?
-            .unwrap_or(0);
+        let docs: i64 = stmt.query_row(params![quoted, COMMON_WORD_DOCS + 1], |r| r.get(0))?;
         if docs <= COMMON_WORD_DOCS {
             counted.push((docs, quoted));
         }
@@ -300,7 +303,7 @@ fn candidates(conn: &Connection, soul: &str, query: &str) -> Result<Vec<Memory>,
         out = memory_rows(
             conn,
             &format!(
-                "SELECT {MEMORY_COLUMNS} FROM psyche_memories_fts f JOIN psyche_memories m ON m.id = f.rowid
+                "SELECT {MEMORY_COLUMNS} FROM psyche_memories_fts f CROSS JOIN psyche_memories m ON m.id = f.rowid
                  WHERE psyche_memories_fts MATCH ?1 AND m.soul = ?2 ORDER BY f.rank LIMIT ?3"
             ),
             params![q, soul, CANDIDATES as i64],
@@ -380,8 +383,8 @@ fn write_effects(
     if let Some((person, boost)) = &fx.salience_boost {
         conn.prepare_cached(
             "UPDATE psyche_memories SET salience = min(1.0, salience + ?1)
-             WHERE id IN (SELECT memory FROM psyche_memory_people WHERE person = ?2 ORDER BY memory DESC LIMIT 10)
-               AND soul = ?3",
+             WHERE id IN (SELECT memory FROM psyche_memory_people WHERE person = ?2 ORDER BY memory DESC LIMIT 5)
+               AND +soul = ?3",
         )?
         .execute(params![boost.get(), person, soul])?;
     }
