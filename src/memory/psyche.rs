@@ -380,10 +380,13 @@ fn write_effects(
             .execute(params![soul, person, f.kind.name(), f.value, substrate.updated_at])?;
         }
     }
+    // The memory most recently shared with the author grows more salient when they come
+    // back: one row (each row more costs a page of the table and of the salience index in
+    // every event's transaction; benches/psyche.rs).
     if let Some((person, boost)) = &fx.salience_boost {
         conn.prepare_cached(
             "UPDATE psyche_memories SET salience = min(1.0, salience + ?1)
-             WHERE id IN (SELECT memory FROM psyche_memory_people WHERE person = ?2 ORDER BY memory DESC LIMIT 5)
+             WHERE id IN (SELECT memory FROM psyche_memory_people WHERE person = ?2 ORDER BY memory DESC LIMIT 1)
                AND +soul = ?3",
         )?
         .execute(params![boost.get(), person, soul])?;

@@ -7,7 +7,7 @@
 //! effects from its dimensions, mood from the drives' net satisfaction and the event's
 //! intensity, arcs it matches, the author's relationship scaled by its volatility, energy
 //! spent on its demand), then memory (importance; an episodic memory above the threshold; the
-//! author's memories grow more salient; the facts it states).
+//! memory last shared with the author grows more salient; the facts it states).
 
 use serde::{Deserialize, Serialize};
 
@@ -41,7 +41,7 @@ pub struct Effects {
     pub classification: Classification,
     pub importance: Unit,
     pub memory: Option<NewMemory>,
-    /// Memories of these people grow this much more salient.
+    /// The author's memories grow this much more salient (the store refreshes the newest).
     pub salience_boost: Option<(String, Unit)>,
     /// The numbers the gate weighs.
     pub gate: GateInputs,
