@@ -206,3 +206,96 @@ fn an_answers_stances_and_intentions_change_numbers_only_through_the_table_and_a
     assert_eq!(patterns["open_up"], 1, "{v}");
     assert!(patterns.get("feel_hurt").is_none(), "{v}");
 }
+
+/// Issue 12, point 8, at the engine (Slack's intake does not route unaddressed messages here
+/// yet): in a listened-to channel a heated exchange on the soul's arcs is let through once and
+/// then held by the cooldown; small talk never; a channel not in the list never, ever; and no
+/// model is called for any of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gate_lets_one_heated_exchange_through_then_holds_the_cooldown_and_ignores_the_rest() {
+    use anima::psyche::gate::{Silence, Verdict};
+    let model = FakeModel::start();
+    let home = Home::new(
+        "anthropic",
+        &model.url(),
+        "\n[autonomy]\nchannels = [\"CLISTEN\"]\ncooldown_secs = 300\n",
+    );
+    let engine = engine(&model, &home);
+    let heated = [
+        "This refactor is stupid, you broke the compiler build AGAIN!",
+        "Don't you DARE call my code stupid, your test suite is useless!",
+        "I hate this design, it is a failure and you refuse to listen",
+        "Shut up, this bug is yours and I won't fix it",
+    ];
+    let small_talk = [
+        "morning all",
+        "hey! nice weekend?",
+        "yeah, lunch was cool",
+        "lol",
+    ];
+    let t0 = 1_700_000_000_000i64;
+    let mut at = t0;
+    let mut verdicts = Vec::new();
+    for (i, text) in small_talk.iter().enumerate() {
+        at += 20_000;
+        let who = ["U1", "U2"][i % 2];
+        verdicts.push(
+            engine
+                .overhear("CLISTEN", who, text, at)
+                .await
+                .unwrap()
+                .verdict,
+        );
+    }
+    assert!(
+        verdicts.iter().all(|v| !v.thinks()),
+        "small talk: {verdicts:?}"
+    );
+
+    let mut verdicts = Vec::new();
+    for (i, text) in heated.iter().enumerate() {
+        at += 20_000;
+        let who = ["U1", "U2"][i % 2];
+        verdicts.push(
+            engine
+                .overhear("CLISTEN", who, text, at)
+                .await
+                .unwrap()
+                .verdict,
+        );
+    }
+    assert_eq!(
+        verdicts.iter().filter(|v| **v == Verdict::Speak).count(),
+        1,
+        "{verdicts:?}"
+    );
+    let spoke = verdicts.iter().position(|v| *v == Verdict::Speak).unwrap();
+    assert!(
+        verdicts[spoke + 1..]
+            .iter()
+            .all(|v| *v == Verdict::Silent(Silence::Cooldown)),
+        "{verdicts:?}"
+    );
+
+    // The same heat in a channel not listed: never, even long after the cooldown.
+    for (i, text) in heated.iter().cycle().take(12).enumerate() {
+        at += 400_000;
+        let d = engine
+            .overhear("COTHER", ["U1", "U2"][i % 2], text, at)
+            .await
+            .unwrap();
+        assert_eq!(d.verdict, Verdict::Silent(Silence::NotListened), "{d:?}");
+    }
+
+    // A flood of a thousand unaddressed messages in a minute: decisions only, no model call.
+    for i in 0..1000 {
+        let d = engine
+            .overhear("CLISTEN", "U3", "hey lol", at + i * 60)
+            .await
+            .unwrap();
+        assert!(!d.verdict.thinks());
+    }
+    assert!(model.requests().is_empty(), "no model call");
+    let logged = engine.store().psyche_decisions("Wren", 2000).unwrap();
+    assert_eq!(logged.len(), 4 + 4 + 12 + 1000, "every decision logged");
+}

@@ -6,18 +6,22 @@
 //! table (`psyche::mapping`, one write transaction, only when there are any); a target is the
 //! person spoken with, named as the prompt names them.
 //!
+//! A message that does not address the soul (in a channel it is in) is `overhear`d: its
+//! event moves the substrate and the meaningfulness gate decides, with `[autonomy]`'s rules
+//! and channels, whether it deserves cognition; no model is called here, whatever comes.
+//!
 //! A failure here is logged and the turn goes on without an inner life: the soul answers as
 //! it did before the substrate existed, never worse.
 
 use tracing::{info, warn};
 
 use super::perception::Message;
-use super::Engine;
+use super::{Engine, EngineError};
 use crate::memory::now_ms;
 use crate::memory::psyche::Place;
 use crate::process::Loaded;
 use crate::psyche::answer;
-use crate::psyche::{Event, EventKind, Packet};
+use crate::psyche::{Decision, Event, EventKind, Packet};
 
 impl Engine {
     /// Applies an addressed message to the substrate and builds the turn's packet.
@@ -93,5 +97,36 @@ impl Engine {
             Ok(_) => {}
             Err(e) => warn!(error = %e, "the answer's stances and intentions could not be applied"),
         }
+    }
+
+    /// A message in `channel` that does not address the soul: applied to the substrate, and
+    /// the gate's decision (logged with its inputs). `Verdict::Speak` means the soul may take
+    /// a turn on it unasked; the cooldown has then begun.
+    pub async fn overhear(
+        &self,
+        channel: &str,
+        user_id: &str,
+        text: &str,
+        at_ms: i64,
+    ) -> Result<Decision, EngineError> {
+        let lib = self.library.current();
+        let soul = lib.soul.name().to_string();
+        let psyche = lib.psyche.clone();
+        let rules = self.config.autonomy.gate_rules();
+        let place = Place {
+            channel: Some(channel.to_string()),
+            listened: self.config.autonomy.listens_in(channel),
+        };
+        let event = Event {
+            kind: EventKind::Overheard,
+            person: Some(user_id.to_string()),
+            text: text.to_string(),
+            at: at_ms,
+        };
+        let (_, decision) = self
+            .store
+            .call(move |s| s.psyche_event(&soul, &psyche, &rules, &event, &place))
+            .await?;
+        Ok(decision)
     }
 }
