@@ -136,6 +136,29 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        #[test]
+        fn scores_are_finite_and_top_k_is_ordered_on_any_text(
+            texts in proptest::collection::vec(crate::arbitrary::text(), 0..8),
+            query in crate::arbitrary::text(),
+        ) {
+            let p = Psyche::shipped();
+            let ms: Vec<Memory> = texts
+                .iter()
+                .enumerate()
+                .map(|(i, t)| memory(i as i64, t, 0.5, i as i64 * 1000))
+                .collect();
+            let top = top_k(&query, &ms, &p, 10_000, 3);
+            proptest::prop_assert!(top.len() <= 3);
+            for w in top.windows(2) {
+                proptest::prop_assert!(w[0].1 >= w[1].1);
+            }
+            for (_, score) in &top {
+                proptest::prop_assert!(score.is_finite() && *score >= 0.0);
+            }
+        }
+    }
+
     #[test]
     fn cjk_text_is_retrievable() {
         let p = Psyche::shipped();

@@ -81,6 +81,23 @@ mod tests {
         assert!(words("🦀 -- 👍🏽").is_empty());
     }
 
+    proptest::proptest! {
+        #[test]
+        fn words_and_clips_hold_on_any_text(text in crate::arbitrary::text(), max in 0usize..40) {
+            let w = words(&text);
+            for word in &w {
+                proptest::prop_assert!(!word.is_empty());
+                proptest::prop_assert!(!word.chars().any(char::is_whitespace), "{word:?}");
+            }
+            if let Some(first) = w.first() {
+                proptest::prop_assert!(has_phrase(&w, first));
+            }
+            let c = clip(&text, max);
+            proptest::prop_assert!(c.chars().count() <= max + 1);
+            proptest::prop_assert!(text.starts_with(c.trim_end_matches('…')));
+        }
+    }
+
     #[test]
     fn phrases_match_whole_words_in_order() {
         let w = words("please help me now");
