@@ -80,6 +80,15 @@ CREATE TABLE psyche_intentions (
 );
 CREATE INDEX psyche_intentions_by_soul ON psyche_intentions (soul);
 
+-- Events already applied, by a key of the caller's (a message's inbox row): a retried turn
+-- does not move the substrate twice.
+CREATE TABLE psyche_seen (
+    soul    TEXT    NOT NULL,
+    key     TEXT    NOT NULL,
+    at      INTEGER NOT NULL,
+    PRIMARY KEY (soul, key)
+) WITHOUT ROWID;
+
 -- Every gate decision with its inputs (the newest are kept; see memory::psyche).
 CREATE TABLE psyche_gate_log (
     id                  INTEGER PRIMARY KEY,

@@ -36,10 +36,29 @@ impl Engine {
             at: now_ms(),
         };
         let people = vec![(m.user_id.clone(), m.display_name.clone())];
+        let key = m
+            .source
+            .clone()
+            .or_else(|| m.inbox_id.map(|id| format!("inbox:{id}")));
         let result = self
             .store
             .call(move |s| {
-                s.psyche_event(&soul, &psyche, &rules, &event, &Place::default())?;
+                match &key {
+                    // A message from the inbox may come again (a retried turn): once only.
+                    Some(key) => {
+                        s.psyche_event_once(
+                            &soul,
+                            &psyche,
+                            &rules,
+                            &event,
+                            &Place::default(),
+                            key,
+                        )?;
+                    }
+                    None => {
+                        s.psyche_event(&soul, &psyche, &rules, &event, &Place::default())?;
+                    }
+                }
                 s.psyche_packet(&soul, &psyche, &people, &event.text, event.at)
             })
             .await;

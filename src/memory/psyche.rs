@@ -407,6 +407,48 @@ fn write_effects(
     Ok(())
 }
 
+/// One event in an open write transaction: read, update, decide, write, log.
+fn event_in(
+    tx: &Connection,
+    soul: &str,
+    psyche: &Psyche,
+    rules: &GateRules,
+    event: &Event,
+    place: &Place,
+) -> Result<(Effects, Decision), StoreError> {
+    let state = load_substrate(tx, soul, psyche, event.at)?;
+    let rel = match &event.person {
+        Some(p) => load_relationship(tx, soul, p)?,
+        None => None,
+    };
+    let fx = apply(&state, rel.as_ref(), event, psyche);
+    let d = gate::decide(
+        fx.gate,
+        Situation {
+            kind: event.kind,
+            trivial: fx.classification.trivial,
+            choice: fx.choice,
+            listened: place.listened,
+            last_unasked_at: state.last_unasked_at,
+            now: fx.substrate.updated_at,
+        },
+        rules,
+    );
+    let mut after = fx.substrate.clone();
+    if d.verdict == gate::Verdict::Speak {
+        after.last_unasked_at = Some(after.updated_at);
+    }
+    write_effects(tx, soul, &fx, &after)?;
+    log_decision(tx, soul, event, place, &d)?;
+    Ok((
+        Effects {
+            substrate: after,
+            ..fx
+        },
+        d,
+    ))
+}
+
 impl Store {
     /// Applies one event to `soul`'s substrate and decides whether it deserves cognition, in
     /// one write transaction; the decision is logged with its inputs. A `Speak` starts the
@@ -419,38 +461,31 @@ impl Store {
         event: &Event,
         place: &Place,
     ) -> Result<(Effects, Decision), StoreError> {
+        self.write(|tx| event_in(tx, soul, psyche, rules, event, place))
+    }
+
+    /// `psyche_event` for an event that may come again (a message whose turn is retried):
+    /// applied the first time `key` is seen for this soul, and `None` every time after, so a
+    /// retry does not move the substrate twice.
+    pub fn psyche_event_once(
+        &self,
+        soul: &str,
+        psyche: &Psyche,
+        rules: &GateRules,
+        event: &Event,
+        place: &Place,
+        key: &str,
+    ) -> Result<Option<(Effects, Decision)>, StoreError> {
         self.write(|tx| {
-            let state = load_substrate(tx, soul, psyche, event.at)?;
-            let rel = match &event.person {
-                Some(p) => load_relationship(tx, soul, p)?,
-                None => None,
-            };
-            let fx = apply(&state, rel.as_ref(), event, psyche);
-            let d = gate::decide(
-                fx.gate,
-                Situation {
-                    kind: event.kind,
-                    trivial: fx.classification.trivial,
-                    choice: fx.choice,
-                    listened: place.listened,
-                    last_unasked_at: state.last_unasked_at,
-                    now: fx.substrate.updated_at,
-                },
-                rules,
-            );
-            let mut after = fx.substrate.clone();
-            if d.verdict == gate::Verdict::Speak {
-                after.last_unasked_at = Some(after.updated_at);
+            let new = tx
+                .prepare_cached(
+                    "INSERT OR IGNORE INTO psyche_seen (soul, key, at) VALUES (?1, ?2, ?3)",
+                )?
+                .execute(params![soul, key, event.at])?;
+            if new == 0 {
+                return Ok(None);
             }
-            write_effects(tx, soul, &fx, &after)?;
-            log_decision(tx, soul, event, place, &d)?;
-            Ok((
-                Effects {
-                    substrate: after,
-                    ..fx
-                },
-                d,
-            ))
+            event_in(tx, soul, psyche, rules, event, place).map(Some)
         })
     }
 
@@ -704,6 +739,34 @@ mod tests {
         assert_eq!(mind.decisions[0].inputs, d.inputs, "logged with its inputs");
         // Another soul in the same home is another substrate.
         assert_eq!(s.psyche_mind("Kit", &p, None, 2_000).unwrap().memories, 0);
+    }
+
+    #[test]
+    fn an_event_with_a_key_is_applied_once() {
+        let (_d, s) = store();
+        let p = Psyche::shipped();
+        let e = said(
+            EventKind::Addressed,
+            "U1",
+            "thanks, you are a great friend",
+            1_000,
+        );
+        let once = |at: i64| {
+            s.psyche_event_once(
+                "Wren",
+                &p,
+                &GateRules::default(),
+                &Event { at, ..e.clone() },
+                &Place::default(),
+                "inbox:7",
+            )
+            .unwrap()
+        };
+        assert!(once(1_000).is_some());
+        assert!(once(5_000).is_none(), "a retry of the same message");
+        let mind = s.psyche_mind("Wren", &p, None, 9_000).unwrap();
+        assert_eq!(mind.relationships["U1"].exchanges, 1);
+        assert_eq!(mind.decisions.len(), 1);
     }
 
     #[test]
