@@ -221,6 +221,7 @@ fn main() {
         quiet_minutes: None,
         machine: None,
         summary: None,
+        psyche: None,
         message: "What's the status of the BG3 port, and what should I do next?",
     };
     let built = build_prompt(&input);

@@ -7,8 +7,10 @@
 //! model through `llm`, reads the answer with `parse`, and keeps everything in `memory`; the
 //! router delivers the reply back through slack's surface. `states` is the soul's cognitive
 //! state (WAKEUP, WORK, PLAY, DREAM, SOLITUDE, SHUTDOWN) as its template shapes it: pure,
-//! carried out by the daemon and the engine. The rest is shared: `config`,
-//! `soul` (and `assistant`, its words on assistant surfaces), `steps`, `metrics`, `telemetry`, `tls`, `failpoint`. `tests/architecture.rs`
+//! carried out by the daemon and the engine. `psyche` is the soul's numeric inner life (drives,
+//! mood, relationships, memories) and the gate for speaking unasked: pure, its numbers never
+//! reach a prompt. The rest is shared: `config`, `soul` (and `assistant`, its words on
+//! assistant surfaces), `steps`, `metrics`, `telemetry`, `tls`, `failpoint`. `tests/architecture.rs`
 //! holds each part to the edges it may have.
 
 pub mod cli;
@@ -21,6 +23,7 @@ pub mod engine;
 pub mod states;
 pub mod process;
 pub mod ism;
+pub mod psyche;
 pub mod prompt;
 pub mod llm;
 pub mod parse;

@@ -1,6 +1,7 @@
 //! The soul's files: `soul.md` (the personality, required), `skills.md` (optional),
 //! `play.md` (optional: how the soul's instructions change in PLAY) and `template.toml`
-//! (optional: its cognitive state behaviours, checked by `states::template`).
+//! (optional: its cognitive state behaviours, checked by `states::template`) and `psyche.toml`
+//! (optional: the constants of its psychology substrate, checked by `psyche::def`).
 //!
 //! Owns reading and checking them; every error names the path (and, for the template, the
 //! line). The text reaches the prompt
@@ -10,6 +11,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::config::Problem;
+use crate::psyche::{self, Psyche};
 use crate::states::{template, Template, SHIPPED_TEMPLATE};
 
 /// What the built-in soul and processes give as their folder.
@@ -52,6 +54,8 @@ pub enum SoulError {
     },
     #[error("the template is invalid: {}", .0.iter().map(|p| p.to_string()).collect::<Vec<_>>().join("; "))]
     Template(Vec<Problem>),
+    #[error("the psyche file is invalid: {}", .0.iter().map(|p| p.to_string()).collect::<Vec<_>>().join("; "))]
+    Psyche(Vec<Problem>),
 }
 
 impl SoulFiles {
@@ -149,6 +153,20 @@ pub fn load_template(dir: &Path) -> Result<Template, SoulError> {
     }
 }
 
+/// The soul's psychology constants: `psyche.toml` in `dir`; the shipped one when `dir` does not
+/// exist (the built-in soul) or has no psyche file.
+pub fn load_psyche(dir: &Path) -> Result<Psyche, SoulError> {
+    let path = dir.join(psyche::FILE);
+    if !dir.exists() {
+        return Ok(Psyche::shipped());
+    }
+    match std::fs::read_to_string(&path) {
+        Ok(text) => psyche::def::parse(&text, &path).map_err(SoulError::Psyche),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Psyche::shipped()),
+        Err(source) => Err(SoulError::OptionalUnreadable { path, source }),
+    }
+}
+
 /// The shipped template, from the binary.
 pub fn built_in_template() -> Template {
     template::parse(SHIPPED_TEMPLATE, &Path::new(BUILT_IN).join(template::FILE))
@@ -189,6 +207,7 @@ mod tests {
             [
                 "assistant.toml",
                 "play.md",
+                "psyche.toml",
                 "skills.md",
                 "soul.md",
                 "template.toml",
@@ -201,6 +220,27 @@ mod tests {
             load_template(&shipped.dir).unwrap().behaviors,
             built_in_template().behaviors
         );
+        let psyche = load_psyche(&shipped.dir).unwrap();
+        assert_eq!(psyche.drives, Psyche::shipped().drives);
+        assert_eq!(psyche.stances, Psyche::shipped().stances);
+    }
+
+    #[test]
+    fn a_bad_psyche_file_is_refused_with_its_line_and_a_missing_one_is_the_shipped() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(
+            load_psyche(dir.path()).unwrap().drives,
+            Psyche::shipped().drives
+        );
+        std::fs::write(
+            dir.path().join("psyche.toml"),
+            psyche::SHIPPED_PSYCHE.replace("baseline = 0.4", "baseline = 4"),
+        )
+        .unwrap();
+        let err = load_psyche(dir.path()).unwrap_err().to_string();
+        let path = dir.path().join("psyche.toml").display().to_string();
+        assert!(err.contains(&format!("{path}:")), "{err}");
+        assert!(err.contains("drives.relatedness.baseline"), "{err}");
     }
 
     #[test]

@@ -166,12 +166,16 @@ pub const EXAMPLE_VERB: &str = "VERB";
 /// structure: a model that echoes the prompt writes them back, and the parser drops them and
 /// their content from the text it would otherwise show. A prompt test holds this list to
 /// what `build_prompt` emits.
-pub const PROMPT_SECTIONS: [&str; 12] = [
+pub const PROMPT_SECTIONS: [&str; 15] = [
     "thread_summary",
     "soul",
     "skills",
     "cognitive_steps",
     "soul_state",
+    "inner_life",
+    // The inner life's answer lines: read by the engine (psyche::answer), never shown.
+    "stance_shift",
+    "intention_update",
     "intuition",
     "user_model",
     "process",

@@ -69,6 +69,14 @@ const FORBIDDEN: &[(&str, &[&str], &str)] = &[
         "the cognitive-state machine is pure: it decides, the daemon and engine carry it out",
     ),
     (
+        "psyche",
+        &[
+            "slack", "llm", "memory", "engine", "router", "daemon", "prompt", "parse", "process",
+            "ism", "states", "admin",
+        ],
+        "the psychology substrate is pure: numbers in, numbers and words out",
+    ),
+    (
         "steps",
         &[
             "slack", "llm", "memory", "engine", "router", "daemon", "prompt", "parse",
@@ -91,7 +99,7 @@ const IO: &[&str] = &[
     "axum",
     "slack_morphism",
 ];
-const PURE: &[&str] = &["parse", "prompt", "ism", "states"];
+const PURE: &[&str] = &["parse", "prompt", "ism", "states", "psyche"];
 
 struct Edge {
     line: usize,

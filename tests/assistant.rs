@@ -274,7 +274,10 @@ fn the_status_shows_the_souls_loading_messages_and_clears_after_a_reply_and_a_mo
         .map(|c| c["status"].as_str().unwrap_or("").to_string())
         .collect();
     assert_eq!(sessions, ["processing", "active"]);
-    assert_eq!(slack.calls("agents.sessions.setStatus")[0]["thread_ts"], THREAD);
+    assert_eq!(
+        slack.calls("agents.sessions.setStatus")[0]["thread_ts"],
+        THREAD
+    );
 
     // The model fails: the apology is posted and the status cleared all the same.
     for _ in 0..3 {

@@ -74,6 +74,23 @@ pub async fn run(config_path: Option<&Path>) -> CliResult {
             )),
             Err(found) => problems.extend(found.iter().map(|p| p.to_string())),
         }
+        match soul::load_psyche(&config.soul_dir) {
+            Ok(p) => notes.push(format!(
+                "psyche: {} ({} arcs, {} stances, {} intention types)",
+                if config.soul_dir.join(crate::psyche::FILE).exists() {
+                    p.file.clone()
+                } else {
+                    "the shipped constants".into()
+                },
+                p.arcs.len(),
+                p.stances.len(),
+                p.intentions.len()
+            )),
+            Err(soul::SoulError::Psyche(found)) => {
+                problems.extend(found.iter().map(|p| p.to_string()))
+            }
+            Err(e) => problems.push(e.to_string()),
+        }
 
         if config.processes_dir.exists() {
             let (defs, file_problems) = def::load_dir(&config.processes_dir);

@@ -9,6 +9,7 @@ use clap::Args;
 use super::{CliResult, Failure};
 use crate::assistant::SHIPPED_ASSISTANT_TOML;
 use crate::process::library;
+use crate::psyche::SHIPPED_PSYCHE;
 use crate::soul::{SHIPPED_PLAY_MD, SHIPPED_SKILLS_MD, SHIPPED_SOUL_MD};
 use crate::states::{ARCHETYPES, SHIPPED_TEMPLATE};
 
@@ -57,7 +58,10 @@ pub fn run(args: InitArgs) -> CliResult {
     println!("  soul/        soul.md (the personality), skills.md, play.md: edit them freely;");
     println!("               template.toml (cognitive states; archetypes echo, ally, scout in templates/);");
     println!(
-        "               assistant.toml (greeting, suggested prompts, loading messages in Slack)"
+        "               assistant.toml (greeting, suggested prompts, loading messages in Slack);"
+    );
+    println!(
+        "               psyche.toml (drives, mood, relationships: the inner life's constants)"
     );
     println!(
         "  processes/   {} process files, one per mental mode",
@@ -102,6 +106,7 @@ fn files(dir: &Path) -> Vec<(PathBuf, String)> {
             dir.join("soul/assistant.toml"),
             SHIPPED_ASSISTANT_TOML.to_string(),
         ),
+        (dir.join("soul/psyche.toml"), SHIPPED_PSYCHE.to_string()),
     ];
     for (name, text) in ARCHETYPES {
         out.push((dir.join("soul/templates").join(name), text.to_string()));
@@ -186,8 +191,9 @@ mod tests {
         assert!(names.contains(&"/a/soul/soul.md".to_string()));
         assert!(names.contains(&"/a/processes/main.toml".to_string()));
         assert!(names.contains(&"/a/soul/template.toml".to_string()));
+        assert!(names.contains(&"/a/soul/psyche.toml".to_string()));
         assert!(names.contains(&"/a/soul/templates/ally.toml".to_string()));
         assert!(names.contains(&"/a/soul/assistant.toml".to_string()));
-        assert_eq!(names.len(), 6 + ARCHETYPES.len() + library::SHIPPED.len());
+        assert_eq!(names.len(), 7 + ARCHETYPES.len() + library::SHIPPED.len());
     }
 }

@@ -8,6 +8,7 @@ mod chat;
 mod check;
 mod dream;
 mod init;
+mod mind;
 mod processes;
 mod service;
 mod state;
@@ -71,6 +72,8 @@ pub enum Command {
     State(state::StateArgs),
     /// One memory consolidation now (works while the daemon runs); prints its report.
     Dream(dream::DreamArgs),
+    /// The psychology substrate in numbers, for the operator (the model never sees them).
+    Mind(mind::MindArgs),
 }
 
 /// A failure with the exit code it deserves.
@@ -155,6 +158,7 @@ async fn dispatch(cli: Cli) -> CliResult {
         Command::Service { command } => service::run(config_path, command),
         Command::State(args) => state::run(config_path, args),
         Command::Dream(args) => dream::run(config_path, args).await,
+        Command::Mind(args) => mind::run(config_path, args),
     }
 }
 

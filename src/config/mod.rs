@@ -39,6 +39,36 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Slack user ids allowed to send admin commands by DM.
     pub admin_users: Vec<String>,
+    pub autonomy: AutonomyConfig,
+}
+
+/// `[autonomy]`: when the soul may speak unasked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AutonomyConfig {
+    pub enabled: bool,
+    /// Channels where the gate may let the soul speak unasked; empty: never.
+    pub channels: Vec<String>,
+    pub cooldown_secs: u64,
+    pub threshold: f64,
+    /// Salience, drive pressure, arc heat, relationship stakes, fatigue.
+    pub weights: [f64; 5],
+}
+
+impl AutonomyConfig {
+    /// The gate's rules.
+    pub fn gate_rules(&self) -> crate::psyche::GateRules {
+        crate::psyche::GateRules {
+            enabled: self.enabled,
+            weights: self.weights,
+            threshold: self.threshold,
+            cooldown_ms: (self.cooldown_secs as i64).saturating_mul(1000),
+        }
+    }
+
+    /// Whether the soul may speak unasked in `channel`.
+    pub fn listens_in(&self, channel: &str) -> bool {
+        self.enabled && self.channels.iter().any(|c| c == channel)
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -441,8 +471,30 @@ fn validate(
         proactive_idle_minutes: raw.processes.proactive_idle_minutes,
         proactive_scan_secs: raw.processes.proactive_scan_secs,
         admin_users: raw.admin.users.clone(),
+        autonomy: AutonomyConfig {
+            enabled: raw.autonomy.enabled,
+            channels: raw
+                .autonomy
+                .channels
+                .iter()
+                .map(|c| c.trim().to_string())
+                .filter(|c| !c.is_empty())
+                .collect(),
+            cooldown_secs: raw.autonomy.cooldown_secs,
+            threshold: raw.autonomy.threshold,
+            weights: weights(&raw.autonomy.weights),
+        },
         listen,
     })
+}
+
+/// The five gate weights; the schema has already refused any other shape.
+fn weights(w: &[f64]) -> [f64; 5] {
+    let mut out = [0.25, 0.25, 0.25, 0.15, 0.10];
+    if w.len() == 5 {
+        out.copy_from_slice(w);
+    }
+    out
 }
 
 fn is_http_url(s: &str) -> bool {
@@ -471,6 +523,23 @@ mod tests {
     }
 
     #[test]
+    fn autonomy_is_read_and_its_bad_values_named_with_key_and_line() {
+        let c = parse_str(
+            "[autonomy]\nchannels = [\"C1\", \" \"]\ncooldown_secs = 60\nthreshold = 0.5\nweights = [1, 0, 0, 0, 0]\n",
+        )
+        .unwrap();
+        assert_eq!(c.autonomy.channels, ["C1"]);
+        assert!(c.autonomy.listens_in("C1") && !c.autonomy.listens_in("C2"));
+        assert_eq!(c.autonomy.gate_rules().cooldown_ms, 60_000);
+        assert_eq!(c.autonomy.weights, [1.0, 0.0, 0.0, 0.0, 0.0]);
+        let err = parse_str("[autonomy]\nenabled = true\nweights = [0.5, 0.5]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(":3: key `autonomy.weights`"), "{err}");
+        assert!(err.contains("exactly 5 numbers"), "{err}");
+    }
+
+    #[test]
     fn the_example_config_parses_and_matches_the_defaults() {
         let text = include_str!("../../config.example.toml");
         let from_example = parse_str(text).expect("config.example.toml must parse");
@@ -488,6 +557,12 @@ mod tests {
             format!("{:?}", defaults.slack)
         );
         assert_eq!(from_example.listen, defaults.listen);
+        assert_eq!(from_example.autonomy, defaults.autonomy);
+        assert_eq!(
+            defaults.autonomy.gate_rules(),
+            crate::psyche::GateRules::default()
+        );
+        assert!(!defaults.autonomy.listens_in("C1"), "no channel by default");
         assert_eq!(from_example.max_chain, 3);
         assert_eq!(from_example.shutdown_grace_secs, 20);
         assert_eq!(from_example.proactive_idle_minutes, 240);

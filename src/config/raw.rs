@@ -20,6 +20,7 @@ pub struct RawConfig {
     pub guardrails: RawGuardrails,
     pub processes: RawProcesses,
     pub ism: RawIsm,
+    pub autonomy: RawAutonomy,
     pub http: RawHttp,
     pub admin: RawAdmin,
 }
@@ -240,6 +241,30 @@ impl Default for RawIsm {
             enabled: true,
             max_loops: 5,
             selection_model: String::new(),
+        }
+    }
+}
+
+/// `[autonomy]`: when the soul may speak unasked (the meaningfulness gate).
+#[derive(Debug, Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize))]
+#[serde(deny_unknown_fields, default)]
+pub struct RawAutonomy {
+    pub enabled: bool,
+    pub channels: Vec<String>,
+    pub cooldown_secs: u64,
+    pub threshold: f64,
+    pub weights: Vec<f64>,
+}
+
+impl Default for RawAutonomy {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            channels: Vec::new(),
+            cooldown_secs: 300,
+            threshold: 0.4,
+            weights: vec![0.25, 0.25, 0.25, 0.15, 0.10],
         }
     }
 }

@@ -26,6 +26,13 @@ pub(super) enum Kind {
     Bool,
     OneOf(&'static [&'static str]),
     TextList,
+    /// A number (whole or not) in `min..=max`.
+    Number {
+        min: f64,
+        max: f64,
+    },
+    /// Exactly `n` numbers, each 0 or more.
+    Weights(usize),
 }
 
 pub(super) struct Key {
@@ -175,6 +182,19 @@ pub(super) const KEYS: &[Key] = &[
         "selection_model",
         Kind::Text("a model name in quotes, or \"\" for the provider's own"),
     ),
+    key("autonomy", "enabled", Kind::Bool),
+    key("autonomy", "channels", Kind::TextList),
+    key(
+        "autonomy",
+        "cooldown_secs",
+        Kind::Whole {
+            min: 0,
+            max: I64,
+            unit: "seconds",
+        },
+    ),
+    key("autonomy", "threshold", Kind::Number { min: 0.0, max: 1.0 }),
+    key("autonomy", "weights", Kind::Weights(5)),
     key("admin", "users", Kind::TextList),
     key(
         "http",
@@ -226,6 +246,10 @@ impl Kind {
                 format!("one of {}", quoted.join(", "))
             }
             Kind::TextList => "a list of texts in quotes, such as [\"C0123ABCD\"]".into(),
+            Kind::Number { min, max } => format!("a number from {min} to {max}"),
+            Kind::Weights(n) => format!(
+                "a list of exactly {n} numbers, each 0 or more, such as [0.25, 0.25, 0.25, 0.15, 0.10]"
+            ),
         }
     }
 
@@ -258,6 +282,18 @@ impl Kind {
                     )
                 }
             }
+            (Kind::Number { min, max }, v) => match number(v) {
+                Some(n) if (min..=max).contains(&n) => None,
+                _ => Some(String::new()),
+            },
+            (Kind::Weights(n), DeValue::Array(items))
+                if items.len() == n
+                    && items.iter().all(|i| {
+                        number(i.get_ref()).is_some_and(|x| x >= 0.0 && x.is_finite())
+                    }) =>
+            {
+                None
+            }
             (Kind::TextList, DeValue::Array(items))
                 if items
                     .iter()
@@ -267,6 +303,17 @@ impl Kind {
             }
             _ => Some(String::new()),
         }
+    }
+}
+
+/// A TOML number, whole or not.
+fn number(v: &DeValue<'_>) -> Option<f64> {
+    match v {
+        DeValue::Integer(i) => i64::from_str_radix(i.as_str(), i.radix())
+            .ok()
+            .map(|n| n as f64),
+        DeValue::Float(f) => f.as_str().replace('_', "").parse().ok(),
+        _ => None,
     }
 }
 
@@ -526,6 +573,23 @@ mod tests {
             w.problems[0].message,
             "found 5_000_000_000, expected a whole number ≥ 1 and at most 4294967295"
         );
+    }
+
+    #[test]
+    fn autonomy_numbers_are_explained() {
+        let w = walk_str("[autonomy]\nthreshold = 1.5\nweights = [0.2, 0.2]\n");
+        let msgs: Vec<&str> = w.problems.iter().map(|p| p.message.as_str()).collect();
+        assert_eq!(
+            msgs,
+            [
+                "found 1.5, expected a number from 0 to 1",
+                "found [0.2, 0.2], expected a list of exactly 5 numbers, each 0 or more, such as [0.25, 0.25, 0.25, 0.15, 0.10]",
+            ]
+        );
+        let w = walk_str("[autonomy]\nweights = [0.2, 0.2, -0.1, 0, 1]\n");
+        assert_eq!(w.problems.len(), 1);
+        let w = walk_str("[autonomy]\nthreshold = 0\nweights = [1, 0, 0, 0, 0.5]\n");
+        assert_eq!(w.problems, Vec::<Found>::new());
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! then the thread's process run after run, then one commit) using `run` (one process run:
 //! a fixed process's call, or an ISM's loop of calls), `prompting` (a call's prompt, the
 //! facts rules read, whether a dialogue will stand), `model` (the call, streamed or not,
-//! parsed) and `apply` (answers → writes); `dream` carries out a dream (memory
+//! parsed) and `apply` (answers → writes); `psyche` takes a message into the psychology
+//! substrate and gives the turn its inner life in words; `dream` carries out a dream (memory
 //! consolidation).
 //!
 //! The one place where store, process machine, prompt, provider and parser meet. Knows
@@ -15,6 +16,7 @@ mod model;
 mod perception;
 mod pipeline;
 mod prompting;
+mod psyche;
 mod run;
 
 use std::sync::Arc;

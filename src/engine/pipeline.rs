@@ -46,6 +46,10 @@ impl Engine {
         if matches!(p, Perception::Message(_)) {
             self.leave_rest(&mut begun.ctx).await?;
         }
+        let packet = match p {
+            Perception::Message(m) => self.psyche_turn(m, &lib).await,
+            Perception::Quiet(_) => None,
+        };
         let ctx = &begun.ctx;
         let user = (!policy.proactive).then_some(&ctx.user);
         let message = match p {
@@ -110,6 +114,7 @@ impl Engine {
                     quiet_minutes: begun.quiet_minutes,
                     machine: None,
                     queries: None,
+                    psyche: packet.as_ref(),
                 },
                 soul: &mut soul,
                 outcome: &mut outcome,
@@ -306,6 +311,9 @@ impl Engine {
             // Every version git has not seen yet, this one last (the model is safe in SQLite
             // whatever happens here).
             self.export_pending_models().await?;
+        }
+        if let (Perception::Message(m), Some(run)) = (p, &last) {
+            self.psyche_after(&run.completion.text, m, &lib).await;
         }
         Ok(TurnOutcome {
             reply,

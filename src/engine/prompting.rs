@@ -30,6 +30,8 @@ pub(super) struct RunInput<'a> {
     /// The only mental queries of this call (an ISM query action's question), instead of
     /// the process's own.
     pub queries: Option<&'a [String]>,
+    /// The soul's inner life in words, for a message turn.
+    pub psyche: Option<&'a crate::psyche::Packet>,
 }
 
 /// Builds one process run's prompt: its process section, its instructions, the gated user
@@ -75,6 +77,7 @@ pub(super) fn run_prompt(i: &RunInput) -> prompt::Prompt {
         quiet_minutes: i.quiet_minutes,
         machine: i.machine,
         summary: i.ctx.summary.as_deref(),
+        psyche: i.psyche,
     })
 }
 

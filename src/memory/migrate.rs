@@ -23,8 +23,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0008_states.sql"),
     include_str!("../../migrations/0009_dream.sql"),
     include_str!("../../migrations/0010_streams.sql"),
-    // A placeholder for another branch's 0011: at the merge its file takes this line.
-    include_str!("../../migrations/0011_reserved.sql"),
+    include_str!("../../migrations/0011_psyche.sql"),
     include_str!("../../migrations/0012_feedback.sql"),
 ];
 

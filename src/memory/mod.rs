@@ -1,6 +1,6 @@
 //! Durable memory: the SQLite store (working memory, soul state, users and their models,
 //! counters, whispers, usage, the cognitive state and its moves, the journal, what dreams
-//! consolidated) and the git repository that versions user models.
+//! consolidated, the psychology substrate) and the git repository that versions user models.
 //!
 //! Owns the schema and every SQL statement. Blocking: async callers go through `Store::call`,
 //! which moves the work off the runtime. Knows nothing about prompts, providers or Slack.
@@ -15,6 +15,7 @@ mod checkpoint;
 pub mod dream;
 pub mod feedback;
 mod migrate;
+pub mod psyche;
 pub mod process_state;
 pub mod model_repo;
 mod openings;
@@ -121,6 +122,10 @@ impl Store {
     }
 
     fn from_connection(conn: Connection, path: &Path) -> Store {
+        // Room for every statement the store prepares (rusqlite keeps 16 by default): past
+        // that, statements are prepared again on every use, and those touching the psyche's
+        // full-text index and triggers are costly to prepare.
+        conn.set_prepared_statement_cache_capacity(128);
         Store {
             conn: Mutex::new(conn),
             path: path.to_path_buf(),

@@ -1,4 +1,5 @@
-//! The soul, its template and the process files in force, reloaded when they change.
+//! The soul, its template, its psyche file and the process files in force, reloaded when they
+//! change.
 //!
 //! Each turn asks for the current set; at most every 250 ms that look also compares the
 //! files' modification times and sizes, and re-reads what changed. A file that fails its
@@ -17,6 +18,7 @@ use std::time::{Duration, Instant, SystemTime};
 use tracing::{error, info, warn};
 
 use super::def::{self, ProcessDef, MAIN};
+use crate::psyche::{self, Psyche};
 use crate::soul::{self, SoulError, SoulFiles, BUILT_IN};
 use crate::states::{template, Template};
 use crate::steps::Step;
@@ -98,6 +100,8 @@ pub struct Loaded {
     pub processes: BTreeMap<String, ProcessDef>,
     /// The soul's cognitive state behaviours.
     pub template: Template,
+    /// The constants of the soul's psychology substrate.
+    pub psyche: Arc<Psyche>,
 }
 
 impl Loaded {
@@ -146,6 +150,7 @@ impl Library {
                 soul,
                 processes,
                 template,
+                psyche: Arc::new(Psyche::shipped()),
             })),
             watch: None,
         }
@@ -157,6 +162,7 @@ impl Library {
     pub fn load(soul_dir: &Path, processes_dir: &Path) -> Result<Library, SoulError> {
         let soul = SoulFiles::load_or_built_in(soul_dir)?;
         let template = soul::load_template(soul_dir)?;
+        let psyche = Arc::new(soul::load_psyche(soul_dir)?);
         if soul.is_built_in() {
             info!(soul_dir = %soul_dir.display(), soul = soul.name(), "no soul folder; using the soul built into anima (`anima init` writes it out for editing)");
         }
@@ -195,6 +201,7 @@ impl Library {
                 soul,
                 processes,
                 template,
+                psyche,
             })),
             watch: Some(Mutex::new(watch)),
         })
@@ -242,7 +249,13 @@ impl Watch {
 
     fn scan(&self) -> BTreeMap<PathBuf, Stamp> {
         let mut out = BTreeMap::new();
-        for f in ["soul.md", "skills.md", "play.md", template::FILE] {
+        for f in [
+            "soul.md",
+            "skills.md",
+            "play.md",
+            template::FILE,
+            psyche::FILE,
+        ] {
             let p = self.soul_dir.join(f);
             out.insert(p.clone(), stamp(&p));
         }
@@ -291,6 +304,7 @@ impl Watch {
         self.stamps = stamps;
         let mut soul = previous.soul.clone();
         let mut template = previous.template.clone();
+        let mut psyche = previous.psyche.clone();
         let mut processes_changed = false;
         for path in changed {
             if path.parent() == Some(self.soul_dir.as_path())
@@ -308,6 +322,18 @@ impl Watch {
                     }
                     Err(e) => {
                         error!(error = %e, "template rejected; the last good version stays in force")
+                    }
+                }
+            } else if path.parent() == Some(self.soul_dir.as_path())
+                && path.file_name().is_some_and(|n| n == psyche::FILE)
+            {
+                match soul::load_psyche(&self.soul_dir) {
+                    Ok(p) => {
+                        info!(file = %path.display(), "psyche reloaded");
+                        psyche = Arc::new(p);
+                    }
+                    Err(e) => {
+                        error!(error = %e, "psyche file rejected; the last good version stays in force")
                     }
                 }
             } else if self.is_process(&path) {
@@ -349,6 +375,7 @@ impl Watch {
             soul,
             processes,
             template,
+            psyche,
         }
     }
 }
@@ -419,6 +446,38 @@ mod tests {
         // At start, a bad template is refused.
         let err = Library::load(&soul, &procs).err().unwrap().to_string();
         assert!(err.contains("template.toml:2"), "{err}");
+    }
+
+    #[test]
+    fn a_psyche_edit_is_in_force_and_a_bad_one_keeps_the_last_good() {
+        let dir = tempfile::tempdir().unwrap();
+        let (soul, procs) = (dir.path().join("soul"), dir.path().join("processes"));
+        std::fs::create_dir_all(&soul).unwrap();
+        std::fs::create_dir_all(&procs).unwrap();
+        std::fs::write(soul.join("soul.md"), "# Kit\n").unwrap();
+        let lib = Library::load(&soul, &procs).unwrap();
+        assert_eq!(
+            lib.current().psyche.memory.top_k,
+            4,
+            "the shipped constants"
+        );
+        let write_and_wait = |text: String| {
+            std::fs::write(soul.join("psyche.toml"), text).unwrap();
+            std::thread::sleep(CHECK_EVERY + Duration::from_millis(50));
+            lib.current()
+        };
+        let now = write_and_wait(psyche::SHIPPED_PSYCHE.replace("top_k = 4", "top_k = 7"));
+        assert_eq!(now.psyche.memory.top_k, 7);
+        let now = write_and_wait(psyche::SHIPPED_PSYCHE.replace("top_k = 4", "top_k = -1"));
+        assert_eq!(
+            now.psyche.memory.top_k, 7,
+            "a rejected file leaves the last good one"
+        );
+        let err = Library::load(&soul, &procs).err().unwrap().to_string();
+        assert!(
+            err.contains("psyche.toml:") && err.contains("memory.top_k"),
+            "{err}"
+        );
     }
 
     #[test]

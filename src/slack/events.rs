@@ -126,7 +126,11 @@ fn open_gate(s: &EventsDoor) -> Result<&super::Gate, Response> {
         return Err((StatusCode::SERVICE_UNAVAILABLE, "shutting down").into_response());
     }
     s.gate.get().map(|g| g.as_ref()).ok_or_else(|| {
-        (StatusCode::SERVICE_UNAVAILABLE, "not connected to Slack yet").into_response()
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not connected to Slack yet",
+        )
+            .into_response()
     })
 }
 

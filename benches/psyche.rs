@@ -1,0 +1,222 @@
+//! The psychology substrate's cost: `cargo bench --bench psyche`.
+//!
+//! A store holding 1,000 people and 10,000 episodic memories. Reports the median and p99 of
+//!   * the pure update of one event (`psyche::update::apply`: classify, drives, mood, arcs,
+//!     relationship, energy, memory, gate inputs), no I/O,
+//!   * one event through the store (`Store::psyche_event`: one write transaction that reads the
+//!     state and the author's relationship, runs the update and the gate, writes the state,
+//!     relationship, memory, facts and salience and logs the decision),
+//!   * the context packet for a turn (`Store::psyche_packet`: state, three people's
+//!     relationships and facts, FTS5 + recency + salience candidates, BM25 top-K, words),
+//!     rendered.
+//!
+//! Targets (issue 12): update under 50 µs median, packet under 1 ms median.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use anima::memory::psyche::Place;
+use anima::memory::Store;
+use anima::psyche::update::apply;
+use anima::psyche::{Event, EventKind, GateRules, Psyche, Substrate};
+
+const PEOPLE: usize = 1_000;
+const MEMORIES: i64 = 10_000;
+const RUNS: usize = 2_000;
+
+/// Words people use, most common first; `sentence` picks them with a Zipf-like skew (a few
+/// words everywhere, most words rare), among them accented, CJK and the arcs' keywords.
+fn vocabulary() -> Vec<String> {
+    let mut out: Vec<String> = [
+        "the", "a", "to", "and", "is", "i", "you", "it", "of", "in", "that", "we", "this", "build",
+        "compiler", "release", "garden", "coffee", "deadline", "design", "review", "meeting",
+        "holiday", "family", "bug", "rust", "test", "train", "weather", "music", "book", "project",
+        "refactor", "team", "manager", "lonely", "tired", "happy", "café", "naïve", "東京",
+        "friend", "sorry", "thanks", "why", "again", "tomorrow", "weekend",
+    ]
+    .iter()
+    .map(|w| w.to_string())
+    .collect();
+    let syllables = [
+        "ka", "lo", "mi", "ren", "tas", "vo", "zu", "pel", "dri", "shan", "ot", "bé",
+    ];
+    for a in syllables {
+        for b in syllables {
+            for c in syllables {
+                out.push(format!("{a}{b}{c}"));
+            }
+        }
+    }
+    out
+}
+
+fn sentence(rng: &mut fastrand::Rng, vocabulary: &[String], n: usize) -> String {
+    (0..n)
+        .map(|_| {
+            // Log-uniform rank: P(rank) ∝ 1/rank, Zipf's law for word frequencies.
+            let rank = (vocabulary.len() as f64).powf(rng.f64()) as usize - 1;
+            vocabulary[rank.min(vocabulary.len() - 1)].as_str()
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn stats(name: &str, mut samples: Vec<Duration>) {
+    samples.sort();
+    let median = samples[samples.len() / 2];
+    let p99 = samples[samples.len() * 99 / 100];
+    println!(
+        "{name:<44} median {:>9.1} µs   p99 {:>9.1} µs   ({} runs)",
+        median.as_secs_f64() * 1e6,
+        p99.as_secs_f64() * 1e6,
+        samples.len()
+    );
+}
+
+/// Waits for the store's checkpointer to run (see `memory::checkpoint`).
+fn settle() {
+    std::thread::sleep(Duration::from_secs(3));
+}
+
+fn main() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("anima.db")).unwrap();
+    let psyche = Psyche::shipped();
+    let rules = GateRules::default();
+    let mut rng = fastrand::Rng::with_seed(12);
+    let people: Vec<String> = (0..PEOPLE).map(|i| format!("U{i:05}")).collect();
+    let vocabulary = vocabulary();
+
+    // Fill: every person speaks, and addressed messages that touch an arc become memories
+    // until there are 10,000 of them.
+    let fill = Instant::now();
+    let mut at = 1_700_000_000_000i64;
+    let mut memories = 0;
+    let mut i = 0usize;
+    while memories < MEMORIES {
+        at += 1_000;
+        let who = &people[i % PEOPLE];
+        let text = format!("I'm worried about {}", sentence(&mut rng, &vocabulary, 12));
+        let event = Event {
+            kind: EventKind::Addressed,
+            person: Some(who.clone()),
+            text,
+            at,
+        };
+        let (fx, _) = store
+            .psyche_event("Wren", &psyche, &rules, &event, &Place::default())
+            .unwrap();
+        memories += fx.memory.is_some() as i64;
+        i += 1;
+    }
+    println!(
+        "filled {PEOPLE} people, {memories} memories in {:.1} s ({i} events)",
+        fill.elapsed().as_secs_f64()
+    );
+
+    // The fill wrote without pause, so the WAL holds it all: let the checkpointer (which runs
+    // once the store has been quiet for a second) copy it back, as it does between bursts in
+    // a running daemon, so what follows measures the steady state and not the checkpoint.
+    settle();
+
+    let events: Vec<Event> = (0..RUNS)
+        .map(|n| {
+            let len = 5 + rng.usize(..30);
+            Event {
+                kind: if n % 3 == 0 {
+                    EventKind::Addressed
+                } else {
+                    EventKind::Overheard
+                },
+                person: Some(people[rng.usize(..PEOPLE)].clone()),
+                text: sentence(&mut rng, &vocabulary, len),
+                at: at + 1_000 * (n as i64 + 1),
+            }
+        })
+        .collect();
+
+    // The pure update.
+    let state = Substrate::new(&psyche, at);
+    let rel = anima::psyche::Relationship::new(&psyche);
+    let mut samples = Vec::with_capacity(RUNS);
+    for e in &events {
+        let t = Instant::now();
+        black_box(apply(black_box(&state), Some(&rel), e, &psyche));
+        samples.push(t.elapsed());
+    }
+    stats("update (pure, per event)", samples);
+
+    // One event through the store.
+    let place = Place {
+        channel: Some("C1".into()),
+        listened: true,
+    };
+    let mut samples = Vec::with_capacity(RUNS);
+    for e in &events {
+        let t = Instant::now();
+        black_box(
+            store
+                .psyche_event("Wren", &psyche, &rules, e, &place)
+                .unwrap(),
+        );
+        samples.push(t.elapsed());
+    }
+    stats("update through the store (one transaction)", samples);
+    settle();
+
+    // The context packet with top-K retrieval.
+    let now = at + 1_000 * (RUNS as i64 + 10);
+    let mut samples = Vec::with_capacity(RUNS);
+    for n in 0..RUNS {
+        let present: Vec<(String, String)> = (0..3)
+            .map(|k| {
+                let id = people[(n * 7 + k * 131) % PEOPLE].clone();
+                (id.clone(), format!("Person {id}"))
+            })
+            .collect();
+        let query = &events[n].text;
+        let t = Instant::now();
+        let packet = store
+            .psyche_packet("Wren", &psyche, &present, query, now)
+            .unwrap();
+        black_box(packet.render(&|q| format!("«{q}»")));
+        samples.push(t.elapsed());
+    }
+    stats("context packet + top-K (store, rendered)", samples);
+
+    // The pure part of it: BM25 top-K over a candidate set the size the store gives, the
+    // packet built and rendered.
+    let candidates: Vec<anima::psyche::Memory> = (0..60)
+        .map(|id| anima::psyche::Memory {
+            id,
+            text: sentence(&mut rng, &vocabulary, 12),
+            importance: anima::psyche::Unit::new(0.5),
+            salience: anima::psyche::Unit::new(0.5),
+            at: at - id * 60_000,
+            people: vec![people[id as usize].clone()],
+        })
+        .collect();
+    let rels = [anima::psyche::Relationship::new(&psyche)];
+    let present = [anima::psyche::packet::Present {
+        id: &people[0],
+        name: "Zoé",
+        relationship: Some(&rels[0]),
+        facts: &[],
+    }];
+    let mut samples = Vec::with_capacity(RUNS);
+    for e in &events {
+        let t = Instant::now();
+        let packet = anima::psyche::Packet::build(&anima::psyche::packet::Input {
+            substrate: &state,
+            psyche: &psyche,
+            people: &present,
+            query: &e.text,
+            memories: &candidates,
+            intentions: &[],
+            now,
+        });
+        black_box(packet.render(&|q| format!("«{q}»")));
+        samples.push(t.elapsed());
+    }
+    stats("packet + top-K of 60 candidates (pure)", samples);
+}

@@ -1,0 +1,151 @@
+//! The psychology substrate in a turn: the message's event applied to the soul's substrate
+//! (one write transaction), then the context packet that the prompt's `<inner_life>` section
+//! describes in words. The numbers stay in the store; the packet holds words only.
+//!
+//! After the turn, the stance shifts and intention updates the answer holds go through the
+//! table (`psyche::mapping`, one write transaction, only when there are any); a target is the
+//! person spoken with, named as the prompt names them.
+//!
+//! A message that does not address the soul (in a channel it is in) is `overhear`d: its
+//! event moves the substrate and the meaningfulness gate decides, with `[autonomy]`'s rules
+//! and channels, whether it deserves cognition; no model is called here, whatever comes.
+//!
+//! A failure here is logged and the turn goes on without an inner life: the soul answers as
+//! it did before the substrate existed, never worse.
+
+use tracing::{info, warn};
+
+use super::perception::Message;
+use super::{Engine, EngineError};
+use crate::memory::now_ms;
+use crate::memory::psyche::Place;
+use crate::process::Loaded;
+use crate::psyche::answer;
+use crate::psyche::{Decision, Event, EventKind, Packet};
+
+impl Engine {
+    /// Applies an addressed message to the substrate and builds the turn's packet.
+    pub(super) async fn psyche_turn(&self, m: &Message, lib: &Loaded) -> Option<Packet> {
+        let soul = lib.soul.name().to_string();
+        let psyche = lib.psyche.clone();
+        let rules = self.config.autonomy.gate_rules();
+        let event = Event {
+            kind: EventKind::Addressed,
+            person: Some(m.user_id.clone()),
+            text: m.text.clone(),
+            at: now_ms(),
+        };
+        let people = vec![(m.user_id.clone(), m.display_name.clone())];
+        let key = m
+            .source
+            .clone()
+            .or_else(|| m.inbox_id.map(|id| format!("inbox:{id}")));
+        let result = self
+            .store
+            .call(move |s| {
+                match &key {
+                    // A message from the inbox may come again (a retried turn): once only.
+                    Some(key) => {
+                        s.psyche_event_once(
+                            &soul,
+                            &psyche,
+                            &rules,
+                            &event,
+                            &Place::default(),
+                            key,
+                        )?;
+                    }
+                    None => {
+                        s.psyche_event(&soul, &psyche, &rules, &event, &Place::default())?;
+                    }
+                }
+                s.psyche_packet(&soul, &psyche, &people, &event.text, event.at)
+            })
+            .await;
+        match result {
+            Ok(packet) => Some(packet),
+            Err(e) => {
+                warn!(error = %e, "the psyche could not take this message in; the turn goes on without its inner life");
+                None
+            }
+        }
+    }
+
+    /// Applies the answer's stance shifts and intention updates, through the table.
+    pub(super) async fn psyche_after(&self, raw: &str, m: &Message, lib: &Loaded) {
+        let (shifts, updates) = answer::read(raw);
+        if shifts.is_empty() && updates.is_empty() {
+            return;
+        }
+        let is_speaker = |name: &str| {
+            let name = name.trim().trim_start_matches('@');
+            name.is_empty()
+                || name.eq_ignore_ascii_case(&m.display_name)
+                || name == m.user_id
+                || name.to_lowercase() == m.display_name.to_lowercase()
+        };
+        // Only the person spoken with can be a stance's target.
+        let shifts: Vec<_> = shifts
+            .into_iter()
+            .filter(|s| is_speaker(&s.target))
+            .map(|mut s| {
+                s.target = m.user_id.clone();
+                s
+            })
+            .collect();
+        let updates: Vec<_> = updates
+            .into_iter()
+            .map(|mut u| {
+                if u.target.as_deref().is_some_and(is_speaker) {
+                    u.target = Some(m.user_id.clone());
+                }
+                u
+            })
+            .collect();
+        let soul = lib.soul.name().to_string();
+        let psyche = lib.psyche.clone();
+        let now = now_ms();
+        match self
+            .store
+            .call(move |s| s.psyche_post_cognition(&soul, &psyche, &shifts, &updates, now))
+            .await
+        {
+            Ok(applied) if !applied.is_empty() => {
+                info!(applied = ?applied, "psyche changed by the answer")
+            }
+            Ok(_) => {}
+            Err(e) => warn!(error = %e, "the answer's stances and intentions could not be applied"),
+        }
+    }
+
+    /// A message in `channel` that does not address the soul: applied to the substrate, and
+    /// the gate's decision (logged with its inputs). `Verdict::Speak` means the soul may take
+    /// a turn on it unasked; the cooldown has then begun.
+    pub async fn overhear(
+        &self,
+        channel: &str,
+        user_id: &str,
+        text: &str,
+        at_ms: i64,
+    ) -> Result<Decision, EngineError> {
+        let lib = self.library.current();
+        let soul = lib.soul.name().to_string();
+        let psyche = lib.psyche.clone();
+        let rules = self.config.autonomy.gate_rules();
+        let place = Place {
+            channel: Some(channel.to_string()),
+            listened: self.config.autonomy.listens_in(channel),
+        };
+        let event = Event {
+            kind: EventKind::Overheard,
+            person: Some(user_id.to_string()),
+            text: text.to_string(),
+            at: at_ms,
+        };
+        let (_, decision) = self
+            .store
+            .call(move |s| s.psyche_event(&soul, &psyche, &rules, &event, &place))
+            .await?;
+        Ok(decision)
+    }
+}

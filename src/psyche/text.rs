@@ -1,0 +1,108 @@
+//! Words out of people's text, for the lexicon, arc matching and retrieval. Unicode-safe:
+//! letters of any script are letters, case is folded with the full Unicode rules, and scripts
+//! written without spaces (CJK, Thai…) give one token per character so that they can still
+//! match. Never slices a string at a byte offset it did not get from a char boundary.
+
+/// Lower-cased words: runs of letters, digits and apostrophes (`I'm`, `don't`), with any other
+/// character a separator. Curly apostrophes count as straight ones.
+pub fn words(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current = String::new();
+    let flush = |current: &mut String, out: &mut Vec<String>| {
+        let w = current.trim_matches('\'');
+        if !w.is_empty() {
+            out.push(w.to_string());
+        }
+        current.clear();
+    };
+    for c in text.chars() {
+        let c = if c == '’' || c == '‘' { '\'' } else { c };
+        if unspaced(c) {
+            flush(&mut current, &mut out);
+            out.push(c.to_string());
+        } else if c.is_alphanumeric() || c == '\'' || is_mark(c) {
+            current.extend(c.to_lowercase());
+        } else {
+            flush(&mut current, &mut out);
+        }
+    }
+    flush(&mut current, &mut out);
+    out
+}
+
+/// Whether `phrase` (words joined by single spaces) occurs in `words` as consecutive words.
+pub fn has_phrase(words: &[String], phrase: &str) -> bool {
+    let parts: Vec<&str> = phrase.split(' ').collect();
+    if parts.is_empty() || parts.len() > words.len() {
+        return false;
+    }
+    words
+        .windows(parts.len())
+        .any(|w| w.iter().zip(&parts).all(|(a, b)| a == b))
+}
+
+/// Characters of scripts written without spaces between words.
+fn unspaced(c: char) -> bool {
+    matches!(c as u32,
+        0x3040..=0x30FF   // hiragana, katakana
+        | 0x3400..=0x4DBF // CJK extension A
+        | 0x4E00..=0x9FFF // CJK unified
+        | 0xF900..=0xFAFF // CJK compatibility
+        | 0x0E00..=0x0E7F // Thai
+        | 0x20000..=0x2FA1F)
+}
+
+/// Combining marks (so `e` + U+0301 stays one word).
+fn is_mark(c: char) -> bool {
+    matches!(c as u32, 0x0300..=0x036F | 0x1AB0..=0x1AFF | 0x1DC0..=0x1DFF | 0x20D0..=0x20FF | 0xFE20..=0xFE2F)
+}
+
+/// The first `max` characters of `text`, with `…` when cut (never splits a character).
+pub fn clip(text: &str, max: usize) -> String {
+    let mut out: String = text.chars().take(max).collect();
+    if text.chars().nth(max).is_some() {
+        out.push('…');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_fold_case_and_keep_apostrophes_and_accents() {
+        assert_eq!(
+            words("I’m in LYON, Ça va?"),
+            ["i'm", "in", "lyon", "ça", "va"]
+        );
+        assert_eq!(words("日本語 ok"), ["日", "本", "語", "ok"]);
+        assert_eq!(words("e\u{301}te\u{301}"), ["e\u{301}te\u{301}"]);
+        assert!(words("🦀 -- 👍🏽").is_empty());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn words_and_clips_hold_on_any_text(text in crate::arbitrary::text(), max in 0usize..40) {
+            let w = words(&text);
+            for word in &w {
+                proptest::prop_assert!(!word.is_empty());
+                proptest::prop_assert!(!word.chars().any(char::is_whitespace), "{word:?}");
+            }
+            if let Some(first) = w.first() {
+                proptest::prop_assert!(has_phrase(&w, first));
+            }
+            let c = clip(&text, max);
+            proptest::prop_assert!(c.chars().count() <= max + 1);
+            proptest::prop_assert!(text.starts_with(c.trim_end_matches('…')));
+        }
+    }
+
+    #[test]
+    fn phrases_match_whole_words_in_order() {
+        let w = words("please help me now");
+        assert!(has_phrase(&w, "help me"));
+        assert!(!has_phrase(&w, "me help"));
+        assert!(!has_phrase(&w, "hel"));
+    }
+}
