@@ -124,6 +124,9 @@ pub struct SlackConfig {
     /// Stream replies into one message as they are written (needs `[llm] stream`).
     pub stream_replies: bool,
     pub max_concurrent_turns: usize,
+    /// Channels whose unaddressed messages go to the meaningfulness gate (`[autonomy]`
+    /// channels, when it is enabled).
+    pub overheard_channels: Vec<String>,
 }
 
 impl Config {
@@ -447,6 +450,11 @@ fn validate(
             allow_broadcast: raw.slack.allow_broadcast,
             stream_replies: raw.slack.stream_replies,
             max_concurrent_turns: raw.slack.max_concurrent_turns,
+            overheard_channels: if raw.autonomy.enabled {
+                raw.autonomy.channels.clone()
+            } else {
+                Vec::new()
+            },
         },
         shutdown_grace_secs: raw.daemon.shutdown_grace_secs,
         ops_channel: raw.daemon.ops_channel.trim().to_string(),

@@ -46,6 +46,8 @@ pub enum InboxStatus {
     Failed,
     /// The person stopped the turn: its reply is what was shown by then.
     Stopped,
+    /// Heard, not addressed to the soul, and not (yet) to be answered.
+    Overheard,
 }
 
 /// How often a row is picked up before it is given up: a row that panics or fails every
@@ -103,6 +105,7 @@ fn from_row(r: &Row) -> rusqlite::Result<InboxItem> {
             "done" => InboxStatus::Done,
             "failed" => InboxStatus::Failed,
             "stopped" => InboxStatus::Stopped,
+            "overheard" => InboxStatus::Overheard,
             _ => InboxStatus::Pending,
         },
         reply: r.get(8)?,
@@ -249,6 +252,33 @@ impl Store {
                 (id, said, now_ms()),
             )?;
             Ok(n == 1)
+        })
+    }
+
+    /// Records a message that does not address the soul, closed: Slack's retries of it are
+    /// duplicates, and nothing answers it unless [`Store::reopen_overheard`] makes it a message
+    /// to answer.
+    pub fn record_overheard(&self, m: &Inbound) -> Result<Intake, StoreError> {
+        self.write(|tx| {
+            let intake = accept(tx, m)?;
+            if let Intake::Accepted(id) = intake {
+                tx.prepare_cached(
+                    "UPDATE inbox SET status = 'overheard', done_at = ?2 WHERE id = ?1",
+                )?
+                .execute((id, now_ms()))?;
+            }
+            Ok(intake)
+        })
+    }
+
+    /// The soul will speak on an overheard message: it is answered like any other.
+    pub fn reopen_overheard(&self, id: i64) -> Result<(), StoreError> {
+        self.write(|tx| {
+            tx.prepare_cached(
+                "UPDATE inbox SET status = 'pending', done_at = NULL WHERE id = ?1 AND status = 'overheard'",
+            )?
+            .execute([id])?;
+            Ok(())
         })
     }
 

@@ -104,6 +104,45 @@ impl Router {
         Ok(intake)
     }
 
+    /// A message that does not address the soul, in `channel` where it listens: recorded
+    /// (closed, so a retry of it is seen once), applied to the soul's substrate, and judged by
+    /// the meaningfulness gate. When the soul is to speak, the message is answered like any
+    /// other, in its conversation. `None` for a duplicate; otherwise whether the soul speaks.
+    pub async fn overhear(
+        self: &Arc<Self>,
+        m: Inbound,
+        channel: &str,
+    ) -> anyhow::Result<Option<bool>> {
+        let (conversation, seq) = (m.conversation.clone(), m.seq);
+        let (user, text) = (m.user_id.clone(), m.text.clone());
+        let Intake::Accepted(id) = self.store.call(move |s| s.record_overheard(&m)).await? else {
+            return Ok(None);
+        };
+        let decision = self
+            .engine
+            .overhear(channel, &user, &text, now_ms())
+            .await?;
+        info!(
+            inbox = id,
+            verdict = decision.verdict.name(),
+            "the gate decided"
+        );
+        if decision.verdict != crate::psyche::Verdict::Speak || self.stopping.load(Ordering::SeqCst)
+        {
+            return Ok(Some(false));
+        }
+        self.store.call(move |s| s.reopen_overheard(id)).await?;
+        {
+            let mut newest = self.newest.lock().unwrap_or_else(|e| e.into_inner());
+            let n = newest.entry(conversation.clone()).or_insert((seq, id));
+            if (seq, id) > *n {
+                *n = (seq, id);
+            }
+        }
+        self.notify(&conversation);
+        Ok(Some(true))
+    }
+
     /// The soul takes part in a conversation from its start; the surface's note goes with
     /// its messages.
     pub async fn note_conversation(&self, key: &str, note: &str) -> Result<(), StoreError> {

@@ -27,6 +27,9 @@ pub enum Decision {
     },
     /// A direct message that is an admin command (`!status` …): not a conversation turn.
     Admin(NewInbound),
+    /// A top-level message in a channel the soul listens to (`[autonomy] channels`) that does
+    /// not address it: the meaningfulness gate decides whether the soul speaks (in its thread).
+    Overheard(NewInbound),
     /// A person opened the soul's Messages tab (agent_view): a DM to greet, once.
     MessagesOpened {
         channel: String,
@@ -219,6 +222,18 @@ fn decide_msg(m: Msg, event_id: &str, bot: &BotIdentity, cfg: &SlackConfig) -> D
             Some(m.ts.to_string()),
             None,
         ),
+        (Kind::Channel, None) if cfg.overheard_channels.iter().any(|c| c == m.channel) => {
+            return Decision::Overheard(NewInbound {
+                event_id: Some(event_id.to_string()),
+                channel: m.channel.to_string(),
+                ts: m.ts.to_string(),
+                thread_key: format!("{}:{}", m.channel, m.ts),
+                reply_thread_ts: Some(m.ts.to_string()),
+                user_id: user.to_string(),
+                text: m.text.to_string(),
+                only_if_participating: None,
+            })
+        }
         (Kind::Channel, None) => return Decision::Ignore("unmentioned top-level channel message"),
         (Kind::Channel, Some(t)) => {
             let only_if = (!mentioned).then(|| (m.channel.to_string(), t.to_string()));
@@ -358,6 +373,25 @@ mod tests {
             &cfg(),
         );
         assert_eq!(d, Decision::Ignore("unmentioned top-level channel message"));
+        // Where the soul listens ([autonomy] channels), the gate hears it, in its own thread.
+        let mut listening = cfg();
+        listening.overheard_channels = vec!["C1".into()];
+        let heard = json!({"type":"message","channel":"C1","channel_type":"channel","user":"U2","text":"just chatting","ts":"3.0"});
+        match run(heard.clone(), &listening) {
+            Decision::Overheard(n) => {
+                assert_eq!(
+                    (n.thread_key.as_str(), n.reply_thread_ts.as_deref()),
+                    ("C1:3.0", Some("3.0"))
+                );
+                assert_eq!(n.text, "just chatting");
+            }
+            other => panic!("{other:?}"),
+        }
+        listening.overheard_channels = vec!["C2".into()];
+        assert_eq!(
+            run(heard, &listening),
+            Decision::Ignore("unmentioned top-level channel message")
+        );
     }
 
     #[test]

@@ -125,6 +125,21 @@ impl Gate {
                 }
             }
             Decision::Admin(m) => self.admin(m).await?,
+            Decision::Overheard(m) => {
+                let (channel, ts) = (m.channel.clone(), m.ts.clone());
+                match self.router.overhear(m.into_inbound(), &channel).await? {
+                    Some(true) => {
+                        info!(event = %event_id, channel = %channel, ts = %ts, "overheard: the soul speaks unasked")
+                    }
+                    Some(false) => {
+                        debug!(event = %event_id, channel = %channel, "overheard: the soul stays silent")
+                    }
+                    None => {
+                        Metrics::inc(&self.metrics.events_duplicate);
+                        debug!(event = %event_id, channel = %channel, ts = %ts, "duplicate dropped")
+                    }
+                }
+            }
             Decision::AssistantThread { channel, thread_ts } => {
                 let key = format!("{channel}:{thread_ts}");
                 self.router.note_conversation(&key, ASSISTANT).await?;

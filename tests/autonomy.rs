@@ -1,0 +1,103 @@
+//! Speaking unasked, end to end: the real binary against the fake Slack, with `[autonomy]`
+//! listening in one channel. Every unaddressed top-level message there moves the soul's
+//! substrate; the meaningfulness gate lets the soul join a heated exchange on what it cares
+//! about once, then keeps it quiet for the cooldown; small talk and other channels never.
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::json;
+use support::daemon::{home, Daemon};
+use support::slack::FakeSlack;
+use support::*;
+
+fn said(channel: &str, user: &str, ts: &str, text: &str) -> serde_json::Value {
+    json!({"type":"message","channel":channel,"channel_type":"channel","user":user,"text":text,"ts":ts,"event_ts":ts})
+}
+
+const HEATED: [&str; 4] = [
+    "This refactor is stupid, you broke the compiler build AGAIN!",
+    "Don't you DARE call my code stupid, your test suite is useless!",
+    "I hate this design, it is a failure and you refuse to listen",
+    "Shut up, this bug is yours and I won't fix it",
+];
+
+#[test]
+fn the_soul_joins_a_heated_exchange_once_and_never_small_talk_or_other_channels() {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    model.echo();
+    let home = home(
+        &model,
+        &slack,
+        "socket",
+        "\n[autonomy]\nchannels = [\"CLISTEN\"]\ncooldown_secs = 300\n",
+    );
+    let d = Daemon::start(&home);
+    slack.wait_connected_or(|| d.log());
+    let mut n = 0;
+    let mut send = |channel: &str, text: &str| {
+        n += 1;
+        let ts = format!("1700000{n:03}.000100");
+        slack.send_event(
+            said(channel, ["U1", "U2"][n % 2], &ts, text),
+            &format!("E{n}"),
+            0,
+        );
+        std::thread::sleep(Duration::from_millis(150));
+        ts
+    };
+
+    for text in [
+        "morning all",
+        "hey! nice weekend?",
+        "yeah, lunch was cool",
+        "lol",
+    ] {
+        send("CLISTEN", text);
+    }
+    // The same heat in a channel the soul does not listen in.
+    for text in HEATED {
+        send("COTHER", text);
+    }
+    std::thread::sleep(Duration::from_millis(1000));
+    assert!(slack.posts().is_empty(), "{:#?}", slack.posts());
+    assert!(
+        model.requests().is_empty(),
+        "no model call for what the gate let be"
+    );
+
+    let heated: Vec<String> = HEATED.iter().map(|t| send("CLISTEN", t)).collect();
+    slack.wait(15, "the unasked contribution", |s| !s.posts().is_empty());
+    // More of the same during the cooldown: silence.
+    for text in HEATED {
+        send("CLISTEN", text);
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    let posts = slack.posts();
+    assert_eq!(posts.len(), 1, "one unasked contribution: {posts:#?}");
+    let p = &posts[0];
+    assert_eq!(p.channel, "CLISTEN");
+    assert!(
+        heated.contains(p.thread_ts.as_ref().unwrap()),
+        "in the thread of the message it joined: {p:#?}"
+    );
+    assert_eq!(model.requests().len(), 1, "one model call in all");
+    let log = d.log();
+    assert!(
+        log.contains("verdict=\"cooldown\"") || log.contains("verdict=cooldown"),
+        "{log}"
+    );
+    // Every message heard where it listens was kept once, closed unless the soul spoke on it.
+    let store = home.store();
+    let statuses: Vec<_> = (1..=12)
+        .map(|id| store.inbox_item(id).unwrap().unwrap().status)
+        .collect();
+    let spoken = statuses
+        .iter()
+        .filter(|s| **s != anima::memory::InboxStatus::Overheard)
+        .count();
+    assert_eq!(spoken, 1, "{statuses:?}");
+    // What the soul does not listen to is not even kept.
+    assert!(store.inbox_item(13).unwrap().is_none());
+}
