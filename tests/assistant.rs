@@ -578,3 +578,37 @@ fn check_names_every_problem_in_the_assistant_words_with_its_line_and_exits_2() 
         r.stdout
     );
 }
+
+#[test]
+fn an_answer_in_an_assistant_thread_ends_with_the_feedback_buttons_and_a_plain_dm_does_not() {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    model.reply(&answer("In the **thread**."));
+    model.reply(&answer("At the top."));
+    let (_home, _d) = socket_daemon(&model, &slack, "");
+    slack.send_event(thread_started("D777", THREAD), "EvB1", 0);
+    slack.wait(10, "the greeting", |s| s.posts().len() == 1);
+    slack.send_event(
+        in_thread("D777", THREAD, "1729999340.000100", "a question"),
+        "EvB2",
+        0,
+    );
+    slack.wait(10, "the answer", |s| s.posts().len() == 2);
+    let answer_post = &slack.posts()[1];
+    assert_eq!(
+        answer_post.text, "In the **thread**.",
+        "the markdown block's text"
+    );
+    let blocks = answer_post.blocks.as_ref().expect("blocks");
+    assert_eq!(blocks[0]["type"], "markdown");
+    assert_eq!(blocks[1]["type"], "context_actions");
+    assert_eq!(blocks[1]["elements"][0]["type"], "feedback_buttons");
+    assert!(
+        slack.posts()[0].blocks.is_none(),
+        "the greeting takes no feedback"
+    );
+
+    slack.send_event(dm("D1", "1700000200.000100", "hello"), "EvB3", 0);
+    slack.wait(10, "the DM reply", |s| s.posts().len() == 3);
+    assert!(slack.posts()[2].blocks.is_none());
+    assert_eq!(slack.posts()[2].text, "At the top.");
+}

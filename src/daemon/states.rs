@@ -47,6 +47,7 @@ impl Ops {
             after_ts: "0",
             text,
             mark: None,
+            feedback: false,
         };
         if let Err(e) = self.api.post(&self.bot, &out, false).await {
             warn!(channel = %self.channel, error = %e, "cannot post to the ops channel");

@@ -523,6 +523,7 @@ impl Router {
                             text,
                             mark: Some(PartMark { row: id, part: 1 }),
                             maybe_delivered: false,
+                            last: true,
                         };
                         if let Err(e) = self.surface.finish_stream(&to, reference, None, part).await
                         {
@@ -605,6 +606,7 @@ impl Router {
                         part: i + 1,
                     }),
                     maybe_delivered,
+                    last: i + 1 == parts.len(),
                 };
                 let delivered = match stream_ref.filter(|_| i == 0) {
                     Some(reference) => {
@@ -688,6 +690,7 @@ impl Router {
                 // A crash after this delivery and before the row is marked brings it back
                 // here: always look first (a give-up is rare; one lookup is cheap).
                 maybe_delivered: true,
+                last: true,
             };
             let to = address(item);
             let delivered = match &item.stream_ref {

@@ -30,6 +30,8 @@ pub struct Part<'a> {
     /// It may already have been delivered (it was in flight when anima stopped): look for it
     /// before delivering it.
     pub maybe_delivered: bool,
+    /// The reply's last part (where a surface puts its feedback buttons).
+    pub last: bool,
 }
 
 /// Why a part was not delivered.

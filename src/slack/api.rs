@@ -141,6 +141,9 @@ pub struct Outgoing<'a> {
     pub after_ts: &'a str,
     pub text: &'a str,
     pub mark: Option<PostMark>,
+    /// The reply's last message in an AI-app conversation: it carries the feedback buttons
+    /// (then the text goes as a `markdown` block, which renders the same Markdown).
+    pub feedback: bool,
 }
 
 pub struct SlackApi {
@@ -179,6 +182,25 @@ pub fn connector(api_base_url: &str) -> SlackClientHyperHttpsConnector {
 }
 
 /// Slack error codes that say "not now" rather than "never".
+/// A reply's content: Markdown with the reply's mark; with the feedback buttons, the text goes
+/// as a `markdown` block beside them (`markdown_text` cannot go with blocks), and `text` is
+/// the notification's fallback.
+pub(super) fn reply_content(
+    text: &str,
+    mark: Option<PostMark>,
+    feedback: bool,
+) -> SlackMessageContent {
+    let content = SlackMessageContent::new().opt_metadata(mark.map(PostMark::metadata));
+    if feedback {
+        content.with_text(text.to_string()).with_blocks(vec![
+            SlackMarkdownBlock::new(text.to_string()).into(),
+            super::feedback::feedback_block(),
+        ])
+    } else {
+        content.with_markdown_text(text.to_string())
+    }
+}
+
 /// Whether the bot wrote `m`.
 fn is_mine(bot: &BotIdentity, m: &SlackHistoryMessage) -> bool {
     m.sender.user.as_ref().map(|u| u.to_string()) == Some(bot.user_id.clone())
@@ -379,9 +401,7 @@ impl SlackApi {
             let session = self.client.open_session(&self.bot_token);
             let req = SlackApiChatPostMessageRequest::new(
                 SlackChannelId::new(out.channel.to_string()),
-                SlackMessageContent::new()
-                    .with_markdown_text(out.text.to_string())
-                    .opt_metadata(out.mark.map(PostMark::metadata)),
+                reply_content(out.text, out.mark, out.feedback),
             )
             .opt_thread_ts(out.thread_ts.map(|t| SlackTs::new(t.to_string())));
             let err = match self
@@ -456,6 +476,7 @@ impl SlackApi {
             after_ts,
             text: "",
             mark: None,
+            feedback: false,
         };
         let messages = self.messages_after(&out).await?;
         Ok(messages

@@ -188,6 +188,7 @@ impl SlackApi {
                 after_ts,
                 text: &greeting,
                 mark: None,
+                feedback: false,
             };
             self.courtesy(self.post(bot, &out, false).await, "greeting not posted");
         }

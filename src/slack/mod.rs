@@ -299,6 +299,7 @@ impl Gate {
                 after_ts: &m.ts,
                 text: &part,
                 mark: None,
+                feedback: false,
             };
             if let Err(e) = self.api.post(&self.bot, &out, false).await {
                 warn!(error = %e, "the admin answer was not delivered");

@@ -6,8 +6,9 @@
 //! (`[slack] stream_replies` with `[llm] stream`): begun only within the workspace's stream
 //! budget and where Slack has not refused streams lately (otherwise the reply goes whole),
 //! ended with the rest of the text, or rewritten in place with chat.update when what
-//! streamed is not how the reply ends. A stream that ends cleanly carries the feedback
-//! buttons (chat.update with `markdown_text` takes no blocks: a rewritten reply has none).
+//! streamed is not how the reply ends. A streamed reply's last message carries the feedback
+//! buttons, and so does an answer's last message in an assistant thread (posted or rewritten
+//! as a `markdown` block beside them: `markdown_text` takes no blocks).
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -110,8 +111,9 @@ impl SlackSurface {
         ts: &str,
         text: &str,
         mark: Option<PostMark>,
+        feedback: bool,
     ) -> Result<(), SlackError> {
-        match self.api.update(channel, ts, text, mark).await {
+        match self.api.update(channel, ts, text, mark, feedback).await {
             Err(SlackError::Api { code, .. }) if code == "streaming_state_conflict" => {
                 // Still streaming: stop it first, within the budget (else later).
                 if !self.budget().stop.take(Instant::now()) {
@@ -128,7 +130,7 @@ impl SlackSurface {
                     // Stopped, or no longer streaming by now: the update can go.
                     _ => {}
                 }
-                self.api.update(channel, ts, text, mark).await
+                self.api.update(channel, ts, text, mark, feedback).await
             }
             other => other,
         }
@@ -186,6 +188,8 @@ impl Surface for SlackSurface {
                     inbox: m.row,
                     part: m.part,
                 }),
+                // An answer's last message in an assistant thread takes feedback.
+                feedback: part.last && part.mark.is_some() && to.note.as_deref() == Some(ASSISTANT),
             };
             self.api
                 .post(&self.bot, &out, part.maybe_delivered)
@@ -336,7 +340,7 @@ impl Surface for SlackSurface {
                         reference,
                         &rest,
                         mark,
-                        Some(vec![super::feedback::feedback_block()]),
+                        part.last.then(|| vec![super::feedback::feedback_block()]),
                     )
                     .await
                 {
@@ -351,7 +355,10 @@ impl Surface for SlackSurface {
                     Err(e) => debug!(error = %e, "the stream did not stop; rewriting the message"),
                 }
             }
-            match self.rewrite(&a.channel, reference, part.text, mark).await {
+            match self
+                .rewrite(&a.channel, reference, part.text, mark, part.last)
+                .await
+            {
                 Ok(()) => Ok(reference.to_string()),
                 Err(e) => {
                     if let SlackError::RateLimited { method, .. } = &e {

@@ -81,18 +81,18 @@ impl SlackApi {
             .map(|_| ())
     }
 
-    /// Rewrites a message (no longer streaming) to read `text`, with the reply's mark.
+    /// Rewrites a message (no longer streaming) to read `text`, with the reply's mark (and
+    /// the feedback buttons, when it is the reply's last message in an AI-app conversation).
     pub async fn update(
         &self,
         channel: &str,
         ts: &str,
         text: &str,
         mark: Option<PostMark>,
+        feedback: bool,
     ) -> Result<(), SlackError> {
         let session = self.client.open_session(&self.bot_token);
-        let content = SlackMessageContent::new()
-            .with_markdown_text(text.to_string())
-            .opt_metadata(mark.map(PostMark::metadata));
+        let content = super::api::reply_content(text, mark, feedback);
         let req = SlackApiChatUpdateRequest::new(
             SlackChannelId::new(channel.into()),
             content,

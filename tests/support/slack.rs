@@ -504,6 +504,11 @@ async fn web_api(
             if markdown && (args.get("text").is_some() || args.get("blocks").is_some()) {
                 return ok_false("invalid_arguments");
             }
+            // A `markdown` block is the message's text as Slack shows it.
+            let (markdown, text) = match markdown_block(&args) {
+                Some(md) => (true, md),
+                None => (markdown, text),
+            };
             match failure {
                 Some(PostFailure::RateLimited(secs)) => {
                     return Response::builder()
@@ -642,8 +647,15 @@ async fn web_api(
                 return ok_false("streaming_state_conflict");
             }
             let markdown = args.get("markdown_text").is_some();
+            if markdown && (args.get("text").is_some() || args.get("blocks").is_some()) {
+                return ok_false("invalid_arguments");
+            }
             p.text = str_arg(if markdown { "markdown_text" } else { "text" }).unwrap_or_default();
             p.markdown = markdown;
+            if let Some(md) = markdown_block(&args) {
+                p.text = md;
+                p.markdown = true;
+            }
             if let Some(blocks) = args.get("blocks") {
                 p.blocks = Some(blocks.clone());
             }
@@ -661,6 +673,20 @@ async fn web_api(
         | "agents.sessions.setStatus" => ok(json!({})),
         _ => ok_false("unknown_method"),
     }
+}
+
+/// The text of a message's `markdown` block, if it has one.
+fn markdown_block(args: &Value) -> Option<String> {
+    let blocks = match args.get("blocks")? {
+        Value::String(s) => serde_json::from_str::<Value>(s).ok()?,
+        v => v.clone(),
+    };
+    blocks
+        .as_array()?
+        .iter()
+        .find(|b| b["type"] == "markdown")
+        .and_then(|b| b["text"].as_str())
+        .map(str::to_string)
 }
 
 fn ok_false(code: &str) -> Response {
