@@ -16,7 +16,7 @@ use serde::Deserialize;
 use toml::Spanned;
 use tracing::{error, info};
 
-use crate::config::{line_of, Problem};
+use crate::config::{line_of, read_toml, Problem};
 use crate::soul::BUILT_IN;
 
 /// The file in the soul folder.
@@ -82,14 +82,7 @@ fn parse_over(
         line: Some(line),
         message,
     };
-    let raw: Raw = toml::from_str(text).map_err(|e| {
-        vec![Problem {
-            file: file.clone(),
-            key: String::new(),
-            line: e.span().map(|s| line_of(text, s.start)),
-            message: e.message().trim().to_string(),
-        }]
-    })?;
+    let raw: Raw = read_toml(text, &file)?;
     let mut problems = Vec::new();
     let mut text_of = |s: Spanned<String>, key: &str| {
         let line = line_of(text, s.span().start);

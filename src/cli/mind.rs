@@ -10,7 +10,7 @@ use clap::Args;
 
 use super::{load_config, CliResult, Failure};
 use crate::memory::psyche::Mind;
-use crate::memory::{Store, StoreError};
+use crate::memory::Store;
 use crate::psyche::{Drive, Psyche};
 use crate::soul::{self, SoulFiles};
 
@@ -29,19 +29,7 @@ pub fn run(config_path: Option<&Path>, args: MindArgs) -> CliResult {
     let soul =
         SoulFiles::load_or_built_in(&config.soul_dir).map_err(|e| Failure::Usage(e.to_string()))?;
     let psyche = soul::load_psyche(&config.soul_dir).map_err(|e| Failure::Usage(e.to_string()))?;
-    let db = config.db_path();
-    if !db.exists() {
-        return Err(Failure::Runtime(format!(
-            "no database at {} yet: the soul has not had a conversation (run `anima chat` or `anima run`)",
-            db.display()
-        )));
-    }
-    let store = Store::open_read_only(&db).map_err(|e| match e {
-        e @ (StoreError::TooNew { .. } | StoreError::Outdated { .. }) => {
-            Failure::Usage(e.to_string())
-        }
-        e => Failure::runtime(e),
-    })?;
+    let store = super::read_store(&config)?;
     let person = match &args.person {
         None => None,
         Some(name) => Some(resolve(&store, name)?),

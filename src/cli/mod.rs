@@ -187,6 +187,23 @@ pub(crate) fn open_existing_store(config: &Config) -> Result<Option<Arc<Store>>,
     }
 }
 
+/// Opens the existing store to read, without migrating it: a home with no database yet, or
+/// one another version wrote, is the person's to fix (exit 2 for the version).
+pub(crate) fn read_store(config: &Config) -> Result<Store, Failure> {
+    let db = config.db_path();
+    if !db.exists() {
+        return Err(Failure::Runtime(format!(
+            "no database at {} yet: the soul has not had a conversation (run `anima chat` or `anima run`)",
+            db.display()
+        )));
+    }
+    Store::open_read_only(&db).map_err(|e| match e {
+        e @ (crate::memory::StoreError::TooNew { .. }
+        | crate::memory::StoreError::Outdated { .. }) => Failure::Usage(e.to_string()),
+        e => Failure::runtime(e),
+    })
+}
+
 /// Opens the store; a database from a newer anima is a configuration problem (exit 2).
 pub(crate) fn open_store(config: &Config) -> Result<Arc<Store>, Failure> {
     match Store::open(&config.db_path()) {

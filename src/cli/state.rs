@@ -10,7 +10,7 @@ use clap::Args;
 
 use super::{load_config, CliResult, Failure};
 use crate::admin::{state_report, StateReport};
-use crate::memory::{JournalEntry, Store, StoreError};
+use crate::memory::JournalEntry;
 use crate::soul;
 
 #[derive(Debug, Args)]
@@ -28,19 +28,7 @@ const JOURNAL_ENTRIES: usize = 50;
 
 pub fn run(config_path: Option<&Path>, args: StateArgs) -> CliResult {
     let config = load_config(config_path)?;
-    let db = config.db_path();
-    if !db.exists() {
-        return Err(Failure::Runtime(format!(
-            "no database at {} yet: the soul has not had a conversation (run `anima chat` or `anima run`)",
-            db.display()
-        )));
-    }
-    let store = Store::open_read_only(&db).map_err(|e| match e {
-        e @ (StoreError::TooNew { .. } | StoreError::Outdated { .. }) => {
-            Failure::Usage(e.to_string())
-        }
-        e => Failure::runtime(e),
-    })?;
+    let store = super::read_store(&config)?;
     if args.journal {
         let entries = store.journal(JOURNAL_ENTRIES).map_err(Failure::runtime)?;
         if args.json {

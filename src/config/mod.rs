@@ -302,6 +302,22 @@ pub(crate) fn line_of(text: &str, offset: usize) -> usize {
     before.iter().filter(|b| **b == b'\n').count() + 1
 }
 
+/// Reads a TOML file's text (named `file` in problems) into its raw serde shape; a syntax
+/// error or a key its shape refuses is one problem with the line it is on.
+pub(crate) fn read_toml<T: serde::de::DeserializeOwned>(
+    text: &str,
+    file: &str,
+) -> Result<T, Vec<Problem>> {
+    toml::from_str(text).map_err(|e| {
+        vec![Problem {
+            file: file.to_string(),
+            key: String::new(),
+            line: e.span().map(|s| line_of(text, s.start)),
+            message: e.message().trim().to_string(),
+        }]
+    })
+}
+
 /// The key set on the line a byte offset falls in, when the offset is in its value (a value
 /// of the wrong type): `max_tokens = "lots"` → `max_tokens`.
 fn key_at(text: &str, offset: usize) -> Option<String> {

@@ -13,7 +13,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::when::{self, Expr};
-use crate::config::{line_of, Problem};
+use crate::config::{line_of, read_toml, Problem};
 use crate::ism::{Action, Effect, Ism};
 use crate::steps::{Step, EXAMPLE_ACTION};
 
@@ -138,13 +138,7 @@ pub fn parse(text: &str, path: &Path) -> Result<ProcessDef, Vec<Problem>> {
         line,
         message,
     };
-    let raw: RawProcess = toml::from_str(text).map_err(|e| {
-        vec![problem(
-            e.span().map(|s| line_of(text, s.start)),
-            "",
-            e.message().trim().to_string(),
-        )]
-    })?;
+    let raw: RawProcess = read_toml(text, &file)?;
     let mut problems = Vec::new();
     let at = |span: std::ops::Range<usize>| Some(line_of(text, span.start));
 

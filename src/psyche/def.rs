@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::raw::{Checker, Raw};
 use super::value::{Signed, Unit};
-use crate::config::{line_of, Problem};
+use crate::config::{read_toml, Problem};
 
 /// The file's name in the soul folder.
 pub const FILE: &str = "psyche.toml";
@@ -182,14 +182,7 @@ fn is_key_name(name: &str) -> bool {
 /// Checks a psyche file's text; `path` names it in problems.
 pub fn parse(text: &str, path: &Path) -> Result<Psyche, Vec<Problem>> {
     let file = path.display().to_string();
-    let raw: Raw = toml::from_str(text).map_err(|e| {
-        vec![Problem {
-            file: file.clone(),
-            key: String::new(),
-            line: e.span().map(|s| line_of(text, s.start)),
-            message: e.message().trim().to_string(),
-        }]
-    })?;
+    let raw: Raw = read_toml(text, &file)?;
     let mut c = Checker {
         text,
         file: file.clone(),

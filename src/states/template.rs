@@ -11,7 +11,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
-use crate::config::{line_of, Problem};
+use crate::config::{line_of, read_toml, Problem};
 
 /// The template's file name in the soul folder.
 pub const FILE: &str = "template.toml";
@@ -267,14 +267,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Template, Vec<Problem>> {
         line: Some(line),
         message,
     };
-    let raw: RawTemplate = toml::from_str(text).map_err(|e| {
-        vec![Problem {
-            file: file.clone(),
-            key: String::new(),
-            line: e.span().map(|s| line_of(text, s.start)),
-            message: e.message().trim().to_string(),
-        }]
-    })?;
+    let raw: RawTemplate = read_toml(text, &file)?;
     let defaults = Behaviors::default();
     let b = raw.cognitive_state_behaviors;
     let mut problems = Vec::new();
