@@ -241,9 +241,10 @@ async fn the_gate_lets_one_heated_exchange_through_then_holds_the_cooldown_and_i
         let who = ["U1", "U2"][i % 2];
         verdicts.push(
             engine
-                .overhear("CLISTEN", who, text, at)
+                .overhear("CLISTEN", who, text, at, &format!("inbox:{at}"))
                 .await
                 .unwrap()
+                .expect("heard the first time")
                 .verdict,
         );
     }
@@ -258,9 +259,10 @@ async fn the_gate_lets_one_heated_exchange_through_then_holds_the_cooldown_and_i
         let who = ["U1", "U2"][i % 2];
         verdicts.push(
             engine
-                .overhear("CLISTEN", who, text, at)
+                .overhear("CLISTEN", who, text, at, &format!("inbox:{at}"))
                 .await
                 .unwrap()
+                .expect("heard the first time")
                 .verdict,
         );
     }
@@ -281,21 +283,42 @@ async fn the_gate_lets_one_heated_exchange_through_then_holds_the_cooldown_and_i
     for (i, text) in heated.iter().cycle().take(12).enumerate() {
         at += 400_000;
         let d = engine
-            .overhear("COTHER", ["U1", "U2"][i % 2], text, at)
+            .overhear(
+                "COTHER",
+                ["U1", "U2"][i % 2],
+                text,
+                at,
+                &format!("inbox:{at}"),
+            )
             .await
-            .unwrap();
+            .unwrap()
+            .expect("heard the first time");
         assert_eq!(d.verdict, Verdict::Silent(Silence::NotListened), "{d:?}");
     }
 
     // A flood of a thousand unaddressed messages in a minute: decisions only, no model call.
     for i in 0..1000 {
         let d = engine
-            .overhear("CLISTEN", "U3", "hey lol", at + i * 60)
+            .overhear(
+                "CLISTEN",
+                "U3",
+                "hey lol",
+                at + i * 60,
+                &format!("inbox:flood{i}"),
+            )
             .await
-            .unwrap();
+            .unwrap()
+            .expect("heard the first time");
         assert!(!d.verdict.thinks());
     }
     assert!(model.requests().is_empty(), "no model call");
+    // A message is heard once: its source again (a retry, or the turn that answers it) does
+    // not move the substrate a second time.
+    assert!(engine
+        .overhear("CLISTEN", "U3", "hey lol", at, "inbox:flood0")
+        .await
+        .unwrap()
+        .is_none());
     let logged = engine.store().psyche_decisions("Wren", 2000).unwrap();
     assert_eq!(logged.len(), 4 + 4 + 12 + 1000, "every decision logged");
 }

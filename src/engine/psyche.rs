@@ -120,14 +120,17 @@ impl Engine {
 
     /// A message in `channel` that does not address the soul: applied to the substrate, and
     /// the gate's decision (logged with its inputs). `Verdict::Speak` means the soul may take
-    /// a turn on it unasked; the cooldown has then begun.
+    /// a turn on it unasked; the cooldown has then begun. `source`: the message's working-memory
+    /// source (its inbox row), so that the turn answering it does not apply it again; `None`
+    /// when that source was heard before.
     pub async fn overhear(
         &self,
         channel: &str,
         user_id: &str,
         text: &str,
         at_ms: i64,
-    ) -> Result<Decision, EngineError> {
+        source: &str,
+    ) -> Result<Option<Decision>, EngineError> {
         let lib = self.library.current();
         let soul = lib.soul.name().to_string();
         let psyche = lib.psyche.clone();
@@ -142,10 +145,11 @@ impl Engine {
             text: text.to_string(),
             at: at_ms,
         };
-        let (_, decision) = self
+        let key = source.to_string();
+        let heard = self
             .store
-            .call(move |s| s.psyche_event(&soul, &psyche, &rules, &event, &place))
+            .call(move |s| s.psyche_event_once(&soul, &psyche, &rules, &event, &place, &key))
             .await?;
-        Ok(decision)
+        Ok(heard.map(|(_, decision)| decision))
     }
 }

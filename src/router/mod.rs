@@ -118,10 +118,16 @@ impl Router {
         let Intake::Accepted(id) = self.store.call(move |s| s.record_overheard(&m)).await? else {
             return Ok(None);
         };
-        let decision = self
+        // Keyed by the row's working-memory source: the turn that may answer it does not
+        // move the substrate a second time.
+        let source = format!("inbox:{id}");
+        let heard = self
             .engine
-            .overhear(channel, &user, &text, now_ms())
+            .overhear(channel, &user, &text, now_ms(), &source)
             .await?;
+        let Some(decision) = heard else {
+            return Ok(Some(false));
+        };
         info!(
             inbox = id,
             verdict = decision.verdict.name(),
