@@ -101,3 +101,46 @@ fn the_soul_joins_a_heated_exchange_once_and_never_small_talk_or_other_channels(
     // What the soul does not listen to is not even kept.
     assert!(store.inbox_item(13).unwrap().is_none());
 }
+
+#[test]
+fn reactions_to_its_messages_joinings_and_time_move_the_inner_life_once_each() {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    model.echo();
+    let home = home(&model, &slack, "socket", "");
+    let d = Daemon::start(&home);
+    slack.wait_connected_or(|| d.log());
+    let reaction = |user: &str, name: &str, item_user: &str| {
+        json!({"type":"reaction_added","user":user,"reaction":name,"item_user":item_user,
+               "item":{"type":"message","channel":"C1","ts":"1700000001.000100"},"event_ts":"1700000002.000100"})
+    };
+    slack.send_event(reaction("U1", "heart", support::slack::BOT_USER), "R1", 0);
+    // Slack's retry of the same event, a reaction to someone else's message, the soul's own.
+    slack.send_event(reaction("U1", "heart", support::slack::BOT_USER), "R1", 1);
+    slack.send_event(reaction("U1", "heart", "U2"), "R2", 0);
+    slack.send_event(
+        reaction(support::slack::BOT_USER, "eyes", support::slack::BOT_USER),
+        "R3",
+        0,
+    );
+    slack.send_event(
+        json!({"type":"member_joined_channel","user":"U7","channel":"C1","channel_type":"C","team":"T111"}),
+        "J1",
+        0,
+    );
+    d.wait_log("felt", 10);
+    std::thread::sleep(Duration::from_millis(800));
+    let logged = home.store().psyche_decisions("Wren", 100).unwrap();
+    let kinds = |k: &str| logged.iter().filter(|d| d.event_kind == k).count();
+    assert_eq!(kinds("reaction"), 1, "{logged:#?}");
+    assert_eq!(kinds("joined"), 1, "{logged:#?}");
+    assert_eq!(
+        kinds("tick"),
+        1,
+        "the first tick comes at start: {logged:#?}"
+    );
+    let r = logged.iter().find(|d| d.event_kind == "reaction").unwrap();
+    assert_eq!(r.person.as_deref(), Some("U1"));
+    assert_eq!(r.verdict, "not_listened");
+    assert!(slack.posts().is_empty(), "nothing is said");
+    assert!(model.requests().is_empty(), "no model call");
+}

@@ -244,6 +244,7 @@ pub async fn run(config: Arc<Config>) -> Result<(), DaemonError> {
         Duration::from_secs(config.proactive_scan_secs),
         stop_rx.clone(),
     ));
+    tokio::spawn(psyche_ticks(engine.clone(), stop_rx.clone()));
 
     let mut stop = stop_rx.clone();
     let _ = stop.wait_for(|s| *s).await;
@@ -318,6 +319,29 @@ async fn follow_ups(
         match engine.quiet_threads(crate::memory::now_ms()).await {
             Ok(threads) => threads.iter().for_each(|t| router.follow_up(t)),
             Err(e) => warn!(error = %e, "cannot look for quiet threads"),
+        }
+    }
+}
+
+/// How often time passes for the soul's inner life.
+const PSYCHE_TICK: Duration = Duration::from_secs(300);
+
+/// Time passes for the soul's inner life: a tick event every [`PSYCHE_TICK`] (drives drift,
+/// arcs, mood and relationships ease), felt once per tick, the first at start.
+async fn psyche_ticks(engine: Arc<Engine>, stop: watch::Receiver<bool>) {
+    let mut scan = Scan::new(PSYCHE_TICK, stop);
+    while scan.next().await {
+        let now = crate::memory::now_ms();
+        let happened = crate::engine::Happened {
+            kind: crate::psyche::EventKind::Tick,
+            channel: None,
+            person: None,
+            text: "",
+            at_ms: now,
+        };
+        let source = format!("tick:{}", now / PSYCHE_TICK.as_millis() as i64);
+        if let Err(e) = engine.feel(happened, &source).await {
+            warn!(error = %e, "the psyche's tick was not felt");
         }
     }
 }

@@ -31,6 +31,7 @@ pub use perception::{
 };
 /// How the store's records become the prompt's inputs (public for the turn benchmark).
 pub use prompting::{gate_input, spoken};
+pub use psyche::Happened;
 
 use crate::config::Config;
 use crate::llm::select::{self, Environment, SelectError};

@@ -23,6 +23,19 @@ use crate::process::Loaded;
 use crate::psyche::answer;
 use crate::psyche::{Decision, Event, EventKind, Packet};
 
+/// What happened, for [`Engine::feel`].
+#[derive(Debug, Clone, Copy)]
+pub struct Happened<'a> {
+    pub kind: EventKind,
+    /// Where, if anywhere (the tick happens nowhere).
+    pub channel: Option<&'a str>,
+    /// Who, if anyone.
+    pub person: Option<&'a str>,
+    /// Its words (a reaction's, a joining's).
+    pub text: &'a str,
+    pub at_ms: i64,
+}
+
 impl Engine {
     /// Applies an addressed message to the substrate and builds the turn's packet.
     pub(super) async fn psyche_turn(&self, m: &Message, lib: &Loaded) -> Option<Packet> {
@@ -131,19 +144,39 @@ impl Engine {
         at_ms: i64,
         source: &str,
     ) -> Result<Option<Decision>, EngineError> {
+        let happened = Happened {
+            kind: EventKind::Overheard,
+            channel: Some(channel),
+            person: Some(user_id),
+            text,
+            at_ms,
+        };
+        self.feel(happened, source).await
+    }
+
+    /// Something that happened to the soul that is not a message to answer (a reaction to
+    /// its message, a person joining, the tick): applied to the substrate once per `source`,
+    /// with the gate's decision logged. `None` when that source was felt before.
+    pub async fn feel(
+        &self,
+        happened: Happened<'_>,
+        source: &str,
+    ) -> Result<Option<Decision>, EngineError> {
         let lib = self.library.current();
         let soul = lib.soul.name().to_string();
         let psyche = lib.psyche.clone();
         let rules = self.config.autonomy.gate_rules();
         let place = Place {
-            channel: Some(channel.to_string()),
-            listened: self.config.autonomy.listens_in(channel),
+            channel: happened.channel.map(str::to_string),
+            listened: happened
+                .channel
+                .is_some_and(|c| self.config.autonomy.listens_in(c)),
         };
         let event = Event {
-            kind: EventKind::Overheard,
-            person: Some(user_id.to_string()),
-            text: text.to_string(),
-            at: at_ms,
+            kind: happened.kind,
+            person: happened.person.map(str::to_string),
+            text: happened.text.to_string(),
+            at: happened.at_ms,
         };
         let key = source.to_string();
         let heard = self

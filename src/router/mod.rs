@@ -34,6 +34,15 @@ use crate::metrics::Metrics;
 use stream::{StreamRef, Streamed, Streamer};
 pub use surface::{Address, Appended, Begun, Part, PartMark, Surface, Undeliverable};
 
+/// Something that happened to the soul that is not a message to answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Happening {
+    /// A reaction to one of its messages.
+    Reaction,
+    /// A person joined a channel it is in.
+    Joined,
+}
+
 /// What a person is told when their message could not be answered after every attempt.
 pub const FAILED_REPLY: &str =
     "Sorry, something went wrong on my side and I couldn't answer that message. Please try again, perhaps in other words.";
@@ -147,6 +156,30 @@ impl Router {
         }
         self.notify(&conversation);
         Ok(Some(true))
+    }
+
+    /// Something happened to the soul (a reaction to its message, a person joining): it moves
+    /// its inner life, once per `source`. Nothing is said. False when it was felt before.
+    pub async fn feel(
+        &self,
+        happening: Happening,
+        channel: &str,
+        user: &str,
+        text: &str,
+        source: &str,
+    ) -> anyhow::Result<bool> {
+        let kind = match happening {
+            Happening::Reaction => crate::psyche::EventKind::Reaction,
+            Happening::Joined => crate::psyche::EventKind::Joined,
+        };
+        let happened = crate::engine::Happened {
+            kind,
+            channel: Some(channel),
+            person: Some(user),
+            text,
+            at_ms: now_ms(),
+        };
+        Ok(self.engine.feel(happened, source).await?.is_some())
     }
 
     /// The soul takes part in a conversation from its start; the surface's note goes with

@@ -27,6 +27,9 @@ pub enum Decision {
     },
     /// A direct message that is an admin command (`!status` …): not a conversation turn.
     Admin(NewInbound),
+    /// Something that happened to the soul that is not a message to answer: it moves its
+    /// inner life (a reaction to one of its messages, a person joining a channel it is in).
+    Felt(Felt),
     /// A top-level message in a channel the soul listens to (`[autonomy] channels`) that does
     /// not address it: the meaningfulness gate decides whether the soul speaks (in its thread).
     Overheard(NewInbound),
@@ -42,6 +45,36 @@ pub enum Decision {
         streams: Vec<String>,
     },
     Ignore(&'static str),
+}
+
+/// A reaction or a joining, in the router's terms.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Felt {
+    pub happening: crate::router::Happening,
+    pub channel: String,
+    pub user: String,
+    /// Its words, for the soul's lexicon (a reaction's name and what it usually means).
+    pub text: String,
+    /// Its name: Slack's retries of it are felt once.
+    pub source: String,
+}
+
+/// What a reaction usually says, in words the soul's lexicon reads.
+fn reaction_words(name: &str) -> String {
+    let base = name.split("::").next().unwrap_or(name);
+    let meaning = match base {
+        "+1" | "thumbsup" | "heart" | "tada" | "raised_hands" | "pray" | "clap" | "100"
+        | "star-struck" | "heart_eyes" | "hugging_face" | "sparkles" => "thanks, love it, great",
+        "-1"
+        | "thumbsdown"
+        | "angry"
+        | "rage"
+        | "face_with_symbols_on_mouth"
+        | "disappointed"
+        | "unamused" => "bad, I hate this, useless",
+        _ => "",
+    };
+    format!(":{name}: {meaning}").trim_end().to_string()
 }
 
 /// The parts of a message event the rules read.
@@ -117,6 +150,40 @@ pub fn decide(
             bot,
             cfg,
         ),
+        SlackEventCallbackBody::ReactionAdded(e) => {
+            let to_soul = e.item_user.as_ref().map(|u| u.0.as_str()) == Some(bot.user_id.as_str());
+            let SlackReactionsItem::Message(m) = &e.item else {
+                return Decision::Ignore("a reaction to a file");
+            };
+            let Some(channel) = m.origin.channel.as_ref().map(|c| c.0.clone()) else {
+                return Decision::Ignore("a reaction without a channel");
+            };
+            if !to_soul || e.user.0 == bot.user_id {
+                return Decision::Ignore("a reaction to someone else's message");
+            }
+            Decision::Felt(Felt {
+                happening: crate::router::Happening::Reaction,
+                source: format!(
+                    "reaction:{channel}:{}:{}:{}",
+                    m.origin.ts, e.user, e.reaction
+                ),
+                channel,
+                user: e.user.to_string(),
+                text: reaction_words(&e.reaction.0),
+            })
+        }
+        SlackEventCallbackBody::MemberJoinedChannel(e) => {
+            if e.user.0 == bot.user_id {
+                return Decision::Ignore("the soul joined a channel");
+            }
+            Decision::Felt(Felt {
+                happening: crate::router::Happening::Joined,
+                source: format!("joined:{}:{}:{}", e.channel, e.user, event_id),
+                channel: e.channel.to_string(),
+                user: e.user.to_string(),
+                text: "joined the channel".into(),
+            })
+        }
         SlackEventCallbackBody::AssistantThreadStarted(e) => Decision::AssistantThread {
             channel: e.assistant_thread.channel_id.to_string(),
             thread_ts: e.assistant_thread.thread_ts.to_string(),

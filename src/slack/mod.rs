@@ -125,6 +125,18 @@ impl Gate {
                 }
             }
             Decision::Admin(m) => self.admin(m).await?,
+            Decision::Felt(f) => {
+                let felt = self
+                    .router
+                    .feel(f.happening, &f.channel, &f.user, &f.text, &f.source)
+                    .await?;
+                if felt {
+                    info!(event = %event_id, channel = %f.channel, happening = ?f.happening, "felt");
+                } else {
+                    Metrics::inc(&self.metrics.events_duplicate);
+                    debug!(event = %event_id, "felt before; dropped");
+                }
+            }
             Decision::Overheard(m) => {
                 let (channel, ts) = (m.channel.clone(), m.ts.clone());
                 match self.router.overhear(m.into_inbound(), &channel).await? {
