@@ -86,6 +86,38 @@ pub fn energy_word(energy: f64) -> &'static str {
     }
 }
 
+/// The personality's activation for this event (seed 3.2.7): how the soul's usual self is
+/// tilted right now by its mood, energy, drives and the relationships at hand, as a phrase.
+/// Derived afresh for each event, never stored, no model.
+pub fn activation(s: &Substrate, present: &[Option<&Relationship>]) -> &'static str {
+    let tense = present
+        .iter()
+        .flatten()
+        .any(|r| r.tension.get() >= 0.5 || r.trust.get() <= -0.3);
+    let close = present
+        .iter()
+        .flatten()
+        .any(|r| r.comfort.get() >= 0.5 && r.warmth.get() >= 0.3);
+    let (v, a, e) = (s.valence.get(), s.arousal.get(), s.energy.get());
+    if tense || (v <= -0.4 && a >= 0.6) {
+        "guarded: slower to give ground, careful with every word"
+    } else if e < 0.25 {
+        "spent: brief, asking little of anyone"
+    } else if s.drive(Drive::Safety).get() >= 0.7 {
+        "wary: checking before trusting what you hear"
+    } else if v >= 0.4 && a >= 0.5 {
+        "playful: quick to joke and to offer ideas"
+    } else if close || (v >= 0.3 && s.drive(Drive::Relatedness).get() >= 0.6) {
+        "open: sharing more of what you think and feel"
+    } else if s.drive(Drive::Novelty).get() >= 0.7 {
+        "restless: drawn to tangents and new angles"
+    } else if s.drive(Drive::Competence).get() >= 0.7 {
+        "driven: keen to get things right and finished"
+    } else {
+        "your usual self"
+    }
+}
+
 fn drive_need(d: Drive) -> &'static str {
     match d {
         Drive::Relatedness => "company and connection",
@@ -137,6 +169,12 @@ impl Packet {
         let mut out: Vec<Vec<Piece>> = Vec::new();
         let (v, a) = mood_words(s.valence.get(), s.arousal.get());
         out.push(vec![own(format!("You feel {v} and {a}."))]);
+        let present: Vec<Option<&Relationship>> =
+            input.people.iter().map(|p| p.relationship).collect();
+        out.push(vec![own(format!(
+            "Right now you are {}.",
+            activation(s, &present)
+        ))]);
         let mut pressing: Vec<(Drive, f64)> = Drive::ALL
             .into_iter()
             .map(|d| (d, s.drive(d).get()))

@@ -536,3 +536,39 @@ fn time_alone_brings_drives_back_to_baseline() {
         );
     }
 }
+
+#[test]
+fn the_personality_leans_with_the_moment_and_rests_at_its_usual_self() {
+    use super::packet::activation;
+    let p = Psyche::shipped();
+    let rest = Substrate::new(&p, 0);
+    assert_eq!(activation(&rest, &[]), "your usual self");
+    let mut tense = Relationship::new(&p);
+    tense.tension = Unit::new(0.8);
+    assert!(activation(&rest, &[Some(&tense)]).starts_with("guarded"));
+    let mut spent = rest.clone();
+    spent.energy = Unit::new(0.1);
+    assert!(activation(&spent, &[]).starts_with("spent"));
+    let mut bright = rest.clone();
+    bright.valence = Signed::new(0.7);
+    bright.arousal = Unit::new(0.8);
+    assert!(activation(&bright, &[]).starts_with("playful"));
+    // In the packet, as words.
+    let people = [Present {
+        id: "UA",
+        name: "Ana",
+        relationship: Some(&tense),
+        facts: &[],
+    }];
+    let packet = Packet::build(&Input {
+        substrate: &rest,
+        psyche: &p,
+        people: &people,
+        query: "hello",
+        memories: &[],
+        intentions: &[],
+        now: 0,
+    });
+    let text = packet.render(&|q| q.to_string());
+    assert!(text.contains("Right now you are guarded"), "{text}");
+}
