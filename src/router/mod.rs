@@ -101,14 +101,7 @@ impl Router {
         let (conversation, seq) = (m.conversation.clone(), m.seq);
         let intake = self.store.call(move |s| s.accept_inbound(&m)).await?;
         if let Intake::Accepted(id) = intake {
-            {
-                let mut newest = self.newest.lock().unwrap_or_else(|e| e.into_inner());
-                let n = newest.entry(conversation.clone()).or_insert((seq, id));
-                if (seq, id) > *n {
-                    *n = (seq, id);
-                }
-            }
-            self.notify(&conversation);
+            self.open_row(&conversation, seq, id);
         }
         Ok(intake)
     }
@@ -147,14 +140,7 @@ impl Router {
             return Ok(Some(false));
         }
         self.store.call(move |s| s.reopen_overheard(id)).await?;
-        {
-            let mut newest = self.newest.lock().unwrap_or_else(|e| e.into_inner());
-            let n = newest.entry(conversation.clone()).or_insert((seq, id));
-            if (seq, id) > *n {
-                *n = (seq, id);
-            }
-        }
-        self.notify(&conversation);
+        self.open_row(&conversation, seq, id);
         Ok(Some(true))
     }
 
@@ -187,6 +173,19 @@ impl Router {
     pub async fn note_conversation(&self, key: &str, note: &str) -> Result<(), StoreError> {
         let (k, n) = (key.to_string(), note.to_string());
         self.store.call(move |s| s.note_conversation(&k, &n)).await
+    }
+
+    /// Row `id` (at `seq`) of `conversation` is open to answer: a turn in progress there
+    /// learns a newer message came, and a worker is on it.
+    fn open_row(self: &Arc<Self>, conversation: &str, seq: f64, id: i64) {
+        {
+            let mut newest = self.newest.lock().unwrap_or_else(|e| e.into_inner());
+            let n = newest.entry(conversation.to_string()).or_insert((seq, id));
+            if (seq, id) > *n {
+                *n = (seq, id);
+            }
+        }
+        self.notify(conversation);
     }
 
     /// A conversation has a new open row: make sure a worker is on it.
@@ -516,13 +515,7 @@ impl Router {
             live: live.as_deref(),
         };
         let parts = self.deliver(&to, &reply, Some(row)).await?;
-        if let Some(shown) = sign {
-            let (surface, at) = (self.surface.clone(), to);
-            tokio::spawn(async move {
-                let _ = shown.await;
-                surface.working(&at, false).await
-            });
-        }
+        self.clear_sign_after(sign, to);
         let overhead_us = (now_us() - item.received_us - model_us as i64).max(0) as u64;
         self.metrics.overhead.observe(overhead_us as f64 / 1e6);
         info!(inbox = item.id, parts, "replied");
@@ -538,8 +531,10 @@ impl Router {
         sign: Option<tokio::task::JoinHandle<()>>,
         to: Address,
     ) -> anyhow::Result<()> {
+        self.clear_sign_after(sign, to.clone());
         let (id, said) = (item.id, streamed.said());
-        let closed = self.store.call(move |s| s.mark_stopped(id, &said)).await?;
+        let text = said.clone();
+        let closed = self.store.call(move |s| s.mark_stopped(id, &text)).await?;
         if !closed {
             // Part of the reply was delivered already: it is delivered to the end.
             return Ok(());
@@ -556,7 +551,6 @@ impl Router {
                 // An append may or may not have arrived: the message is rewritten to what was
                 // said, whole.
                 None => {
-                    let said = streamed.said();
                     if let Some(text) = self.surface.parts(&said).first() {
                         let part = Part {
                             text,
@@ -573,13 +567,6 @@ impl Router {
             }
         }
         Metrics::inc(&self.metrics.turns_stopped);
-        if let Some(shown) = sign {
-            let surface = self.surface.clone();
-            tokio::spawn(async move {
-                let _ = shown.await;
-                surface.working(&to, false).await
-            });
-        }
         info!(inbox = id, "the person stopped the turn");
         Ok(())
     }
@@ -748,6 +735,18 @@ impl Router {
         self.metrics.note_given_up();
         self.clear_working_sign(item);
         Ok(())
+    }
+
+    /// Clears the working sign at `to` once the task that showed it (`sign`) is done: off the
+    /// reply's path, never awaited.
+    fn clear_sign_after(&self, sign: Option<tokio::task::JoinHandle<()>>, to: Address) {
+        if let Some(shown) = sign {
+            let surface = self.surface.clone();
+            tokio::spawn(async move {
+                let _ = shown.await;
+                surface.working(&to, false).await
+            });
+        }
     }
 
     /// Clears the working sign of a row whose turn did not get to clear it.

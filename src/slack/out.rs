@@ -407,6 +407,10 @@ impl Surface for SlackSurface {
 
     fn find_unrecorded_stream<'a>(&'a self, to: &'a Address) -> BoxFuture<'a, Option<String>> {
         async move {
+            // Only a surface that streams can have begun a stream.
+            if !self.stream {
+                return None;
+            }
             let a = SlackAddress::decode(to)?;
             let thread_ts = a.thread_ts.as_deref()?;
             match self
