@@ -144,3 +144,79 @@ fn reactions_to_its_messages_joinings_and_time_move_the_inner_life_once_each() {
     assert!(slack.posts().is_empty(), "nothing is said");
     assert!(model.requests().is_empty(), "no model call");
 }
+
+#[test]
+fn after_the_cooldown_a_tick_brings_the_soul_back_to_the_last_heated_message_once() {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    model.echo();
+    let home = home(
+        &model,
+        &slack,
+        "socket",
+        "\n[autonomy]\nchannels = [\"CLISTEN\"]\ncooldown_secs = 4\n\n[processes]\nproactive_scan_secs = 1\n",
+    );
+    let d = Daemon::start(&home);
+    slack.wait_connected_or(|| d.log());
+    let mut n = 0;
+    let mut send = |text: &str| {
+        n += 1;
+        let ts = format!("1700000{n:03}.000100");
+        slack.send_event(
+            said("CLISTEN", ["U1", "U2"][n % 2], &ts, text),
+            &format!("E{n}"),
+            0,
+        );
+        std::thread::sleep(Duration::from_millis(100));
+        ts
+    };
+    for text in HEATED {
+        send(text);
+    }
+    slack.wait(15, "the unasked contribution", |s| !s.posts().is_empty());
+    // The exchange goes on while the soul must keep quiet.
+    let mut during = Vec::new();
+    for text in HEATED {
+        during.push(send(text));
+    }
+    assert_eq!(slack.posts().len(), 1, "{:#?}", slack.posts());
+
+    // Once the cooldown is over, a tick finds the soul still caught up in it: it comes back
+    // to the last message of the exchange, in its thread.
+    slack.wait(20, "the soul coming back on a tick", |s| {
+        s.posts().len() >= 2
+    });
+    let posts = slack.posts();
+    let back = &posts[1];
+    assert_eq!(back.channel, "CLISTEN");
+    assert_eq!(
+        back.thread_ts.as_deref(),
+        Some(during[3].as_str()),
+        "{back:#?}"
+    );
+
+    // Then never again for the same message, however many ticks pass.
+    std::thread::sleep(Duration::from_millis(6_000));
+    assert_eq!(slack.posts().len(), 2, "{:#?}", slack.posts());
+    assert_eq!(
+        model.requests().len(),
+        2,
+        "one model call each time it spoke"
+    );
+    let logged = home.store().psyche_decisions("Wren", 1000).unwrap();
+    let ticks: Vec<_> = logged.iter().filter(|d| d.event_kind == "tick").collect();
+    let spoke: Vec<_> = ticks.iter().filter(|d| d.verdict == "speak").collect();
+    assert_eq!(spoke.len(), 1, "{ticks:#?}");
+    assert_eq!(spoke[0].channel.as_deref(), Some("CLISTEN"));
+    assert!(
+        ticks.iter().any(|d| d.verdict == "cooldown"),
+        "the ticks during the cooldown kept quiet: {ticks:#?}"
+    );
+    assert!(
+        ticks
+            .iter()
+            .filter(|d| d.at > spoke[0].at)
+            .all(|d| d.channel.is_none()),
+        "after it spoke, nothing is left to come back to: {ticks:#?}"
+    );
+    drop(d);
+}

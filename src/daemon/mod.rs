@@ -244,7 +244,11 @@ pub async fn run(config: Arc<Config>) -> Result<(), DaemonError> {
         Duration::from_secs(config.proactive_scan_secs),
         stop_rx.clone(),
     ));
-    tokio::spawn(psyche_ticks(engine.clone(), stop_rx.clone()));
+    tokio::spawn(psyche_ticks(
+        router.clone(),
+        Duration::from_secs(config.proactive_scan_secs),
+        stop_rx.clone(),
+    ));
 
     let mut stop = stop_rx.clone();
     let _ = stop.wait_for(|s| *s).await;
@@ -323,24 +327,19 @@ async fn follow_ups(
     }
 }
 
-/// How often time passes for the soul's inner life.
-const PSYCHE_TICK: Duration = Duration::from_secs(300);
+/// How far back a tick looks for an overheard message to come back to.
+const TICK_REACH: Duration = Duration::from_secs(15 * 60);
 
-/// Time passes for the soul's inner life: a tick event every [`PSYCHE_TICK`] (drives drift,
-/// arcs, mood and relationships ease), felt once per tick, the first at start.
-async fn psyche_ticks(engine: Arc<Engine>, stop: watch::Receiver<bool>) {
-    let mut scan = Scan::new(PSYCHE_TICK, stop);
+/// Time passes for the soul's inner life: a tick every `every` (drives drift, arcs, mood and
+/// relationships ease by the time elapsed, so how often does not change where they go), felt
+/// once per period, the first at start; on a tick the soul may come back to what it overheard
+/// (`Router::tick`).
+async fn psyche_ticks(router: Arc<Router>, every: Duration, stop: watch::Receiver<bool>) {
+    let mut scan = Scan::new(every, stop);
+    let period_ms = (every.as_millis() as i64).max(1);
     while scan.next().await {
-        let now = crate::memory::now_ms();
-        let happened = crate::engine::Happened {
-            kind: crate::psyche::EventKind::Tick,
-            channel: None,
-            person: None,
-            text: "",
-            at_ms: now,
-        };
-        let source = format!("tick:{}", now / PSYCHE_TICK.as_millis() as i64);
-        if let Err(e) = engine.feel(happened, &source).await {
+        let source = format!("tick:{}", crate::memory::now_ms() / period_ms);
+        if let Err(e) = router.tick(&source, TICK_REACH).await {
             warn!(error = %e, "the psyche's tick was not felt");
         }
     }

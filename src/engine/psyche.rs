@@ -27,11 +27,12 @@ use crate::psyche::{Decision, Event, EventKind, Packet};
 #[derive(Debug, Clone, Copy)]
 pub struct Happened<'a> {
     pub kind: EventKind,
-    /// Where, if anywhere (the tick happens nowhere).
+    /// Where, if anywhere (a tick: where the soul last overheard something it may come back
+    /// to, or nowhere).
     pub channel: Option<&'a str>,
     /// Who, if anyone.
     pub person: Option<&'a str>,
-    /// Its words (a reaction's, a joining's).
+    /// Its words (a reaction's, a joining's; a tick's: the message it may come back to).
     pub text: &'a str,
     pub at_ms: i64,
 }
@@ -156,7 +157,8 @@ impl Engine {
 
     /// Something that happened to the soul that is not a message to answer (a reaction to
     /// its message, a person joining, the tick): applied to the substrate once per `source`,
-    /// with the gate's decision logged. `None` when that source was felt before.
+    /// with the gate's decision logged. `None` when that source was felt before. Deciding
+    /// calls no model; acting on a `Speak` is the caller's.
     pub async fn feel(
         &self,
         happened: Happened<'_>,

@@ -28,6 +28,13 @@ pub struct Inbound {
     pub requires_spoken: bool,
 }
 
+/// A message that did not address the soul, and where it was heard.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Overheard {
+    pub item: InboxItem,
+    pub place: String,
+}
+
 /// What became of an inbound message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Intake {
@@ -255,31 +262,50 @@ impl Store {
         })
     }
 
-    /// Records a message that does not address the soul, closed: Slack's retries of it are
-    /// duplicates, and nothing answers it unless [`Store::reopen_overheard`] makes it a message
-    /// to answer.
-    pub fn record_overheard(&self, m: &Inbound) -> Result<Intake, StoreError> {
+    /// Records a message that does not address the soul, heard in `place`, closed: Slack's
+    /// retries of it are duplicates, and nothing answers it unless [`Store::reopen_overheard`]
+    /// makes it a message to answer.
+    pub fn record_overheard(&self, m: &Inbound, place: &str) -> Result<Intake, StoreError> {
         self.write(|tx| {
             let intake = accept(tx, m)?;
             if let Intake::Accepted(id) = intake {
                 tx.prepare_cached(
-                    "UPDATE inbox SET status = 'overheard', done_at = ?2 WHERE id = ?1",
+                    "UPDATE inbox SET status = 'overheard', heard_in = ?2, done_at = ?3 WHERE id = ?1",
                 )?
-                .execute((id, now_ms()))?;
+                .execute((id, place, now_ms()))?;
             }
             Ok(intake)
         })
     }
 
-    /// The soul will speak on an overheard message: it is answered like any other.
-    pub fn reopen_overheard(&self, id: i64) -> Result<(), StoreError> {
+    /// The soul will speak on an overheard message: it is answered like any other. False when
+    /// it was not overheard, or is already to be answered.
+    pub fn reopen_overheard(&self, id: i64) -> Result<bool, StoreError> {
         self.write(|tx| {
-            tx.prepare_cached(
-                "UPDATE inbox SET status = 'pending', done_at = NULL WHERE id = ?1 AND status = 'overheard'",
-            )?
-            .execute([id])?;
-            Ok(())
+            let n = tx
+                .prepare_cached(
+                    "UPDATE inbox SET status = 'pending', done_at = NULL WHERE id = ?1 AND status = 'overheard'",
+                )?
+                .execute([id])?;
+            Ok(n == 1)
         })
+    }
+
+    /// The last message overheard anywhere, if it came at or after `since_us` (unix
+    /// microseconds) and the soul has not spoken to it: what the soul may come back to.
+    pub fn last_overheard(&self, since_us: i64) -> Result<Option<Overheard>, StoreError> {
+        let last = self
+            .conn()
+            .prepare_cached(&format!(
+                "SELECT {COLUMNS}, heard_in FROM inbox WHERE heard_in IS NOT NULL ORDER BY id DESC LIMIT 1"
+            ))?
+            .query_row([], |r| Ok((from_row(r)?, r.get::<_, String>(15)?)))
+            .optional()?;
+        Ok(last
+            .filter(|(item, _)| {
+                item.status == InboxStatus::Overheard && item.received_us >= since_us
+            })
+            .map(|(item, place)| Overheard { item, place }))
     }
 
     pub fn mark_done(&self, id: i64) -> Result<(), StoreError> {
@@ -383,6 +409,44 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let s = Store::open(&dir.path().join("a.db")).unwrap();
         (dir, s)
+    }
+
+    #[test]
+    fn the_last_overheard_message_is_one_to_come_back_to_until_it_is_spoken_to_or_too_old() {
+        let (_d, s) = store();
+        let id = |i: Intake| match i {
+            Intake::Accepted(id) => id,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(s.last_overheard(0).unwrap(), None);
+        let first = id(s.record_overheard(&inbound("C1:1", 1.0), "C1").unwrap());
+        let second = id(s.record_overheard(&inbound("C1:2", 2.0), "C1").unwrap());
+        assert_eq!(
+            s.record_overheard(&inbound("C1:2", 2.0), "C1").unwrap(),
+            Intake::Duplicate
+        );
+        // A message that addresses the soul is not overheard, and hides nothing.
+        id(s.accept_inbound(&inbound("C1:3", 3.0)).unwrap());
+        let last = s.last_overheard(0).unwrap().unwrap();
+        assert_eq!((last.item.id, last.place.as_str()), (second, "C1"));
+        assert_eq!(last.item.status, InboxStatus::Overheard);
+        assert_eq!(
+            s.last_overheard(last.item.received_us + 1).unwrap(),
+            None,
+            "too old"
+        );
+        // Spoken to once: not again, and the one before it is not brought up instead.
+        assert!(s.reopen_overheard(second).unwrap());
+        assert!(!s.reopen_overheard(second).unwrap());
+        assert_eq!(
+            s.inbox_item(second).unwrap().unwrap().status,
+            InboxStatus::Pending
+        );
+        assert_eq!(s.last_overheard(0).unwrap(), None);
+        assert_eq!(
+            s.inbox_item(first).unwrap().unwrap().status,
+            InboxStatus::Overheard
+        );
     }
 
     #[test]

@@ -25,6 +25,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0010_streams.sql"),
     include_str!("../../migrations/0011_psyche.sql"),
     include_str!("../../migrations/0012_feedback.sql"),
+    include_str!("../../migrations/0013_heard_in.sql"),
 ];
 
 /// The schema version this build writes.

@@ -37,7 +37,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction, Transactio
 pub use feedback::{Judged, Verdict};
 pub use health::WriteHealth;
 
-pub use inbox::{Inbound, InboxItem, InboxStatus, Intake};
+pub use inbox::{Inbound, InboxItem, InboxStatus, Intake, Overheard};
 pub use migrate::SCHEMA_VERSION;
 pub use snapshot::{ConversationState, Snapshot};
 pub use soul_state::SoulState;

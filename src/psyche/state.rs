@@ -113,7 +113,8 @@ pub enum EventKind {
     Reaction,
     /// A person joined a channel the soul is in.
     Joined,
-    /// The periodic tick: time passes.
+    /// The periodic tick: time passes, and the soul may come back to where it could speak
+    /// unasked (the last message it overheard there, which is the tick's text).
     Tick,
 }
 
@@ -135,7 +136,9 @@ pub struct Event {
     pub kind: EventKind,
     /// Who caused it (a Slack user id); `None` for a tick.
     pub person: Option<String>,
-    /// What was said (a reaction's emoji name, empty for a tick).
+    /// What was said (a reaction's emoji name; for a tick, the last message overheard where
+    /// the soul may speak, or empty: it moves nothing, and only its topics make the tick
+    /// salient).
     pub text: String,
     /// When (ms).
     pub at: i64,

@@ -430,6 +430,61 @@ fn a_heated_exchange_on_an_arc_gets_one_contribution_then_the_cooldown() {
 }
 
 #[test]
+fn a_tick_comes_back_to_a_heated_conversation_only_through_its_topics_and_moves_nothing() {
+    let p = Psyche::shipped();
+    let rules = GateRules::default();
+    let mut s = Substrate::new(&p, 0);
+    let craft = p.arcs[0].topic.clone();
+    s.arcs.insert(craft, Unit::new(0.9));
+    s.drives[Drive::Competence.index()] = Unit::new(0.8);
+    let tick = |text: &str| Event {
+        kind: EventKind::Tick,
+        person: None,
+        text: text.into(),
+        at: HOUR,
+    };
+    let verdict = |fx: &super::update::Effects, last: Option<i64>| {
+        decide(
+            fx.gate,
+            Situation {
+                kind: EventKind::Tick,
+                trivial: fx.classification.trivial,
+                choice: fx.choice,
+                listened: true,
+                last_unasked_at: last,
+                now: HOUR,
+            },
+            &rules,
+        )
+        .verdict
+    };
+    let back = apply(
+        &s,
+        None,
+        &tick("Shut up, this bug is yours and I won't fix it"),
+        &p,
+    );
+    let elsewhere = apply(&s, None, &tick("anyone up for lunch later"), &p);
+    let nowhere = apply(&s, None, &tick(""), &p);
+    assert!(back.gate.salience_max.get() >= 0.85, "{:?}", back.gate);
+    assert_eq!(elsewhere.gate.salience_max, Unit::ZERO);
+    assert_eq!(verdict(&back, None), Verdict::Speak);
+    assert_eq!(
+        verdict(&back, Some(HOUR - 60_000)),
+        Verdict::Silent(Silence::Cooldown)
+    );
+    assert_eq!(
+        verdict(&nowhere, None),
+        Verdict::Silent(Silence::NoChoice),
+        "nowhere to come back to"
+    );
+    // What it would come back to was felt when it was heard: the tick moves only time.
+    assert_eq!(back.substrate, nowhere.substrate);
+    assert_eq!(elsewhere.substrate, nowhere.substrate);
+    assert!(back.memory.is_none() && back.relationship.is_none());
+}
+
+#[test]
 fn small_talk_gets_nothing() {
     let v = gate_scene(&[
         ("U1", "morning all"),

@@ -246,7 +246,13 @@ pub fn apply(
     let stakes = relationship.as_ref().map_or(0.0, |(_, r)| r.stakes());
     let salience = match event.kind {
         EventKind::Addressed => 1.0,
-        EventKind::Tick => 0.0,
+        // What the soul would come back to is as salient as the arcs it touches are hot; it
+        // was felt when it was heard, so it moves nothing now.
+        EventKind::Tick => classify(&event.text, psyche)
+            .arcs
+            .iter()
+            .map(|&i| s.arc(&psyche.arcs[i].topic).get())
+            .fold(0.0, f64::max),
         _ => c
             .dims
             .intensity()
@@ -267,7 +273,11 @@ pub fn apply(
             !c.trivial && (c.question || !c.arcs.is_empty() || c.dims.intensity() >= 0.3)
         }
         EventKind::Reaction => false,
-        EventKind::Tick => gate.arc_hot.get() >= 0.6 || gate.drive_pressure_max.get() >= 0.7,
+        // Whether to come back to a conversation, when there is one and something presses.
+        EventKind::Tick => {
+            !event.text.trim().is_empty()
+                && (gate.arc_hot.get() >= 0.6 || gate.drive_pressure_max.get() >= 0.7)
+        }
     };
     Effects {
         substrate: s,

@@ -117,7 +117,12 @@ impl Router {
     ) -> anyhow::Result<Option<bool>> {
         let (conversation, seq) = (m.conversation.clone(), m.seq);
         let (user, text) = (m.user_id.clone(), m.text.clone());
-        let Intake::Accepted(id) = self.store.call(move |s| s.record_overheard(&m)).await? else {
+        let place = channel.to_string();
+        let Intake::Accepted(id) = self
+            .store
+            .call(move |s| s.record_overheard(&m, &place))
+            .await?
+        else {
             return Ok(None);
         };
         // Keyed by the row's working-memory source: the turn that may answer it does not
@@ -135,13 +140,68 @@ impl Router {
             verdict = decision.verdict.name(),
             "the gate decided"
         );
-        if decision.verdict != crate::psyche::Verdict::Speak || self.stopping.load(Ordering::SeqCst)
-        {
+        if decision.verdict != crate::psyche::Verdict::Speak {
             return Ok(Some(false));
         }
-        self.store.call(move |s| s.reopen_overheard(id)).await?;
-        self.open_row(&conversation, seq, id);
-        Ok(Some(true))
+        Ok(Some(self.speak_to(id, &conversation, seq).await?))
+    }
+
+    /// Time passes for the soul: the tick moves its inner life, once per `source`. When the
+    /// last message it overheard came within `reach` and it has not spoken to it, that is
+    /// where the tick happens: if the gate lets the tick through there (something presses
+    /// on the soul's mind and the message touches it, the cooldown over), the soul comes back
+    /// to the message and answers it in its conversation. The verdict; `None` when this tick
+    /// was felt before.
+    pub async fn tick(
+        self: &Arc<Self>,
+        source: &str,
+        reach: std::time::Duration,
+    ) -> anyhow::Result<Option<crate::psyche::Verdict>> {
+        let now = now_ms();
+        let since_us = (now - reach.as_millis() as i64) * 1_000;
+        let last = self.store.call(move |s| s.last_overheard(since_us)).await?;
+        let happened = crate::engine::Happened {
+            kind: crate::psyche::EventKind::Tick,
+            channel: last.as_ref().map(|o| o.place.as_str()),
+            person: None,
+            text: last.as_ref().map_or("", |o| o.item.text.as_str()),
+            at_ms: now,
+        };
+        let Some(decision) = self.engine.feel(happened, source).await? else {
+            return Ok(None);
+        };
+        if decision.verdict == crate::psyche::Verdict::Speak {
+            if let Some(o) = last {
+                if self
+                    .speak_to(o.item.id, &o.item.conversation, o.item.seq)
+                    .await?
+                {
+                    info!(
+                        inbox = o.item.id,
+                        "the soul comes back to what it overheard"
+                    );
+                }
+            }
+        }
+        Ok(Some(decision.verdict))
+    }
+
+    /// The soul speaks unasked on overheard row `id`: it is opened to answer, unless it was
+    /// already (or the daemon is stopping). Whether it was.
+    async fn speak_to(
+        self: &Arc<Self>,
+        id: i64,
+        conversation: &str,
+        seq: f64,
+    ) -> anyhow::Result<bool> {
+        if self.stopping.load(Ordering::SeqCst) {
+            return Ok(false);
+        }
+        if !self.store.call(move |s| s.reopen_overheard(id)).await? {
+            return Ok(false);
+        }
+        self.open_row(conversation, seq, id);
+        Ok(true)
     }
 
     /// Something happened to the soul (a reaction to its message, a person joining): it moves
