@@ -322,3 +322,57 @@ async fn the_gate_lets_one_heated_exchange_through_then_holds_the_cooldown_and_i
     let logged = engine.store().psyche_decisions("Wren", 2000).unwrap();
     assert_eq!(logged.len(), 4 + 4 + 12 + 1000, "every decision logged");
 }
+
+#[test]
+fn a_process_rule_reads_the_inner_life_in_words() {
+    let model = FakeModel::start();
+    model.reply(&answer("Glad you came."));
+    model.reply(&answer("Here again."));
+    let home = Home::new("anthropic", &model.url(), "");
+    let dir = home.dir.path().join("processes");
+    std::fs::create_dir_all(&dir).unwrap();
+    let write = |name: &str, text: &str| std::fs::write(dir.join(name), text).unwrap();
+    write(
+        "main.toml",
+        r#"name = "main"
+steps = ["external_dialogue"]
+instructions = "MAIN-PROCESS"
+
+[[transitions]]
+to = "stranger"
+when = 'relationship == "new"'
+
+[[transitions]]
+to = "bond"
+when = 'relationship != "new" and mood in ["even", "content", "happy"] and energy != "exhausted" and leaning in ["usual", "open", "playful", "driven", "restless", "wary", "guarded", "spent"]'
+"#,
+    );
+    write(
+        "stranger.toml",
+        "name = \"stranger\"\nsteps = [\"external_dialogue\"]\ninstructions = \"STRANGER-PROCESS\"\n",
+    );
+    write(
+        "bond.toml",
+        "name = \"bond\"\nsteps = [\"external_dialogue\"]\ninstructions = \"BOND-PROCESS\"\n",
+    );
+    let cfg = std::fs::read_to_string(home.config()).unwrap().replacen(
+        "[paths]\n",
+        &format!("[paths]\nprocesses_dir = \"{}\"\n", dir.display()),
+        1,
+    );
+    std::fs::write(home.config(), cfg).unwrap();
+    assert_eq!(home.run(&["check"], "").status, 0);
+
+    let r = home.run(
+        &["chat", "--user", "Zoé"],
+        "Thanks for yesterday, it helped\nand one more thing\n",
+    );
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    let requests = model.requests();
+    assert!(requests[0].turn_text().contains("MAIN-PROCESS"));
+    // The person was taken in before the rules read the words: known, not new.
+    let second = requests[1].turn_text();
+    let mind = home.run(&["mind", "--json"], "").stdout;
+    assert!(second.contains("BOND-PROCESS"), "{mind}\n{second}");
+    assert!(!second.contains("STRANGER-PROCESS"), "{second}");
+}

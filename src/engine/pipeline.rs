@@ -12,7 +12,7 @@ use tracing::{info, warn};
 use super::apply::Outcome;
 use super::model::Streaming;
 use super::perception::{answer, Perception, FOLLOW_UP_QUESTION};
-use super::prompting::{facts_for, gate_input, will_stand, RunInput};
+use super::prompting::{facts_for, gate_input, will_stand, Moment, RunInput};
 use super::run::{Ran, RunState, Spent};
 use super::{Engine, EngineError, TurnOutcome, PROVIDER_DOWN_REPLY};
 use crate::llm::LlmError;
@@ -51,6 +51,12 @@ impl Engine {
             Perception::Quiet(_) => None,
         };
         let ctx = &begun.ctx;
+        let moment = Moment {
+            turns: begun.turns,
+            idle_minutes: begun.idle_minutes,
+            cognitive_state: &ctx.cognitive_state,
+            inner: packet.as_ref().map(|p| p.words),
+        };
         let user = (!policy.proactive).then_some(&ctx.user);
         let message = match p {
             Perception::Message(m) => Some((m.display_name.as_str(), m.text.as_str())),
@@ -83,15 +89,7 @@ impl Engine {
             let stands = |raw: &str| {
                 soul_now.as_ref().is_some_and(|soul| {
                     will_stand(def, raw, self.config.pipeline.max_response_chars, |c| {
-                        facts_for(
-                            soul,
-                            &state,
-                            c,
-                            begun.turns,
-                            begun.idle_minutes,
-                            &def.name,
-                            &ctx.cognitive_state,
-                        )
+                        facts_for(soul, &state, c, &def.name, &moment)
                     })
                 })
             };
@@ -160,15 +158,7 @@ impl Engine {
                     chaining,
                 ),
                 (None, Some(last)) if !run.interrupted => {
-                    let facts = facts_for(
-                        &soul,
-                        &state,
-                        &last.cognition,
-                        begun.turns,
-                        begun.idle_minutes,
-                        &def.name,
-                        &ctx.cognitive_state,
-                    );
+                    let facts = facts_for(&soul, &state, &last.cognition, &def.name, &moment);
                     machine::step(def, state.clone(), &facts, &lib, chaining)
                 }
                 // Interrupted before it spoke: the thread stays where it is.

@@ -199,15 +199,23 @@ pub(super) fn will_stand(
     !rules.iter().any(|t| t.when.holds(&facts))
 }
 
+/// What a process's rules read of the perception, the same for every run of it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Moment<'a> {
+    pub turns: u64,
+    pub idle_minutes: f64,
+    pub cognitive_state: &'a str,
+    /// The inner life in words, as the message was taken in.
+    pub inner: Option<crate::psyche::Words>,
+}
+
 /// What a process's rules read after a run.
 pub(super) fn facts_for(
     soul: &SoulState,
     state: &ThreadProcess,
     c: &Cognition,
-    turns: u64,
-    idle_minutes: f64,
     process: &str,
-    cognitive_state: &str,
+    moment: &Moment,
 ) -> Facts {
     Facts {
         state: soul
@@ -223,11 +231,12 @@ pub(super) fn facts_for(
             .collect(),
         user_model_check: c.user_model_check,
         invocations: state.invocations,
-        turns,
-        idle_minutes,
+        turns: moment.turns,
+        idle_minutes: moment.idle_minutes,
         previous: state.previous.clone(),
         process: process.to_string(),
-        cognitive_state: cognitive_state.to_string(),
+        cognitive_state: moment.cognitive_state.to_string(),
+        inner: moment.inner,
     }
 }
 

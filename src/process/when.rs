@@ -10,6 +10,7 @@
 //! list    := "[" value ("," value)* "]"
 //! name    := state.<key> | params.<key> | user_model_check | invocations | turns
 //!          | idle_minutes | previous | process | cognitive_state
+//!          | mood | energy | relationship | leaning
 //! ```
 //!
 //! Names read the turn just parsed: `state.emotionalState` is the soul state after this turn's
@@ -17,11 +18,15 @@
 //! `user_model_check` its answer; `invocations` how many times this process has run in the
 //! thread (this run included); `turns` the thread's turns (this one included); `idle_minutes`
 //! the quiet before this message; `previous` the process before this one; `cognitive_state`
-//! the soul's state as the turn began (`"WORK"`, `"PLAY"` …; compared ignoring case). Pure: parsing and
-//! evaluation do no I/O and never panic.
+//! the soul's state as the turn began (`"WORK"`, `"PLAY"` …; compared ignoring case); `mood`,
+//! `energy`, `relationship` and `leaning` the inner life as the message was taken in, one word
+//! each (`psyche::Words`: `mood == "low"`, `relationship in ["warm", "fond"]`; null when the
+//! psyche could not be read). Pure: parsing and evaluation do no I/O and never panic.
 
 use std::collections::BTreeMap;
 use std::fmt;
+
+use crate::psyche::Words;
 
 /// A parsed condition.
 #[derive(Debug, Clone, PartialEq)]
@@ -57,6 +62,8 @@ pub enum Name {
     Previous,
     Process,
     CognitiveState,
+    /// One of `psyche::Words::NAMES`.
+    Inner(&'static str),
 }
 
 /// A value during evaluation.
@@ -103,6 +110,8 @@ pub struct Facts {
     pub previous: Option<String>,
     pub process: String,
     pub cognitive_state: String,
+    /// The inner life in words (`psyche::Words`); `None`: not known.
+    pub inner: Option<Words>,
 }
 
 /// A syntax error at a character column of the condition.
@@ -196,6 +205,11 @@ impl Expr {
                 Name::Previous => f.previous.clone().map_or(Value::Null, Value::Str),
                 Name::Process => Value::Str(f.process.clone()),
                 Name::CognitiveState => Value::Str(f.cognitive_state.clone()),
+                Name::Inner(n) => f
+                    .inner
+                    .and_then(|w| w.get(n))
+                    .filter(|w| !w.is_empty())
+                    .map_or(Value::Null, |w| Value::Str(w.to_string())),
             },
         }
     }
@@ -505,6 +519,9 @@ impl Parser {
             "previous" => Name::Previous,
             "process" => Name::Process,
             "cognitive_state" => Name::CognitiveState,
+            w if Words::NAMES.contains(&w) => {
+                Name::Inner(Words::NAMES.into_iter().find(|n| *n == w).unwrap_or("mood"))
+            }
             w => match w.split_once('.') {
                 Some(("state", k)) if !k.is_empty() => Name::State(k.to_string()),
                 Some(("params", k)) if !k.is_empty() => Name::Param(k.to_string()),
@@ -512,7 +529,7 @@ impl Parser {
                     return Err(SyntaxError {
                         column: col,
                         message: format!(
-                            "unknown name `{w}`; use state.<key>, params.<key>, query(\"…\"), user_model_check, invocations, turns, idle_minutes, previous, process or cognitive_state"
+                            "unknown name `{w}`; use state.<key>, params.<key>, query(\"…\"), user_model_check, invocations, turns, idle_minutes, previous, process, cognitive_state, mood, energy, relationship or leaning"
                         ),
                     })
                 }
@@ -548,6 +565,31 @@ mod tests {
         parse(src)
             .unwrap_or_else(|e| panic!("{src}: {e}"))
             .holds(&facts())
+    }
+
+    #[test]
+    fn conditions_read_the_inner_life_in_words_and_null_when_it_is_not_known() {
+        let mut f = facts();
+        f.inner = Some(Words {
+            mood: "low",
+            energy: "tired",
+            relationship: "fond",
+            leaning: "guarded",
+        });
+        let holds_in = |src: &str, f: &Facts| parse(src).unwrap().holds(f);
+        assert!(holds_in(r#"mood == "LOW" and energy == "tired""#, &f));
+        assert!(holds_in(r#"relationship in ["warm", "fond"]"#, &f));
+        assert!(holds_in(r#"leaning != "open""#, &f));
+        assert!(!holds_in(r#"mood == "happy""#, &f));
+        f.inner = None;
+        assert!(!holds_in(r#"mood == "low""#, &f));
+        assert!(holds_in("mood == null and relationship == null", &f));
+        let err = parse("moods == 1").unwrap_err();
+        assert!(
+            err.message
+                .contains("mood, energy, relationship or leaning"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -589,7 +631,7 @@ mod tests {
             ("state.emotionalState = \"x\"", 22, "=="),
             ("turns >", 8, "ends too early"),
             ("query(angry)", 7, "question in quotes"),
-            ("mood == 1", 1, "unknown name `mood`"),
+            ("moods == 1", 1, "unknown name `moods`"),
             ("\"open", 1, "unterminated"),
             ("turns > 1 turns", 11, "unexpected"),
             ("state.x in [\"a\" \"b\"]", 17, "expected `]`"),

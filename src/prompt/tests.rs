@@ -455,6 +455,7 @@ fn every_section_tag_is_in_the_shared_list() {
         )]],
         stances: vec!["open_up".into()],
         intention_types: vec!["be_gentle".into()],
+        ..Default::default()
     };
     let ism = build_prompt(&PromptInput {
         machine: Some(ism::MachineInput {

@@ -5,7 +5,7 @@
 //!
 //! Owns the file format of `soul/psyche.toml` (`def`), the readable lexicon (`classify`), the
 //! pure update (`update`), the gate (`gate`), retrieval scoring (`retrieve`), the packet
-//! (`packet`) and the post-cognition mapping (`mapping`). Pure: no I/O, no clock (the caller
+//! (`packet`), the words process rules read (`words`) and the post-cognition mapping (`mapping`). Pure: no I/O, no clock (the caller
 //! passes `now`), no model. The store (`memory::psyche`) persists what these functions return;
 //! the engine carries it into prompts. No number ever leaves this module as prompt text.
 
@@ -21,6 +21,7 @@ pub mod state;
 pub mod text;
 pub mod update;
 mod value;
+pub mod words;
 
 #[cfg(test)]
 mod tests;
@@ -33,6 +34,7 @@ pub use packet::Packet;
 pub use state::{Event, EventKind, Intention, Memory, Relationship, Substrate};
 pub use update::{apply, Effects};
 pub use value::{Signed, Unit};
+pub use words::Words;
 
 /// Milliseconds in an hour, for rates given per hour.
 pub(crate) const HOUR_MS: f64 = 3_600_000.0;

@@ -11,6 +11,7 @@ use super::classify::Fact;
 use super::def::{Drive, Psyche};
 use super::retrieve::top_k;
 use super::state::{Intention, Memory, Relationship, Substrate};
+use super::words::Words;
 
 /// A person present at the event.
 #[derive(Debug, Clone)]
@@ -50,6 +51,8 @@ pub struct Packet {
     pub stances: Vec<String>,
     /// The intention types (`[intentions]`).
     pub intention_types: Vec<String>,
+    /// The state in single words, for process rules (with the first person present).
+    pub words: Words,
 }
 
 fn own(s: impl Into<String>) -> Piece {
@@ -302,6 +305,7 @@ impl Packet {
             sentences: out,
             stances: p.stances.keys().cloned().collect(),
             intention_types: p.intentions.keys().cloned().collect(),
+            words: Words::of(s, input.people.first().and_then(|p| p.relationship)),
         }
     }
 
