@@ -123,9 +123,11 @@ pub(super) fn refresh_salience(
     person: &str,
     boost: Unit,
 ) -> Result<(), StoreError> {
+    // `id = (SELECT max(…))`, not `id IN (SELECT … LIMIT 1)`: an IN list is built in a
+    // temporary table on every run, ten times the cost of the update itself.
     conn.prepare_cached(
         "UPDATE psyche_memories SET salience = min(1.0, salience + ?1)
-         WHERE id IN (SELECT memory FROM psyche_memory_people WHERE person = ?2 ORDER BY memory DESC LIMIT 1)
+         WHERE id = (SELECT max(memory) FROM psyche_memory_people WHERE person = ?2)
            AND +soul = ?3",
     )?
     .execute(params![boost.get(), person, soul])?;
