@@ -7,27 +7,41 @@
 /// character a separator. Curly apostrophes count as straight ones.
 pub fn words(text: &str) -> Vec<String> {
     let mut out = Vec::new();
+    each_word(text, |w| out.push(w.to_string()));
+    out
+}
+
+/// The words `words` gives, one at a time and without a `String` for each: retrieval reads every
+/// candidate's text for each turn.
+pub fn each_word(text: &str, mut f: impl FnMut(&str)) {
     let mut current = String::new();
-    let flush = |current: &mut String, out: &mut Vec<String>| {
+    let mut flush = |current: &mut String| {
         let w = current.trim_matches('\'');
         if !w.is_empty() {
-            out.push(w.to_string());
+            f(w);
         }
         current.clear();
     };
     for c in text.chars() {
         let c = if c == '’' || c == '‘' { '\'' } else { c };
-        if unspaced(c) {
-            flush(&mut current, &mut out);
-            out.push(c.to_string());
-        } else if c.is_alphanumeric() || c == '\'' || is_mark(c) {
+        if c.is_ascii() {
+            // The common case, without the Unicode tables (same answers for ASCII).
+            if c.is_ascii_alphanumeric() || c == '\'' {
+                current.push(c.to_ascii_lowercase());
+            } else {
+                flush(&mut current);
+            }
+        } else if unspaced(c) {
+            flush(&mut current);
+            current.push(c);
+            flush(&mut current);
+        } else if c.is_alphanumeric() || is_mark(c) {
             current.extend(c.to_lowercase());
         } else {
-            flush(&mut current, &mut out);
+            flush(&mut current);
         }
     }
-    flush(&mut current, &mut out);
-    out
+    flush(&mut current);
 }
 
 /// Whether `phrase` (words joined by single spaces) occurs in `words` as consecutive words.
