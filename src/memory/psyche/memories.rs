@@ -10,7 +10,8 @@ use crate::psyche::update::NewMemory;
 use crate::psyche::{Memory, Unit};
 
 /// Candidates fetched for retrieval: by full-text match, by recency and by salience, each.
-const CANDIDATES: usize = 20;
+/// The list of the most salient (migration 14) keeps this many: more needs a migration.
+pub(super) const CANDIDATES: usize = 20;
 
 pub(super) fn memory_rows(
     conn: &Connection,
@@ -99,12 +100,17 @@ pub(super) fn candidates(
             params![q, soul, CANDIDATES as i64],
         )?;
     }
-    for order in ["at", "salience"] {
-        let more = memory_rows(
-            conn,
-            &format!("SELECT {MEMORY_COLUMNS} FROM psyche_memories m WHERE m.soul = ?1 ORDER BY m.{order} DESC, m.id DESC LIMIT ?2"),
-            params![soul, CANDIDATES as i64],
-        )?;
+    let newest = format!(
+        "SELECT {MEMORY_COLUMNS} FROM psyche_memories m WHERE m.soul = ?1
+         ORDER BY m.at DESC, m.id DESC LIMIT ?2"
+    );
+    // The most salient: the list the triggers of migration 14 keep (the same order).
+    let salient = format!(
+        "SELECT {MEMORY_COLUMNS} FROM psyche_salient s CROSS JOIN psyche_memories m ON m.id = s.memory
+         WHERE s.soul = ?1 ORDER BY s.salience DESC, s.memory DESC LIMIT ?2"
+    );
+    for sql in [newest, salient] {
+        let more = memory_rows(conn, &sql, params![soul, CANDIDATES as i64])?;
         for m in more {
             if !out.iter().any(|x| x.id == m.id) {
                 out.push(m);

@@ -1,4 +1,6 @@
-use super::memories::{fts_query, COMMON_WORD_DOCS};
+use rusqlite::{params, OptionalExtension};
+
+use super::memories::{fts_query, CANDIDATES, COMMON_WORD_DOCS};
 use super::*;
 use crate::psyche::gate::{Silence, Verdict};
 use crate::psyche::EventKind;
@@ -243,4 +245,74 @@ fn a_full_text_query_is_only_words_and_leaves_out_common_ones() {
         Some("\"garden\"".into()),
         "`the` is in every memory"
     );
+}
+
+#[test]
+fn the_salient_list_is_always_the_top_of_all_memories() {
+    let (_d, s) = store();
+    let conn = s.conn();
+    let ids = |sql: &str, soul: &str| -> Vec<i64> {
+        conn.prepare(sql)
+            .unwrap()
+            .query_map([soul], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    };
+    let mut rng = fastrand::Rng::with_seed(7);
+    for step in 0..800 {
+        let soul = ["Wren", "Kit"][rng.usize(..2)];
+        let any: Option<i64> = conn
+            .query_row(
+                "SELECT id FROM psyche_memories WHERE soul = ?1 ORDER BY random() LIMIT 1",
+                [soul],
+                |r| r.get(0),
+            )
+            .optional()
+            .unwrap();
+        // Saliences in tenths, so that ties (the newer first) are common.
+        let tenths = rng.u8(..=10) as f64 / 10.0;
+        match (rng.usize(..8), any) {
+            (0..=3, _) | (_, None) => {
+                conn.execute(
+                    "INSERT INTO psyche_memories (soul, text, importance, salience, at)
+                     VALUES (?1, 'a day', 0.5, ?2, 0)",
+                    params![soul, tenths],
+                )
+                .unwrap();
+            }
+            (4 | 5, Some(id)) => {
+                conn.execute(
+                    "UPDATE psyche_memories SET salience = min(1.0, salience + 0.1) WHERE id = ?1",
+                    [id],
+                )
+                .unwrap();
+            }
+            (6, Some(id)) => {
+                conn.execute(
+                    "UPDATE psyche_memories SET salience = ?2 WHERE id = ?1",
+                    params![id, tenths],
+                )
+                .unwrap();
+            }
+            (_, Some(id)) => {
+                conn.execute("DELETE FROM psyche_memories WHERE id = ?1", [id])
+                    .unwrap();
+            }
+        }
+        assert_eq!(
+            ids(
+                "SELECT memory FROM psyche_salient WHERE soul = ?1 ORDER BY salience DESC, memory DESC",
+                soul
+            ),
+            ids(
+                &format!(
+                    "SELECT id FROM psyche_memories WHERE soul = ?1
+                     ORDER BY salience DESC, id DESC LIMIT {CANDIDATES}"
+                ),
+                soul
+            ),
+            "step {step}"
+        );
+    }
 }

@@ -1,0 +1,2 @@
+-- Version 13: reserved for a migration written on another branch at the same time; this
+-- placeholder does nothing and is replaced by it when the branches meet.
