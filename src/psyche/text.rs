@@ -46,13 +46,18 @@ pub fn each_word(text: &str, mut f: impl FnMut(&str)) {
 
 /// Whether `phrase` (words joined by single spaces) occurs in `words` as consecutive words.
 pub fn has_phrase(words: &[String], phrase: &str) -> bool {
-    let parts: Vec<&str> = phrase.split(' ').collect();
-    if parts.is_empty() || parts.len() > words.len() {
-        return false;
-    }
-    words
-        .windows(parts.len())
-        .any(|w| w.iter().zip(&parts).all(|(a, b)| a == b))
+    phrase_starts(words, phrase).next().is_some()
+}
+
+/// Where `phrase` (words joined by single spaces) occurs in `words`: the index of its first
+/// word, for each time it does.
+pub fn phrase_starts<'a>(words: &'a [String], phrase: &'a str) -> impl Iterator<Item = usize> + 'a {
+    let n = phrase.split(' ').count();
+    let first = phrase.split(' ').next().unwrap_or_default();
+    // The first word alone rules out nearly every place, without splitting the phrase again.
+    (0..(words.len() + 1).saturating_sub(n)).filter(move |&i| {
+        words[i] == first && phrase.split(' ').zip(&words[i..i + n]).all(|(p, w)| w == p)
+    })
 }
 
 /// Characters of scripts written without spaces between words.
