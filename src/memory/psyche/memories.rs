@@ -130,11 +130,12 @@ pub(super) fn refresh_salience(
     boost: Unit,
 ) -> Result<(), StoreError> {
     // `id = (SELECT max(…))`, not `id IN (SELECT … LIMIT 1)`: an IN list is built in a
-    // temporary table on every run, ten times the cost of the update itself.
+    // temporary table on every run, ten times the cost of the update itself. A memory already
+    // at 1 is left alone: rewriting the same value would still write its page.
     conn.prepare_cached(
         "UPDATE psyche_memories SET salience = min(1.0, salience + ?1)
          WHERE id = (SELECT max(memory) FROM psyche_memory_people WHERE person = ?2)
-           AND +soul = ?3",
+           AND +soul = ?3 AND salience < 1.0",
     )?
     .execute(params![boost.get(), person, soul])?;
     Ok(())

@@ -316,3 +316,50 @@ fn the_salient_list_is_always_the_top_of_all_memories() {
         );
     }
 }
+
+#[test]
+fn a_person_coming_back_makes_their_last_memory_more_salient_up_to_one() {
+    let (_d, s) = store();
+    let p = Psyche::shipped();
+    let event = |who: &str, text: &str, at: i64| {
+        s.psyche_event(
+            "Wren",
+            &p,
+            &GateRules::default(),
+            &said(EventKind::Addressed, who, text, at),
+            &Place::default(),
+        )
+        .unwrap()
+        .0
+    };
+    let salience = |id: i64| -> f64 {
+        s.conn()
+            .query_row(
+                "SELECT salience FROM psyche_memories WHERE id = ?1",
+                [id],
+                |r| r.get(0),
+            )
+            .unwrap()
+    };
+    let worried = "I'm worried the borrow checker hates my refactor";
+    assert!(event("U1", worried, 0).memory.is_some());
+    assert!(event("U2", worried, 1).memory.is_some());
+    let (first, other) = (salience(1), salience(2));
+    let mut expected = first;
+    for k in 0..12 {
+        assert!(event("U1", "ok", 10 + k).memory.is_none());
+        expected = (expected + p.memory.salience_boost.get()).min(1.0);
+        assert_eq!(salience(1), expected, "after {} returns", k + 1);
+    }
+    assert_eq!(expected, 1.0);
+    assert_eq!(
+        salience(2),
+        other,
+        "another person's memory stays as it was"
+    );
+    // A newer memory shared with U1 is the one that grows now.
+    assert!(event("U1", worried, 100).memory.is_some());
+    event("U1", "ok", 101);
+    assert_eq!(salience(1), 1.0);
+    assert!(salience(3) > first);
+}
