@@ -121,8 +121,8 @@ pub(super) fn candidates(
 }
 
 /// The memory most recently shared with `person` grows `boost` more salient when they come
-/// back: one row (each row more costs a page of the table and of the salience index in every
-/// event's transaction; benches/psyche.rs).
+/// back: one row, one page in the event's transaction (and one more only when the list of the
+/// most salient changes; benches/psyche.rs).
 pub(super) fn refresh_salience(
     conn: &Connection,
     soul: &str,
