@@ -26,6 +26,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0011_psyche.sql"),
     include_str!("../../migrations/0012_feedback.sql"),
     include_str!("../../migrations/0013_heard_in.sql"),
+    include_str!("../../migrations/0014_psyche_speed.sql"),
 ];
 
 /// The schema version this build writes.
@@ -173,6 +174,89 @@ mod tests {
                 .as_deref(),
             Some("assistant")
         );
+    }
+
+    #[test]
+    fn version_14_lists_the_most_salient_memories_and_keeps_them_all_findable() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("anima.db");
+        {
+            let mut conn = Connection::open(&path).unwrap();
+            let tx = conn.transaction().unwrap();
+            for sql in &MIGRATIONS[..13] {
+                tx.execute_batch(sql).unwrap();
+            }
+            tx.pragma_update(None, "user_version", 13).unwrap();
+            for i in 0..40i64 {
+                let soul = if i % 4 == 0 { "Kit" } else { "Wren" };
+                tx.execute(
+                    "INSERT INTO psyche_memories (soul, text, importance, salience, at)
+                     VALUES (?1, ?2, 0.5, ?3, ?4)",
+                    rusqlite::params![
+                        soul,
+                        format!("day {i} at the garden"),
+                        (i % 7) as f64 / 7.0,
+                        i
+                    ],
+                )
+                .unwrap();
+            }
+            tx.execute(
+                "INSERT INTO psyche_memories (soul, text, importance, salience, at)
+                 VALUES ('Wren', 'the borrow checker hates my refactor', 0.5, 0.1, 50)",
+                [],
+            )
+            .unwrap();
+            tx.execute(
+                "INSERT INTO psyche_gate_log (soul, at, event_kind, verdict, meaning, threshold, salience_max,
+                     drive_pressure_max, arc_hot, rel_stakes, energy, trivial, choice, listened)
+                 VALUES ('Wren', 1, 'addressed', 'answer', 0.5, 0.5, 1, 0, 0, 0, 1, 0, 1, 0)",
+                [],
+            )
+            .unwrap();
+            tx.commit().unwrap();
+        }
+        let store = crate::memory::Store::open(&path).unwrap();
+        let conn = store.conn();
+        let ids = |sql: &str, soul: &str| -> Vec<i64> {
+            conn.prepare(sql)
+                .unwrap()
+                .query_map([soul], |r| r.get(0))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap()
+        };
+        for soul in ["Wren", "Kit"] {
+            let listed = ids(
+                "SELECT memory FROM psyche_salient WHERE soul = ?1 ORDER BY salience DESC, memory DESC",
+                soul,
+            );
+            assert_eq!(
+                listed,
+                ids(
+                    "SELECT id FROM psyche_memories WHERE soul = ?1 ORDER BY salience DESC, id DESC LIMIT 20",
+                    soul
+                ),
+                "{soul}"
+            );
+            assert_eq!(listed.len(), if soul == "Wren" { 20 } else { 10 });
+        }
+        let found: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM psyche_memories_fts WHERE psyche_memories_fts MATCH 'borrow'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(found, 1, "the full-text index is untouched");
+        drop(conn);
+        assert_eq!(store.psyche_decisions("Wren", 10).unwrap().len(), 1);
+        let p = crate::psyche::Psyche::shipped();
+        let packet = store
+            .psyche_packet("Wren", &p, &[], "the borrow checker again", 100)
+            .unwrap();
+        let text = packet.render(&|q| q.to_string());
+        assert!(text.contains("borrow checker hates"), "{text}");
     }
 
     #[test]

@@ -337,6 +337,15 @@ fn configure(conn: &mut Connection) -> Result<(), rusqlite::Error> {
     // WAL + NORMAL: a commit survives a crash of anima; only a power loss can drop the
     // last commits. One fsync per checkpoint instead of per turn.
     conn.pragma_update(None, "synchronous", "NORMAL")?;
+    // Plans never depend on bound values. Otherwise SQLite plans some statements (a bound
+    // LIMIT, an `x = ?` filter no index serves) with the value bound at the time and marks them
+    // to be prepared again when it changes, and rusqlite clears the bindings of each statement
+    // it puts back in its cache: such a statement was compiled anew on every use, which cost
+    // the psyche's event and packet more than running them.
+    conn.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
+        true,
+    )?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
     // After a checkpoint, a WAL larger than this is truncated back to it.
     conn.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)?;
@@ -375,4 +384,26 @@ pub fn now_ms() -> i64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use rusqlite::{params, StatementStatus};
+
+    #[test]
+    fn a_cached_statement_is_not_compiled_again_for_new_values() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = super::Store::open(&dir.path().join("anima.db")).unwrap();
+        let conn = store.conn();
+        // A filter no index serves and a bound LIMIT: both used to be planned with the value.
+        let sql = "SELECT count(*) FROM (SELECT 1 FROM counters WHERE +name = ?1 LIMIT ?2)";
+        for i in 0..3 {
+            conn.prepare_cached(sql)
+                .unwrap()
+                .query_row(params![format!("n{i}"), i + 1], |r| r.get::<_, i64>(0))
+                .unwrap();
+        }
+        let stmt = conn.prepare_cached(sql).unwrap();
+        assert_eq!(stmt.get_status(StatementStatus::RePrepare), 0);
+    }
 }

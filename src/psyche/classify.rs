@@ -13,7 +13,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::def::Psyche;
-use super::text::{has_phrase, words};
+use super::text::{has_phrase, phrase_starts, words};
 use super::value::{Signed, Unit};
 
 /// The five dimensions, each in [-1, 1], positive the kind side.
@@ -202,20 +202,13 @@ pub fn classify(text: &str, psyche: &Psyche) -> Classification {
     let mut sum = [0.0f64; 5];
     let mut strongest = 0.0f64;
     for (phrase, weights) in LEXICON {
-        let parts: Vec<&str> = phrase.split(' ').collect();
-        for i in 0..w.len().saturating_sub(parts.len() - 1) {
-            if w[i..i + parts.len()]
+        for i in phrase_starts(&w, phrase) {
+            let negated = w[i.saturating_sub(2)..i]
                 .iter()
-                .zip(&parts)
-                .all(|(a, b)| a == b)
-            {
-                let negated = w[i.saturating_sub(2)..i]
-                    .iter()
-                    .any(|p| NEGATIONS.contains(&p.as_str()));
-                let sign = if negated { -1.0 } else { 1.0 };
-                for (s, x) in sum.iter_mut().zip(weights) {
-                    *s += sign * x;
-                }
+                .any(|p| NEGATIONS.contains(&p.as_str()));
+            let sign = if negated { -1.0 } else { 1.0 };
+            for (s, x) in sum.iter_mut().zip(weights) {
+                *s += sign * x;
             }
         }
     }
@@ -226,9 +219,11 @@ pub fn classify(text: &str, psyche: &Psyche) -> Classification {
             }
         }
     }
-    let letters: Vec<char> = text.chars().filter(|c| c.is_alphabetic()).collect();
-    let capitals = letters.iter().filter(|c| c.is_uppercase()).count();
-    let shouting = letters.len() >= 8 && capitals * 4 >= letters.len() * 3;
+    let (letters, capitals) = text
+        .chars()
+        .filter(|c| c.is_alphabetic())
+        .fold((0, 0), |(l, u), c| (l + 1, u + c.is_uppercase() as usize));
+    let shouting = letters >= 8 && capitals * 4 >= letters * 3;
     if shouting {
         sum[1] -= 0.6;
         sum[4] -= 0.4;
@@ -301,16 +296,21 @@ pub fn facts(text: &str) -> Vec<Fact> {
         (&["i'm", "from"], FactKind::Origin),
         (&["i", "am", "from"], FactKind::Origin),
     ];
+    let lowered = |s: &str| {
+        let l = s.to_lowercase();
+        if l.contains('’') {
+            l.replace('’', "'")
+        } else {
+            l
+        }
+    };
     let mut out: Vec<Fact> = Vec::new();
     for clause in text.split(['.', '!', '?', ',', ';', '\n', '。', '！', '？', '、']) {
         let raw: Vec<&str> = clause
             .split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '’' || c == '-'))
             .filter(|s| !s.is_empty())
             .collect();
-        let lower: Vec<String> = raw
-            .iter()
-            .map(|s| s.to_lowercase().replace('’', "'"))
-            .collect();
+        let lower: Vec<String> = raw.iter().map(|s| lowered(s)).collect();
         for (pattern, kind) in PATTERNS {
             if out.iter().any(|f| f.kind == *kind) {
                 continue;

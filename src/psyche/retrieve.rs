@@ -4,45 +4,56 @@
 //! recency halves every `recency_half_life_hours`. Equal weights; ties go to the newer memory,
 //! then the lower id, so the order is total and deterministic. Pure: the store picks candidates.
 
-use std::collections::HashMap;
-
 use super::def::Psyche;
 use super::state::Memory;
-use super::text::words;
+use super::text::{each_word, words};
 
 const K1: f64 = 1.2;
 const B: f64 = 0.75;
 
 /// BM25 scores of `query` against each document, in the documents' order.
-pub fn bm25(query: &[String], docs: &[Vec<String>]) -> Vec<f64> {
+pub fn bm25(query: &str, docs: &[&str]) -> Vec<f64> {
     if docs.is_empty() {
         return Vec::new();
     }
-    let n = docs.len() as f64;
-    let avg = (docs.iter().map(|d| d.len()).sum::<usize>() as f64 / n).max(1.0);
-    let mut terms: Vec<&String> = query.iter().collect();
+    let mut terms = words(query);
     terms.sort();
     terms.dedup();
-    let df: Vec<f64> = terms
-        .iter()
-        .map(|t| docs.iter().filter(|d| d.contains(t)).count() as f64)
-        .collect();
-    docs.iter()
-        .map(|d| {
-            let mut tf: HashMap<&str, f64> = HashMap::new();
-            for w in d {
-                *tf.entry(w.as_str()).or_default() += 1.0;
+    if terms.is_empty() {
+        return vec![0.0; docs.len()];
+    }
+    // Each document read once: its length and how often it holds each term (a row of `tf`).
+    let mut tf = vec![0u32; terms.len() * docs.len()];
+    let mut lens = Vec::with_capacity(docs.len());
+    for (row, d) in tf.chunks_mut(terms.len()).zip(docs) {
+        let mut len = 0usize;
+        each_word(d, |w| {
+            len += 1;
+            if let Ok(i) = terms.binary_search_by(|t| t.as_str().cmp(w)) {
+                row[i] += 1;
             }
-            let len = d.len() as f64;
-            terms
-                .iter()
-                .zip(&df)
-                .map(|(t, &df)| {
-                    let f = tf.get(t.as_str()).copied().unwrap_or(0.0);
+        });
+        lens.push(len as f64);
+    }
+    let n = docs.len() as f64;
+    let avg = (lens.iter().sum::<f64>() / n).max(1.0);
+    let df: Vec<f64> = (0..terms.len())
+        .map(|i| {
+            (0..docs.len())
+                .filter(|&d| tf[d * terms.len() + i] > 0)
+                .count() as f64
+        })
+        .collect();
+    lens.iter()
+        .enumerate()
+        .map(|(d, &len)| {
+            (0..terms.len())
+                .map(|i| {
+                    let f = tf[d * terms.len() + i] as f64;
                     if f == 0.0 {
                         return 0.0;
                     }
-                    let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
+                    let idf = ((n - df[i] + 0.5) / (df[i] + 0.5) + 1.0).ln();
                     idf * f * (K1 + 1.0) / (f + K1 * (1.0 - B + B * len / avg))
                 })
                 .sum()
@@ -58,9 +69,8 @@ pub fn top_k<'a>(
     now: i64,
     k: usize,
 ) -> Vec<(&'a Memory, f64)> {
-    let q = words(query);
-    let docs: Vec<Vec<String>> = candidates.iter().map(|m| words(&m.text)).collect();
-    let sims = bm25(&q, &docs);
+    let texts: Vec<&str> = candidates.iter().map(|m| m.text.as_str()).collect();
+    let sims = bm25(query, &texts);
     let best = sims.iter().copied().fold(0.0, f64::max);
     let half_life = psyche.memory.recency_half_life_hours;
     let mut scored: Vec<(&Memory, f64)> = candidates
@@ -100,13 +110,10 @@ mod tests {
 
     #[test]
     fn rarer_matching_words_score_higher() {
-        let docs: Vec<Vec<String>> = ["the cat sat", "the dog ran", "the the the"]
-            .iter()
-            .map(|d| words(d))
-            .collect();
-        let s = bm25(&words("cat the"), &docs);
+        let docs = ["the cat sat", "the dog ran", "the the the"];
+        let s = bm25("cat the", &docs);
         assert!(s[0] > s[1] && s[0] > s[2], "{s:?}");
-        assert_eq!(bm25(&words("zebra"), &docs), vec![0.0, 0.0, 0.0]);
+        assert_eq!(bm25("zebra", &docs), vec![0.0, 0.0, 0.0]);
     }
 
     #[test]
@@ -156,6 +163,42 @@ mod tests {
             for (_, score) in &top {
                 proptest::prop_assert!(score.is_finite() && *score >= 0.0);
             }
+        }
+    }
+
+    proptest::proptest! {
+        /// The counting in `bm25` (one pass over each text, no word lists) gives exactly the
+        /// scores of the textbook formula over word lists.
+        #[test]
+        fn bm25_is_the_textbook_formula(
+            texts in proptest::collection::vec(crate::arbitrary::text(), 1..6),
+            query in crate::arbitrary::text(),
+        ) {
+            let docs: Vec<Vec<String>> = texts.iter().map(|t| words(t)).collect();
+            let mut terms = words(&query);
+            terms.sort();
+            terms.dedup();
+            let n = docs.len() as f64;
+            let avg = (docs.iter().map(|d| d.len()).sum::<usize>() as f64 / n).max(1.0);
+            let expected: Vec<f64> = docs
+                .iter()
+                .map(|d| {
+                    terms
+                        .iter()
+                        .map(|t| {
+                            let f = d.iter().filter(|w| *w == t).count() as f64;
+                            if f == 0.0 {
+                                return 0.0;
+                            }
+                            let df = docs.iter().filter(|d| d.contains(t)).count() as f64;
+                            let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
+                            idf * f * (K1 + 1.0) / (f + K1 * (1.0 - B + B * d.len() as f64 / avg))
+                        })
+                        .sum()
+                })
+                .collect();
+            let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+            proptest::prop_assert_eq!(bm25(&query, &texts), expected);
         }
     }
 

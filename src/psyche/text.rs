@@ -7,38 +7,57 @@
 /// character a separator. Curly apostrophes count as straight ones.
 pub fn words(text: &str) -> Vec<String> {
     let mut out = Vec::new();
+    each_word(text, |w| out.push(w.to_string()));
+    out
+}
+
+/// The words `words` gives, one at a time and without a `String` for each: retrieval reads every
+/// candidate's text for each turn.
+pub fn each_word(text: &str, mut f: impl FnMut(&str)) {
     let mut current = String::new();
-    let flush = |current: &mut String, out: &mut Vec<String>| {
+    let mut flush = |current: &mut String| {
         let w = current.trim_matches('\'');
         if !w.is_empty() {
-            out.push(w.to_string());
+            f(w);
         }
         current.clear();
     };
     for c in text.chars() {
         let c = if c == '’' || c == '‘' { '\'' } else { c };
-        if unspaced(c) {
-            flush(&mut current, &mut out);
-            out.push(c.to_string());
-        } else if c.is_alphanumeric() || c == '\'' || is_mark(c) {
+        if c.is_ascii() {
+            // The common case, without the Unicode tables (same answers for ASCII).
+            if c.is_ascii_alphanumeric() || c == '\'' {
+                current.push(c.to_ascii_lowercase());
+            } else {
+                flush(&mut current);
+            }
+        } else if unspaced(c) {
+            flush(&mut current);
+            current.push(c);
+            flush(&mut current);
+        } else if c.is_alphanumeric() || is_mark(c) {
             current.extend(c.to_lowercase());
         } else {
-            flush(&mut current, &mut out);
+            flush(&mut current);
         }
     }
-    flush(&mut current, &mut out);
-    out
+    flush(&mut current);
 }
 
 /// Whether `phrase` (words joined by single spaces) occurs in `words` as consecutive words.
 pub fn has_phrase(words: &[String], phrase: &str) -> bool {
-    let parts: Vec<&str> = phrase.split(' ').collect();
-    if parts.is_empty() || parts.len() > words.len() {
-        return false;
-    }
-    words
-        .windows(parts.len())
-        .any(|w| w.iter().zip(&parts).all(|(a, b)| a == b))
+    phrase_starts(words, phrase).next().is_some()
+}
+
+/// Where `phrase` (words joined by single spaces) occurs in `words`: the index of its first
+/// word, for each time it does.
+pub fn phrase_starts<'a>(words: &'a [String], phrase: &'a str) -> impl Iterator<Item = usize> + 'a {
+    let n = phrase.split(' ').count();
+    let first = phrase.split(' ').next().unwrap_or_default();
+    // The first word alone rules out nearly every place, without splitting the phrase again.
+    (0..(words.len() + 1).saturating_sub(n)).filter(move |&i| {
+        words[i] == first && phrase.split(' ').zip(&words[i..i + n]).all(|(p, w)| w == p)
+    })
 }
 
 /// Characters of scripts written without spaces between words.

@@ -1,0 +1,229 @@
+//! The psychology substrate in SQLite: the soul's state, relationships, episodic memories
+//! (with an FTS5 index for retrieval candidates), biographical facts, intentions and the log of
+//! gate decisions with their inputs.
+//!
+//! Owns the SQL only: every number is computed by `psyche`'s pure functions. Applying one event
+//! is one write transaction that reads the state, runs `psyche::update::apply` and
+//! `psyche::gate::decide`, and writes everything back, so two events never interleave.
+//!
+//! Here: an event, the packet and post-cognition, each as one transaction or read. `state`
+//! holds the substrate, relationships, facts and intentions; `memories` the episodic memories
+//! and retrieval's candidates; `gate_log` the decisions; `mind` the operator's view.
+
+mod gate_log;
+mod memories;
+mod mind;
+mod state;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+
+use rusqlite::{params, Connection};
+
+use super::{Store, StoreError};
+use crate::psyche::gate::{self, Decision, GateRules, Situation};
+use crate::psyche::mapping::{self, Applied, IntentionUpdate, StanceShift};
+use crate::psyche::packet::{Input, Packet, Present};
+use crate::psyche::update::{apply, Effects};
+use crate::psyche::{Event, Psyche, Substrate};
+use gate_log::log_decision;
+pub use gate_log::{LoggedDecision, GATE_LOG_KEEP};
+use memories::candidates;
+pub use mind::Mind;
+use state::{
+    facts_of, intentions, load_relationship, load_substrate, save_fact, save_intentions,
+    save_relationship, save_substrate,
+};
+
+/// Where an event happened, for the gate and its log.
+#[derive(Debug, Clone, Default)]
+pub struct Place {
+    pub channel: Option<String>,
+    /// Whether the soul may speak unasked here (`[autonomy] channels`).
+    pub listened: bool,
+}
+
+/// Writes what an event did (its memory, salience, facts, relationship, state).
+fn write_effects(
+    conn: &Connection,
+    soul: &str,
+    fx: &Effects,
+    substrate: &Substrate,
+) -> Result<(), StoreError> {
+    save_substrate(conn, soul, substrate)?;
+    if let Some((person, r)) = &fx.relationship {
+        save_relationship(conn, soul, person, r)?;
+        for f in &fx.classification.facts {
+            save_fact(conn, soul, person, f, substrate.updated_at)?;
+        }
+    }
+    if let Some((person, boost)) = &fx.salience_boost {
+        memories::refresh_salience(conn, soul, person, *boost)?;
+    }
+    if let Some(m) = &fx.memory {
+        memories::insert(conn, soul, m)?;
+    }
+    Ok(())
+}
+
+/// One event in an open write transaction: read, update, decide, write, log.
+fn event_in(
+    tx: &Connection,
+    soul: &str,
+    psyche: &Psyche,
+    rules: &GateRules,
+    event: &Event,
+    place: &Place,
+) -> Result<(Effects, Decision), StoreError> {
+    let state = load_substrate(tx, soul, psyche, event.at)?;
+    let rel = match &event.person {
+        Some(p) => load_relationship(tx, soul, p)?,
+        None => None,
+    };
+    let fx = apply(&state, rel.as_ref(), event, psyche);
+    let d = gate::decide(
+        fx.gate,
+        Situation {
+            kind: event.kind,
+            trivial: fx.classification.trivial,
+            choice: fx.choice,
+            listened: place.listened,
+            last_unasked_at: state.last_unasked_at,
+            now: fx.substrate.updated_at,
+        },
+        rules,
+    );
+    let mut after = fx.substrate.clone();
+    if d.verdict == gate::Verdict::Speak {
+        after.last_unasked_at = Some(after.updated_at);
+    }
+    write_effects(tx, soul, &fx, &after)?;
+    log_decision(tx, soul, event, place, &d)?;
+    Ok((
+        Effects {
+            substrate: after,
+            ..fx
+        },
+        d,
+    ))
+}
+
+impl Store {
+    /// Applies one event to `soul`'s substrate and decides whether it deserves cognition, in
+    /// one write transaction; the decision is logged with its inputs. A `Speak` starts the
+    /// cooldown.
+    pub fn psyche_event(
+        &self,
+        soul: &str,
+        psyche: &Psyche,
+        rules: &GateRules,
+        event: &Event,
+        place: &Place,
+    ) -> Result<(Effects, Decision), StoreError> {
+        self.write(|tx| event_in(tx, soul, psyche, rules, event, place))
+    }
+
+    /// `psyche_event` for an event that may come again (a message whose turn is retried):
+    /// applied the first time `key` is seen for this soul, and `None` every time after, so a
+    /// retry does not move the substrate twice.
+    pub fn psyche_event_once(
+        &self,
+        soul: &str,
+        psyche: &Psyche,
+        rules: &GateRules,
+        event: &Event,
+        place: &Place,
+        key: &str,
+    ) -> Result<Option<(Effects, Decision)>, StoreError> {
+        self.write(|tx| {
+            let new = tx
+                .prepare_cached(
+                    "INSERT OR IGNORE INTO psyche_seen (soul, key, at) VALUES (?1, ?2, ?3)",
+                )?
+                .execute(params![soul, key, event.at])?;
+            if new == 0 {
+                return Ok(None);
+            }
+            event_in(tx, soul, psyche, rules, event, place).map(Some)
+        })
+    }
+
+    /// The context packet for a turn: the state in words, the people present (id, name), the
+    /// top-K memories for `query`.
+    pub fn psyche_packet(
+        &self,
+        soul: &str,
+        psyche: &Psyche,
+        people: &[(String, String)],
+        query: &str,
+        now: i64,
+    ) -> Result<Packet, StoreError> {
+        let conn = self.conn();
+        let substrate = load_substrate(&conn, soul, psyche, now)?;
+        let mut rels = Vec::new();
+        let mut facts = Vec::new();
+        for (id, _) in people {
+            rels.push(load_relationship(&conn, soul, id)?);
+            facts.push(facts_of(&conn, soul, id)?);
+        }
+        let present: Vec<Present> = people
+            .iter()
+            .enumerate()
+            .map(|(i, (id, name))| Present {
+                id,
+                name,
+                relationship: rels[i].as_ref(),
+                facts: &facts[i],
+            })
+            .collect();
+        // What happened before now: the memory the current message just became is not recalled.
+        let mut memories = candidates(&conn, soul, query)?;
+        memories.retain(|m| m.at < now);
+        let intentions = intentions(&conn, soul)?;
+        Ok(Packet::build(&Input {
+            substrate: &substrate,
+            psyche,
+            people: &present,
+            query,
+            memories: &memories,
+            intentions: &intentions,
+            now,
+        }))
+    }
+
+    /// Applies the model's stance shifts and intention updates through the table, in one
+    /// write transaction.
+    pub fn psyche_post_cognition(
+        &self,
+        soul: &str,
+        psyche: &Psyche,
+        shifts: &[StanceShift],
+        updates: &[IntentionUpdate],
+        now: i64,
+    ) -> Result<Vec<String>, StoreError> {
+        self.write(|tx| {
+            let state = load_substrate(tx, soul, psyche, now)?;
+            let mut rels = BTreeMap::new();
+            for s in shifts {
+                let who = s.target.trim();
+                if let Some(r) = load_relationship(tx, soul, who)? {
+                    rels.insert(who.to_string(), r);
+                }
+            }
+            let before = intentions(tx, soul)?;
+            let Applied {
+                substrate,
+                relationships,
+                intentions,
+                applied,
+            } = mapping::apply(&state, &rels, &before, shifts, updates, psyche, now);
+            save_substrate(tx, soul, &substrate)?;
+            for (who, r) in &relationships {
+                save_relationship(tx, soul, who, r)?;
+            }
+            save_intentions(tx, soul, &intentions)?;
+            Ok(applied)
+        })
+    }
+}

@@ -1,0 +1,226 @@
+//! The soul's own state, its relationships, the facts people stated and its intentions: the
+//! rows `psyche::update` and `psyche::mapping` read and write whole. SQL only; no number is
+//! computed here.
+
+use std::collections::BTreeMap;
+
+use rusqlite::{params, Connection, OptionalExtension};
+use serde::Serialize;
+
+use crate::memory::StoreError;
+use crate::psyche::classify::{Fact, FactKind};
+use crate::psyche::state::Horizon;
+use crate::psyche::{Intention, Psyche, Relationship, Signed, Substrate, Unit};
+
+/// The substrate as stored: every float as its IEEE-754 bits, so that a round trip through
+/// JSON is exact (serde_json's default float parsing may be off by one unit in the last place,
+/// which would make the stored state drift from a replay).
+#[derive(Serialize, serde::Deserialize)]
+struct Stored {
+    drives: [u64; 5],
+    baseline_shift: [u64; 5],
+    valence: u64,
+    arousal: u64,
+    arcs: BTreeMap<String, u64>,
+    energy: u64,
+    updated_at: i64,
+    last_unasked_at: Option<i64>,
+    patterns: BTreeMap<String, u32>,
+}
+
+impl Stored {
+    fn from(s: &Substrate) -> Stored {
+        Stored {
+            drives: s.drives.map(|d| d.get().to_bits()),
+            baseline_shift: s.baseline_shift.map(|d| d.get().to_bits()),
+            valence: s.valence.get().to_bits(),
+            arousal: s.arousal.get().to_bits(),
+            arcs: s
+                .arcs
+                .iter()
+                .map(|(k, v)| (k.clone(), v.get().to_bits()))
+                .collect(),
+            energy: s.energy.get().to_bits(),
+            updated_at: s.updated_at,
+            last_unasked_at: s.last_unasked_at,
+            patterns: s.patterns.clone(),
+        }
+    }
+
+    fn into_substrate(self) -> Substrate {
+        let unit = |b: u64| Unit::new(f64::from_bits(b));
+        let signed = |b: u64| Signed::new(f64::from_bits(b));
+        Substrate {
+            drives: self.drives.map(unit),
+            baseline_shift: self.baseline_shift.map(signed),
+            valence: signed(self.valence),
+            arousal: unit(self.arousal),
+            arcs: self.arcs.into_iter().map(|(k, v)| (k, unit(v))).collect(),
+            energy: unit(self.energy),
+            updated_at: self.updated_at,
+            last_unasked_at: self.last_unasked_at,
+            patterns: self.patterns,
+        }
+    }
+}
+
+pub(super) fn load_substrate(
+    conn: &Connection,
+    soul: &str,
+    psyche: &Psyche,
+    now: i64,
+) -> Result<Substrate, StoreError> {
+    let json: Option<String> = conn
+        .prepare_cached("SELECT state FROM psyche_substrate WHERE soul = ?1")?
+        .query_row([soul], |r| r.get(0))
+        .optional()?;
+    // A row this build cannot read (hand-edited, older shape) starts the soul afresh.
+    Ok(json
+        .and_then(|j| serde_json::from_str::<Stored>(&j).ok())
+        .map_or_else(|| Substrate::new(psyche, now), Stored::into_substrate))
+}
+
+pub(super) fn save_substrate(
+    conn: &Connection,
+    soul: &str,
+    s: &Substrate,
+) -> Result<(), StoreError> {
+    let json = serde_json::to_string(&Stored::from(s)).expect("a substrate serialises");
+    conn.prepare_cached(
+        "INSERT INTO psyche_substrate (soul, state, updated_at) VALUES (?1, ?2, ?3)
+         ON CONFLICT (soul) DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at",
+    )?
+    .execute(params![soul, json, s.updated_at])?;
+    Ok(())
+}
+
+pub(super) fn load_relationship(
+    conn: &Connection,
+    soul: &str,
+    person: &str,
+) -> Result<Option<Relationship>, StoreError> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT warmth, trust, tension, comfort, volatility, exchanges, last_seen
+             FROM psyche_relationships WHERE soul = ?1 AND person = ?2",
+        )?
+        .query_row([soul, person], relationship_row)
+        .optional()?)
+}
+
+pub(super) fn relationship_row(r: &rusqlite::Row) -> rusqlite::Result<Relationship> {
+    Ok(Relationship {
+        warmth: Signed::new(r.get(0)?),
+        trust: Signed::new(r.get(1)?),
+        tension: Unit::new(r.get(2)?),
+        comfort: Unit::new(r.get(3)?),
+        volatility: Unit::new(r.get(4)?),
+        exchanges: r.get::<_, i64>(5)?.clamp(0, u32::MAX as i64) as u32,
+        last_seen: r.get(6)?,
+    })
+}
+
+pub(super) fn save_relationship(
+    conn: &Connection,
+    soul: &str,
+    person: &str,
+    r: &Relationship,
+) -> Result<(), StoreError> {
+    conn.prepare_cached(
+        "INSERT OR REPLACE INTO psyche_relationships
+         (soul, person, warmth, trust, tension, comfort, volatility, exchanges, last_seen)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+    )?
+    .execute(params![
+        soul,
+        person,
+        r.warmth.get(),
+        r.trust.get(),
+        r.tension.get(),
+        r.comfort.get(),
+        r.volatility.get(),
+        r.exchanges as i64,
+        r.last_seen
+    ])?;
+    Ok(())
+}
+
+pub(super) fn facts_of(
+    conn: &Connection,
+    soul: &str,
+    person: &str,
+) -> Result<Vec<Fact>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT kind, value FROM psyche_facts WHERE soul = ?1 AND person = ?2 ORDER BY kind",
+    )?;
+    let rows = stmt.query_map([soul, person], |r| {
+        Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+    })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (kind, value) = row?;
+        if let Some(kind) = FactKind::from_name(&kind) {
+            out.push(Fact { kind, value });
+        }
+    }
+    Ok(out)
+}
+
+pub(super) fn intentions(conn: &Connection, soul: &str) -> Result<Vec<Intention>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT kind, target, horizon, priority, created_at, expires_at
+         FROM psyche_intentions WHERE soul = ?1 ORDER BY priority DESC, id",
+    )?;
+    let rows = stmt.query_map([soul], |r| {
+        Ok(Intention {
+            kind: r.get(0)?,
+            target: r.get(1)?,
+            horizon: Horizon::from_name(&r.get::<_, String>(2)?).unwrap_or(Horizon::Short),
+            priority: Unit::new(r.get(3)?),
+            created_at: r.get(4)?,
+            expires_at: r.get(5)?,
+        })
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// A fact a person stated about themselves; the latest of each kind wins.
+pub(super) fn save_fact(
+    conn: &Connection,
+    soul: &str,
+    person: &str,
+    fact: &Fact,
+    at: i64,
+) -> Result<(), StoreError> {
+    conn.prepare_cached(
+        "INSERT OR REPLACE INTO psyche_facts (soul, person, kind, value, at) VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?
+    .execute(params![soul, person, fact.kind.name(), fact.value, at])?;
+    Ok(())
+}
+
+/// Replaces the soul's intentions with `all`.
+pub(super) fn save_intentions(
+    conn: &Connection,
+    soul: &str,
+    all: &[Intention],
+) -> Result<(), StoreError> {
+    conn.prepare_cached("DELETE FROM psyche_intentions WHERE soul = ?1")?
+        .execute([soul])?;
+    for i in all {
+        conn.prepare_cached(
+            "INSERT INTO psyche_intentions (soul, kind, target, horizon, priority, created_at, expires_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        )?
+        .execute(params![
+            soul,
+            i.kind,
+            i.target,
+            i.horizon.name(),
+            i.priority.get(),
+            i.created_at,
+            i.expires_at
+        ])?;
+    }
+    Ok(())
+}

@@ -1,0 +1,365 @@
+use rusqlite::{params, OptionalExtension};
+
+use super::memories::{fts_query, CANDIDATES, COMMON_WORD_DOCS};
+use super::*;
+use crate::psyche::gate::{Silence, Verdict};
+use crate::psyche::EventKind;
+
+fn store() -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("anima.db")).unwrap();
+    (dir, store)
+}
+
+fn said(kind: EventKind, who: &str, text: &str, at: i64) -> Event {
+    Event {
+        kind,
+        person: Some(who.into()),
+        text: text.into(),
+        at,
+    }
+}
+
+#[test]
+fn an_event_is_one_transaction_that_writes_state_relationship_memory_facts_and_the_log() {
+    let (_d, s) = store();
+    let p = Psyche::shipped();
+    let before = s.write_transactions();
+    let (fx, d) = s
+        .psyche_event(
+            "Wren",
+            &p,
+            &GateRules::default(),
+            &said(
+                EventKind::Addressed,
+                "U1",
+                "I'm a nurse in Lyon and I'm worried about the test",
+                1_000,
+            ),
+            &Place::default(),
+        )
+        .unwrap();
+    assert_eq!(s.write_transactions(), before + 1, "one write transaction");
+    assert_eq!(d.verdict, Verdict::Answer);
+    assert!(fx.memory.is_some());
+    let mind = s.psyche_mind("Wren", &p, None, 2_000).unwrap();
+    assert_eq!(mind.substrate, fx.substrate);
+    assert_eq!(mind.relationships["U1"].exchanges, 1);
+    assert_eq!(mind.facts["U1"][0].value, "nurse in Lyon");
+    assert_eq!(mind.memories, 1);
+    assert_eq!(mind.recent_memories[0].people, vec!["U1".to_string()]);
+    assert_eq!(mind.decisions[0].verdict, "answer");
+    assert_eq!(mind.decisions[0].inputs, d.inputs, "logged with its inputs");
+    // Another soul in the same home is another substrate.
+    assert_eq!(s.psyche_mind("Kit", &p, None, 2_000).unwrap().memories, 0);
+}
+
+#[test]
+fn an_event_with_a_key_is_applied_once() {
+    let (_d, s) = store();
+    let p = Psyche::shipped();
+    let e = said(
+        EventKind::Addressed,
+        "U1",
+        "thanks, you are a great friend",
+        1_000,
+    );
+    let once = |at: i64| {
+        s.psyche_event_once(
+            "Wren",
+            &p,
+            &GateRules::default(),
+            &Event { at, ..e.clone() },
+            &Place::default(),
+            "inbox:7",
+        )
+        .unwrap()
+    };
+    assert!(once(1_000).is_some());
+    assert!(once(5_000).is_none(), "a retry of the same message");
+    let mind = s.psyche_mind("Wren", &p, None, 9_000).unwrap();
+    assert_eq!(mind.relationships["U1"].exchanges, 1);
+    assert_eq!(mind.decisions.len(), 1);
+}
+
+#[test]
+fn the_store_replays_like_the_pure_update_and_keeps_the_cooldown() {
+    let (_d, s) = store();
+    let p = Psyche::shipped();
+    let rules = GateRules::default();
+    let listened = Place {
+        channel: Some("C1".into()),
+        listened: true,
+    };
+    let lines = [
+        "This refactor is stupid, you broke the compiler build AGAIN!",
+        "Don't you DARE call my code stupid, your test suite is useless!",
+        "I hate this design, it is a failure and you refuse to listen",
+    ];
+    let mut verdicts = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        let who = if i % 2 == 0 { "U1" } else { "U2" };
+        let (_, d) = s
+            .psyche_event(
+                "Wren",
+                &p,
+                &rules,
+                &said(EventKind::Overheard, who, l, (i as i64 + 1) * 20_000),
+                &listened,
+            )
+            .unwrap();
+        verdicts.push(d.verdict);
+    }
+    assert_eq!(
+        verdicts.iter().filter(|v| **v == Verdict::Speak).count(),
+        1,
+        "{verdicts:?}"
+    );
+    assert_eq!(
+        verdicts.last(),
+        Some(&Verdict::Silent(Silence::Cooldown)),
+        "{verdicts:?}"
+    );
+    let (_, d) = s
+        .psyche_event(
+            "Wren",
+            &p,
+            &rules,
+            &said(
+                EventKind::Overheard,
+                "U1",
+                "you refuse to listen to the compiler",
+                90_000,
+            ),
+            &Place::default(),
+        )
+        .unwrap();
+    assert_eq!(d.verdict, Verdict::Silent(Silence::NotListened));
+}
+
+#[test]
+fn the_packet_recalls_the_matching_memory_and_says_no_number() {
+    let (_d, s) = store();
+    let p = Psyche::shipped();
+    let rules = GateRules::default();
+    for (i, text) in [
+        "I'm worried the borrow checker hates my refactor",
+        "Please help me, I feel lonely tonight",
+        "Can you help me plan the garden party?",
+    ]
+    .iter()
+    .enumerate()
+    {
+        s.psyche_event(
+            "Wren",
+            &p,
+            &rules,
+            &said(EventKind::Addressed, "U1", text, i as i64 * 1000),
+            &Place::default(),
+        )
+        .unwrap();
+    }
+    let packet = s
+        .psyche_packet(
+            "Wren",
+            &p,
+            &[("U1".into(), "Zoé".into())],
+            "the borrow checker again",
+            10_000,
+        )
+        .unwrap();
+    let text = packet.render(&|q| format!("«{q}»"));
+    let first = text
+        .lines()
+        .find(|l| l.starts_with("You remember"))
+        .unwrap();
+    assert!(first.contains("borrow checker"), "{text}");
+    assert!(text.contains("«Zoé»"), "{text}");
+    assert!(!text.chars().any(|c| c.is_ascii_digit()), "{text}");
+}
+
+#[test]
+fn post_cognition_goes_through_the_table_and_persists() {
+    let (_d, s) = store();
+    let p = Psyche::shipped();
+    s.psyche_event(
+        "Wren",
+        &p,
+        &GateRules::default(),
+        &said(EventKind::Addressed, "U1", "hello", 0),
+        &Place::default(),
+    )
+    .unwrap();
+    let before = s
+        .psyche_mind("Wren", &p, Some("U1"), 0)
+        .unwrap()
+        .relationships["U1"]
+        .clone();
+    let applied = s
+        .psyche_post_cognition(
+            "Wren",
+            &p,
+            &[StanceShift {
+                target: "U1".into(),
+                description: "benefit of the doubt".into(),
+            }],
+            &[IntentionUpdate {
+                operation: "create".into(),
+                kind: "be_gentle".into(),
+                target: Some("U1".into()),
+                horizon: "short".into(),
+                description: "priority 1.0".into(),
+            }],
+            10,
+        )
+        .unwrap();
+    assert_eq!(applied.len(), 2, "{applied:?}");
+    let mind = s.psyche_mind("Wren", &p, Some("U1"), 10).unwrap();
+    let after = &mind.relationships["U1"];
+    assert!((after.trust.get() - before.trust.get() - 0.05).abs() < 1e-9);
+    assert_eq!(mind.intentions.len(), 1);
+    assert_eq!(
+        mind.intentions[0].priority,
+        p.intentions["be_gentle"].priority
+    );
+}
+
+#[test]
+fn a_full_text_query_is_only_words_and_leaves_out_common_ones() {
+    let (_d, s) = store();
+    let conn = s.conn();
+    assert_eq!(
+        fts_query(&conn, "a \"b\" OR c*").unwrap(),
+        Some("\"a\" OR \"b\" OR \"c\" OR \"or\"".into())
+    );
+    assert_eq!(fts_query(&conn, "🦀 !!").unwrap(), None);
+    for i in 0..=COMMON_WORD_DOCS {
+        conn.execute(
+            "INSERT INTO psyche_memories (soul, text, importance, salience, at) VALUES ('W', ?1, 0.5, 0.5, 0)",
+            [format!("the day {i}")],
+        )
+        .unwrap();
+    }
+    assert_eq!(
+        fts_query(&conn, "the garden").unwrap(),
+        Some("\"garden\"".into()),
+        "`the` is in every memory"
+    );
+}
+
+#[test]
+fn the_salient_list_is_always_the_top_of_all_memories() {
+    let (_d, s) = store();
+    let conn = s.conn();
+    let ids = |sql: &str, soul: &str| -> Vec<i64> {
+        conn.prepare(sql)
+            .unwrap()
+            .query_map([soul], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    };
+    let mut rng = fastrand::Rng::with_seed(7);
+    for step in 0..800 {
+        let soul = ["Wren", "Kit"][rng.usize(..2)];
+        let any: Option<i64> = conn
+            .query_row(
+                "SELECT id FROM psyche_memories WHERE soul = ?1 ORDER BY random() LIMIT 1",
+                [soul],
+                |r| r.get(0),
+            )
+            .optional()
+            .unwrap();
+        // Saliences in tenths, so that ties (the newer first) are common.
+        let tenths = rng.u8(..=10) as f64 / 10.0;
+        match (rng.usize(..8), any) {
+            (0..=3, _) | (_, None) => {
+                conn.execute(
+                    "INSERT INTO psyche_memories (soul, text, importance, salience, at)
+                     VALUES (?1, 'a day', 0.5, ?2, 0)",
+                    params![soul, tenths],
+                )
+                .unwrap();
+            }
+            (4 | 5, Some(id)) => {
+                conn.execute(
+                    "UPDATE psyche_memories SET salience = min(1.0, salience + 0.1) WHERE id = ?1",
+                    [id],
+                )
+                .unwrap();
+            }
+            (6, Some(id)) => {
+                conn.execute(
+                    "UPDATE psyche_memories SET salience = ?2 WHERE id = ?1",
+                    params![id, tenths],
+                )
+                .unwrap();
+            }
+            (_, Some(id)) => {
+                conn.execute("DELETE FROM psyche_memories WHERE id = ?1", [id])
+                    .unwrap();
+            }
+        }
+        assert_eq!(
+            ids(
+                "SELECT memory FROM psyche_salient WHERE soul = ?1 ORDER BY salience DESC, memory DESC",
+                soul
+            ),
+            ids(
+                &format!(
+                    "SELECT id FROM psyche_memories WHERE soul = ?1
+                     ORDER BY salience DESC, id DESC LIMIT {CANDIDATES}"
+                ),
+                soul
+            ),
+            "step {step}"
+        );
+    }
+}
+
+#[test]
+fn a_person_coming_back_makes_their_last_memory_more_salient_up_to_one() {
+    let (_d, s) = store();
+    let p = Psyche::shipped();
+    let event = |who: &str, text: &str, at: i64| {
+        s.psyche_event(
+            "Wren",
+            &p,
+            &GateRules::default(),
+            &said(EventKind::Addressed, who, text, at),
+            &Place::default(),
+        )
+        .unwrap()
+        .0
+    };
+    let salience = |id: i64| -> f64 {
+        s.conn()
+            .query_row(
+                "SELECT salience FROM psyche_memories WHERE id = ?1",
+                [id],
+                |r| r.get(0),
+            )
+            .unwrap()
+    };
+    let worried = "I'm worried the borrow checker hates my refactor";
+    assert!(event("U1", worried, 0).memory.is_some());
+    assert!(event("U2", worried, 1).memory.is_some());
+    let (first, other) = (salience(1), salience(2));
+    let mut expected = first;
+    for k in 0..12 {
+        assert!(event("U1", "ok", 10 + k).memory.is_none());
+        expected = (expected + p.memory.salience_boost.get()).min(1.0);
+        assert_eq!(salience(1), expected, "after {} returns", k + 1);
+    }
+    assert_eq!(expected, 1.0);
+    assert_eq!(
+        salience(2),
+        other,
+        "another person's memory stays as it was"
+    );
+    // A newer memory shared with U1 is the one that grows now.
+    assert!(event("U1", worried, 100).memory.is_some());
+    event("U1", "ok", 101);
+    assert_eq!(salience(1), 1.0);
+    assert!(salience(3) > first);
+}
