@@ -11,6 +11,12 @@
 //! thread): the same figures with the workspace's stream budget in play (most replies then
 //! go whole, as the budget allows about 20 streams a minute), and the stream calls counted.
 //! `ANIMA_LOAD_STREAM=model`: the model's answers stream but Slack replies do not.
+//!
+//! With `ANIMA_LOAD_FLOOD=1`, the paced phase lasts a minute, and beside it 1,000 top-level
+//! messages that do not address the soul arrive in a channel of `[autonomy] channels` (one in
+//! ten heated, on the soul's arcs): the model calls they cost (only what the gate lets
+//! through) and the paced overhead of the addressed messages under the flood.
+//! `ANIMA_LOAD_FLOOD=none`: the same minute without the flood, to compare.
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -74,23 +80,61 @@ fn bucket_bound(buckets: &[(f64, u64)], p: f64) -> String {
     }
 }
 
+/// Unaddressed messages in the flood.
+const FLOOD: usize = 1_000;
+
+/// The `n`th message of the flood: top level in a listened channel, mostly small talk, one in
+/// ten heated on the soul's arcs.
+fn flood_event(n: usize) -> serde_json::Value {
+    const CHAT: [&str; 4] = [
+        "morning all",
+        "anyone up for lunch later?",
+        "lol same",
+        "the coffee machine is fixed",
+    ];
+    const HEATED: [&str; 2] = [
+        "This refactor is stupid, you broke the compiler build AGAIN!",
+        "I hate this design, your test suite is useless",
+    ];
+    let text = if n % 10 == 9 {
+        HEATED[n / 10 % 2]
+    } else {
+        CHAT[n % 4]
+    };
+    json!({"type":"message","channel":"CFLOOD","channel_type":"channel","user":format!("U9{:03}", n % 40),
+           "text":text,"ts":format!("1700001000.{:06}", n + 1)})
+}
+
 fn main() {
     let (model, slack) = (FakeModel::start(), FakeSlack::start());
     model.echo();
     let stream = std::env::var_os("ANIMA_LOAD_STREAM").is_some();
+    // ANIMA_LOAD_FLOOD=none: the same minute of paced messages, without the flood.
+    let minute = std::env::var_os("ANIMA_LOAD_FLOOD").is_some();
+    let flood = minute && std::env::var("ANIMA_LOAD_FLOOD").map_or(true, |v| v != "none");
+    let autonomy = if flood {
+        "\n[autonomy]\nchannels = [\"CFLOOD\"]\n"
+    } else {
+        ""
+    };
     let home = if stream {
         support::Home::new(
             "anthropic",
             &model.url(),
             &format!(
-                "stream = true\n\n[slack]\nmode = \"socket\"\napi_base_url = \"{}\"\nstream_replies = {}\n\n[http]\nlisten = \"127.0.0.1:0\"\n\n[pipeline]\nmemory_window = 20\n",
+                "stream = true\n\n[slack]\nmode = \"socket\"\napi_base_url = \"{}\"\nstream_replies = {}\n\n[http]\nlisten = \"127.0.0.1:0\"\n\n[pipeline]\nmemory_window = 20\n{autonomy}",
                 slack.api_url(),
                 // ANIMA_LOAD_STREAM=model: the model's answers stream, Slack replies do not.
                 std::env::var("ANIMA_LOAD_STREAM").map_or(true, |v| v != "model")
             ),
         )
     } else {
-        home(&model, &slack, "socket", "[pipeline]\nmemory_window = 20\n")
+        home(
+            &model,
+            &slack,
+            "socket",
+            &format!("[pipeline]\nmemory_window = 20\n{autonomy}"),
+        )
     };
     // A DM thread's message may be answered by a stream; a top-level one never is.
     let event = |t: usize, m: usize, text: &str| {
@@ -120,7 +164,13 @@ fn main() {
             sent.push((format!("echo: {text}"), Instant::now()));
         }
     }
-    let done = |s: &FakeSlack| s.posts().iter().filter(|p| !p.streaming).count();
+    // Replies to the addressed messages (in their DMs), whole.
+    let done = |s: &FakeSlack| {
+        s.posts()
+            .iter()
+            .filter(|p| !p.streaming && p.channel.starts_with('D'))
+            .count()
+    };
     slack.wait(300, "every reply", |s| done(s) >= total);
     let elapsed = run.elapsed();
 
@@ -128,20 +178,28 @@ fn main() {
     let duplicates = slack.posts().len() - total;
 
     let before = overhead_buckets(&d);
-    // Paced: 500 more messages at 250/s, well under capacity, for latency without queueing.
+    // Paced: 500 more messages at 250/s, well under capacity, for latency without queueing;
+    // with the flood, a minute of them, and one unaddressed message every 60 ms beside.
+    let paced_total = if minute { 15_000 } else { 500 };
+    let model_calls_before = model.requests().len();
+    let mut flooded = 0;
     let mut paced = Vec::new();
     let pace = Duration::from_millis(4);
     let mut next = Instant::now();
-    for i in 0..500 {
+    for i in 0..paced_total {
         let (t, m) = (i % THREADS, MESSAGES + i / THREADS);
         let text = format!("t{t} m{m}");
         slack.send_event(event(t, m, &text), &format!("P{t}-{m}"), 0);
         paced.push((format!("echo: {text}"), Instant::now()));
+        if flood && i % 15 == 0 && flooded < FLOOD {
+            slack.send_event(flood_event(flooded), &format!("F{flooded}"), 0);
+            flooded += 1;
+        }
         next += pace;
         std::thread::sleep(next.saturating_duration_since(Instant::now()));
     }
-    slack.wait(120, "the paced replies", |s| {
-        done(s) >= total + 500 + duplicates
+    slack.wait(300, "the paced replies", |s| {
+        done(s) >= total + paced_total + duplicates
     });
     let paced_latencies = latencies(&slack, &paced);
     let after = overhead_buckets(&d);
@@ -195,6 +253,28 @@ fn main() {
         "peak RSS                 {:>8.1} MB",
         peak_rss as f64 / 1024.0
     );
+    if flood {
+        // Give the last unaddressed messages time to be heard and any unasked reply to go.
+        std::thread::sleep(Duration::from_secs(2));
+        // Counted in the inbox: the gate's log keeps only the newest decisions.
+        let db = rusqlite::Connection::open(home.data().join("anima.db")).unwrap();
+        let (heard, spoken): (i64, i64) = db
+            .query_row(
+                "SELECT count(*), coalesce(sum(status != 'overheard'), 0) FROM inbox WHERE heard_in = 'CFLOOD'",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        let flood_calls = model.requests().len() - model_calls_before - paced_total;
+        let unasked = slack
+            .posts()
+            .iter()
+            .filter(|p| p.channel == "CFLOOD")
+            .count();
+        println!(
+            "flood                    {flooded} unaddressed in a minute: {heard} heard, {spoken} spoken to, model calls {flood_calls}, unasked replies {unasked}"
+        );
+    }
     if stream {
         let span = run.elapsed().as_secs_f64() / 60.0;
         let n = |m: &str| slack.calls(m).len();
