@@ -16,6 +16,38 @@ fn said(channel: &str, user: &str, ts: &str, text: &str) -> serde_json::Value {
     json!({"type":"message","channel":channel,"channel_type":"channel","user":user,"text":text,"ts":ts,"event_ts":ts})
 }
 
+/// A daemon against the fake Slack and an echoing model, listening in CLISTEN with `extra`
+/// config, and a way to say things there: top-level messages from U1 and U2 in turn, each
+/// followed by `pause`, each returning its ts.
+fn listening(extra: &str) -> (FakeModel, FakeSlack, Home, Daemon) {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    model.echo();
+    let home = home(
+        &model,
+        &slack,
+        "socket",
+        &format!("\n[autonomy]\nchannels = [\"CLISTEN\"]\n{extra}"),
+    );
+    let d = Daemon::start(&home);
+    slack.wait_connected_or(|| d.log());
+    (model, slack, home, d)
+}
+
+fn talk(slack: &FakeSlack, pause: Duration) -> impl FnMut(&str, &str) -> String + '_ {
+    let mut n = 0;
+    move |channel, text| {
+        n += 1;
+        let ts = format!("1700000{n:03}.000100");
+        slack.send_event(
+            said(channel, ["U1", "U2"][n % 2], &ts, text),
+            &format!("E{n}"),
+            0,
+        );
+        std::thread::sleep(pause);
+        ts
+    }
+}
+
 const HEATED: [&str; 4] = [
     "This refactor is stupid, you broke the compiler build AGAIN!",
     "Don't you DARE call my code stupid, your test suite is useless!",
@@ -25,28 +57,8 @@ const HEATED: [&str; 4] = [
 
 #[test]
 fn the_soul_joins_a_heated_exchange_once_and_never_small_talk_or_other_channels() {
-    let (model, slack) = (FakeModel::start(), FakeSlack::start());
-    model.echo();
-    let home = home(
-        &model,
-        &slack,
-        "socket",
-        "\n[autonomy]\nchannels = [\"CLISTEN\"]\ncooldown_secs = 300\n",
-    );
-    let d = Daemon::start(&home);
-    slack.wait_connected_or(|| d.log());
-    let mut n = 0;
-    let mut send = |channel: &str, text: &str| {
-        n += 1;
-        let ts = format!("1700000{n:03}.000100");
-        slack.send_event(
-            said(channel, ["U1", "U2"][n % 2], &ts, text),
-            &format!("E{n}"),
-            0,
-        );
-        std::thread::sleep(Duration::from_millis(150));
-        ts
-    };
+    let (model, slack, home, d) = listening("cooldown_secs = 300\n");
+    let mut send = talk(&slack, Duration::from_millis(150));
 
     for text in [
         "morning all",
@@ -147,28 +159,10 @@ fn reactions_to_its_messages_joinings_and_time_move_the_inner_life_once_each() {
 
 #[test]
 fn after_the_cooldown_a_tick_brings_the_soul_back_to_the_last_heated_message_once() {
-    let (model, slack) = (FakeModel::start(), FakeSlack::start());
-    model.echo();
-    let home = home(
-        &model,
-        &slack,
-        "socket",
-        "\n[autonomy]\nchannels = [\"CLISTEN\"]\ncooldown_secs = 4\n\n[processes]\nproactive_scan_secs = 1\n",
-    );
-    let d = Daemon::start(&home);
-    slack.wait_connected_or(|| d.log());
-    let mut n = 0;
-    let mut send = |text: &str| {
-        n += 1;
-        let ts = format!("1700000{n:03}.000100");
-        slack.send_event(
-            said("CLISTEN", ["U1", "U2"][n % 2], &ts, text),
-            &format!("E{n}"),
-            0,
-        );
-        std::thread::sleep(Duration::from_millis(100));
-        ts
-    };
+    let (model, slack, home, d) =
+        listening("cooldown_secs = 4\n\n[processes]\nproactive_scan_secs = 1\n");
+    let mut talk = talk(&slack, Duration::from_millis(100));
+    let mut send = |text: &str| talk("CLISTEN", text);
     for text in HEATED {
         send(text);
     }
