@@ -17,8 +17,7 @@ fn said(channel: &str, user: &str, ts: &str, text: &str) -> serde_json::Value {
 }
 
 /// A daemon against the fake Slack and an echoing model, listening in CLISTEN with `extra`
-/// config, and a way to say things there: top-level messages from U1 and U2 in turn, each
-/// followed by `pause`, each returning its ts.
+/// config.
 fn listening(extra: &str) -> (FakeModel, FakeSlack, Home, Daemon) {
     let (model, slack) = (FakeModel::start(), FakeSlack::start());
     model.echo();
@@ -33,6 +32,8 @@ fn listening(extra: &str) -> (FakeModel, FakeSlack, Home, Daemon) {
     (model, slack, home, d)
 }
 
+/// Says things in a channel: top-level messages from U1 and U2 in turn, each followed by
+/// `pause`; each returns its ts.
 fn talk(slack: &FakeSlack, pause: Duration) -> impl FnMut(&str, &str) -> String + '_ {
     let mut n = 0;
     move |channel, text| {
