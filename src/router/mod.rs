@@ -6,7 +6,9 @@
 //! delivers the reply part by part through its `Surface` (recording each part), and marks
 //! the row done. After a crash the open rows are resumed where they stopped: a row whose
 //! reply is fixed is only delivered, never answered again, and a part that may have been in
-//! flight is looked for first. Quiet conversations get their proactive perception here too.
+//! flight is looked for first. Quiet conversations get their proactive perception here too,
+//! and what the soul overhears (kept closed unless the gate lets it speak, then reopened as a
+//! row to answer, at once or on a later tick: `overhear`, `tick`).
 //!
 //! No row can wedge its conversation: a turn that fails or panics is caught, the row is tried
 //! again up to `MAX_ATTEMPTS` pick-ups (restarts included), then answered with a short
@@ -155,7 +157,7 @@ impl Router {
     pub async fn tick(
         self: &Arc<Self>,
         source: &str,
-        reach: std::time::Duration,
+        reach: Duration,
     ) -> anyhow::Result<Option<crate::psyche::Verdict>> {
         let now = now_ms();
         let since_us = (now - reach.as_millis() as i64) * 1_000;
