@@ -96,6 +96,8 @@ pub struct Upkeep {
     pub vacuumed: bool,
     pub free_pages_before: i64,
     pub free_pages_after: i64,
+    /// Keys of psyche events old enough to forget (`memory::psyche::upkeep`).
+    pub forgotten_event_keys: i64,
 }
 
 /// A dream as recorded.
@@ -281,7 +283,8 @@ impl Store {
         last(&self.conn())
     }
 
-    /// ANALYZE, then an incremental vacuum when the database allows one.
+    /// The psyche's upkeep (old event keys forgotten, its full-text index merged), ANALYZE,
+    /// then an incremental vacuum when the database allows one.
     pub fn upkeep(&self) -> Result<Upkeep, StoreError> {
         self.write(|tx| {
             let mode: i64 = tx.query_row("PRAGMA auto_vacuum", [], |r| r.get(0))?;
@@ -289,6 +292,7 @@ impl Store {
                 Ok(tx.query_row("PRAGMA freelist_count", [], |r| r.get(0))?)
             };
             let free_pages_before = free(tx)?;
+            let forgotten_event_keys = super::psyche::upkeep(tx, now_ms())?;
             tx.execute_batch("ANALYZE")?;
             let vacuumed = mode == 2;
             if vacuumed {
@@ -305,6 +309,7 @@ impl Store {
                 vacuumed,
                 free_pages_before,
                 free_pages_after: free(tx)?,
+                forgotten_event_keys,
             })
         })
     }

@@ -36,6 +36,22 @@ use state::{
     save_relationship, save_substrate,
 };
 
+/// How long the key of an applied event is kept: a message whose turn is retried later than
+/// this (a home stopped for a month with a turn half done) would move the substrate again.
+pub const SEEN_KEEP_MS: i64 = 30 * 24 * 3_600_000;
+
+/// The psyche's share of a dream's upkeep, in its transaction: the keys of events applied
+/// before `now - SEEN_KEEP_MS` are forgotten (one is kept for every message, reaction and
+/// tick), and the full-text index's segments are merged into one (every event that makes a
+/// memory adds a segment, and every lookup probes them all). The keys forgotten.
+pub(crate) fn upkeep(tx: &Connection, now: i64) -> Result<i64, StoreError> {
+    let forgotten = tx
+        .prepare_cached("DELETE FROM psyche_seen WHERE at < ?1")?
+        .execute([now.saturating_sub(SEEN_KEEP_MS)])?;
+    tx.execute_batch("INSERT INTO psyche_memories_fts (psyche_memories_fts) VALUES ('optimize')")?;
+    Ok(forgotten as i64)
+}
+
 /// Where an event happened, for the gate and its log.
 #[derive(Debug, Clone, Default)]
 pub struct Place {

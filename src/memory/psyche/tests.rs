@@ -363,3 +363,79 @@ fn a_person_coming_back_makes_their_last_memory_more_salient_up_to_one() {
     assert_eq!(salience(1), 1.0);
     assert!(salience(3) > first);
 }
+
+#[test]
+fn the_upkeep_forgets_old_event_keys_and_merges_the_index_without_losing_a_memory() {
+    let (_d, s) = store();
+    let p = Psyche::shipped();
+    let rules = GateRules::default();
+    let now = super::super::now_ms();
+    let old = now - SEEN_KEEP_MS - 1;
+    let texts = [
+        "I'm worried the borrow checker hates my refactor",
+        "Please help me, I feel lonely tonight",
+        "I'm anxious about the garden party, can you help me?",
+    ];
+    // Each memory in its own transaction: a full-text segment each.
+    for (i, text) in texts.iter().enumerate() {
+        let at = if i == 0 { old } else { now - 1_000 + i as i64 };
+        let e = said(EventKind::Addressed, "U1", text, at);
+        s.psyche_event_once(
+            "Wren",
+            &p,
+            &rules,
+            &e,
+            &Place::default(),
+            &format!("inbox:{i}"),
+        )
+        .unwrap()
+        .unwrap();
+    }
+    // The index's leaf pages, one per segment here (ids 1 and 10: its structure, its averages).
+    let segments = |s: &Store| -> i64 {
+        s.conn()
+            .query_row(
+                "SELECT count(*) FROM psyche_memories_fts_data WHERE id > 10",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap()
+    };
+    let before = segments(&s);
+    let u = s.upkeep().unwrap();
+    assert_eq!(
+        u.forgotten_event_keys, 1,
+        "only the key older than the window"
+    );
+    assert_eq!(
+        (before, segments(&s)),
+        (3, 1),
+        "three segments merged into one"
+    );
+    // The old key is forgotten; the recent ones still hold.
+    let again = |key: &str| {
+        s.psyche_event_once(
+            "Wren",
+            &p,
+            &rules,
+            &said(EventKind::Addressed, "U1", "hello again", now),
+            &Place::default(),
+            key,
+        )
+        .unwrap()
+        .is_some()
+    };
+    assert!(!again("inbox:1") && !again("inbox:2"));
+    assert!(again("inbox:0"));
+    // Every memory is still found by its words.
+    for (text, query) in texts
+        .iter()
+        .zip(["borrow checker", "lonely", "garden party"])
+    {
+        let packet = s
+            .psyche_packet("Wren", &p, &[("U1".into(), "Zoé".into())], query, now + 10)
+            .unwrap();
+        let rendered = packet.render(&|q| q.to_string());
+        assert!(rendered.contains(text), "{query}: {rendered}");
+    }
+}
