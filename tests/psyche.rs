@@ -207,6 +207,29 @@ fn an_answers_stances_and_intentions_change_numbers_only_through_the_table_and_a
     assert!(patterns.get("feel_hurt").is_none(), "{v}");
 }
 
+/// `lines` overheard in CLISTEN, 20 s apart from `at` on, from U1 and U2 in turn: the gate's
+/// verdicts.
+async fn hear(
+    engine: &anima::engine::Engine,
+    lines: &[&str],
+    at: &mut i64,
+) -> Vec<anima::psyche::Verdict> {
+    let mut verdicts = Vec::new();
+    for (i, text) in lines.iter().enumerate() {
+        *at += 20_000;
+        let who = ["U1", "U2"][i % 2];
+        verdicts.push(
+            engine
+                .overhear("CLISTEN", who, text, *at, &format!("inbox:{at}"))
+                .await
+                .unwrap()
+                .expect("heard the first time")
+                .verdict,
+        );
+    }
+    verdicts
+}
+
 /// Issue 12, point 8, at the engine (Slack's intake does not route unaddressed messages here
 /// yet): in a listened-to channel a heated exchange on the soul's arcs is let through once and
 /// then held by the cooldown; small talk never; a channel not in the list never, ever; and no
@@ -235,37 +258,13 @@ async fn the_gate_lets_one_heated_exchange_through_then_holds_the_cooldown_and_i
     ];
     let t0 = 1_700_000_000_000i64;
     let mut at = t0;
-    let mut verdicts = Vec::new();
-    for (i, text) in small_talk.iter().enumerate() {
-        at += 20_000;
-        let who = ["U1", "U2"][i % 2];
-        verdicts.push(
-            engine
-                .overhear("CLISTEN", who, text, at, &format!("inbox:{at}"))
-                .await
-                .unwrap()
-                .expect("heard the first time")
-                .verdict,
-        );
-    }
+    let verdicts = hear(&engine, &small_talk, &mut at).await;
     assert!(
         verdicts.iter().all(|v| !v.thinks()),
         "small talk: {verdicts:?}"
     );
 
-    let mut verdicts = Vec::new();
-    for (i, text) in heated.iter().enumerate() {
-        at += 20_000;
-        let who = ["U1", "U2"][i % 2];
-        verdicts.push(
-            engine
-                .overhear("CLISTEN", who, text, at, &format!("inbox:{at}"))
-                .await
-                .unwrap()
-                .expect("heard the first time")
-                .verdict,
-        );
-    }
+    let verdicts = hear(&engine, &heated, &mut at).await;
     assert_eq!(
         verdicts.iter().filter(|v| **v == Verdict::Speak).count(),
         1,
