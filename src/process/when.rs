@@ -519,9 +519,10 @@ impl Parser {
             "previous" => Name::Previous,
             "process" => Name::Process,
             "cognitive_state" => Name::CognitiveState,
-            w if Words::NAMES.contains(&w) => {
-                Name::Inner(Words::NAMES.into_iter().find(|n| *n == w).unwrap_or("mood"))
-            }
+            "mood" => Name::Inner("mood"),
+            "energy" => Name::Inner("energy"),
+            "relationship" => Name::Inner("relationship"),
+            "leaning" => Name::Inner("leaning"),
             w => match w.split_once('.') {
                 Some(("state", k)) if !k.is_empty() => Name::State(k.to_string()),
                 Some(("params", k)) if !k.is_empty() => Name::Param(k.to_string()),
@@ -584,6 +585,9 @@ mod tests {
         f.inner = None;
         assert!(!holds_in(r#"mood == "low""#, &f));
         assert!(holds_in("mood == null and relationship == null", &f));
+        for name in Words::NAMES {
+            assert_eq!(parse(name).unwrap(), Expr::Name(Name::Inner(name)));
+        }
         let err = parse("moods == 1").unwrap_err();
         assert!(
             err.message
