@@ -94,6 +94,9 @@ pub struct EnergyDef {
 pub struct MemoryDef {
     pub episodic_threshold: Unit,
     pub salience_boost: Unit,
+    /// Hours without an exchange after which a person's next event is a return (their last
+    /// memory grows more salient).
+    pub return_after_hours: f64,
     pub recency_half_life_hours: f64,
     pub top_k: usize,
 }
@@ -161,6 +164,10 @@ pub struct Psyche {
 
 /// The largest change one stance may make to any value: one answer never remakes the soul.
 pub const MAX_STEP: f64 = 0.2;
+
+/// `[memory] return_after_hours` when a file predates it: a person's first message after an
+/// hour without one is a return.
+pub const RETURN_AFTER_HOURS: f64 = 1.0;
 
 impl Psyche {
     /// The shipped file, from the binary.
@@ -246,6 +253,12 @@ pub fn parse(text: &str, path: &Path) -> Result<Psyche, Vec<Problem>> {
     let memory = MemoryDef {
         episodic_threshold: c.unit(&mm.episodic_threshold, "memory.episodic_threshold"),
         salience_boost: c.unit(&mm.salience_boost, "memory.salience_boost"),
+        return_after_hours: mm
+            .return_after_hours
+            .as_ref()
+            .map_or(RETURN_AFTER_HOURS, |n| {
+                c.hours(n, "memory.return_after_hours")
+            }),
         recency_half_life_hours: c.range(
             &mm.recency_half_life_hours,
             "memory.recency_half_life_hours",
@@ -457,6 +470,32 @@ mod tests {
         let err = errors(&text);
         assert!(err.contains("unknown field `valance_gain`"), "{err}");
         let line = text.lines().position(|l| l.contains("valance")).unwrap() + 1;
+        assert!(err.contains(&format!(":{line}:")), "{err}");
+    }
+
+    #[test]
+    fn a_file_from_before_return_after_hours_reads_with_its_default_and_a_bad_one_is_refused() {
+        let older = SHIPPED_PSYCHE.replacen("return_after_hours = 1.0\n", "", 1);
+        assert_ne!(older, SHIPPED_PSYCHE);
+        let p = parse(&older, Path::new("p")).unwrap();
+        assert_eq!(p.memory.return_after_hours, RETURN_AFTER_HOURS);
+        let text = SHIPPED_PSYCHE.replacen("return_after_hours = 1.0", "return_after_hours = 6", 1);
+        assert_eq!(
+            parse(&text, Path::new("p"))
+                .unwrap()
+                .memory
+                .return_after_hours,
+            6.0
+        );
+        let text =
+            SHIPPED_PSYCHE.replacen("return_after_hours = 1.0", "return_after_hours = -2", 1);
+        let err = errors(&text);
+        assert!(err.contains("memory.return_after_hours"), "{err}");
+        let line = text
+            .lines()
+            .position(|l| l.starts_with("return_after_hours"))
+            .unwrap()
+            + 1;
         assert!(err.contains(&format!(":{line}:")), "{err}");
     }
 

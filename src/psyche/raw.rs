@@ -1,5 +1,6 @@
-//! `psyche.toml` exactly as written: the serde shape (every field required, unknown keys
-//! refused, each value with its span) and the checker that reads values in range and records
+//! `psyche.toml` exactly as written: the serde shape (every field required but those added
+//! after homes had their files, which have defaults; unknown keys refused; each value with its
+//! span) and the checker that reads values in range and records
 //! each problem with its line. `def` turns it into a `Psyche`. Pure.
 
 use std::collections::BTreeMap;
@@ -97,6 +98,9 @@ pub(super) struct RawEnergy {
 pub(super) struct RawMemory {
     pub(super) episodic_threshold: N,
     pub(super) salience_boost: N,
+    /// Added after homes had their files: absent, `def::RETURN_AFTER_HOURS`.
+    #[serde(default)]
+    pub(super) return_after_hours: Option<N>,
     pub(super) recency_half_life_hours: N,
     pub(super) top_k: N,
 }

@@ -553,6 +553,37 @@ fn a_relationship_warms_with_kindness_and_eases_when_quiet() {
 }
 
 #[test]
+fn a_memory_grows_salient_when_its_person_comes_back_not_with_every_line() {
+    let p = Psyche::shipped();
+    let s = Substrate::new(&p, 0);
+    let spell = (p.memory.return_after_hours * HOUR as f64) as i64;
+    let boost = |rel: Option<&Relationship>, kind: EventKind, at: i64| {
+        apply(&s, rel, &scene_event(kind, "U1", "ok", at), &p).salience_boost
+    };
+    assert_eq!(
+        boost(None, EventKind::Addressed, 0),
+        None,
+        "someone new shares nothing yet"
+    );
+    let mut known = Relationship::new(&p);
+    known.last_seen = Some(0);
+    assert_eq!(boost(Some(&known), EventKind::Addressed, spell - 1), None);
+    for kind in [
+        EventKind::Addressed,
+        EventKind::Overheard,
+        EventKind::Reaction,
+    ] {
+        assert_eq!(
+            boost(Some(&known), kind, spell),
+            Some(("U1".to_string(), p.memory.salience_boost)),
+            "{kind:?} after the spell"
+        );
+    }
+    known.last_seen = None;
+    assert_eq!(boost(Some(&known), EventKind::Addressed, spell), None);
+}
+
+#[test]
 fn an_important_message_becomes_a_memory_and_states_facts() {
     let p = Psyche::shipped();
     let s = Substrate::new(&p, 0);

@@ -7,7 +7,8 @@
 //! effects from its dimensions, mood from the drives' net satisfaction and the event's
 //! intensity, arcs it matches, the author's relationship scaled by its volatility, energy
 //! spent on its demand), then memory (importance; an episodic memory above the threshold; the
-//! memory last shared with the author grows more salient; the facts it states).
+//! memory last shared with the author grows more salient when they come back after a quiet
+//! spell; the facts it states).
 
 use serde::{Deserialize, Serialize};
 
@@ -41,7 +42,8 @@ pub struct Effects {
     pub classification: Classification,
     pub importance: Unit,
     pub memory: Option<NewMemory>,
-    /// The author's memories grow this much more salient (the store refreshes the newest).
+    /// The author, back after a quiet spell: their memories grow this much more salient (the
+    /// store refreshes the newest).
     pub salience_boost: Option<(String, Unit)>,
     /// The numbers the gate weighs.
     pub gate: GateInputs,
@@ -141,6 +143,12 @@ pub fn apply(
     psyche: &Psyche,
 ) -> Effects {
     let now = event.at.max(state.updated_at);
+    // Someone the soul knows, back after a quiet spell: what it last shared with them comes
+    // back to mind. Not with every message of a conversation, which would pin that memory at
+    // the top within a few lines.
+    let returning = relationship
+        .and_then(|r| r.last_seen)
+        .is_some_and(|seen| hours_between(seen, now) >= psyche.memory.return_after_hours);
     let mut s = settle(state, psyche, now);
     let social = event.person.is_some();
     let mut c = match event.kind {
@@ -234,7 +242,7 @@ pub fn apply(
     let salience_boost = event
         .person
         .as_ref()
-        .filter(|_| psyche.memory.salience_boost.get() > 0.0)
+        .filter(|_| returning && psyche.memory.salience_boost.get() > 0.0)
         .map(|p| (p.clone(), psyche.memory.salience_boost));
 
     // What the gate weighs.

@@ -341,15 +341,30 @@ fn a_person_coming_back_makes_their_last_memory_more_salient_up_to_one() {
             )
             .unwrap()
     };
+    let hour = 3_600_000i64;
+    let spell = (p.memory.return_after_hours * hour as f64) as i64;
     let worried = "I'm worried the borrow checker hates my refactor";
     assert!(event("U1", worried, 0).memory.is_some());
     assert!(event("U2", worried, 1).memory.is_some());
     let (first, other) = (salience(1), salience(2));
+    // The rest of the conversation: no boost, however many lines.
+    for k in 0..5 {
+        assert!(event("U1", "ok", 10 + k * 60_000).memory.is_none());
+    }
+    assert_eq!(salience(1), first, "a conversation going on is no return");
     let mut expected = first;
+    let mut at = 10 + 4 * 60_000;
     for k in 0..12 {
-        assert!(event("U1", "ok", 10 + k).memory.is_none());
+        at += spell;
+        let fx = event("U1", "ok", at);
+        assert!(fx.memory.is_none());
+        assert!(fx.salience_boost.is_some());
         expected = (expected + p.memory.salience_boost.get()).min(1.0);
         assert_eq!(salience(1), expected, "after {} returns", k + 1);
+        // The next line, a minute later, is the same visit.
+        assert!(event("U1", "ok", at + 60_000).salience_boost.is_none());
+        at += 60_000;
+        assert_eq!(salience(1), expected);
     }
     assert_eq!(expected, 1.0);
     assert_eq!(
@@ -358,8 +373,8 @@ fn a_person_coming_back_makes_their_last_memory_more_salient_up_to_one() {
         "another person's memory stays as it was"
     );
     // A newer memory shared with U1 is the one that grows now.
-    assert!(event("U1", worried, 100).memory.is_some());
-    event("U1", "ok", 101);
+    assert!(event("U1", worried, at + 1).memory.is_some());
+    event("U1", "ok", at + 1 + spell);
     assert_eq!(salience(1), 1.0);
     assert!(salience(3) > first);
 }
