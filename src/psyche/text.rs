@@ -117,6 +117,35 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        #[test]
+        fn phrase_starts_are_where_the_phrase_s_words_follow_each_other(
+            text in crate::arbitrary::text(),
+            pick in proptest::collection::vec(0usize..8, 0..4),
+            spaces in proptest::collection::vec(proptest::prop_oneof![proptest::strategy::Just(" "), proptest::strategy::Just("  ")], 0..4),
+            trailing in proptest::bool::ANY,
+        ) {
+            let w = words(&text);
+            // A phrase of the text's own words (or of words it lacks), joined by one space or
+            // more, maybe with one at the end: the plain definition, position by position.
+            let mut phrase = String::new();
+            for (k, &p) in pick.iter().enumerate() {
+                if k > 0 {
+                    phrase.push_str(spaces.get(k).copied().unwrap_or(" "));
+                }
+                phrase.push_str(w.get(p).map_or("zzz", String::as_str));
+            }
+            if trailing {
+                phrase.push(' ');
+            }
+            let parts: Vec<&str> = phrase.split(' ').collect();
+            let plain: Vec<usize> = (0..w.len())
+                .filter(|&i| i + parts.len() <= w.len() && parts.iter().zip(&w[i..]).all(|(p, x)| x == p))
+                .collect();
+            proptest::prop_assert_eq!(phrase_starts(&w, &phrase).collect::<Vec<_>>(), plain);
+        }
+    }
+
     #[test]
     fn phrases_match_whole_words_in_order() {
         let w = words("please help me now");
