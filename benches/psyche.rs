@@ -132,7 +132,7 @@ fn main() {
     let mut event = |n: usize, person: &str, at: i64| {
         let len = 5 + says.usize(..30);
         Event {
-            kind: if n % 3 == 0 {
+            kind: if n.is_multiple_of(3) {
                 EventKind::Addressed
             } else {
                 EventKind::Overheard
@@ -182,7 +182,7 @@ fn main() {
     let stream: Vec<(Event, bool)> = (0..RUNS)
         .map(|n| {
             let at = start + 1_000 * (n as i64 + 1);
-            if n % 4 == 0 {
+            if n.is_multiple_of(4) {
                 back.push(order[n / 4]);
                 (event(n, &people[order[n / 4]], at), true)
             } else {

@@ -1,7 +1,7 @@
 //! `psyche.toml` exactly as written: the serde shape (every field required but those added
 //! after homes had their files, which have defaults; unknown keys refused; each value with its
-//! span) and the checker that reads values in range and records
-//! each problem with its line. `def` turns it into a `Psyche`. Pure.
+//! span) and the checker that reads values in range and records each problem with its line.
+//! `def` turns it into a `Psyche`. Pure.
 
 use std::collections::BTreeMap;
 

@@ -122,7 +122,7 @@ mod tests {
         fn phrase_starts_are_where_the_phrase_s_words_follow_each_other(
             text in crate::arbitrary::text(),
             pick in proptest::collection::vec(0usize..8, 0..4),
-            spaces in proptest::collection::vec(proptest::prop_oneof![proptest::strategy::Just(" "), proptest::strategy::Just("  ")], 0..4),
+            spaces in proptest::collection::vec(proptest::sample::select(vec![" ", "  "]), 0..4),
             trailing in proptest::bool::ANY,
         ) {
             let w = words(&text);
@@ -140,7 +140,9 @@ mod tests {
             }
             let parts: Vec<&str> = phrase.split(' ').collect();
             let plain: Vec<usize> = (0..w.len())
-                .filter(|&i| i + parts.len() <= w.len() && parts.iter().zip(&w[i..]).all(|(p, x)| x == p))
+                .filter(|&i| {
+                    i + parts.len() <= w.len() && parts.iter().zip(&w[i..]).all(|(p, x)| x == p)
+                })
                 .collect();
             proptest::prop_assert_eq!(phrase_starts(&w, &phrase).collect::<Vec<_>>(), plain);
         }
