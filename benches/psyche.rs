@@ -10,10 +10,11 @@
 //!     (every author spoke within the hour), people coming back after a quiet spell (each
 //!     author's first event in hours, which also makes their last memory more salient), and a
 //!     stream of the two where one event in four is a return.
-//!     Its cost is mostly the pages it writes to the WAL, a few µs each: four for an event
-//!     without a memory (the key, the state, the relationship, the decision), five when the
-//!     person comes back (the salience of the memory last shared with them), about seventeen
-//!     for one that makes a memory (its row, indexes and full text),
+//!     Its cost is mostly the pages it writes to the WAL, a few µs each: three for an event
+//!     without a memory (the state with the event's key, the relationship, the decision), four
+//!     when the person comes back (the salience of the memory last shared with them), about
+//!     seventeen for one that makes a memory (its row, indexes and full text); each phase
+//!     reports its mean,
 //!   * the context packet for a turn (`Store::psyche_packet`: state, three people's
 //!     relationships and facts, FTS5 + recency + salience candidates, BM25 top-K, words),
 //!     rendered.
@@ -80,6 +81,19 @@ fn stats(name: &str, mut samples: Vec<Duration>) {
         p99.as_secs_f64() * 1e6,
         samples.len()
     );
+}
+
+/// Pages written to the WAL since it last started over, after copying them back: after
+/// `settle`, the pages one phase wrote.
+fn pages_written(db: &std::path::Path) -> i64 {
+    let c = rusqlite::Connection::open(db).unwrap();
+    let (busy, log): (i64, i64) = c
+        .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .unwrap();
+    assert_eq!(busy, 0, "nothing else writes");
+    log
 }
 
 /// Waits for the store's checkpointer to run (see `memory::checkpoint`).
@@ -230,6 +244,11 @@ fn main() {
             assert_eq!(fx.salience_boost.is_some(), *back, "{name}: {n}");
         }
         stats(name, samples);
+        println!(
+            "{:<44} {:.2} pages per event",
+            "",
+            pages_written(&dir.path().join("anima.db")) as f64 / RUNS as f64
+        );
         settle();
     }
 

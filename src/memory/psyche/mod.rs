@@ -7,19 +7,21 @@
 //! `psyche::gate::decide`, and writes everything back, so two events never interleave.
 //!
 //! Here: an event, the packet and post-cognition, each as one transaction or read. `state`
-//! holds the substrate, relationships, facts and intentions; `memories` the episodic memories
-//! and retrieval's candidates; `gate_log` the decisions; `mind` the operator's view.
+//! holds the substrate, relationships, facts and intentions; `seen` the keys of the events
+//! applied; `memories` the episodic memories and retrieval's candidates; `gate_log` the
+//! decisions; `mind` the operator's view.
 
 mod gate_log;
 mod memories;
 mod mind;
+mod seen;
 mod state;
 #[cfg(test)]
 mod tests;
 
 use std::collections::BTreeMap;
 
-use rusqlite::{params, Connection};
+use rusqlite::Connection;
 
 use super::{Store, StoreError};
 use crate::psyche::gate::{self, Decision, GateRules, Situation};
@@ -45,11 +47,9 @@ pub const SEEN_KEEP_MS: i64 = 30 * 24 * 3_600_000;
 /// tick), and the full-text index's segments are merged into one (every event that makes a
 /// memory adds a segment, and every lookup probes them all). The keys forgotten.
 pub(crate) fn upkeep(tx: &Connection, now: i64) -> Result<i64, StoreError> {
-    let forgotten = tx
-        .prepare_cached("DELETE FROM psyche_seen WHERE at < ?1")?
-        .execute([now.saturating_sub(SEEN_KEEP_MS)])?;
+    let forgotten = seen::forget_before(tx, now.saturating_sub(SEEN_KEEP_MS))?;
     tx.execute_batch("INSERT INTO psyche_memories_fts (psyche_memories_fts) VALUES ('optimize')")?;
-    Ok(forgotten as i64)
+    Ok(forgotten)
 }
 
 /// Where an event happened, for the gate and its log.
@@ -153,15 +153,13 @@ impl Store {
         key: &str,
     ) -> Result<Option<(Effects, Decision)>, StoreError> {
         self.write(|tx| {
-            let new = tx
-                .prepare_cached(
-                    "INSERT OR IGNORE INTO psyche_seen (soul, key, at) VALUES (?1, ?2, ?3)",
-                )?
-                .execute(params![soul, key, event.at])?;
-            if new == 0 {
+            let recent = seen::Recent::load(tx, soul)?;
+            if recent.holds(tx, soul, key)? {
                 return Ok(None);
             }
-            event_in(tx, soul, psyche, rules, event, place).map(Some)
+            let applied = event_in(tx, soul, psyche, rules, event, place)?;
+            recent.add(tx, soul, key, event.at)?;
+            Ok(Some(applied))
         })
     }
 

@@ -83,6 +83,61 @@ fn an_event_with_a_key_is_applied_once() {
 }
 
 #[test]
+fn keys_stay_seen_when_they_move_from_the_state_row_to_the_table() {
+    use super::seen::RECENT_KEYS;
+    let (_d, s) = store();
+    let p = Psyche::shipped();
+    let once = |key: &str, at: i64| {
+        s.psyche_event_once(
+            "Wren",
+            &p,
+            &GateRules::default(),
+            &said(EventKind::Overheard, "U1", "ok", at),
+            &Place::default(),
+            key,
+        )
+        .unwrap()
+        .is_some()
+    };
+    let count = |sql: &str| -> i64 { s.conn().query_row(sql, [], |r| r.get(0)).unwrap() };
+    let in_row = || {
+        count(
+            "SELECT length(recent_keys) - length(replace(recent_keys, char(10), ''))
+             FROM psyche_substrate WHERE soul = 'Wren'",
+        )
+    };
+    // Keys of every shape: a tab or a line feed cannot be a line of the row's list.
+    let mut keys: Vec<String> = (0..2 * RECENT_KEYS + 5)
+        .map(|i| format!("inbox:{i}"))
+        .collect();
+    keys.extend(["tick:a\tb", "x\ny", "source:Év0ÜŁ東"].map(str::to_string));
+    for (i, key) in keys.iter().enumerate() {
+        assert!(once(key, 1_000 * (i as i64 + 1)), "{key} the first time");
+        if i == RECENT_KEYS - 2 {
+            assert_eq!(in_row(), RECENT_KEYS as i64 - 1, "kept in the row so far");
+            assert_eq!(count("SELECT count(*) FROM psyche_seen"), 0);
+        }
+    }
+    assert_eq!(
+        count("SELECT count(*) FROM psyche_seen"),
+        2 * RECENT_KEYS as i64 + 2,
+        "two full lists moved, and the two keys that cannot be lines"
+    );
+    assert_eq!(in_row(), 6);
+    for key in &keys {
+        assert!(!once(key, 999_999), "{key} again");
+    }
+    // A part of a key in the row's list is a key of its own.
+    let last = "source:Év0ÜŁ東";
+    assert!(!once(last, 1_000_000));
+    for part in ["ource:Év0ÜŁ東", "source:Év0ÜŁ"] {
+        assert!(once(part, 1_000_000), "{part}");
+    }
+    let mind = s.psyche_mind("Wren", &p, None, 2_000_000).unwrap();
+    assert_eq!(mind.relationships["U1"].exchanges, keys.len() as u32 + 2);
+}
+
+#[test]
 fn the_store_replays_like_the_pure_update_and_keeps_the_cooldown() {
     let (_d, s) = store();
     let p = Psyche::shipped();
