@@ -3,18 +3,22 @@
 //!
 //! The newest keys live in the soul's state row, as `at<TAB>key<LF>` lines: every event
 //! writes that row anyway, so marking one applied costs no page of its own (an event is a few
-//! one-row pages, and each is most of its cost; benches/psyche.rs). Every `RECENT_KEYS` events
-//! the lines move into `psyche_seen`, which holds all older keys; a dream's upkeep moves them
-//! too before it forgets the keys older than `SEEN_KEEP_MS`. A key is seen when it is in
-//! either. A key holding a tab or a line feed could not be told apart in the lines: it goes to
-//! the table at once.
+//! one-row pages, and each is most of its cost; benches/psyche.rs). Once the lines reach
+//! `RECENT_BYTES` they move into `psyche_seen`, which holds all older keys, so that the row
+//! always fits its page; a dream's upkeep moves them too before it forgets the keys older than
+//! `SEEN_KEEP_MS`. A key is seen when it is in either. A key holding a tab or a line feed could
+//! not be told apart in the lines, and one longer than `LONGEST_INLINE` would crowd them out:
+//! those go to the table at once.
 
 use rusqlite::{params, Connection, OptionalExtension};
 
 use crate::memory::StoreError;
 
-/// How many keys the state row holds before they move to the table.
-pub(super) const RECENT_KEYS: usize = 32;
+/// How long the state row's lines grow before they move to the table: about 40 keys of a
+/// message, with the state, well inside one 4 KB page.
+pub(super) const RECENT_BYTES: usize = 1_536;
+/// The longest key kept in the lines.
+pub(super) const LONGEST_INLINE: usize = 256;
 
 /// The keys in the state row of one soul, as loaded.
 pub(super) struct Recent(String);
@@ -58,7 +62,7 @@ impl Recent {
             return insert(conn, soul, key, at);
         }
         self.0.push_str(&format!("{at}\t{key}\n"));
-        if self.0.matches('\n').count() >= RECENT_KEYS {
+        if self.0.len() >= RECENT_BYTES {
             move_to_table(conn, soul, &self.0)?;
             self.0.clear();
         }
@@ -70,7 +74,7 @@ impl Recent {
 
 /// Whether `key` can be a line of the state row's list.
 fn inline(key: &str) -> bool {
-    !key.contains(['\t', '\n'])
+    key.len() <= LONGEST_INLINE && !key.contains(['\t', '\n'])
 }
 
 fn insert(conn: &Connection, soul: &str, key: &str, at: i64) -> Result<(), StoreError> {
