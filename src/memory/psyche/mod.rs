@@ -34,8 +34,8 @@ pub use gate_log::{LoggedDecision, GATE_LOG_KEEP};
 use memories::candidates;
 pub use mind::Mind;
 use state::{
-    facts_of, intentions, load_relationship, load_substrate, save_fact, save_intentions,
-    save_relationship, save_substrate,
+    facts_of, intentions, load_relationship, load_substrate, load_substrate_and_keys, save_fact,
+    save_intentions, save_relationship, save_substrate,
 };
 
 /// How long the key of an applied event is kept: a message whose turn is retried later than
@@ -83,7 +83,8 @@ fn write_effects(
     Ok(())
 }
 
-/// One event in an open write transaction: read, update, decide, write, log.
+/// One event in an open write transaction, from the state as read in it: update, decide,
+/// write, log.
 fn event_in(
     tx: &Connection,
     soul: &str,
@@ -91,8 +92,8 @@ fn event_in(
     rules: &GateRules,
     event: &Event,
     place: &Place,
+    state: Substrate,
 ) -> Result<(Effects, Decision), StoreError> {
-    let state = load_substrate(tx, soul, psyche, event.at)?;
     let rel = match &event.person {
         Some(p) => load_relationship(tx, soul, p)?,
         None => None,
@@ -137,7 +138,10 @@ impl Store {
         event: &Event,
         place: &Place,
     ) -> Result<(Effects, Decision), StoreError> {
-        self.write(|tx| event_in(tx, soul, psyche, rules, event, place))
+        self.write(|tx| {
+            let state = load_substrate(tx, soul, psyche, event.at)?;
+            event_in(tx, soul, psyche, rules, event, place, state)
+        })
     }
 
     /// `psyche_event` for an event that may come again (a message whose turn is retried):
@@ -153,11 +157,12 @@ impl Store {
         key: &str,
     ) -> Result<Option<(Effects, Decision)>, StoreError> {
         self.write(|tx| {
-            let recent = seen::Recent::load(tx, soul)?;
+            let (state, keys) = load_substrate_and_keys(tx, soul, psyche, event.at)?;
+            let recent = seen::Recent(keys);
             if recent.holds(tx, soul, key)? {
                 return Ok(None);
             }
-            let applied = event_in(tx, soul, psyche, rules, event, place)?;
+            let applied = event_in(tx, soul, psyche, rules, event, place, state)?;
             recent.add(tx, soul, key, event.at)?;
             Ok(Some(applied))
         })

@@ -20,18 +20,10 @@ pub(super) const RECENT_BYTES: usize = 1_536;
 /// The longest key kept in the lines.
 pub(super) const LONGEST_INLINE: usize = 256;
 
-/// The keys in the state row of one soul, as loaded.
-pub(super) struct Recent(String);
+/// The keys in the state row of one soul, as loaded with it (`state::load_substrate_and_keys`).
+pub(super) struct Recent(pub(super) String);
 
 impl Recent {
-    pub(super) fn load(conn: &Connection, soul: &str) -> Result<Recent, StoreError> {
-        let lines: Option<String> = conn
-            .prepare_cached("SELECT recent_keys FROM psyche_substrate WHERE soul = ?1")?
-            .query_row([soul], |r| r.get(0))
-            .optional()?;
-        Ok(Recent(lines.unwrap_or_default()))
-    }
-
     /// Whether `key` was applied: in these lines or in the table.
     pub(super) fn holds(
         &self,

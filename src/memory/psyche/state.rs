@@ -70,14 +70,27 @@ pub(super) fn load_substrate(
     psyche: &Psyche,
     now: i64,
 ) -> Result<Substrate, StoreError> {
-    let json: Option<String> = conn
-        .prepare_cached("SELECT state FROM psyche_substrate WHERE soul = ?1")?
-        .query_row([soul], |r| r.get(0))
+    Ok(load_substrate_and_keys(conn, soul, psyche, now)?.0)
+}
+
+/// The substrate and, from the same row, the keys of the latest events applied
+/// (`seen::Recent`'s lines), in one read.
+pub(super) fn load_substrate_and_keys(
+    conn: &Connection,
+    soul: &str,
+    psyche: &Psyche,
+    now: i64,
+) -> Result<(Substrate, String), StoreError> {
+    let row: Option<(String, String)> = conn
+        .prepare_cached("SELECT state, recent_keys FROM psyche_substrate WHERE soul = ?1")?
+        .query_row([soul], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()?;
+    let (json, keys) = row.unzip();
     // A row this build cannot read (hand-edited, older shape) starts the soul afresh.
-    Ok(json
+    let substrate = json
         .and_then(|j| serde_json::from_str::<Stored>(&j).ok())
-        .map_or_else(|| Substrate::new(psyche, now), Stored::into_substrate))
+        .map_or_else(|| Substrate::new(psyche, now), Stored::into_substrate);
+    Ok((substrate, keys.unwrap_or_default()))
 }
 
 pub(super) fn save_substrate(
