@@ -6,15 +6,16 @@
 //!   * one event through the store as the daemon applies it (`Store::psyche_event_once`, keyed
 //!     by its source: one write transaction that marks the key seen, reads the state and the
 //!     author's relationship, runs the update and the gate, writes the state, relationship,
-//!     memory, facts and salience and logs the decision), three ways: lines of conversations
-//!     (every author spoke within the hour), people coming back after a quiet spell (each
-//!     author's first event in hours, which also makes their last memory more salient), and a
-//!     stream of the two where one event in four is a return.
+//!     memory, facts and salience and logs the decision), three ways: people coming back after
+//!     a quiet spell (each author's first event in hours, which also makes their last memory
+//!     more salient), lines of conversations (every author spoke minutes ago), and a stream of
+//!     the two where one event in four is a return. The three take turns, in five rounds of
+//!     400 events each, so that a slow spell of the machine falls on all of them alike.
 //!     Its cost is mostly the pages it writes to the WAL, a few µs each: three for an event
-//!     without a memory (the state with the event's key, the relationship, the decision), four
-//!     when the person comes back (the salience of the memory last shared with them), about
-//!     seventeen for one that makes a memory (its row, indexes and full text); each phase
-//!     reports its mean,
+//!     without a memory (the state with the event's key, the relationship, the decision), the
+//!     same when the person comes back (the salience their last memory gains waits on their
+//!     relationship row, unless it changes the most salient memories), about seventeen for one
+//!     that makes a memory (its row, indexes and full text); each kind reports its mean,
 //!   * the context packet for a turn (`Store::psyche_packet`: state, three people's
 //!     relationships and facts, FTS5 + recency + salience candidates, BM25 top-K, words),
 //!     rendered.
@@ -83,16 +84,16 @@ fn stats(name: &str, mut samples: Vec<Duration>) {
     );
 }
 
-/// Pages written to the WAL since it last started over, after copying them back: after
-/// `settle`, the pages one phase wrote.
-fn pages_written(db: &std::path::Path) -> i64 {
+/// Copies the WAL back into the database, as the store's checkpointer does between bursts;
+/// the next write starts it over. The pages it held.
+fn checkpoint(db: &std::path::Path) -> i64 {
     let c = rusqlite::Connection::open(db).unwrap();
-    let (busy, log): (i64, i64) = c
+    let (busy, log, copied): (i64, i64, i64) = c
         .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
-            Ok((r.get(0)?, r.get(1)?))
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
         })
         .unwrap();
-    assert_eq!(busy, 0, "nothing else writes");
+    assert_eq!((busy, copied), (0, log), "nothing else reads or writes");
     log
 }
 
@@ -156,54 +157,59 @@ fn main() {
             at,
         }
     };
-    // Lines of conversations: a second apart, by anyone; everyone spoke in the fill's last
-    // quarter of an hour, so none of them is coming back.
-    let events: Vec<Event> = (0..RUNS)
-        .map(|n| {
-            let who = people[rng.usize(..PEOPLE)].clone();
-            event(n, &who, at + 1_000 * (n as i64 + 1))
-        })
-        .collect();
-    let end = events.last().map_or(at, |e| e.at);
-    // People coming back: after each of two quiet spells of two hours, everyone once, in a
-    // random order.
+    // One event through the store, three kinds, in rounds that take turns, so that the
+    // machine's slow spells fall on all three alike. Each round begins after a quiet spell:
+    //   * people coming back: 400 people, each once, in a random order;
+    //   * lines of conversations: 400 lines a second apart by those people, who all spoke
+    //     within minutes, so none of them is coming back;
+    //   * a stream: one event in four is someone else coming back, the others are lines by
+    //     people who came back earlier in it (a real channel has fewer returns than that: one
+    //     per person per quiet spell).
+    const ROUNDS: usize = 5;
+    const PER: usize = RUNS / ROUNDS;
     const SPELL: i64 = 2 * 3_600_000;
-    let mut order: Vec<usize> = Vec::new();
-    while order.len() < RUNS {
-        let mut everyone: Vec<usize> = (0..PEOPLE).collect();
-        rng.shuffle(&mut everyone);
-        order.extend(everyone);
+    const KINDS: [&str; 3] = [
+        "through the store, someone coming back",
+        "through the store, a line of a conversation",
+        "through the store, a stream (1 in 4 back)",
+    ];
+    // (kind, the events with whether each is a return), in the order they are applied.
+    let mut phases: Vec<(usize, Vec<(Event, bool)>)> = Vec::new();
+    let mut n = 0usize;
+    for _ in 0..ROUNDS {
+        at += SPELL;
+        let mut order: Vec<usize> = (0..PEOPLE).collect();
+        rng.shuffle(&mut order);
+        let mut next = |who: usize, back: bool, at: &mut i64| {
+            *at += 1_000;
+            n += 1;
+            (event(n, &people[who], *at), back)
+        };
+        let back: Vec<(Event, bool)> = order[..PER]
+            .iter()
+            .map(|&who| next(who, true, &mut at))
+            .collect();
+        let lines: Vec<(Event, bool)> = (0..PER)
+            .map(|_| next(order[rng.usize(..PER)], false, &mut at))
+            .collect();
+        let mut came: Vec<usize> = Vec::new();
+        let stream: Vec<(Event, bool)> = (0..PER)
+            .map(|k| {
+                if k.is_multiple_of(4) {
+                    let who = order[PER + k / 4];
+                    came.push(who);
+                    next(who, true, &mut at)
+                } else {
+                    next(came[rng.usize(..came.len())], false, &mut at)
+                }
+            })
+            .collect();
+        phases.extend([(0, back), (1, lines), (2, stream)]);
     }
-    let returns: Vec<Event> = order[..RUNS]
+    let events: Vec<Event> = phases
         .iter()
-        .enumerate()
-        .map(|(n, &who)| {
-            let spell = (n / PEOPLE) as i64 + 1;
-            event(
-                n,
-                &people[who],
-                end + spell * SPELL + 1_000 * (n as i64 + 1),
-            )
-        })
-        .collect();
-    // A stream of visits, after another quiet spell: one event in four is someone coming back,
-    // the others are lines by people who came back earlier in it (a real channel has fewer
-    // returns than that: one per person per quiet spell).
-    let start = returns.last().map_or(end, |e| e.at) + SPELL;
-    let mut order: Vec<usize> = (0..PEOPLE).collect();
-    rng.shuffle(&mut order);
-    let mut back: Vec<usize> = Vec::new();
-    let stream: Vec<(Event, bool)> = (0..RUNS)
-        .map(|n| {
-            let at = start + 1_000 * (n as i64 + 1);
-            if n.is_multiple_of(4) {
-                back.push(order[n / 4]);
-                (event(n, &people[order[n / 4]], at), true)
-            } else {
-                let who = back[rng.usize(..back.len())];
-                (event(n, &people[who], at), false)
-            }
-        })
+        .filter(|(kind, _)| *kind == 1)
+        .flat_map(|(_, set)| set.iter().map(|(e, _)| e.clone()))
         .collect();
 
     // The pure update.
@@ -217,43 +223,39 @@ fn main() {
     }
     stats("update (pure, per event)", samples);
 
-    // One event through the store: lines of conversations, people coming back, the stream.
     let place = Place {
         channel: Some("C1".into()),
         listened: true,
     };
-    let lines: Vec<(Event, bool)> = events.iter().map(|e| (e.clone(), false)).collect();
-    let returns: Vec<(Event, bool)> = returns.into_iter().map(|e| (e, true)).collect();
-    for (phase, (name, set)) in [
-        ("through the store, a line of a conversation", &lines),
-        ("through the store, someone coming back", &returns),
-        ("through the store, a stream (1 in 4 back)", &stream),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let mut samples = Vec::with_capacity(RUNS);
-        for (n, (e, back)) in set.iter().enumerate() {
-            let key = format!("inbox:{phase}:{n}");
+    let db = dir.path().join("anima.db");
+    let mut samples: [Vec<Duration>; 3] = Default::default();
+    let mut pages = [0i64; 3];
+    for (phase, (kind, set)) in phases.iter().enumerate() {
+        // The WAL starts over: what it holds at the end is this phase's pages.
+        checkpoint(&db);
+        for (k, (e, back)) in set.iter().enumerate() {
+            let key = format!("inbox:{phase}:{k}");
             let t = Instant::now();
             let applied = store
                 .psyche_event_once("Wren", &psyche, &rules, e, &place, &key)
                 .unwrap();
-            samples.push(t.elapsed());
+            samples[*kind].push(t.elapsed());
             let (fx, _) = black_box(applied).expect("every event is new");
-            assert_eq!(fx.salience_boost.is_some(), *back, "{name}: {n}");
+            assert_eq!(fx.salience_boost.is_some(), *back, "{}: {k}", KINDS[*kind]);
         }
-        stats(name, samples);
+        pages[*kind] += checkpoint(&db);
+    }
+    for (kind, samples) in samples.into_iter().enumerate() {
+        stats(KINDS[kind], samples);
         println!(
             "{:<44} {:.2} pages per event",
             "",
-            pages_written(&dir.path().join("anima.db")) as f64 / RUNS as f64
+            pages[kind] as f64 / RUNS as f64
         );
-        settle();
     }
 
     // The context packet with top-K retrieval.
-    let now = stream.last().map_or(end, |(e, _)| e.at) + 10_000;
+    let now = at + 10_000;
     let mut samples = Vec::with_capacity(RUNS);
     for n in 0..RUNS {
         let present: Vec<(String, String)> = (0..3)

@@ -42,8 +42,8 @@ pub struct Effects {
     pub classification: Classification,
     pub importance: Unit,
     pub memory: Option<NewMemory>,
-    /// The author, back after a quiet spell: their memories grow this much more salient (the
-    /// store refreshes the newest).
+    /// The author, back after a quiet spell: the memory last shared with them grows this much
+    /// more salient (the store decides when that is written).
     pub salience_boost: Option<(String, Unit)>,
     /// The numbers the gate weighs.
     pub gate: GateInputs,

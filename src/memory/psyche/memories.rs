@@ -1,8 +1,17 @@
-//! Episodic memories: writing one (with the people in it), refreshing the salience of the one
-//! last shared with someone, and picking the candidates that retrieval scores, by full text
-//! (FTS5), recency and salience. The scoring itself is `psyche::retrieve`'s.
+//! Episodic memories: writing one (with the people in it), the salience the one last shared
+//! with someone gains when they come back, and picking the candidates that retrieval scores, by
+//! full text (FTS5), recency and salience. The scoring itself is `psyche::retrieve`'s.
+//!
+//! A return's boost is owed to a memory that can be anywhere in the table, so writing it there
+//! would cost the event a page of its own, a third more than a line of a conversation
+//! (benches/psyche.rs). It waits instead on the person's relationship row, which the event writes
+//! anyway (`Waiting`), and readers add it (`SALIENCE`). It is written to the memory when it would
+//! change the soul's most salient memories (so that list, migration 14, stays the top by
+//! salience as read), when the person comes back to a newer memory, and in a dream's upkeep.
+//! That list only ever gains memories better than its least (the psyche never lowers a salience
+//! nor deletes a memory), so a boost that waits keeps its memory below it.
 
-use rusqlite::{params, Connection};
+use rusqlite::{params, Connection, OptionalExtension};
 
 use crate::memory::StoreError;
 use crate::psyche::text::words;
@@ -35,8 +44,22 @@ pub(super) fn memory_rows(
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
-pub(super) const MEMORY_COLUMNS: &str = "m.id, m.text, m.importance, m.salience, m.at,
-     (SELECT group_concat(person, char(31)) FROM psyche_memory_people p WHERE p.memory = m.id)";
+/// The salience of memory `m` as retrieval sees it: as stored, and the boosts waiting for it
+/// on the rows of the people in it (`Waiting`).
+macro_rules! salience {
+    () => {
+        "min(1.0, m.salience + (SELECT total(r.boost) FROM psyche_memory_people p
+             CROSS JOIN psyche_relationships r ON r.soul = m.soul AND r.person = p.person
+             WHERE p.memory = m.id AND r.boost_memory = m.id))"
+    };
+}
+
+pub(super) const MEMORY_COLUMNS: &str = concat!(
+    "m.id, m.text, m.importance, ",
+    salience!(),
+    ", m.at,
+     (SELECT group_concat(person, char(31)) FROM psyche_memory_people p WHERE p.memory = m.id)"
+);
 
 /// Words the full-text query may use: at most this many, the rarest first.
 pub(super) const QUERY_TERMS: usize = 4;
@@ -120,25 +143,108 @@ pub(super) fn candidates(
     Ok(out)
 }
 
-/// The memory most recently shared with `person` grows `boost` more salient when they come
-/// back: one row, one page in the event's transaction (and one more only when the list of the
-/// most salient changes; benches/psyche.rs).
-pub(super) fn refresh_salience(
+/// A boost owed to a memory, waiting on a relationship row: `boost` more salience for
+/// `memory`, none when it is `None`.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(super) struct Waiting {
+    pub(super) memory: Option<i64>,
+    pub(super) boost: f64,
+}
+
+/// The memory last shared with `person`, as a return finds it, and the least of the most
+/// salient (salience, id).
+struct Target {
+    id: i64,
+    salience: f64,
+    least: Option<(f64, i64)>,
+}
+
+/// `person` came back: the memory last shared with them grows `boost` more salient, up to 1.
+/// `waiting` is what already waits on their relationship row; what should wait there now is
+/// returned, for the caller to write with that row. The memory is written only when the boost
+/// changes the list of the most salient, or when an older boost waits for another memory.
+pub(super) fn boost(
     conn: &Connection,
     soul: &str,
     person: &str,
     boost: Unit,
-) -> Result<(), StoreError> {
+    waiting: Waiting,
+) -> Result<Waiting, StoreError> {
     // `id = (SELECT max(…))`, not `id IN (SELECT … LIMIT 1)`: an IN list is built in a
-    // temporary table on every run, ten times the cost of the update itself. A memory already
-    // at 1 is left alone: rewriting the same value would still write its page.
+    // temporary table on every run, ten times the cost of the lookup itself.
+    let target = conn
+        .prepare_cached(
+            "SELECT m.id, m.salience,
+                    (SELECT salience FROM psyche_salient s WHERE s.soul = ?1
+                     ORDER BY salience, memory LIMIT 1),
+                    (SELECT memory FROM psyche_salient s WHERE s.soul = ?1
+                     ORDER BY salience, memory LIMIT 1)
+             FROM psyche_memories m
+             WHERE m.id = (SELECT max(memory) FROM psyche_memory_people WHERE person = ?2)
+               AND +m.soul = ?1",
+        )?
+        .query_row(params![soul, person], |r| {
+            let least: Option<f64> = r.get(2)?;
+            Ok(Target {
+                id: r.get(0)?,
+                salience: r.get(1)?,
+                least: least.zip(r.get::<_, Option<i64>>(3)?),
+            })
+        })
+        .optional()?;
+    let Some(t) = target else {
+        return Ok(waiting);
+    };
+    let mut owed = 0.0;
+    match waiting.memory {
+        Some(id) if id == t.id => owed = waiting.boost,
+        Some(older) => add_salience(conn, older, waiting.boost)?,
+        None => {}
+    }
+    let owed = (owed + boost.get()).min(1.0 - t.salience);
+    if owed <= 0.0 {
+        // At 1 already: nothing is owed.
+        return Ok(Waiting::default());
+    }
+    // It changes the list when it rises above the least there: when it enters (a list not yet
+    // full holds every memory) or moves within it (a memory on it is at least its least).
+    let after = t.salience + owed;
+    if t.least.is_none_or(|least| (after, t.id) > least) {
+        add_salience(conn, t.id, owed)?;
+        return Ok(Waiting::default());
+    }
+    Ok(Waiting {
+        memory: Some(t.id),
+        boost: owed,
+    })
+}
+
+/// Writes `boost` more salience to memory `id` (migration 14's triggers keep the list).
+fn add_salience(conn: &Connection, id: i64, boost: f64) -> Result<(), StoreError> {
     conn.prepare_cached(
-        "UPDATE psyche_memories SET salience = min(1.0, salience + ?1)
-         WHERE id = (SELECT max(memory) FROM psyche_memory_people WHERE person = ?2)
-           AND +soul = ?3 AND salience < 1.0",
+        "UPDATE psyche_memories SET salience = min(1.0, salience + ?2) WHERE id = ?1",
     )?
-    .execute(params![boost.get(), person, soul])?;
+    .execute(params![id, boost])?;
     Ok(())
+}
+
+/// Every boost waiting on a relationship row written to its memory (a dream's upkeep). How
+/// many were.
+pub(super) fn write_waiting(conn: &Connection) -> Result<usize, StoreError> {
+    let waiting: Vec<(i64, f64)> = conn
+        .prepare_cached(
+            "SELECT boost_memory, boost FROM psyche_relationships WHERE boost_memory IS NOT NULL",
+        )?
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<Result<_, _>>()?;
+    for &(id, boost) in &waiting {
+        add_salience(conn, id, boost)?;
+    }
+    conn.prepare_cached(
+        "UPDATE psyche_relationships SET boost_memory = NULL, boost = 0 WHERE boost_memory IS NOT NULL",
+    )?
+    .execute([])?;
+    Ok(waiting.len())
 }
 
 /// Stores a new episodic memory and the people in it.

@@ -31,22 +31,24 @@ use crate::psyche::update::{apply, Effects};
 use crate::psyche::{Event, Psyche, Substrate};
 use gate_log::log_decision;
 pub use gate_log::{LoggedDecision, GATE_LOG_KEEP};
-use memories::candidates;
+use memories::{candidates, Waiting};
 pub use mind::Mind;
 use state::{
-    facts_of, intentions, load_relationship, load_substrate, load_substrate_and_keys, save_fact,
-    save_intentions, save_relationship, save_substrate,
+    facts_of, intentions, load_relationship, load_relationship_row, load_substrate,
+    load_substrate_and_keys, save_fact, save_intentions, save_relationship, save_substrate,
 };
 
 /// How long the key of an applied event is kept: a message whose turn is retried later than
 /// this (a home stopped for a month with a turn half done) would move the substrate again.
 pub const SEEN_KEEP_MS: i64 = 30 * 24 * 3_600_000;
 
-/// The psyche's share of a dream's upkeep, in its transaction: the keys of events applied
-/// before `now - SEEN_KEEP_MS` are forgotten (one is kept for every message, reaction and
-/// tick), and the full-text index's segments are merged into one (every event that makes a
-/// memory adds a segment, and every lookup probes them all). The keys forgotten.
+/// The psyche's share of a dream's upkeep, in its transaction: the boosts of salience waiting
+/// on relationship rows are written to their memories, the keys of events applied before
+/// `now - SEEN_KEEP_MS` are forgotten (one is kept for every message, reaction and tick), and
+/// the full-text index's segments are merged into one (every event that makes a memory adds a
+/// segment, and every lookup probes them all). The keys forgotten.
 pub(crate) fn upkeep(tx: &Connection, now: i64) -> Result<i64, StoreError> {
+    memories::write_waiting(tx)?;
     let forgotten = seen::forget_before(tx, now.saturating_sub(SEEN_KEEP_MS))?;
     tx.execute_batch("INSERT INTO psyche_memories_fts (psyche_memories_fts) VALUES ('optimize')")?;
     Ok(forgotten)
@@ -60,22 +62,29 @@ pub struct Place {
     pub listened: bool,
 }
 
-/// Writes what an event did (its memory, salience, facts, relationship, state).
+/// Writes what an event did (its memory, salience, facts, relationship, state). `waiting` is
+/// what waited on the author's relationship row when the event began.
 fn write_effects(
     conn: &Connection,
     soul: &str,
     fx: &Effects,
     substrate: &Substrate,
+    waiting: Waiting,
 ) -> Result<(), StoreError> {
     save_substrate(conn, soul, substrate)?;
     if let Some((person, r)) = &fx.relationship {
-        save_relationship(conn, soul, person, r)?;
+        // The update boosts only the author's memory, and before this event's own memory is
+        // made (the boost is for the one they left behind).
+        let waiting = match &fx.salience_boost {
+            Some((who, boost)) if who == person => {
+                memories::boost(conn, soul, person, *boost, waiting)?
+            }
+            _ => waiting,
+        };
+        save_relationship(conn, soul, person, r, &waiting)?;
         for f in &fx.classification.facts {
             save_fact(conn, soul, person, f, substrate.updated_at)?;
         }
-    }
-    if let Some((person, boost)) = &fx.salience_boost {
-        memories::refresh_salience(conn, soul, person, *boost)?;
     }
     if let Some(m) = &fx.memory {
         memories::insert(conn, soul, m)?;
@@ -94,10 +103,11 @@ fn event_in(
     place: &Place,
     state: Substrate,
 ) -> Result<(Effects, Decision), StoreError> {
-    let rel = match &event.person {
-        Some(p) => load_relationship(tx, soul, p)?,
+    let row = match &event.person {
+        Some(p) => load_relationship_row(tx, soul, p)?,
         None => None,
     };
+    let (rel, waiting) = row.unzip();
     let fx = apply(&state, rel.as_ref(), event, psyche);
     let d = gate::decide(
         fx.gate,
@@ -115,7 +125,7 @@ fn event_in(
     if d.verdict == gate::Verdict::Speak {
         after.last_unasked_at = Some(after.updated_at);
     }
-    write_effects(tx, soul, &fx, &after)?;
+    write_effects(tx, soul, &fx, &after, waiting.unwrap_or_default())?;
     log_decision(tx, soul, event, place, &d)?;
     Ok((
         Effects {
@@ -224,10 +234,12 @@ impl Store {
         self.write(|tx| {
             let state = load_substrate(tx, soul, psyche, now)?;
             let mut rels = BTreeMap::new();
+            let mut waiting = BTreeMap::new();
             for s in shifts {
                 let who = s.target.trim();
-                if let Some(r) = load_relationship(tx, soul, who)? {
+                if let Some((r, w)) = load_relationship_row(tx, soul, who)? {
                     rels.insert(who.to_string(), r);
+                    waiting.insert(who.to_string(), w);
                 }
             }
             let before = intentions(tx, soul)?;
@@ -239,7 +251,8 @@ impl Store {
             } = mapping::apply(&state, &rels, &before, shifts, updates, psyche, now);
             save_substrate(tx, soul, &substrate)?;
             for (who, r) in &relationships {
-                save_relationship(tx, soul, who, r)?;
+                let w = waiting.get(who).copied().unwrap_or_default();
+                save_relationship(tx, soul, who, r, &w)?;
             }
             save_intentions(tx, soul, &intentions)?;
             Ok(applied)

@@ -1,12 +1,13 @@
-//! The soul's own state, its relationships, the facts people stated and its intentions: the
-//! rows `psyche::update` and `psyche::mapping` read and write whole. SQL only; no number is
-//! computed here.
+//! The soul's own state, its relationships (with the boost of salience that may wait on one,
+//! `memories::Waiting`), the facts people stated and its intentions: the rows `psyche::update`
+//! and `psyche::mapping` read and write whole. SQL only; no number is computed here.
 
 use std::collections::BTreeMap;
 
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 
+use super::memories::Waiting;
 use crate::memory::StoreError;
 use crate::psyche::classify::{Fact, FactKind};
 use crate::psyche::state::Horizon;
@@ -112,12 +113,27 @@ pub(super) fn load_relationship(
     soul: &str,
     person: &str,
 ) -> Result<Option<Relationship>, StoreError> {
+    Ok(load_relationship_row(conn, soul, person)?.map(|(r, _)| r))
+}
+
+/// A relationship and the boost waiting on its row, for a transaction that writes the row back.
+pub(super) fn load_relationship_row(
+    conn: &Connection,
+    soul: &str,
+    person: &str,
+) -> Result<Option<(Relationship, Waiting)>, StoreError> {
     Ok(conn
         .prepare_cached(
-            "SELECT warmth, trust, tension, comfort, volatility, exchanges, last_seen
+            "SELECT warmth, trust, tension, comfort, volatility, exchanges, last_seen, boost_memory, boost
              FROM psyche_relationships WHERE soul = ?1 AND person = ?2",
         )?
-        .query_row([soul, person], relationship_row)
+        .query_row([soul, person], |r| {
+            let waiting = Waiting {
+                memory: r.get(7)?,
+                boost: r.get(8)?,
+            };
+            Ok((relationship_row(r)?, waiting))
+        })
         .optional()?)
 }
 
@@ -133,16 +149,18 @@ pub(super) fn relationship_row(r: &rusqlite::Row) -> rusqlite::Result<Relationsh
     })
 }
 
+/// Writes a relationship's row whole: its numbers and the boost waiting on it.
 pub(super) fn save_relationship(
     conn: &Connection,
     soul: &str,
     person: &str,
     r: &Relationship,
+    waiting: &Waiting,
 ) -> Result<(), StoreError> {
     conn.prepare_cached(
         "INSERT OR REPLACE INTO psyche_relationships
-         (soul, person, warmth, trust, tension, comfort, volatility, exchanges, last_seen)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+         (soul, person, warmth, trust, tension, comfort, volatility, exchanges, last_seen, boost_memory, boost)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
     )?
     .execute(params![
         soul,
@@ -153,7 +171,9 @@ pub(super) fn save_relationship(
         r.comfort.get(),
         r.volatility.get(),
         r.exchanges as i64,
-        r.last_seen
+        r.last_seen,
+        waiting.memory,
+        waiting.boost
     ])?;
     Ok(())
 }

@@ -1,3 +1,5 @@
+use std::collections::BTreeMap;
+
 use rusqlite::{params, OptionalExtension};
 
 use super::memories::{fts_query, CANDIDATES, COMMON_WORD_DOCS};
@@ -440,6 +442,248 @@ fn a_person_coming_back_makes_their_last_memory_more_salient_up_to_one() {
     event("U1", "ok", at + 1 + spell);
     assert_eq!(salience(1), 1.0);
     assert!(salience(3) > first);
+}
+
+/// A memory's salience as retrieval reads it (with any boost waiting for it).
+fn salience_read(s: &Store, id: i64) -> f64 {
+    memories::memory_rows(
+        &s.conn(),
+        &format!(
+            "SELECT {} FROM psyche_memories m WHERE m.id = ?1",
+            memories::MEMORY_COLUMNS
+        ),
+        [id],
+    )
+    .unwrap()[0]
+        .salience
+        .get()
+}
+
+fn salience_stored(s: &Store, id: i64) -> f64 {
+    s.conn()
+        .query_row(
+            "SELECT salience FROM psyche_memories WHERE id = ?1",
+            [id],
+            |r| r.get(0),
+        )
+        .unwrap()
+}
+
+/// What waits on `person`'s relationship row: the memory and its boost.
+fn waiting(s: &Store, person: &str) -> (Option<i64>, f64) {
+    s.conn()
+        .query_row(
+            "SELECT boost_memory, boost FROM psyche_relationships WHERE person = ?1",
+            [person],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap()
+}
+
+#[test]
+fn a_return_below_the_most_salient_waits_on_the_relationship_row_and_reads_the_same() {
+    let (_d, s) = store();
+    let p = Psyche::shipped();
+    let rules = GateRules::default();
+    let event = |who: &str, text: &str, at: i64| {
+        s.psyche_event(
+            "Wren",
+            &p,
+            &rules,
+            &said(EventKind::Addressed, who, text, at),
+            &Place::default(),
+        )
+        .unwrap()
+        .0
+    };
+    let spell = (p.memory.return_after_hours * 3_600_000.0) as i64;
+    let boost = p.memory.salience_boost.get();
+    // Twenty memories that matter more than U1's will: the list of the most salient is full.
+    for i in 0..20 {
+        let who = format!("V{i}");
+        let fx = event(
+            &who,
+            "I'm terrified, please help me, the release broke everything!",
+            i,
+        );
+        assert!(fx.memory.is_some());
+    }
+    assert!(event("U1", "I'm worried about the garden", 100)
+        .memory
+        .is_some());
+    let mine = 21;
+    let first = salience_stored(&s, mine);
+    let least: f64 = s
+        .conn()
+        .query_row("SELECT min(salience) FROM psyche_salient", [], |r| r.get(0))
+        .unwrap();
+    assert!(
+        first + boost < least,
+        "{first} + {boost} stays under {least}"
+    );
+
+    // U1 comes back: the boost waits on their row; the memory's page is not written.
+    let mut at = 100 + spell;
+    event("U1", "ok", at);
+    assert_eq!(
+        salience_stored(&s, mine),
+        first,
+        "the memory is not written"
+    );
+    assert_eq!(waiting(&s, "U1"), (Some(mine), boost));
+    assert_eq!(salience_read(&s, mine), first + boost);
+    // A line of the same visit changes nothing; a second return adds to what waits.
+    event("U1", "ok", at + 1);
+    assert_eq!(waiting(&s, "U1"), (Some(mine), boost));
+    at += 1 + spell;
+    event("U1", "ok", at);
+    assert_eq!(waiting(&s, "U1"), (Some(mine), boost + boost));
+    assert_eq!(salience_read(&s, mine), first + (boost + boost));
+    // The packet recalls it at that salience, and the person's numbers moved as ever.
+    let packet = s
+        .psyche_packet(
+            "Wren",
+            &p,
+            &[("U1".into(), "Zoé".into())],
+            "the garden",
+            at + 5,
+        )
+        .unwrap();
+    assert!(packet
+        .render(&|q| q.to_string())
+        .contains("worried about the garden"));
+    assert_eq!(
+        s.psyche_mind("Wren", &p, Some("U1"), at)
+            .unwrap()
+            .relationships["U1"]
+            .exchanges,
+        4
+    );
+
+    // Post-cognition rewrites the row: what waits stays.
+    s.psyche_post_cognition(
+        "Wren",
+        &p,
+        &[StanceShift {
+            target: "U1".into(),
+            description: "warmer".into(),
+        }],
+        &[],
+        at + 10,
+    )
+    .unwrap();
+    assert_eq!(waiting(&s, "U1"), (Some(mine), boost + boost));
+
+    // A newer memory shared with U1, then a return: the older boost is written to its memory
+    // first, and the new one is owed to the newer memory.
+    assert!(event("U1", "I'm worried about the compiler", at + 20)
+        .memory
+        .is_some());
+    let newer = 22;
+    at += 20 + spell;
+    event("U1", "ok", at);
+    assert_eq!(salience_stored(&s, mine), first + (boost + boost));
+    assert_eq!(waiting(&s, "U1"), (Some(newer), boost));
+
+    // The upkeep writes every waiting boost to its memory.
+    let read = salience_read(&s, newer);
+    s.upkeep().unwrap();
+    assert_eq!(waiting(&s, "U1"), (None, 0.0));
+    assert_eq!(salience_stored(&s, newer), read);
+    assert_eq!(salience_read(&s, newer), read);
+}
+
+#[test]
+fn a_return_that_changes_the_most_salient_is_written_and_the_list_stays_the_top() {
+    let (_d, s) = store();
+    let p = Psyche::shipped();
+    let rules = GateRules::default();
+    let spell = (p.memory.return_after_hours * 3_600_000.0) as i64;
+    let boost = p.memory.salience_boost.get();
+    let texts = [
+        "I'm worried about the garden",
+        "ok",
+        "thanks, you are a great friend",
+        "I'm terrified, please help me, the release broke everything!",
+        "the compiler again, why",
+        "I'm a nurse in Lyon and I'm anxious about the test",
+    ];
+    let mut rng = fastrand::Rng::with_seed(5);
+    // What the saliences should read: each memory's own, plus a boost for each return of its
+    // person while it was their newest.
+    let mut expected: BTreeMap<i64, f64> = BTreeMap::new();
+    let mut newest: BTreeMap<String, i64> = BTreeMap::new();
+    let mut last_seen: BTreeMap<String, i64> = BTreeMap::new();
+    let mut at = 0i64;
+    let (mut waited, mut written) = (0, 0);
+    for step in 0..600 {
+        at += if rng.u8(..4) == 0 { spell } else { 1_000 };
+        let who = format!("U{}", rng.usize(..12));
+        let text = texts[rng.usize(..texts.len())];
+        let back = last_seen.get(&who).is_some_and(|&seen| at - seen >= spell);
+        let stored_before = newest.get(&who).map(|&id| salience_stored(&s, id));
+        let (fx, _) = s
+            .psyche_event(
+                "Wren",
+                &p,
+                &rules,
+                &said(EventKind::Addressed, &who, text, at),
+                &Place::default(),
+            )
+            .unwrap();
+        assert_eq!(fx.salience_boost.is_some(), back, "step {step}");
+        if let (true, Some(&id)) = (back, newest.get(&who)) {
+            let e = expected.get_mut(&id).unwrap();
+            *e = (*e + boost).min(1.0);
+            if salience_stored(&s, id) == stored_before.unwrap() {
+                waited += 1;
+            } else {
+                written += 1;
+            }
+        }
+        if let Some(m) = &fx.memory {
+            let id: i64 = s
+                .conn()
+                .query_row("SELECT max(id) FROM psyche_memories", [], |r| r.get(0))
+                .unwrap();
+            expected.insert(id, m.salience.get());
+            newest.insert(who.clone(), id);
+        }
+        last_seen.insert(who, at);
+        for (&id, &e) in &expected {
+            let read = salience_read(&s, id);
+            assert!(
+                (read - e).abs() < 1e-12,
+                "step {step}: memory {id} reads {read}, not {e}"
+            );
+        }
+        // The list of the most salient is the top of the saliences as read.
+        let conn = s.conn();
+        let listed: Vec<i64> = conn
+            .prepare("SELECT memory FROM psyche_salient ORDER BY salience DESC, memory DESC")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let mut all = memories::memory_rows(
+            &conn,
+            &format!("SELECT {} FROM psyche_memories m", memories::MEMORY_COLUMNS),
+            [],
+        )
+        .unwrap();
+        all.sort_by(|a, b| {
+            (b.salience.get(), b.id)
+                .partial_cmp(&(a.salience.get(), a.id))
+                .unwrap()
+        });
+        let top: Vec<i64> = all.iter().take(CANDIDATES).map(|m| m.id).collect();
+        assert_eq!(listed, top, "step {step}");
+    }
+    assert!(
+        waited > 10 && written > 10,
+        "both ways taken: {waited} waited, {written} written"
+    );
 }
 
 #[test]
