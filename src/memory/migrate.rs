@@ -28,7 +28,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0013_heard_in.sql"),
     include_str!("../../migrations/0014_psyche_speed.sql"),
     include_str!("../../migrations/0015_psyche_recent_keys.sql"),
-    include_str!("../../migrations/0016_psyche_waiting_boost.sql"),
+    include_str!("../../migrations/0016_psyche_fewer_pages.sql"),
 ];
 
 /// The schema version this build writes.

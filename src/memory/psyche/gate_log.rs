@@ -1,7 +1,15 @@
 //! The log of gate decisions, each with its inputs, so that the operator can see why the soul
 //! spoke or kept silent. The newest `GATE_LOG_KEEP` per soul are kept.
+//!
+//! Every event is logged, so a row of the table for each would cost every event a page of its
+//! own (benches/psyche.rs). The newest decisions live in the soul's state row instead, which the
+//! event writes anyway (`state::save_row`), as tab-separated lines; once they reach
+//! `RECENT_BYTES` they move into `psyche_gate_log` together, a page or so for a handful of
+//! events. Readers take the lines first, then the table. A decision whose person or channel
+//! could not be a field of a line (a tab, a line feed, great length) goes to the table at once,
+//! after the lines, so the order holds.
 
-use rusqlite::{params, Connection};
+use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 
 use crate::memory::{Store, StoreError};
@@ -10,8 +18,15 @@ use crate::psyche::{Event, Unit};
 
 use super::Place;
 
-/// Gate decisions kept per soul (older ones are deleted as new ones come).
+/// Gate decisions kept per soul in the table (older ones are deleted as new ones come).
 pub const GATE_LOG_KEEP: i64 = 10_000;
+
+/// How long the state row's lines of decisions grow before they move to the table: about
+/// eight decisions. With the state and the keys' lines (`seen::RECENT_BYTES`), the row stays
+/// inside one 4 KB page.
+pub(super) const RECENT_BYTES: usize = 1_536;
+/// The longest person or channel kept in a line.
+const LONGEST_FIELD: usize = 64;
 
 /// A gate decision as logged.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -29,14 +44,136 @@ pub struct LoggedDecision {
     pub listened: bool,
 }
 
+impl LoggedDecision {
+    pub(super) fn new(event: &Event, place: &Place, d: &Decision) -> LoggedDecision {
+        LoggedDecision {
+            at: d.situation.now,
+            event_kind: event.kind.name().to_string(),
+            person: event.person.clone(),
+            channel: place.channel.clone(),
+            verdict: d.verdict.name().to_string(),
+            meaning: d.meaning,
+            threshold: d.threshold,
+            inputs: d.inputs,
+            trivial: d.situation.trivial,
+            choice: d.situation.choice,
+            listened: d.situation.listened,
+        }
+    }
+
+    /// The decision as one line of the state row (its line feed included), or `None` when a
+    /// field could not be told apart in one. Numbers are written so that they read back
+    /// exactly (Rust prints the shortest text that parses to the same `f64`).
+    fn line(&self) -> Option<String> {
+        let text = |v: &Option<String>| match v {
+            None => Some("-".to_string()),
+            Some(v) if v.len() <= LONGEST_FIELD && !v.contains(['\t', '\n']) => {
+                Some(format!("+{v}"))
+            }
+            Some(_) => None,
+        };
+        let i = &self.inputs;
+        let flag = |b: bool| if b { "1" } else { "0" };
+        Some(format!(
+            "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\n",
+            self.at,
+            self.event_kind,
+            text(&self.person)?,
+            text(&self.channel)?,
+            self.verdict,
+            self.meaning,
+            self.threshold,
+            i.salience_max.get(),
+            i.drive_pressure_max.get(),
+            i.arc_hot.get(),
+            i.rel_stakes.get(),
+            i.energy.get(),
+            flag(self.trivial),
+            flag(self.choice),
+            flag(self.listened),
+        ))
+    }
+
+    /// A line as `line` wrote it (without its line feed); `None` for any other.
+    fn parse(line: &str) -> Option<LoggedDecision> {
+        let f: Vec<&str> = line.split('\t').collect();
+        let [at, kind, person, channel, verdict, meaning, threshold, sal, drive, arc, stakes, energy, trivial, choice, listened] =
+            f[..]
+        else {
+            return None;
+        };
+        let text = |v: &str| match v.split_at_checked(1) {
+            Some(("-", "")) => Some(None),
+            Some(("+", v)) => Some(Some(v.to_string())),
+            _ => None,
+        };
+        let flag = |v: &str| match v {
+            "1" => Some(true),
+            "0" => Some(false),
+            _ => None,
+        };
+        let unit = |v: &str| v.parse::<f64>().ok().map(Unit::new);
+        Some(LoggedDecision {
+            at: at.parse().ok()?,
+            event_kind: kind.to_string(),
+            person: text(person)?,
+            channel: text(channel)?,
+            verdict: verdict.to_string(),
+            meaning: meaning.parse().ok()?,
+            threshold: threshold.parse().ok()?,
+            inputs: GateInputs {
+                salience_max: unit(sal)?,
+                drive_pressure_max: unit(drive)?,
+                arc_hot: unit(arc)?,
+                rel_stakes: unit(stakes)?,
+                energy: unit(energy)?,
+            },
+            trivial: flag(trivial)?,
+            choice: flag(choice)?,
+            listened: flag(listened)?,
+        })
+    }
+}
+
+/// Logs a decision, in the event's transaction: a line of `lines` (the soul's row, which the
+/// caller writes back), or a row of the table.
 pub(super) fn log_decision(
     conn: &Connection,
     soul: &str,
+    lines: &mut String,
     event: &Event,
     place: &Place,
     d: &Decision,
 ) -> Result<(), StoreError> {
-    let i = &d.inputs;
+    let logged = LoggedDecision::new(event, place, d);
+    match logged.line() {
+        Some(line) => {
+            lines.push_str(&line);
+            if lines.len() >= RECENT_BYTES {
+                move_to_table(conn, soul, lines)?;
+            }
+        }
+        None => {
+            move_to_table(conn, soul, lines)?;
+            insert(conn, soul, &logged)?;
+        }
+    }
+    Ok(())
+}
+
+/// The lines into the table, oldest first, and `lines` emptied. A line this build did not write
+/// (the row edited by hand) is dropped. Every hundredth id, the table forgets what is older
+/// than its last `GATE_LOG_KEEP`.
+fn move_to_table(conn: &Connection, soul: &str, lines: &mut String) -> Result<(), StoreError> {
+    for logged in lines.lines().filter_map(LoggedDecision::parse) {
+        insert(conn, soul, &logged)?;
+    }
+    lines.clear();
+    Ok(())
+}
+
+fn insert(conn: &Connection, soul: &str, l: &LoggedDecision) -> Result<(), StoreError> {
+    let i = &l.inputs;
     conn.prepare_cached(
         "INSERT INTO psyche_gate_log (soul, at, event_kind, person, channel, verdict, meaning, threshold,
              salience_max, drive_pressure_max, arc_hot, rel_stakes, energy, trivial, choice, listened)
@@ -44,21 +181,21 @@ pub(super) fn log_decision(
     )?
     .execute(params![
         soul,
-        d.situation.now,
-        event.kind.name(),
-        event.person,
-        place.channel,
-        d.verdict.name(),
-        d.meaning,
-        d.threshold,
+        l.at,
+        l.event_kind,
+        l.person,
+        l.channel,
+        l.verdict,
+        l.meaning,
+        l.threshold,
         i.salience_max.get(),
         i.drive_pressure_max.get(),
         i.arc_hot.get(),
         i.rel_stakes.get(),
         i.energy.get(),
-        d.situation.trivial,
-        d.situation.choice,
-        d.situation.listened,
+        l.trivial,
+        l.choice,
+        l.listened,
     ])?;
     let id = conn.last_insert_rowid();
     if id % 100 == 0 {
@@ -79,18 +216,32 @@ impl Store {
     }
 }
 
+/// The newest decisions of `soul` (of `person`'s events only, if given), newest first: the
+/// state row's lines, then the table.
 pub(super) fn decisions(
     conn: &Connection,
     soul: &str,
     person: Option<&str>,
     limit: usize,
 ) -> Result<Vec<LoggedDecision>, StoreError> {
+    let lines: String = conn
+        .prepare_cached("SELECT recent_decisions FROM psyche_substrate WHERE soul = ?1")?
+        .query_row([soul], |r| r.get(0))
+        .optional()?
+        .unwrap_or_default();
+    let parsed: Vec<LoggedDecision> = lines.lines().filter_map(LoggedDecision::parse).collect();
+    let mut out: Vec<LoggedDecision> = parsed
+        .into_iter()
+        .rev()
+        .filter(|l| person.is_none() || l.person.as_deref() == person)
+        .take(limit)
+        .collect();
     let mut stmt = conn.prepare_cached(
         "SELECT at, event_kind, person, channel, verdict, meaning, threshold, salience_max, drive_pressure_max,
                 arc_hot, rel_stakes, energy, trivial, choice, listened
          FROM psyche_gate_log WHERE soul = ?1 AND (?2 IS NULL OR person = ?2) ORDER BY id DESC LIMIT ?3",
     )?;
-    let rows = stmt.query_map(params![soul, person, limit as i64], |r| {
+    let rows = stmt.query_map(params![soul, person, (limit - out.len()) as i64], |r| {
         Ok(LoggedDecision {
             at: r.get(0)?,
             event_kind: r.get(1)?,
@@ -111,5 +262,8 @@ pub(super) fn decisions(
             listened: r.get(14)?,
         })
     })?;
-    Ok(rows.collect::<Result<_, _>>()?)
+    for row in rows {
+        out.push(row?);
+    }
+    Ok(out)
 }

@@ -28,14 +28,14 @@ use crate::psyche::gate::{self, Decision, GateRules, Situation};
 use crate::psyche::mapping::{self, Applied, IntentionUpdate, StanceShift};
 use crate::psyche::packet::{Input, Packet, Present};
 use crate::psyche::update::{apply, Effects};
-use crate::psyche::{Event, Psyche, Substrate};
+use crate::psyche::{Event, Psyche};
 use gate_log::log_decision;
 pub use gate_log::{LoggedDecision, GATE_LOG_KEEP};
 use memories::{candidates, Waiting};
 pub use mind::Mind;
 use state::{
-    facts_of, intentions, load_relationship, load_relationship_row, load_substrate,
-    load_substrate_and_keys, save_fact, save_intentions, save_relationship, save_substrate,
+    facts_of, intentions, load_relationship, load_relationship_row, load_row, load_substrate,
+    save_fact, save_intentions, save_relationship, save_row, save_substrate, Row,
 };
 
 /// How long the key of an applied event is kept: a message whose turn is retried later than
@@ -62,16 +62,15 @@ pub struct Place {
     pub listened: bool,
 }
 
-/// Writes what an event did (its memory, salience, facts, relationship, state). `waiting` is
-/// what waited on the author's relationship row when the event began.
+/// Writes what an event did besides the soul's row (its relationship, the salience it owes,
+/// its facts and memory). `waiting` is what waited on the author's relationship row when the
+/// event began.
 fn write_effects(
     conn: &Connection,
     soul: &str,
     fx: &Effects,
-    substrate: &Substrate,
     waiting: Waiting,
 ) -> Result<(), StoreError> {
-    save_substrate(conn, soul, substrate)?;
     if let Some((person, r)) = &fx.relationship {
         // The update boosts only the author's memory, and before this event's own memory is
         // made (the boost is for the one they left behind).
@@ -83,7 +82,7 @@ fn write_effects(
         };
         save_relationship(conn, soul, person, r, &waiting)?;
         for f in &fx.classification.facts {
-            save_fact(conn, soul, person, f, substrate.updated_at)?;
+            save_fact(conn, soul, person, f, fx.substrate.updated_at)?;
         }
     }
     if let Some(m) = &fx.memory {
@@ -92,8 +91,8 @@ fn write_effects(
     Ok(())
 }
 
-/// One event in an open write transaction, from the state as read in it: update, decide,
-/// write, log.
+/// One event in an open write transaction, from the soul's row as read in it: update,
+/// decide, write, log. `row` leaves with the new state and the decision; the caller writes it.
 fn event_in(
     tx: &Connection,
     soul: &str,
@@ -101,14 +100,14 @@ fn event_in(
     rules: &GateRules,
     event: &Event,
     place: &Place,
-    state: Substrate,
+    row: &mut Row,
 ) -> Result<(Effects, Decision), StoreError> {
-    let row = match &event.person {
+    let rel = match &event.person {
         Some(p) => load_relationship_row(tx, soul, p)?,
         None => None,
     };
-    let (rel, waiting) = row.unzip();
-    let fx = apply(&state, rel.as_ref(), event, psyche);
+    let (rel, waiting) = rel.unzip();
+    let fx = apply(&row.substrate, rel.as_ref(), event, psyche);
     let d = gate::decide(
         fx.gate,
         Situation {
@@ -116,7 +115,7 @@ fn event_in(
             trivial: fx.classification.trivial,
             choice: fx.choice,
             listened: place.listened,
-            last_unasked_at: state.last_unasked_at,
+            last_unasked_at: row.substrate.last_unasked_at,
             now: fx.substrate.updated_at,
         },
         rules,
@@ -125,8 +124,9 @@ fn event_in(
     if d.verdict == gate::Verdict::Speak {
         after.last_unasked_at = Some(after.updated_at);
     }
-    write_effects(tx, soul, &fx, &after, waiting.unwrap_or_default())?;
-    log_decision(tx, soul, event, place, &d)?;
+    write_effects(tx, soul, &fx, waiting.unwrap_or_default())?;
+    log_decision(tx, soul, &mut row.decisions, event, place, &d)?;
+    row.substrate = after.clone();
     Ok((
         Effects {
             substrate: after,
@@ -149,8 +149,10 @@ impl Store {
         place: &Place,
     ) -> Result<(Effects, Decision), StoreError> {
         self.write(|tx| {
-            let state = load_substrate(tx, soul, psyche, event.at)?;
-            event_in(tx, soul, psyche, rules, event, place, state)
+            let mut row = load_row(tx, soul, psyche, event.at)?;
+            let applied = event_in(tx, soul, psyche, rules, event, place, &mut row)?;
+            save_row(tx, soul, &row)?;
+            Ok(applied)
         })
     }
 
@@ -167,13 +169,13 @@ impl Store {
         key: &str,
     ) -> Result<Option<(Effects, Decision)>, StoreError> {
         self.write(|tx| {
-            let (state, keys) = load_substrate_and_keys(tx, soul, psyche, event.at)?;
-            let recent = seen::Recent(keys);
-            if recent.holds(tx, soul, key)? {
+            let mut row = load_row(tx, soul, psyche, event.at)?;
+            if seen::holds(tx, soul, &row.keys, key)? {
                 return Ok(None);
             }
-            let applied = event_in(tx, soul, psyche, rules, event, place, state)?;
-            recent.add(tx, soul, key, event.at)?;
+            let applied = event_in(tx, soul, psyche, rules, event, place, &mut row)?;
+            seen::add(tx, soul, &mut row.keys, key, event.at)?;
+            save_row(tx, soul, &row)?;
             Ok(Some(applied))
         })
     }

@@ -2,8 +2,8 @@
 //! period): a retried turn does not move the substrate twice.
 //!
 //! The newest keys live in the soul's state row, as `at<TAB>key<LF>` lines: every event
-//! writes that row anyway, so marking one applied costs no page of its own (an event is a few
-//! one-row pages, and each is most of its cost; benches/psyche.rs). Once the lines reach
+//! writes that row anyway (`state::save_row`), so marking one applied costs no page of its own
+//! (an event is a few one-row pages, and each is most of its cost; benches/psyche.rs). Once the lines reach
 //! `RECENT_BYTES` they move into `psyche_seen`, which holds all older keys, so that the row
 //! always fits its page; a dream's upkeep moves them too before it forgets the keys older than
 //! `SEEN_KEEP_MS`. A key is seen when it is in either. A key holding a tab or a line feed could
@@ -14,54 +14,49 @@ use rusqlite::{params, Connection, OptionalExtension};
 
 use crate::memory::StoreError;
 
-/// How long the state row's lines grow before they move to the table: about 40 keys of a
-/// message, with the state, well inside one 4 KB page.
-pub(super) const RECENT_BYTES: usize = 1_536;
+/// How long the state row's lines grow before they move to the table: about 28 keys of a
+/// message. With the state and the decisions' lines (`gate_log::RECENT_BYTES`), the row stays
+/// inside one 4 KB page.
+pub(super) const RECENT_BYTES: usize = 1_024;
 /// The longest key kept in the lines.
 pub(super) const LONGEST_INLINE: usize = 256;
 
-/// The keys in the state row of one soul, as loaded with it (`state::load_substrate_and_keys`).
-pub(super) struct Recent(pub(super) String);
-
-impl Recent {
-    /// Whether `key` was applied: in these lines or in the table.
-    pub(super) fn holds(
-        &self,
-        conn: &Connection,
-        soul: &str,
-        key: &str,
-    ) -> Result<bool, StoreError> {
-        if inline(key) && self.0.contains(&format!("\t{key}\n")) {
-            return Ok(true);
-        }
-        Ok(conn
-            .prepare_cached("SELECT 1 FROM psyche_seen WHERE soul = ?1 AND key = ?2")?
-            .query_row(params![soul, key], |_| Ok(()))
-            .optional()?
-            .is_some())
+/// Whether `key` was applied: in `keys` (the lines of the soul's row, as loaded with it,
+/// `state::load_row`) or in the table.
+pub(super) fn holds(
+    conn: &Connection,
+    soul: &str,
+    keys: &str,
+    key: &str,
+) -> Result<bool, StoreError> {
+    if inline(key) && keys.contains(&format!("\t{key}\n")) {
+        return Ok(true);
     }
+    Ok(conn
+        .prepare_cached("SELECT 1 FROM psyche_seen WHERE soul = ?1 AND key = ?2")?
+        .query_row(params![soul, key], |_| Ok(()))
+        .optional()?
+        .is_some())
+}
 
-    /// Marks `key` applied at `at`, in the transaction that applied it, after the state row
-    /// was written (so that it exists).
-    pub(super) fn add(
-        mut self,
-        conn: &Connection,
-        soul: &str,
-        key: &str,
-        at: i64,
-    ) -> Result<(), StoreError> {
-        if !inline(key) {
-            return insert(conn, soul, key, at);
-        }
-        self.0.push_str(&format!("{at}\t{key}\n"));
-        if self.0.len() >= RECENT_BYTES {
-            move_to_table(conn, soul, &self.0)?;
-            self.0.clear();
-        }
-        conn.prepare_cached("UPDATE psyche_substrate SET recent_keys = ?2 WHERE soul = ?1")?
-            .execute(params![soul, self.0])?;
-        Ok(())
+/// Marks `key` applied at `at`, in the transaction that applied it: a line of `keys`, which
+/// the caller writes back with the row, or a row of the table.
+pub(super) fn add(
+    conn: &Connection,
+    soul: &str,
+    keys: &mut String,
+    key: &str,
+    at: i64,
+) -> Result<(), StoreError> {
+    if !inline(key) {
+        return insert(conn, soul, key, at);
     }
+    keys.push_str(&format!("{at}\t{key}\n"));
+    if keys.len() >= RECENT_BYTES {
+        move_to_table(conn, soul, keys)?;
+        keys.clear();
+    }
+    Ok(())
 }
 
 /// Whether `key` can be a line of the state row's list.

@@ -71,29 +71,55 @@ pub(super) fn load_substrate(
     psyche: &Psyche,
     now: i64,
 ) -> Result<Substrate, StoreError> {
-    Ok(load_substrate_and_keys(conn, soul, psyche, now)?.0)
+    Ok(load_row(conn, soul, psyche, now)?.substrate)
 }
 
-/// The substrate and, from the same row, the keys of the latest events applied
-/// (`seen::Recent`'s lines), in one read.
-pub(super) fn load_substrate_and_keys(
+/// The soul's row as an event reads and writes it, once each: its state, and the lines of
+/// its latest events' keys (`seen`) and gate decisions (`gate_log`).
+pub(super) struct Row {
+    pub(super) substrate: Substrate,
+    pub(super) keys: String,
+    pub(super) decisions: String,
+}
+
+pub(super) fn load_row(
     conn: &Connection,
     soul: &str,
     psyche: &Psyche,
     now: i64,
-) -> Result<(Substrate, String), StoreError> {
-    let row: Option<(String, String)> = conn
-        .prepare_cached("SELECT state, recent_keys FROM psyche_substrate WHERE soul = ?1")?
-        .query_row([soul], |r| Ok((r.get(0)?, r.get(1)?)))
+) -> Result<Row, StoreError> {
+    let row: Option<(String, String, String)> = conn
+        .prepare_cached(
+            "SELECT state, recent_keys, recent_decisions FROM psyche_substrate WHERE soul = ?1",
+        )?
+        .query_row([soul], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
         .optional()?;
-    let (json, keys) = row.unzip();
+    let (json, keys, decisions) = row.unwrap_or_default();
     // A row this build cannot read (hand-edited, older shape) starts the soul afresh.
-    let substrate = json
-        .and_then(|j| serde_json::from_str::<Stored>(&j).ok())
-        .map_or_else(|| Substrate::new(psyche, now), Stored::into_substrate);
-    Ok((substrate, keys.unwrap_or_default()))
+    let substrate = serde_json::from_str::<Stored>(&json)
+        .map_or_else(|_| Substrate::new(psyche, now), Stored::into_substrate);
+    Ok(Row {
+        substrate,
+        keys,
+        decisions,
+    })
 }
 
+/// Writes the soul's row whole, as an event leaves it.
+pub(super) fn save_row(conn: &Connection, soul: &str, row: &Row) -> Result<(), StoreError> {
+    let s = &row.substrate;
+    let json = serde_json::to_string(&Stored::from(s)).expect("a substrate serialises");
+    conn.prepare_cached(
+        "INSERT INTO psyche_substrate (soul, state, updated_at, recent_keys, recent_decisions)
+         VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT (soul) DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at,
+             recent_keys = excluded.recent_keys, recent_decisions = excluded.recent_decisions",
+    )?
+    .execute(params![soul, json, s.updated_at, row.keys, row.decisions])?;
+    Ok(())
+}
+
+/// Writes the soul's state, leaving the rest of its row as it is.
 pub(super) fn save_substrate(
     conn: &Connection,
     soul: &str,

@@ -123,6 +123,13 @@ fn keys_stay_seen_when_they_move_from_the_state_row_to_the_table() {
             row() < RECENT_BYTES,
             "the row's lines stay within their budget"
         );
+        // The whole row, with the state and the decisions' lines, fits a 4 KB page (a
+        // table's row keeps up to 4,061 bytes there before it spills onto a page of its own).
+        let whole = count(
+            "SELECT length(CAST(soul || state || updated_at || recent_keys || recent_decisions AS BLOB))
+             FROM psyche_substrate WHERE soul = 'Wren'",
+        );
+        assert!(whole < 4_000, "{whole} bytes");
         if i < 120 {
             let grew = table() - before;
             // An inline key is in the row, or moved with the others: never alone.
@@ -145,6 +152,94 @@ fn keys_stay_seen_when_they_move_from_the_state_row_to_the_table() {
     let mind = s.psyche_mind("Wren", &p, None, 2_000_000).unwrap();
     assert_eq!(mind.relationships["U1"].exchanges, keys.len() as u32 + 2);
     assert!(!once(last, 3_000_000));
+}
+
+#[test]
+fn decisions_move_from_the_state_row_to_the_table_in_order_and_read_back_whole() {
+    use super::gate_log::{LoggedDecision, RECENT_BYTES};
+    let (_d, s) = store();
+    let p = Psyche::shipped();
+    let rules = GateRules::default();
+    let long = "é".repeat(40);
+    // People and channels of every shape: a tab, a line feed or great length keep a decision
+    // out of the row's lines.
+    let people = ["U1", "Zoé", "東京", "a\tb", "x\ny", long.as_str()];
+    let channels = [None, Some("C1"), Some("C\t2"), Some("")];
+    let texts = [
+        "I'm terrified, please help me, the release broke everything!",
+        "ok",
+        "thanks, you are a great friend 🙏",
+    ];
+    let kinds = [
+        EventKind::Addressed,
+        EventKind::Overheard,
+        EventKind::Reaction,
+    ];
+    let row_len = || -> usize {
+        s.conn()
+            .query_row(
+                "SELECT length(CAST(recent_decisions AS BLOB)) FROM psyche_substrate",
+                [],
+                |r| r.get::<_, i64>(0),
+            )
+            .unwrap() as usize
+    };
+    let table = || -> i64 {
+        s.conn()
+            .query_row("SELECT count(*) FROM psyche_gate_log", [], |r| r.get(0))
+            .unwrap()
+    };
+    let mut expected: Vec<LoggedDecision> = Vec::new();
+    let mut straight = 0;
+    for i in 0..152usize {
+        let who = people[i % people.len()];
+        let place = Place {
+            channel: channels[i % channels.len()].map(str::to_string),
+            listened: i % 2 == 0,
+        };
+        let e = said(kinds[i % 3], who, texts[i % 3], 1_000 * i as i64);
+        let before = table();
+        let (_, d) = s.psyche_event("Wren", &p, &rules, &e, &place).unwrap();
+        expected.push(LoggedDecision::new(&e, &place, &d));
+        assert!(
+            row_len() < RECENT_BYTES,
+            "the row's lines stay within their budget"
+        );
+        if who.contains(['\t', '\n']) || who.len() > 64 || i % channels.len() == 2 {
+            // Straight to the table, after whatever lines were waiting.
+            assert!(table() > before, "{who:?}");
+            assert_eq!(row_len(), 0);
+            straight += 1;
+        }
+    }
+    assert!(straight > 0 && row_len() > 0 && table() > straight);
+    // Read back whole and in order, newest first, numbers to the bit.
+    let mut all = s.psyche_decisions("Wren", 1_000).unwrap();
+    all.reverse();
+    assert_eq!(all, expected);
+    for (a, b) in all.iter().zip(&expected) {
+        assert_eq!(a.meaning.to_bits(), b.meaning.to_bits());
+        assert_eq!(
+            a.inputs.energy.get().to_bits(),
+            b.inputs.energy.get().to_bits()
+        );
+    }
+    // A limit takes the newest, from the row first; a person's are theirs only.
+    let newest: Vec<LoggedDecision> = expected.iter().rev().take(3).cloned().collect();
+    assert_eq!(s.psyche_decisions("Wren", 3).unwrap(), newest);
+    let zoe = s
+        .psyche_mind("Wren", &p, Some("Zoé"), 1_000_000)
+        .unwrap()
+        .decisions;
+    let want: Vec<LoggedDecision> = expected
+        .iter()
+        .rev()
+        .filter(|l| l.person.as_deref() == Some("Zoé"))
+        .take(10)
+        .cloned()
+        .collect();
+    assert_eq!(zoe, want);
+    assert_eq!(zoe.len(), 10);
 }
 
 #[test]
