@@ -52,12 +52,23 @@ pub fn has_phrase(words: &[String], phrase: &str) -> bool {
 /// Where `phrase` (words joined by single spaces) occurs in `words`: the index of its first
 /// word, for each time it does.
 pub fn phrase_starts<'a>(words: &'a [String], phrase: &'a str) -> impl Iterator<Item = usize> + 'a {
-    let n = phrase.split(' ').count();
-    let first = phrase.split(' ').next().unwrap_or_default();
-    // The first word alone rules out nearly every place, without splitting the phrase again.
-    (0..(words.len() + 1).saturating_sub(n)).filter(move |&i| {
-        words[i] == first && phrase.split(' ').zip(&words[i..i + n]).all(|(p, w)| w == p)
-    })
+    let (first, rest) = match phrase.split_once(' ') {
+        Some((first, rest)) => (first, Some(rest)),
+        None => (phrase, None),
+    };
+    // The first word alone rules out nearly every place; the others are split out only where
+    // the first occurs.
+    (0..words.len())
+        .filter(move |&i| words[i] == first)
+        .filter(move |&i| rest.is_none_or(|rest| begins_with(&words[i + 1..], rest.split(' '))))
+}
+
+/// Whether `words` begins with `phrase`'s words, in order.
+pub fn begins_with<'p>(words: &[String], phrase: impl IntoIterator<Item = &'p str>) -> bool {
+    let mut words = words.iter();
+    phrase
+        .into_iter()
+        .all(|p| words.next().is_some_and(|w| w == p))
 }
 
 /// Characters of scripts written without spaces between words.
