@@ -262,6 +262,60 @@ mod tests {
     }
 
     #[test]
+    fn version_16_finds_the_newest_memory_shared_with_each_person() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("anima.db");
+        {
+            let mut conn = Connection::open(&path).unwrap();
+            let tx = conn.transaction().unwrap();
+            for sql in &MIGRATIONS[..15] {
+                tx.execute_batch(sql).unwrap();
+            }
+            tx.pragma_update(None, "user_version", 15).unwrap();
+            for (soul, salience) in [("Wren", 0.4), ("Wren", 0.7), ("Kit", 0.9), ("Wren", 0.2)] {
+                tx.execute(
+                    "INSERT INTO psyche_memories (soul, text, importance, salience, at)
+                     VALUES (?1, 'a day', 0.5, ?2, 0)",
+                    rusqlite::params![soul, salience],
+                )
+                .unwrap();
+            }
+            // U1's newest with Wren is memory 2 (4 is U2's; 3 is another soul's).
+            for (person, memory) in [("U1", 1), ("U1", 2), ("U1", 3), ("U2", 4)] {
+                tx.execute(
+                    "INSERT INTO psyche_memory_people (person, memory) VALUES (?1, ?2)",
+                    rusqlite::params![person, memory],
+                )
+                .unwrap();
+            }
+            for (soul, person) in [("Wren", "U1"), ("Kit", "U1"), ("Wren", "U3")] {
+                tx.execute(
+                    "INSERT INTO psyche_relationships
+                     (soul, person, warmth, trust, tension, comfort, volatility, exchanges, last_seen)
+                     VALUES (?1, ?2, 0, 0, 0, 0.5, 0.5, 1, 0)",
+                    rusqlite::params![soul, person],
+                )
+                .unwrap();
+            }
+            tx.commit().unwrap();
+        }
+        let store = crate::memory::Store::open(&path).unwrap();
+        let conn = store.conn();
+        let kept = |soul: &str, person: &str| -> (Option<i64>, f64, Option<i64>, f64) {
+            conn.query_row(
+                "SELECT last_memory, last_salience, boost_memory, boost FROM psyche_relationships
+                 WHERE soul = ?1 AND person = ?2",
+                [soul, person],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            )
+            .unwrap()
+        };
+        assert_eq!(kept("Wren", "U1"), (Some(2), 0.7, None, 0.0));
+        assert_eq!(kept("Kit", "U1"), (Some(3), 0.9, None, 0.0));
+        assert_eq!(kept("Wren", "U3"), (None, 0.0, None, 0.0));
+    }
+
+    #[test]
     fn migrating_twice_is_a_no_op() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("anima.db");

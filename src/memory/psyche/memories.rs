@@ -5,11 +5,13 @@
 //! A return's boost is owed to a memory that can be anywhere in the table, so writing it there
 //! would cost the event a page of its own, a third more than a line of a conversation
 //! (benches/psyche.rs). It waits instead on the person's relationship row, which the event writes
-//! anyway (`Waiting`), and readers add it (`SALIENCE`). It is written to the memory when it would
-//! change the soul's most salient memories (so that list, migration 14, stays the top by
+//! anyway (`Shared`), and readers add it (`salience!`). It is written to the memory when it
+//! would change the soul's most salient memories (so that list, migration 14, stays the top by
 //! salience as read), when the person comes back to a newer memory, and in a dream's upkeep.
 //! That list only ever gains memories better than its least (the psyche never lowers a salience
-//! nor deletes a memory), so a boost that waits keeps its memory below it.
+//! nor deletes a memory), so a boost that waits keeps its memory below it. The same row keeps
+//! the id and stored salience of the newest memory shared with the person, so that a return
+//! reads no memory at all: every write of that salience goes through here and updates it.
 
 use rusqlite::{params, Connection, OptionalExtension};
 
@@ -45,7 +47,7 @@ pub(super) fn memory_rows(
 }
 
 /// The salience of memory `m` as retrieval sees it: as stored, and the boosts waiting for it
-/// on the rows of the people in it (`Waiting`).
+/// on the rows of the people in it (`Shared`).
 macro_rules! salience {
     () => {
         "min(1.0, m.salience + (SELECT total(r.boost) FROM psyche_memory_people p
@@ -143,79 +145,62 @@ pub(super) fn candidates(
     Ok(out)
 }
 
-/// A boost owed to a memory, waiting on a relationship row: `boost` more salience for
-/// `memory`, none when it is `None`.
+/// What a relationship row keeps of the memories shared with that person: the newest, with
+/// its salience as stored (so that a return reads neither), and a boost of salience owed to
+/// one of them that waits there (`boost`).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub(super) struct Waiting {
-    pub(super) memory: Option<i64>,
-    pub(super) boost: f64,
+pub(super) struct Shared {
+    pub(super) last: Option<(i64, f64)>,
+    pub(super) owed: Option<(i64, f64)>,
 }
 
-/// The memory last shared with `person`, as a return finds it, and the least of the most
-/// salient (salience, id).
-struct Target {
-    id: i64,
-    salience: f64,
-    least: Option<(f64, i64)>,
-}
-
-/// `person` came back: the memory last shared with them grows `boost` more salient, up to 1.
-/// `waiting` is what already waits on their relationship row; what should wait there now is
-/// returned, for the caller to write with that row. The memory is written only when the boost
-/// changes the list of the most salient, or when an older boost waits for another memory.
+/// The person came back: the memory last shared with them grows `boost` more salient, up to 1.
+/// `shared` is what their relationship row holds; what it should hold now is returned, for the
+/// caller to write with that row. The memory is written only when the boost changes the list
+/// of the most salient, or when an older boost is owed to another memory.
 pub(super) fn boost(
     conn: &Connection,
     soul: &str,
-    person: &str,
     boost: Unit,
-    waiting: Waiting,
-) -> Result<Waiting, StoreError> {
-    // `id = (SELECT max(…))`, not `id IN (SELECT … LIMIT 1)`: an IN list is built in a
-    // temporary table on every run, ten times the cost of the lookup itself.
-    let target = conn
-        .prepare_cached(
-            "SELECT m.id, m.salience,
-                    (SELECT salience FROM psyche_salient s WHERE s.soul = ?1
-                     ORDER BY salience, memory LIMIT 1),
-                    (SELECT memory FROM psyche_salient s WHERE s.soul = ?1
-                     ORDER BY salience, memory LIMIT 1)
-             FROM psyche_memories m
-             WHERE m.id = (SELECT max(memory) FROM psyche_memory_people WHERE person = ?2)
-               AND +m.soul = ?1",
-        )?
-        .query_row(params![soul, person], |r| {
-            let least: Option<f64> = r.get(2)?;
-            Ok(Target {
-                id: r.get(0)?,
-                salience: r.get(1)?,
-                least: least.zip(r.get::<_, Option<i64>>(3)?),
-            })
-        })
-        .optional()?;
-    let Some(t) = target else {
-        return Ok(waiting);
+    shared: Shared,
+) -> Result<Shared, StoreError> {
+    let Some((id, salience)) = shared.last else {
+        return Ok(shared);
     };
     let mut owed = 0.0;
-    match waiting.memory {
-        Some(id) if id == t.id => owed = waiting.boost,
-        Some(older) => add_salience(conn, older, waiting.boost)?,
+    match shared.owed {
+        Some((memory, b)) if memory == id => owed = b,
+        Some((older, b)) => add_salience(conn, older, b)?,
         None => {}
     }
-    let owed = (owed + boost.get()).min(1.0 - t.salience);
+    let owed = (owed + boost.get()).min(1.0 - salience);
     if owed <= 0.0 {
         // At 1 already: nothing is owed.
-        return Ok(Waiting::default());
+        return Ok(Shared {
+            owed: None,
+            ..shared
+        });
     }
     // It changes the list when it rises above the least there: when it enters (a list not yet
     // full holds every memory) or moves within it (a memory on it is at least its least).
-    let after = t.salience + owed;
-    if t.least.is_none_or(|least| (after, t.id) > least) {
-        add_salience(conn, t.id, owed)?;
-        return Ok(Waiting::default());
+    let after = salience + owed;
+    let least: Option<(f64, i64)> = conn
+        .prepare_cached(
+            "SELECT salience, memory FROM psyche_salient WHERE soul = ?1
+             ORDER BY salience, memory LIMIT 1",
+        )?
+        .query_row([soul], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?;
+    if least.is_none_or(|least| (after, id) > least) {
+        add_salience(conn, id, owed)?;
+        return Ok(Shared {
+            last: Some((id, after.min(1.0))),
+            owed: None,
+        });
     }
-    Ok(Waiting {
-        memory: Some(t.id),
-        boost: owed,
+    Ok(Shared {
+        last: shared.last,
+        owed: Some((id, owed)),
     })
 }
 
@@ -241,14 +226,18 @@ pub(super) fn write_waiting(conn: &Connection) -> Result<usize, StoreError> {
         add_salience(conn, id, boost)?;
     }
     conn.prepare_cached(
-        "UPDATE psyche_relationships SET boost_memory = NULL, boost = 0 WHERE boost_memory IS NOT NULL",
+        "UPDATE psyche_relationships
+         SET last_salience = CASE WHEN boost_memory = last_memory
+                                  THEN min(1.0, last_salience + boost) ELSE last_salience END,
+             boost_memory = NULL, boost = 0
+         WHERE boost_memory IS NOT NULL",
     )?
     .execute([])?;
     Ok(waiting.len())
 }
 
-/// Stores a new episodic memory and the people in it.
-pub(super) fn insert(conn: &Connection, soul: &str, m: &NewMemory) -> Result<(), StoreError> {
+/// Stores a new episodic memory and the people in it. Its id.
+pub(super) fn insert(conn: &Connection, soul: &str, m: &NewMemory) -> Result<i64, StoreError> {
     conn.prepare_cached(
         "INSERT INTO psyche_memories (soul, text, importance, salience, at) VALUES (?1, ?2, ?3, ?4, ?5)",
     )?
@@ -260,5 +249,5 @@ pub(super) fn insert(conn: &Connection, soul: &str, m: &NewMemory) -> Result<(),
         )?
         .execute(params![p, id])?;
     }
-    Ok(())
+    Ok(id)
 }

@@ -31,7 +31,7 @@ use crate::psyche::update::{apply, Effects};
 use crate::psyche::{Event, Psyche};
 use gate_log::log_decision;
 pub use gate_log::{LoggedDecision, GATE_LOG_KEEP};
-use memories::{candidates, Waiting};
+use memories::{candidates, Shared};
 pub use mind::Mind;
 use state::{
     facts_of, intentions, load_relationship, load_relationship_row, load_row, load_substrate,
@@ -63,30 +63,35 @@ pub struct Place {
 }
 
 /// Writes what an event did besides the soul's row (its relationship, the salience it owes,
-/// its facts and memory). `waiting` is what waited on the author's relationship row when the
-/// event began.
+/// its facts and memory). `shared` is what the author's relationship row kept of the memories
+/// shared with them when the event began.
 fn write_effects(
     conn: &Connection,
     soul: &str,
     fx: &Effects,
-    waiting: Waiting,
+    shared: Shared,
 ) -> Result<(), StoreError> {
-    if let Some((person, r)) = &fx.relationship {
-        // The update boosts only the author's memory, and before this event's own memory is
-        // made (the boost is for the one they left behind).
-        let waiting = match &fx.salience_boost {
-            Some((who, boost)) if who == person => {
-                memories::boost(conn, soul, person, *boost, waiting)?
-            }
-            _ => waiting,
-        };
-        save_relationship(conn, soul, person, r, &waiting)?;
-        for f in &fx.classification.facts {
-            save_fact(conn, soul, person, f, fx.substrate.updated_at)?;
+    let Some((person, r)) = &fx.relationship else {
+        if let Some(m) = &fx.memory {
+            memories::insert(conn, soul, m)?;
+        }
+        return Ok(());
+    };
+    // The update boosts only the author's memory, and the one they left behind: before this
+    // event's own memory is made.
+    let mut shared = match &fx.salience_boost {
+        Some((who, boost)) if who == person => memories::boost(conn, soul, *boost, shared)?,
+        _ => shared,
+    };
+    if let Some(m) = &fx.memory {
+        let id = memories::insert(conn, soul, m)?;
+        if m.people.contains(person) {
+            shared.last = Some((id, m.salience.get()));
         }
     }
-    if let Some(m) = &fx.memory {
-        memories::insert(conn, soul, m)?;
+    save_relationship(conn, soul, person, r, &shared)?;
+    for f in &fx.classification.facts {
+        save_fact(conn, soul, person, f, fx.substrate.updated_at)?;
     }
     Ok(())
 }
@@ -106,7 +111,7 @@ fn event_in(
         Some(p) => load_relationship_row(tx, soul, p)?,
         None => None,
     };
-    let (rel, waiting) = rel.unzip();
+    let (rel, shared) = rel.unzip();
     let fx = apply(&row.substrate, rel.as_ref(), event, psyche);
     let d = gate::decide(
         fx.gate,
@@ -124,7 +129,7 @@ fn event_in(
     if d.verdict == gate::Verdict::Speak {
         after.last_unasked_at = Some(after.updated_at);
     }
-    write_effects(tx, soul, &fx, waiting.unwrap_or_default())?;
+    write_effects(tx, soul, &fx, shared.unwrap_or_default())?;
     log_decision(tx, soul, &mut row.decisions, event, place, &d)?;
     row.substrate = after.clone();
     Ok((
@@ -236,12 +241,12 @@ impl Store {
         self.write(|tx| {
             let state = load_substrate(tx, soul, psyche, now)?;
             let mut rels = BTreeMap::new();
-            let mut waiting = BTreeMap::new();
+            let mut shared = BTreeMap::new();
             for s in shifts {
                 let who = s.target.trim();
                 if let Some((r, w)) = load_relationship_row(tx, soul, who)? {
                     rels.insert(who.to_string(), r);
-                    waiting.insert(who.to_string(), w);
+                    shared.insert(who.to_string(), w);
                 }
             }
             let before = intentions(tx, soul)?;
@@ -253,7 +258,7 @@ impl Store {
             } = mapping::apply(&state, &rels, &before, shifts, updates, psyche, now);
             save_substrate(tx, soul, &substrate)?;
             for (who, r) in &relationships {
-                let w = waiting.get(who).copied().unwrap_or_default();
+                let w = shared.get(who).copied().unwrap_or_default();
                 save_relationship(tx, soul, who, r, &w)?;
             }
             save_intentions(tx, soul, &intentions)?;

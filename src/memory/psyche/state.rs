@@ -1,5 +1,5 @@
-//! The soul's own state, its relationships (with the boost of salience that may wait on one,
-//! `memories::Waiting`), the facts people stated and its intentions: the rows `psyche::update`
+//! The soul's own state, its relationships (with what they keep of the memories shared with
+//! the person, `memories::Shared`), the facts people stated and its intentions: the rows `psyche::update`
 //! and `psyche::mapping` read and write whole. SQL only; no number is computed here.
 
 use std::collections::BTreeMap;
@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 
-use super::memories::Waiting;
+use super::memories::Shared;
 use crate::memory::StoreError;
 use crate::psyche::classify::{Fact, FactKind};
 use crate::psyche::state::Horizon;
@@ -142,23 +142,26 @@ pub(super) fn load_relationship(
     Ok(load_relationship_row(conn, soul, person)?.map(|(r, _)| r))
 }
 
-/// A relationship and the boost waiting on its row, for a transaction that writes the row back.
+/// A relationship and what its row keeps of the memories shared with the person, for a
+/// transaction that writes the row back.
 pub(super) fn load_relationship_row(
     conn: &Connection,
     soul: &str,
     person: &str,
-) -> Result<Option<(Relationship, Waiting)>, StoreError> {
+) -> Result<Option<(Relationship, Shared)>, StoreError> {
     Ok(conn
         .prepare_cached(
-            "SELECT warmth, trust, tension, comfort, volatility, exchanges, last_seen, boost_memory, boost
+            "SELECT warmth, trust, tension, comfort, volatility, exchanges, last_seen,
+                    last_memory, last_salience, boost_memory, boost
              FROM psyche_relationships WHERE soul = ?1 AND person = ?2",
         )?
         .query_row([soul, person], |r| {
-            let waiting = Waiting {
-                memory: r.get(7)?,
-                boost: r.get(8)?,
+            let pair = |id: Option<i64>, x: f64| id.map(|id| (id, x));
+            let shared = Shared {
+                last: pair(r.get(7)?, r.get(8)?),
+                owed: pair(r.get(9)?, r.get(10)?),
             };
-            Ok((relationship_row(r)?, waiting))
+            Ok((relationship_row(r)?, shared))
         })
         .optional()?)
 }
@@ -175,18 +178,19 @@ pub(super) fn relationship_row(r: &rusqlite::Row) -> rusqlite::Result<Relationsh
     })
 }
 
-/// Writes a relationship's row whole: its numbers and the boost waiting on it.
+/// Writes a relationship's row whole: its numbers and what it keeps of the memories shared.
 pub(super) fn save_relationship(
     conn: &Connection,
     soul: &str,
     person: &str,
     r: &Relationship,
-    waiting: &Waiting,
+    shared: &Shared,
 ) -> Result<(), StoreError> {
     conn.prepare_cached(
         "INSERT OR REPLACE INTO psyche_relationships
-         (soul, person, warmth, trust, tension, comfort, volatility, exchanges, last_seen, boost_memory, boost)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+         (soul, person, warmth, trust, tension, comfort, volatility, exchanges, last_seen,
+          last_memory, last_salience, boost_memory, boost)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
     )?
     .execute(params![
         soul,
@@ -198,8 +202,10 @@ pub(super) fn save_relationship(
         r.volatility.get(),
         r.exchanges as i64,
         r.last_seen,
-        waiting.memory,
-        waiting.boost
+        shared.last.map(|(id, _)| id),
+        shared.last.map_or(0.0, |(_, s)| s),
+        shared.owed.map(|(id, _)| id),
+        shared.owed.map_or(0.0, |(_, b)| b),
     ])?;
     Ok(())
 }

@@ -575,6 +575,18 @@ fn waiting(s: &Store, person: &str) -> (Option<i64>, f64) {
         .unwrap()
 }
 
+/// Relationship rows whose newest memory's salience is not the one stored in the memory.
+fn stale_rows(s: &Store) -> i64 {
+    s.conn()
+        .query_row(
+            "SELECT count(*) FROM psyche_relationships r JOIN psyche_memories m ON m.id = r.last_memory
+             WHERE m.salience <> r.last_salience",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap()
+}
+
 #[test]
 fn a_return_below_the_most_salient_waits_on_the_relationship_row_and_reads_the_same() {
     let (_d, s) = store();
@@ -682,10 +694,16 @@ fn a_return_below_the_most_salient_waits_on_the_relationship_row_and_reads_the_s
 
     // The upkeep writes every waiting boost to its memory.
     let read = salience_read(&s, newer);
+    assert_eq!(stale_rows(&s), 0);
     s.upkeep().unwrap();
     assert_eq!(waiting(&s, "U1"), (None, 0.0));
     assert_eq!(salience_stored(&s, newer), read);
     assert_eq!(salience_read(&s, newer), read);
+    assert_eq!(
+        stale_rows(&s),
+        0,
+        "the row knows its newest memory's salience"
+    );
 }
 
 #[test]
@@ -752,6 +770,7 @@ fn a_return_that_changes_the_most_salient_is_written_and_the_list_stays_the_top(
                 "step {step}: memory {id} reads {read}, not {e}"
             );
         }
+        assert_eq!(stale_rows(&s), 0, "step {step}");
         // The list of the most salient is the top of the saliences as read.
         let conn = s.conn();
         let listed: Vec<i64> = conn
