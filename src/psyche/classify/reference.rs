@@ -293,18 +293,27 @@ fn the_lexicon_adds_up_in_its_own_order_and_then_the_text_s() {
     );
 }
 
+/// `classify` and `facts` answer `text` as the reference does, to the bit.
+fn same_as_reference(
+    text: &str,
+    more_keywords: bool,
+) -> Result<(), proptest::test_runner::TestCaseError> {
+    let p = psyche_with(more_keywords);
+    proptest::prop_assert_eq!(
+        exactly(&classify(text, &p)),
+        exactly(&reference_classify(text, &p))
+    );
+    proptest::prop_assert_eq!(facts(text), reference_facts(text));
+    Ok(())
+}
+
 proptest::proptest! {
     #[test]
     fn classify_gives_the_reference_s_answer_to_the_bit_on_any_text(
         text in crate::arbitrary::text(),
         more_keywords in proptest::bool::ANY,
     ) {
-        let p = psyche_with(more_keywords);
-        proptest::prop_assert_eq!(
-            exactly(&classify(&text, &p)),
-            exactly(&reference_classify(&text, &p))
-        );
-        proptest::prop_assert_eq!(facts(&text), reference_facts(&text));
+        same_as_reference(&text, more_keywords)?;
     }
 }
 
@@ -315,11 +324,6 @@ proptest::proptest! {
         text in lexicon_heavy(),
         more_keywords in proptest::bool::ANY,
     ) {
-        let p = psyche_with(more_keywords);
-        proptest::prop_assert_eq!(
-            exactly(&classify(&text, &p)),
-            exactly(&reference_classify(&text, &p))
-        );
-        proptest::prop_assert_eq!(facts(&text), reference_facts(&text));
+        same_as_reference(&text, more_keywords)?;
     }
 }
