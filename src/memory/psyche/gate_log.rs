@@ -217,8 +217,21 @@ impl Store {
 }
 
 /// The newest decisions of `soul` (of `person`'s events only, if given), newest first: the
-/// state row's lines, then the table.
+/// state row's lines, then the table, read in one snapshot (a daemon moving the lines to the
+/// table between two reads would otherwise show them twice to `anima mind`).
 pub(super) fn decisions(
+    conn: &Connection,
+    soul: &str,
+    person: Option<&str>,
+    limit: usize,
+) -> Result<Vec<LoggedDecision>, StoreError> {
+    conn.execute_batch("SAVEPOINT decisions")?;
+    let read = read_decisions(conn, soul, person, limit);
+    conn.execute_batch("RELEASE decisions")?;
+    read
+}
+
+fn read_decisions(
     conn: &Connection,
     soul: &str,
     person: Option<&str>,
