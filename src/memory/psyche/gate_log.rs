@@ -162,8 +162,7 @@ pub(super) fn log_decision(
 }
 
 /// The lines into the table, oldest first, and `lines` emptied. A line this build did not write
-/// (the row edited by hand) is dropped. Every hundredth id, the table forgets what is older
-/// than its last `GATE_LOG_KEEP`.
+/// (the row edited by hand) is dropped.
 fn move_to_table(conn: &Connection, soul: &str, lines: &mut String) -> Result<(), StoreError> {
     for logged in lines.lines().filter_map(LoggedDecision::parse) {
         insert(conn, soul, &logged)?;
@@ -172,6 +171,8 @@ fn move_to_table(conn: &Connection, soul: &str, lines: &mut String) -> Result<()
     Ok(())
 }
 
+/// One decision into the table. Every hundredth id, the table forgets what is older than its
+/// last `GATE_LOG_KEEP`.
 fn insert(conn: &Connection, soul: &str, l: &LoggedDecision) -> Result<(), StoreError> {
     let i = &l.inputs;
     conn.prepare_cached(

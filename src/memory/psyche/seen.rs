@@ -2,11 +2,11 @@
 //! period): a retried turn does not move the substrate twice.
 //!
 //! The newest keys live in the soul's state row, as `at<TAB>key<LF>` lines: every event
-//! writes that row anyway (`state::save_row`), so marking one applied costs no page of its own
-//! (an event is a few one-row pages, and each is most of its cost; benches/psyche.rs). Once the lines reach
-//! `RECENT_BYTES` they move into `psyche_seen`, which holds all older keys, so that the row
-//! always fits its page; a dream's upkeep moves them too before it forgets the keys older than
-//! `SEEN_KEEP_MS`. A key is seen when it is in either. A key holding a tab or a line feed could
+//! writes that row anyway (`state::save_row`), so marking one applied costs no page of its
+//! own (an event is a few one-row pages, and each is most of its cost; benches/psyche.rs).
+//! Once the lines reach `RECENT_BYTES` they move into `psyche_seen`, which holds all older
+//! keys, so that the row always fits its page; a dream's upkeep moves them too before it
+//! forgets the keys older than `SEEN_KEEP_MS`. A key is seen when it is in either. A key holding a tab or a line feed could
 //! not be told apart in the lines, and one longer than `LONGEST_INLINE` would crowd them out:
 //! those go to the table at once.
 

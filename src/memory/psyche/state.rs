@@ -1,6 +1,7 @@
 //! The soul's own state, its relationships (with what they keep of the memories shared with
-//! the person, `memories::Shared`), the facts people stated and its intentions: the rows `psyche::update`
-//! and `psyche::mapping` read and write whole. SQL only; no number is computed here.
+//! the person, `memories::Shared`), the facts people stated and its intentions: the rows
+//! `psyche::update` and `psyche::mapping` read and write whole. SQL only; no number is computed
+//! here.
 
 use std::collections::BTreeMap;
 
@@ -71,7 +72,18 @@ pub(super) fn load_substrate(
     psyche: &Psyche,
     now: i64,
 ) -> Result<Substrate, StoreError> {
-    Ok(load_row(conn, soul, psyche, now)?.substrate)
+    let json: Option<String> = conn
+        .prepare_cached("SELECT state FROM psyche_substrate WHERE soul = ?1")?
+        .query_row([soul], |r| r.get(0))
+        .optional()?;
+    Ok(substrate_of(&json.unwrap_or_default(), psyche, now))
+}
+
+/// The state as stored; a row this build cannot read (hand-edited, older shape) starts the
+/// soul afresh.
+fn substrate_of(json: &str, psyche: &Psyche, now: i64) -> Substrate {
+    serde_json::from_str::<Stored>(json)
+        .map_or_else(|_| Substrate::new(psyche, now), Stored::into_substrate)
 }
 
 /// The soul's row as an event reads and writes it, once each: its state, and the lines of
@@ -95,11 +107,8 @@ pub(super) fn load_row(
         .query_row([soul], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
         .optional()?;
     let (json, keys, decisions) = row.unwrap_or_default();
-    // A row this build cannot read (hand-edited, older shape) starts the soul afresh.
-    let substrate = serde_json::from_str::<Stored>(&json)
-        .map_or_else(|_| Substrate::new(psyche, now), Stored::into_substrate);
     Ok(Row {
-        substrate,
+        substrate: substrate_of(&json, psyche, now),
         keys,
         decisions,
     })
