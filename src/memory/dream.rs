@@ -9,7 +9,7 @@
 //! conversation's newest `keep_recent`, nor one no committed summary covers. Knows nothing
 //! about how a summary is written: the caller brings it.
 
-use rusqlite::{Connection, OptionalExtension, Transaction};
+use rusqlite::{Connection, OptionalExtension};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -288,7 +288,7 @@ impl Store {
     pub fn upkeep(&self) -> Result<Upkeep, StoreError> {
         self.write(|tx| {
             let mode: i64 = tx.query_row("PRAGMA auto_vacuum", [], |r| r.get(0))?;
-            let free = |tx: &Transaction| -> Result<i64, StoreError> {
+            let free = |tx: &Connection| -> Result<i64, StoreError> {
                 Ok(tx.query_row("PRAGMA freelist_count", [], |r| r.get(0))?)
             };
             let free_pages_before = free(tx)?;
