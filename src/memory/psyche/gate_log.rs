@@ -4,8 +4,8 @@
 //! Every event is logged, so a row of the table for each would cost every event a page of its
 //! own (benches/psyche.rs). The newest decisions live in the soul's state row instead, which the
 //! event writes anyway (`state::save_row`), as tab-separated lines; once they reach
-//! `RECENT_BYTES` they move into `psyche_gate_log` together, a page or so for a handful of
-//! events. Readers take the lines first, then the table. A decision whose person or channel
+//! `RECENT_BYTES` they move into `psyche_gate_log` together, a page or so for a dozen events,
+//! with the keys' lines (`super::settle`). Readers take the lines first, then the table. A decision whose person or channel
 //! could not be a field of a line (a tab, a line feed, great length) goes to the table at once,
 //! after the lines, so the order holds.
 
@@ -22,9 +22,9 @@ use super::Place;
 pub const GATE_LOG_KEEP: i64 = 10_000;
 
 /// How long the state row's lines of decisions grow before they move to the table: about
-/// eight decisions. With the state and the keys' lines (`seen::RECENT_BYTES`), the row stays
+/// twelve decisions. With the state and the keys' lines (`seen::RECENT_BYTES`), the row stays
 /// inside one 4 KB page.
-pub(super) const RECENT_BYTES: usize = 1_536;
+pub(super) const RECENT_BYTES: usize = 2_304;
 /// The longest person or channel kept in a line.
 const LONGEST_FIELD: usize = 64;
 
@@ -136,7 +136,8 @@ impl LoggedDecision {
 }
 
 /// Logs a decision, in the event's transaction: a line of `lines` (the soul's row, which the
-/// caller writes back), or a row of the table.
+/// caller writes back, moving the lines to the table when they reach `RECENT_BYTES`), or a row
+/// of the table.
 pub(super) fn log_decision(
     conn: &Connection,
     soul: &str,
@@ -147,12 +148,7 @@ pub(super) fn log_decision(
 ) -> Result<(), StoreError> {
     let logged = LoggedDecision::new(event, place, d);
     match logged.line() {
-        Some(line) => {
-            lines.push_str(&line);
-            if lines.len() >= RECENT_BYTES {
-                move_to_table(conn, soul, lines)?;
-            }
-        }
+        Some(line) => lines.push_str(&line),
         None => {
             move_to_table(conn, soul, lines)?;
             insert(conn, soul, &logged)?;
@@ -163,7 +159,11 @@ pub(super) fn log_decision(
 
 /// The lines into the table, oldest first, and `lines` emptied. A line this build did not write
 /// (the row edited by hand) is dropped.
-fn move_to_table(conn: &Connection, soul: &str, lines: &mut String) -> Result<(), StoreError> {
+pub(super) fn move_to_table(
+    conn: &Connection,
+    soul: &str,
+    lines: &mut String,
+) -> Result<(), StoreError> {
     for logged in lines.lines().filter_map(LoggedDecision::parse) {
         insert(conn, soul, &logged)?;
     }

@@ -7,7 +7,9 @@
 //! (benches/psyche.rs). It waits instead on the person's relationship row, which the event writes
 //! anyway (`Shared`), and readers add it (`salience!`). It is written to the memory when it
 //! would change the soul's most salient memories (so that list, migration 14, stays the top by
-//! salience as read), when the person comes back to a newer memory, and in a dream's upkeep.
+//! salience as read), when a newer memory is shared with the person (`made`), and in a dream's
+//! upkeep. The second is the event that makes a memory, a dozen pages already, rather than
+//! the person's next return: so a return never writes a memory unless the list changes.
 //! That list only ever gains memories better than its least (the psyche never lowers a salience
 //! nor deletes a memory), so a boost that waits keeps its memory below it. The same row keeps
 //! the id and stored salience of the newest memory shared with the person, so that a return
@@ -170,6 +172,7 @@ pub(super) fn boost(
     let mut owed = 0.0;
     match shared.owed {
         Some((memory, b)) if memory == id => owed = b,
+        // Only a row written by a build before `made` owes a boost to an older memory.
         Some((older, b)) => add_salience(conn, older, b)?,
         None => {}
     }
@@ -201,6 +204,23 @@ pub(super) fn boost(
     Ok(Shared {
         last: shared.last,
         owed: Some((id, owed)),
+    })
+}
+
+/// A new memory `id` shared with the person, at `salience`: it becomes their newest, and a
+/// boost owed to an older one is written to that one now. What their row should hold.
+pub(super) fn made(
+    conn: &Connection,
+    shared: Shared,
+    id: i64,
+    salience: f64,
+) -> Result<Shared, StoreError> {
+    if let Some((older, b)) = shared.owed {
+        add_salience(conn, older, b)?;
+    }
+    Ok(Shared {
+        last: Some((id, salience)),
+        owed: None,
     })
 }
 

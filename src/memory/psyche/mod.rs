@@ -54,6 +54,17 @@ pub(crate) fn upkeep(tx: &Connection, now: i64) -> Result<i64, StoreError> {
     Ok(forgotten)
 }
 
+/// The soul's row as an event leaves it, its lines settled: once the keys' or the decisions'
+/// lines reach their budget, both move to their tables, so that one event in a dozen writes
+/// those pages and the others write only the row and the relationship.
+fn settle(tx: &Connection, soul: &str, row: &mut Row) -> Result<(), StoreError> {
+    if row.keys.len() >= seen::RECENT_BYTES || row.decisions.len() >= gate_log::RECENT_BYTES {
+        gate_log::move_to_table(tx, soul, &mut row.decisions)?;
+        seen::move_to_table(tx, soul, &mut row.keys)?;
+    }
+    save_row(tx, soul, row)
+}
+
 /// Where an event happened, for the gate and its log.
 #[derive(Debug, Clone, Default)]
 pub struct Place {
@@ -86,7 +97,7 @@ fn write_effects(
     if let Some(m) = &fx.memory {
         let id = memories::insert(conn, soul, m)?;
         if m.people.contains(person) {
-            shared.last = Some((id, m.salience.get()));
+            shared = memories::made(conn, shared, id, m.salience.get())?;
         }
     }
     save_relationship(conn, soul, person, r, &shared)?;
@@ -156,7 +167,7 @@ impl Store {
         self.write(|tx| {
             let mut row = load_row(tx, soul, psyche, event.at)?;
             let applied = event_in(tx, soul, psyche, rules, event, place, &mut row)?;
-            save_row(tx, soul, &row)?;
+            settle(tx, soul, &mut row)?;
             Ok(applied)
         })
     }
@@ -180,7 +191,7 @@ impl Store {
             }
             let applied = event_in(tx, soul, psyche, rules, event, place, &mut row)?;
             seen::add(tx, soul, &mut row.keys, key, event.at)?;
-            save_row(tx, soul, &row)?;
+            settle(tx, soul, &mut row)?;
             Ok(Some(applied))
         })
     }

@@ -135,6 +135,10 @@ fn keys_stay_seen_when_they_move_from_the_state_row_to_the_table() {
             // An inline key is in the row, or moved with the others: never alone.
             assert!(grew == 0 || grew > 10, "{key}: {grew}");
             moved |= grew > 0;
+            // The keys' and the decisions' lines move together, in the same event.
+            let decisions =
+                count("SELECT length(recent_decisions) FROM psyche_substrate WHERE soul = 'Wren'");
+            assert_eq!(row() == 0, decisions == 0, "{key}: {decisions}");
         } else if i < 123 {
             assert_eq!(table(), before + 1, "{key:?} goes to the table at once");
         }
@@ -681,15 +685,23 @@ fn a_return_below_the_most_salient_waits_on_the_relationship_row_and_reads_the_s
     .unwrap();
     assert_eq!(waiting(&s, "U1"), (Some(mine), boost + boost));
 
-    // A newer memory shared with U1, then a return: the older boost is written to its memory
-    // first, and the new one is owed to the newer memory.
+    // A newer memory shared with U1: the event that makes it writes the older boost to its
+    // memory; then a return owes the new one to the newer memory, and writes no memory.
     assert!(event("U1", "I'm worried about the compiler", at + 20)
         .memory
         .is_some());
     let newer = 22;
+    assert_eq!(salience_stored(&s, mine), first + (boost + boost));
+    assert_eq!(waiting(&s, "U1"), (None, 0.0));
+    let made = salience_stored(&s, newer);
     at += 20 + spell;
     event("U1", "ok", at);
     assert_eq!(salience_stored(&s, mine), first + (boost + boost));
+    assert_eq!(
+        salience_stored(&s, newer),
+        made,
+        "the return writes no memory"
+    );
     assert_eq!(waiting(&s, "U1"), (Some(newer), boost));
 
     // The upkeep writes every waiting boost to its memory.
