@@ -887,3 +887,154 @@ fn the_upkeep_forgets_old_event_keys_and_merges_the_index_without_losing_a_memor
         assert!(rendered.contains(text), "{query}: {rendered}");
     }
 }
+
+/// The soul's row at the most its lines may hold by their budgets (keys one byte short of
+/// `seen::RECENT_BYTES`, decisions one short of `gate_log::RECENT_BYTES`), with a state that
+/// has every stance's pattern and a cooldown: it must still fit one 4 KB page, and stay under
+/// the 4,000 bytes the module promises.
+#[test]
+fn the_soul_row_fits_its_page_with_both_lines_at_their_budget() {
+    let (_d, s) = store();
+    let p = Psyche::shipped();
+    let rules = GateRules::default();
+    // Milliseconds since the epoch, as the daemon gives them: 13 digits.
+    let mut at: i64 = 1_760_000_000_000;
+    // A state as full as the shipped psyche makes it: a cooldown, and a pattern for every
+    // stance that moves a drive.
+    s.psyche_event(
+        "Wren",
+        &p,
+        &rules,
+        &said(EventKind::Addressed, "U1", "hello, how are you?", at),
+        &Place::default(),
+    )
+    .unwrap();
+    let shifts: Vec<StanceShift> = p
+        .stances
+        .keys()
+        .map(|k| StanceShift {
+            target: "U1".into(),
+            description: k.clone(),
+        })
+        .collect();
+    s.psyche_post_cognition("Wren", &p, &shifts, &[], at)
+        .unwrap();
+    // Events with long keys and a long person until the lines have just moved: both empty.
+    let lens = |s: &Store| -> (usize, usize) {
+        s.conn()
+            .query_row(
+                "SELECT length(CAST(recent_keys AS BLOB)), length(CAST(recent_decisions AS BLOB))
+                 FROM psyche_substrate WHERE soul = 'Wren'",
+                [],
+                |r| Ok((r.get::<_, i64>(0)? as usize, r.get::<_, i64>(1)? as usize)),
+            )
+            .unwrap()
+    };
+    let person = "P".repeat(64);
+    let mut n = 0;
+    while lens(&s) != (0, 0) {
+        at += 1_000;
+        n += 1;
+        let key = format!("{n:0>256}");
+        s.psyche_event_once(
+            "Wren",
+            &p,
+            &rules,
+            &said(EventKind::Overheard, &person, "ok", at),
+            &Place::default(),
+            &key,
+        )
+        .unwrap();
+    }
+    // The length of the next decision's line for `event` with an empty channel: the event
+    // applied and rolled back.
+    let trial = |event: &Event| -> usize {
+        let conn = s.conn();
+        conn.execute_batch("BEGIN").unwrap();
+        let mut row = load_row(&conn, "Wren", &p, event.at).unwrap();
+        let before = row.decisions.len();
+        let place = Place {
+            channel: Some(String::new()),
+            listened: false,
+        };
+        event_in(&conn, "Wren", &p, &rules, event, &place, &mut row).unwrap();
+        conn.execute_batch("ROLLBACK").unwrap();
+        row.decisions.len() - before
+    };
+    // Keys to one byte short of their budget: three lines.
+    let key_budget = seen::RECENT_BYTES - 1;
+    let line = |key_len: usize| 13 + 1 + key_len + 1;
+    let last_key = key_budget - 2 * line(256) - 15;
+    for len in [256, 256, last_key] {
+        at += 1_000;
+        n += 1;
+        let key = format!("{n:0>len$}");
+        s.psyche_event_once(
+            "Wren",
+            &p,
+            &rules,
+            &said(EventKind::Overheard, &person, "ok", at),
+            &Place::default(),
+            &key,
+        )
+        .unwrap();
+    }
+    assert_eq!(lens(&s).0, key_budget);
+    // Decisions to one byte short of theirs: lines with a 64-byte person, then a channel as
+    // long as it needs to be to land on the budget.
+    let decision_budget = gate_log::RECENT_BYTES - 1;
+    loop {
+        let gap = decision_budget - lens(&s).1;
+        if gap == 0 {
+            break;
+        }
+        at += 1_000;
+        let e = said(EventKind::Overheard, &person, "ok", at);
+        let base = trial(&e);
+        assert!(gap >= base, "no room for one more line: {gap} < {base}");
+        // Lines as even as can be over as few as can fill the gap: the last lands on it.
+        let lines = gap.div_ceil(base + 64);
+        let channel = gap.div_ceil(lines).saturating_sub(base).min(64);
+        s.psyche_event(
+            "Wren",
+            &p,
+            &rules,
+            &e,
+            &Place {
+                channel: Some("C".repeat(channel)),
+                listened: false,
+            },
+        )
+        .unwrap();
+        assert_eq!(lens(&s).0, key_budget, "the keys did not move");
+    }
+    assert_eq!(lens(&s), (key_budget, decision_budget));
+    let conn = s.conn();
+    let whole: i64 = conn
+        .query_row(
+            "SELECT length(CAST(soul || state || updated_at || recent_keys || recent_decisions AS BLOB))
+             FROM psyche_substrate WHERE soul = 'Wren'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let state: i64 = conn
+        .query_row(
+            "SELECT length(state) FROM psyche_substrate WHERE soul = 'Wren'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let overflow: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM dbstat WHERE name = 'psyche_substrate' AND pagetype = 'overflow'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(
+        overflow, 0,
+        "the row spilled onto an overflow page: {whole} bytes"
+    );
+    assert!(whole < 4_000, "{whole} bytes (the state alone {state})");
+}
