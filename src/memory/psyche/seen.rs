@@ -77,7 +77,8 @@ pub(super) fn move_to_table(
     soul: &str,
     lines: &mut String,
 ) -> Result<(), StoreError> {
-    for line in lines.lines() {
+    // Split at line feeds only: `str::lines` would take a key's last `\r` for part of its end.
+    for line in lines.split_terminator('\n') {
         if let Some((at, key)) = line.split_once('\t') {
             if let Ok(at) = at.parse::<i64>() {
                 insert(conn, soul, key, at)?;

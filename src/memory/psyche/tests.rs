@@ -1038,3 +1038,45 @@ fn the_soul_row_fits_its_page_with_both_lines_at_their_budget() {
     );
     assert!(whole < 4_000, "{whole} bytes (the state alone {state})");
 }
+
+/// A key may end in a carriage return and still be a line of the row (only a tab or a line feed
+/// keeps it out). When the lines move to the table, `str::lines` takes `\r\n` as the end of the
+/// line, so the key is stored without its `\r`: the event comes again and is applied twice, and
+/// the key without the `\r`, never applied, is taken as seen.
+#[test]
+fn a_key_ending_in_a_carriage_return_stays_itself_when_the_lines_move() {
+    let (_d, s) = store();
+    let p = Psyche::shipped();
+    let once = |key: &str, at: i64| {
+        s.psyche_event_once(
+            "Wren",
+            &p,
+            &GateRules::default(),
+            &said(EventKind::Overheard, "U1", "ok", at),
+            &Place::default(),
+            key,
+        )
+        .unwrap()
+        .is_some()
+    };
+    let keys_in_row = || -> i64 {
+        s.conn()
+            .query_row(
+                "SELECT length(recent_keys) FROM psyche_substrate WHERE soul = 'Wren'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap()
+    };
+    assert!(once("inbox:1\r", 1_000));
+    assert!(keys_in_row() > 0, "the key is a line of the row");
+    assert!(!once("inbox:1\r", 2_000), "seen while in the row");
+    // Other keys until the lines move to the table.
+    let mut i = 2;
+    while keys_in_row() > 0 {
+        assert!(once(&format!("inbox:{i}"), 1_000 * i));
+        i += 1;
+    }
+    assert!(!once("inbox:1\r", 1_000 * i), "seen once in the table");
+    assert!(once("inbox:1", 1_000 * i + 1), "a key never applied");
+}
