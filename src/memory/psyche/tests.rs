@@ -813,6 +813,117 @@ fn a_return_that_changes_the_most_salient_is_written_and_the_list_stays_the_top(
 }
 
 #[test]
+fn salience_reads_right_with_upkeep_and_post_cognition_between_events() {
+    let (_d, s) = store();
+    let p = Psyche::shipped();
+    let rules = GateRules::default();
+    let spell = (p.memory.return_after_hours * 3_600_000.0) as i64;
+    let boost = p.memory.salience_boost.get();
+    let texts = [
+        "I'm worried about the garden",
+        "ok",
+        "thanks, you are a great friend",
+        "I'm terrified, please help me, the release broke everything!",
+        "the compiler again, why",
+        "I'm a nurse in Lyon and I'm anxious about the test",
+    ];
+    let mut rng = fastrand::Rng::with_seed(11);
+    // What the saliences should read: each memory's own, plus a boost for each return of its
+    // person while it was their newest.
+    let mut expected: BTreeMap<i64, f64> = BTreeMap::new();
+    let mut newest: BTreeMap<String, i64> = BTreeMap::new();
+    let mut last_seen: BTreeMap<String, i64> = BTreeMap::new();
+    let mut at = 0i64;
+    let (mut waited, mut written) = (0, 0);
+    for step in 0..600 {
+        at += if rng.u8(..4) == 0 { spell } else { 1_000 };
+        let who = format!("U{}", rng.usize(..12));
+        let text = texts[rng.usize(..texts.len())];
+        let back = last_seen.get(&who).is_some_and(|&seen| at - seen >= spell);
+        let stored_before = newest.get(&who).map(|&id| salience_stored(&s, id));
+        let (fx, _) = s
+            .psyche_event(
+                "Wren",
+                &p,
+                &rules,
+                &said(EventKind::Addressed, &who, text, at),
+                &Place::default(),
+            )
+            .unwrap();
+        assert_eq!(fx.salience_boost.is_some(), back, "step {step}");
+        if let (true, Some(&id)) = (back, newest.get(&who)) {
+            let e = expected.get_mut(&id).unwrap();
+            *e = (*e + boost).min(1.0);
+            if salience_stored(&s, id) == stored_before.unwrap() {
+                waited += 1;
+            } else {
+                written += 1;
+            }
+        }
+        if let Some(m) = &fx.memory {
+            let id: i64 = s
+                .conn()
+                .query_row("SELECT max(id) FROM psyche_memories", [], |r| r.get(0))
+                .unwrap();
+            expected.insert(id, m.salience.get());
+            newest.insert(who.clone(), id);
+        }
+        // Between events: post-cognition rewrites the row, or a dream writes what waits.
+        match rng.u8(..10) {
+            0 => {
+                s.psyche_post_cognition(
+                    "Wren",
+                    &p,
+                    &[StanceShift {
+                        target: format!(" {who} "),
+                        description: "open_up".into(),
+                    }],
+                    &[],
+                    at,
+                )
+                .unwrap();
+            }
+            1 => {
+                s.upkeep().unwrap();
+            }
+            _ => {}
+        }
+        last_seen.insert(who, at);
+        for (&id, &e) in &expected {
+            let read = salience_read(&s, id);
+            assert!(
+                (read - e).abs() < 1e-12,
+                "step {step}: memory {id} reads {read}, not {e}"
+            );
+        }
+        assert_eq!(stale_rows(&s), 0, "step {step}");
+        // The list of the most salient is the top of the saliences as read.
+        let conn = s.conn();
+        let listed: Vec<i64> = conn
+            .prepare("SELECT memory FROM psyche_salient ORDER BY salience DESC, memory DESC")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let mut all = memories::memory_rows(
+            &conn,
+            &format!("SELECT {} FROM psyche_memories m", memories::MEMORY_COLUMNS),
+            [],
+        )
+        .unwrap();
+        all.sort_by(|a, b| {
+            (b.salience.get(), b.id)
+                .partial_cmp(&(a.salience.get(), a.id))
+                .unwrap()
+        });
+        let top: Vec<i64> = all.iter().take(CANDIDATES).map(|m| m.id).collect();
+        assert_eq!(listed, top, "step {step}");
+    }
+    assert!(waited + written > 10, "{waited} waited, {written} written");
+}
+
+#[test]
 fn the_upkeep_forgets_old_event_keys_and_merges_the_index_without_losing_a_memory() {
     let (_d, s) = store();
     let p = Psyche::shipped();
