@@ -161,6 +161,10 @@ impl Store {
         // BEGIN and COMMIT as cached statements: rusqlite's `Transaction` parses both anew
         // each time, a tenth of a small transaction's cost (benches/psyche.rs).
         let result = (|| {
+            // Left open only when even its ROLLBACK failed (below): ended before this begins.
+            if !conn.is_autocommit() {
+                conn.execute_batch("ROLLBACK")?;
+            }
             conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
             let open = RollbackUnlessDone(&conn);
             let value = f(&conn)?;
@@ -332,8 +336,8 @@ struct RollbackUnlessDone<'a>(&'a Connection);
 impl Drop for RollbackUnlessDone<'_> {
     fn drop(&mut self) {
         if !self.0.is_autocommit() {
-            // Nothing more to do if even this fails: SQLite rolls back what is open when the
-            // connection next begins, and the error that led here is what the caller sees.
+            // If even this fails, the next write rolls back first; the error that led here is
+            // what the caller sees.
             let _ = self.0.execute_batch("ROLLBACK");
         }
     }
@@ -476,5 +480,14 @@ mod tests {
         store.write(|tx| Ok(add(tx, "kept")?)).unwrap();
         assert!(has("kept"));
         assert!(store.conn().is_autocommit());
+        // A transaction left open on the connection (its rollback failed) is ended before the
+        // next write begins, not committed with it.
+        store
+            .conn()
+            .execute_batch("BEGIN; INSERT INTO counters (name, value) VALUES ('stray', 1);")
+            .unwrap();
+        store.write(|tx| Ok(add(tx, "after")?)).unwrap();
+        assert!(has("after"));
+        assert!(!has("stray"));
     }
 }
