@@ -13,10 +13,11 @@
 //!     400 events each, so that a slow spell of the machine falls on all of them alike.
 //!     Its cost is mostly the pages it writes to the WAL, a few µs each: two for an event
 //!     without a memory (the soul's row, with the state and the event's key and decision as
-//!     lines that move to their tables a handful at a time, and the relationship), the same
-//!     when the person comes back (the salience their last memory gains waits on their
-//!     relationship row, unless it changes the most salient memories), about seventeen for one
-//!     that makes a memory (its row, indexes and full text); each kind reports its mean,
+//!     lines that move to their tables together, a dozen events at a time, and the
+//!     relationship), the same when the person comes back (the salience their last memory
+//!     gains waits on their relationship row, unless it changes the most salient memories,
+//!     until their next memory is made), about seventeen for one that makes a memory (its row,
+//!     indexes and full text); each kind reports its mean,
 //!   * the context packet for a turn (`Store::psyche_packet`: state, three people's
 //!     relationships and facts, FTS5 + recency + salience candidates, BM25 top-K, words),
 //!     rendered.
