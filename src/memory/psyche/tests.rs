@@ -84,23 +84,26 @@ fn an_event_with_a_key_is_applied_once() {
     assert_eq!(mind.decisions.len(), 1);
 }
 
+/// An overheard "ok" by U1 at `at`, keyed `key`: whether it was applied (not seen before).
+fn heard_once(s: &Store, p: &Psyche, key: &str, at: i64) -> bool {
+    s.psyche_event_once(
+        "Wren",
+        p,
+        &GateRules::default(),
+        &said(EventKind::Overheard, "U1", "ok", at),
+        &Place::default(),
+        key,
+    )
+    .unwrap()
+    .is_some()
+}
+
 #[test]
 fn keys_stay_seen_when_they_move_from_the_state_row_to_the_table() {
     use super::seen::{LONGEST_INLINE, RECENT_BYTES};
     let (_d, s) = store();
     let p = Psyche::shipped();
-    let once = |key: &str, at: i64| {
-        s.psyche_event_once(
-            "Wren",
-            &p,
-            &GateRules::default(),
-            &said(EventKind::Overheard, "U1", "ok", at),
-            &Place::default(),
-            key,
-        )
-        .unwrap()
-        .is_some()
-    };
+    let once = |key: &str, at: i64| heard_once(&s, &p, key, at);
     let count = |sql: &str| -> i64 { s.conn().query_row(sql, [], |r| r.get(0)).unwrap() };
     let row = || {
         count("SELECT length(CAST(recent_keys AS BLOB)) FROM psyche_substrate WHERE soul = 'Wren'")
@@ -718,8 +721,13 @@ fn a_return_below_the_most_salient_waits_on_the_relationship_row_and_reads_the_s
     );
 }
 
-#[test]
-fn a_return_that_changes_the_most_salient_is_written_and_the_list_stays_the_top() {
+/// 600 random events by 12 people, a quarter of them after a quiet spell, and with `between`,
+/// post-cognition (a padded target) or a dream's upkeep now and then between them. After every
+/// event: each memory's salience as read equals a model of "its own, plus a boost for each
+/// return of its person while it was their newest, up to 1"; no row's copy of its newest
+/// memory's salience is stale; the list of the most salient is the top of the saliences as
+/// read. How many returns left their boost waiting, and how many wrote it at once.
+fn salience_against_the_model(seed: u64, between: bool) -> (usize, usize) {
     let (_d, s) = store();
     let p = Psyche::shipped();
     let rules = GateRules::default();
@@ -733,103 +741,7 @@ fn a_return_that_changes_the_most_salient_is_written_and_the_list_stays_the_top(
         "the compiler again, why",
         "I'm a nurse in Lyon and I'm anxious about the test",
     ];
-    let mut rng = fastrand::Rng::with_seed(5);
-    // What the saliences should read: each memory's own, plus a boost for each return of its
-    // person while it was their newest.
-    let mut expected: BTreeMap<i64, f64> = BTreeMap::new();
-    let mut newest: BTreeMap<String, i64> = BTreeMap::new();
-    let mut last_seen: BTreeMap<String, i64> = BTreeMap::new();
-    let mut at = 0i64;
-    let (mut waited, mut written) = (0, 0);
-    for step in 0..600 {
-        at += if rng.u8(..4) == 0 { spell } else { 1_000 };
-        let who = format!("U{}", rng.usize(..12));
-        let text = texts[rng.usize(..texts.len())];
-        let back = last_seen.get(&who).is_some_and(|&seen| at - seen >= spell);
-        let stored_before = newest.get(&who).map(|&id| salience_stored(&s, id));
-        let (fx, _) = s
-            .psyche_event(
-                "Wren",
-                &p,
-                &rules,
-                &said(EventKind::Addressed, &who, text, at),
-                &Place::default(),
-            )
-            .unwrap();
-        assert_eq!(fx.salience_boost.is_some(), back, "step {step}");
-        if let (true, Some(&id)) = (back, newest.get(&who)) {
-            let e = expected.get_mut(&id).unwrap();
-            *e = (*e + boost).min(1.0);
-            if salience_stored(&s, id) == stored_before.unwrap() {
-                waited += 1;
-            } else {
-                written += 1;
-            }
-        }
-        if let Some(m) = &fx.memory {
-            let id: i64 = s
-                .conn()
-                .query_row("SELECT max(id) FROM psyche_memories", [], |r| r.get(0))
-                .unwrap();
-            expected.insert(id, m.salience.get());
-            newest.insert(who.clone(), id);
-        }
-        last_seen.insert(who, at);
-        for (&id, &e) in &expected {
-            let read = salience_read(&s, id);
-            assert!(
-                (read - e).abs() < 1e-12,
-                "step {step}: memory {id} reads {read}, not {e}"
-            );
-        }
-        assert_eq!(stale_rows(&s), 0, "step {step}");
-        // The list of the most salient is the top of the saliences as read.
-        let conn = s.conn();
-        let listed: Vec<i64> = conn
-            .prepare("SELECT memory FROM psyche_salient ORDER BY salience DESC, memory DESC")
-            .unwrap()
-            .query_map([], |r| r.get(0))
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap();
-        let mut all = memories::memory_rows(
-            &conn,
-            &format!("SELECT {} FROM psyche_memories m", memories::MEMORY_COLUMNS),
-            [],
-        )
-        .unwrap();
-        all.sort_by(|a, b| {
-            (b.salience.get(), b.id)
-                .partial_cmp(&(a.salience.get(), a.id))
-                .unwrap()
-        });
-        let top: Vec<i64> = all.iter().take(CANDIDATES).map(|m| m.id).collect();
-        assert_eq!(listed, top, "step {step}");
-    }
-    assert!(
-        waited > 10 && written > 10,
-        "both ways taken: {waited} waited, {written} written"
-    );
-}
-
-#[test]
-fn salience_reads_right_with_upkeep_and_post_cognition_between_events() {
-    let (_d, s) = store();
-    let p = Psyche::shipped();
-    let rules = GateRules::default();
-    let spell = (p.memory.return_after_hours * 3_600_000.0) as i64;
-    let boost = p.memory.salience_boost.get();
-    let texts = [
-        "I'm worried about the garden",
-        "ok",
-        "thanks, you are a great friend",
-        "I'm terrified, please help me, the release broke everything!",
-        "the compiler again, why",
-        "I'm a nurse in Lyon and I'm anxious about the test",
-    ];
-    let mut rng = fastrand::Rng::with_seed(11);
-    // What the saliences should read: each memory's own, plus a boost for each return of its
-    // person while it was their newest.
+    let mut rng = fastrand::Rng::with_seed(seed);
     let mut expected: BTreeMap<i64, f64> = BTreeMap::new();
     let mut newest: BTreeMap<String, i64> = BTreeMap::new();
     let mut last_seen: BTreeMap<String, i64> = BTreeMap::new();
@@ -870,7 +782,7 @@ fn salience_reads_right_with_upkeep_and_post_cognition_between_events() {
         }
         // Between events: post-cognition rewrites the row, or a dream writes what waits.
         match rng.u8(..10) {
-            0 => {
+            0 if between => {
                 s.psyche_post_cognition(
                     "Wren",
                     &p,
@@ -883,7 +795,7 @@ fn salience_reads_right_with_upkeep_and_post_cognition_between_events() {
                 )
                 .unwrap();
             }
-            1 => {
+            1 if between => {
                 s.upkeep().unwrap();
             }
             _ => {}
@@ -897,7 +809,6 @@ fn salience_reads_right_with_upkeep_and_post_cognition_between_events() {
             );
         }
         assert_eq!(stale_rows(&s), 0, "step {step}");
-        // The list of the most salient is the top of the saliences as read.
         let conn = s.conn();
         let listed: Vec<i64> = conn
             .prepare("SELECT memory FROM psyche_salient ORDER BY salience DESC, memory DESC")
@@ -920,6 +831,21 @@ fn salience_reads_right_with_upkeep_and_post_cognition_between_events() {
         let top: Vec<i64> = all.iter().take(CANDIDATES).map(|m| m.id).collect();
         assert_eq!(listed, top, "step {step}");
     }
+    (waited, written)
+}
+
+#[test]
+fn a_return_that_changes_the_most_salient_is_written_and_the_list_stays_the_top() {
+    let (waited, written) = salience_against_the_model(5, false);
+    assert!(
+        waited > 10 && written > 10,
+        "both ways taken: {waited} waited, {written} written"
+    );
+}
+
+#[test]
+fn salience_reads_right_with_upkeep_and_post_cognition_between_events() {
+    let (waited, written) = salience_against_the_model(11, true);
     assert!(waited + written > 10, "{waited} waited, {written} written");
 }
 
@@ -1042,20 +968,23 @@ fn the_soul_row_fits_its_page_with_both_lines_at_their_budget() {
             .unwrap()
     };
     let person = "P".repeat(64);
-    let mut n = 0;
-    while lens(&s) != (0, 0) {
-        at += 1_000;
-        n += 1;
-        let key = format!("{n:0>256}");
+    // An overheard "ok" by that person, keyed `key`.
+    let keyed = |at: i64, key: &str| {
         s.psyche_event_once(
             "Wren",
             &p,
             &rules,
             &said(EventKind::Overheard, &person, "ok", at),
             &Place::default(),
-            &key,
+            key,
         )
         .unwrap();
+    };
+    let mut n = 0;
+    while lens(&s) != (0, 0) {
+        at += 1_000;
+        n += 1;
+        keyed(at, &format!("{n:0>256}"));
     }
     // The length of the next decision's line for `event` with an empty channel: the event
     // applied and rolled back.
@@ -1079,16 +1008,7 @@ fn the_soul_row_fits_its_page_with_both_lines_at_their_budget() {
     for len in [256, 256, last_key] {
         at += 1_000;
         n += 1;
-        let key = format!("{n:0>len$}");
-        s.psyche_event_once(
-            "Wren",
-            &p,
-            &rules,
-            &said(EventKind::Overheard, &person, "ok", at),
-            &Place::default(),
-            &key,
-        )
-        .unwrap();
+        keyed(at, &format!("{n:0>len$}"));
     }
     assert_eq!(lens(&s).0, key_budget);
     // Decisions to one byte short of theirs: lines with a 64-byte person, then a channel as
@@ -1151,25 +1071,14 @@ fn the_soul_row_fits_its_page_with_both_lines_at_their_budget() {
 }
 
 /// A key may end in a carriage return and still be a line of the row (only a tab or a line feed
-/// keeps it out). When the lines move to the table, `str::lines` takes `\r\n` as the end of the
-/// line, so the key is stored without its `\r`: the event comes again and is applied twice, and
-/// the key without the `\r`, never applied, is taken as seen.
+/// keeps it out). When the lines move to the table, the key keeps its `\r` (`str::lines` would
+/// take `\r\n` for the end of the line: the event would be applied twice, and the key without
+/// the `\r`, never applied, taken as seen).
 #[test]
 fn a_key_ending_in_a_carriage_return_stays_itself_when_the_lines_move() {
     let (_d, s) = store();
     let p = Psyche::shipped();
-    let once = |key: &str, at: i64| {
-        s.psyche_event_once(
-            "Wren",
-            &p,
-            &GateRules::default(),
-            &said(EventKind::Overheard, "U1", "ok", at),
-            &Place::default(),
-            key,
-        )
-        .unwrap()
-        .is_some()
-    };
+    let once = |key: &str, at: i64| heard_once(&s, &p, key, at);
     let keys_in_row = || -> i64 {
         s.conn()
             .query_row(
