@@ -119,6 +119,47 @@ fn instant_shutdown_skips_consent_even_in_a_crisis() {
 }
 
 #[test]
+fn a_dream_leaves_the_last_hour_whole_so_the_shutdown_still_sees_a_crisis() {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    let h = home_with(&model, &slack, ALLY);
+    with_config(&h, "\n[dream]\nkeep_recent = 2\n");
+    let s = h.store();
+    let thread = "D1:5.0";
+    s.record_user_message(thread, "U1", "Tom", "I feel suicidal tonight", None)
+        .unwrap();
+    for i in 0..6 {
+        s.record_user_message(thread, "U1", "Tom", &format!("and then {i} 🦀"), None)
+            .unwrap();
+    }
+    let before = s.thread_entries(thread).unwrap();
+    // Far more than the two it keeps, but all of the last hour: the dream leaves them.
+    let r = h.run(&["dream", "--json"], "");
+    assert_eq!(r.status, 0, "{}{}", r.stdout, r.stderr);
+    let report: serde_json::Value = serde_json::from_str(r.stdout.trim()).unwrap();
+    assert_eq!(report["entries_pruned"], 0, "{report}");
+    assert_eq!(s.thread_entries(thread).unwrap(), before);
+    assert!(model.state_requests().is_empty(), "nothing to dream of yet");
+
+    let mut d = Daemon::start(&h);
+    slack.wait_connected_or(|| d.log());
+    model.state(Script::Hang);
+    assert_eq!(d.terminate(), 0, "{}", d.log());
+    let m = last_move(&h);
+    assert_eq!(
+        m.detail["decision"]["fired"],
+        json!(["active_crisis_response"]),
+        "{m:?}"
+    );
+
+    // Two hours later the same conversation is consolidated down to the two newest.
+    backdate(&h, 2 * 3_600_000);
+    let r = h.run(&["dream", "--json"], "");
+    assert_eq!(r.status, 0, "{}{}", r.stdout, r.stderr);
+    let report: serde_json::Value = serde_json::from_str(r.stdout.trim()).unwrap();
+    assert_eq!(report["entries_pruned"], 5, "{report}");
+}
+
+#[test]
 fn an_objection_is_logged_sent_to_the_ops_channel_and_the_daemon_still_exits_0() {
     let (model, slack) = (FakeModel::start(), FakeSlack::start());
     model.reply(&answer("Let's keep going."));
@@ -378,7 +419,8 @@ fn a_process_rule_requests_play_and_the_soul_moves_there() {
 }
 
 /// `home_with`, keeping the 4 newest entries of a conversation and waiting up to `timeout`
-/// seconds for the model; two conversations seeded with 10 messages each from Tom.
+/// seconds for the model; two conversations seeded with 10 messages each from Tom, two hours
+/// ago (a dream keeps the last hour whole).
 fn dreaming_home(model: &FakeModel, slack: &FakeSlack, timeout: u32) -> Home {
     let h = home_with(model, slack, ALWAYS);
     let cfg = std::fs::read_to_string(h.config()).unwrap();
@@ -392,7 +434,19 @@ fn dreaming_home(model: &FakeModel, slack: &FakeSlack, timeout: u32) -> Home {
                 .unwrap();
         }
     }
+    backdate(&h, 2 * 3_600_000);
     h
+}
+
+/// Moves every working-memory entry of `h` `ms` into the past.
+fn backdate(h: &Home, ms: i64) {
+    rusqlite::Connection::open(h.data().join("anima.db"))
+        .unwrap()
+        .execute(
+            "UPDATE working_memory SET created_at = created_at - ?1",
+            [ms],
+        )
+        .unwrap();
 }
 
 #[test]

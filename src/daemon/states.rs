@@ -23,13 +23,11 @@ use crate::metrics::Metrics;
 use crate::router::Router;
 use crate::slack::api::{BotIdentity, Outgoing, SlackApi};
 use crate::states::calls::{self, ActiveThread};
-use crate::states::shutdown::{self, Circumstances, REFERRAL_QUESTION};
+use crate::states::shutdown::{self, Circumstances, RECENT_MS, REFERRAL_QUESTION};
 use crate::states::{Map, State};
 
 /// Wakeup attempts before the soul works degraded.
 pub const WAKEUP_ATTEMPTS: u32 = 3;
-/// What "recent" means for the shutdown's conditions and its closing notes.
-const RECENT_MS: i64 = 60 * 60 * 1000;
 
 /// Where notes for the operator go: `[daemon] ops_channel` in Slack.
 #[derive(Clone)]

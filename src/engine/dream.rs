@@ -13,9 +13,10 @@ use serde_json::json;
 use tracing::{info, warn};
 
 use super::Engine;
-use crate::memory::dream::{ModelRefresh, Upkeep};
+use crate::memory::dream::{Keep, ModelRefresh, Upkeep};
 use crate::memory::{now_ms, EntryType, NewMove, StoreError};
 use crate::states::dream::{self as words, Item, Someone};
+use crate::states::shutdown;
 use crate::states::{Map, State};
 
 /// The most entries one consolidation call shows.
@@ -253,9 +254,18 @@ impl Engine {
         }
     }
 
+    /// What a dream keeps of each conversation, as of now: the newest `[dream] keep_recent`
+    /// entries, and the last hour, which the conditional shutdown reads.
+    fn keep(&self) -> Keep {
+        Keep {
+            entries: self.config.states.dream_keep_recent,
+            since_ms: now_ms() - shutdown::RECENT_MS,
+        }
+    }
+
     async fn consolidate_all(&self, r: &mut DreamReport, dreaming_in: State) {
-        let keep = self.config.states.dream_keep_recent;
         let timeout = std::time::Duration::from_secs(self.config.llm.timeout_secs);
+        let keep = self.keep();
         let threads = match self.store.call(move |s| s.dream_threads(keep)).await {
             Ok(t) => t,
             Err(e) => {
@@ -272,6 +282,7 @@ impl Engine {
                     break 'threads;
                 }
                 let t = thread.clone();
+                let keep = self.keep();
                 let backlog = match self
                     .store
                     .call(move |s| s.backlog(&t, keep, BATCH_ENTRIES, BATCH_CHARS))
@@ -362,6 +373,7 @@ impl Engine {
                 };
                 let episodes = c.episodes.len() as u64;
                 let summarised = backlog.entries.len() as u64;
+                let keep = self.keep();
                 match self.store.call(move |s| s.consolidate(&c, keep)).await {
                     Ok(done) if done.written => {
                         if !done_any {
@@ -394,7 +406,7 @@ impl Engine {
         }
         if r.yielded {
             // What is left, for the report: counted without a model call.
-            let keep = self.config.states.dream_keep_recent;
+            let keep = self.keep();
             let left = self
                 .store
                 .call(move |s| {

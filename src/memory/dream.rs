@@ -1,12 +1,14 @@
 //! What a dream reads and writes: each conversation's backlog (its working memory older than
-//! the newest `[dream] keep_recent` entries), the consolidation of one batch of it, the
-//! dream's own record and report, and the upkeep after (ANALYZE, an incremental vacuum).
+//! what it keeps: the newest `[dream] keep_recent` entries and those of the last hour), the
+//! consolidation of one batch of it, the dream's own record and report, and the upkeep after
+//! (ANALYZE, an incremental vacuum).
 //!
 //! A consolidation is one write transaction: the summary that now covers the batch, its
 //! episodic memories, the user models it refreshed, and the deletion of exactly the entries
 //! the summary covers. A crash before the commit leaves everything as it was (the next dream
 //! redoes the batch); after it, nothing is left half done. Never deletes an entry among a
-//! conversation's newest `keep_recent`, nor one no committed summary covers. Knows nothing
+//! conversation's newest `keep_recent`, nor one written since `Keep::since_ms`, nor one no
+//! committed summary covers. Knows nothing
 //! about how a summary is written: the caller brings it.
 
 use rusqlite::{Connection, OptionalExtension};
@@ -15,6 +17,16 @@ use serde_json::Value;
 
 use super::working::{self, Entry};
 use super::{now_ms, Store, StoreError};
+
+/// What a dream leaves in each conversation's working memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Keep {
+    /// The newest entries (`[dream] keep_recent`).
+    pub entries: u32,
+    /// And every entry written since this time: the conditional shutdown reads the last
+    /// hour's messages (a crisis keyword), which a dream must not summarise away.
+    pub since_ms: i64,
+}
 
 /// One conversation's backlog: a batch of its oldest entries that a dream may consolidate.
 #[derive(Debug, Clone, PartialEq)]
@@ -120,25 +132,32 @@ fn since_id(conn: &Connection, thread: &str) -> Result<i64, StoreError> {
         .unwrap_or(0))
 }
 
-/// The oldest of a conversation's newest `keep` entries: entries before it are the backlog.
-/// `None` when the conversation has no more than `keep` entries.
+/// The oldest entry of a conversation that a dream keeps (of its newest `keep.entries`, and
+/// of those written since `keep.since_ms`): entries before it are the backlog. `None` when
+/// there is none before it.
 fn oldest_kept(
     conn: &Connection,
     thread: &str,
     since: i64,
-    keep: u32,
+    keep: Keep,
 ) -> Result<Option<i64>, StoreError> {
-    let keep = i64::from(keep.max(1));
-    let oldest: Option<i64> = conn
+    let entries = i64::from(keep.entries.max(1));
+    let newest: Option<i64> = conn
         .prepare_cached(
             "SELECT id FROM working_memory WHERE thread = ?1 AND id > ?2
              ORDER BY id DESC LIMIT 1 OFFSET ?3",
         )?
-        .query_row((thread, since, keep - 1), |r| r.get(0))
+        .query_row((thread, since, entries - 1), |r| r.get(0))
         .optional()?;
-    let Some(oldest) = oldest else {
+    let Some(newest) = newest else {
         return Ok(None);
     };
+    let recent: Option<i64> = conn
+        .prepare_cached(
+            "SELECT min(id) FROM working_memory WHERE thread = ?1 AND id > ?2 AND created_at >= ?3",
+        )?
+        .query_row((thread, since, keep.since_ms), |r| r.get(0))?;
+    let oldest = recent.map_or(newest, |recent| recent.min(newest));
     let before: i64 = conn
         .prepare_cached(
             "SELECT count(*) FROM working_memory WHERE thread = ?1 AND id > ?2 AND id < ?3",
@@ -160,16 +179,16 @@ pub(super) fn summary(
 }
 
 impl Store {
-    /// Threads whose current conversation has more than `keep` entries, the least recently
-    /// active first.
-    pub fn dream_threads(&self, keep: u32) -> Result<Vec<String>, StoreError> {
+    /// Threads whose current conversation has more than `keep.entries` entries, the least
+    /// recently active first (some may have no backlog: what they have is recent).
+    pub fn dream_threads(&self, keep: Keep) -> Result<Vec<String>, StoreError> {
         let conn = self.conn();
         let mut stmt = conn.prepare_cached(
             "SELECT w.thread FROM working_memory w LEFT JOIN threads t ON t.thread = w.thread
              WHERE w.id > coalesce(t.since_id, 0)
              GROUP BY w.thread HAVING count(*) > ?1 ORDER BY max(w.id)",
         )?;
-        let rows = stmt.query_map([i64::from(keep.max(1))], |r| r.get(0))?;
+        let rows = stmt.query_map([i64::from(keep.entries.max(1))], |r| r.get(0))?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
@@ -179,7 +198,7 @@ impl Store {
     pub fn backlog(
         &self,
         thread: &str,
-        keep: u32,
+        keep: Keep,
         max_entries: usize,
         max_chars: usize,
     ) -> Result<Option<Backlog>, StoreError> {
@@ -229,7 +248,7 @@ impl Store {
     }
 
     /// Commits one consolidation in one transaction (see the module's docs).
-    pub fn consolidate(&self, c: &Consolidation, keep: u32) -> Result<Consolidated, StoreError> {
+    pub fn consolidate(&self, c: &Consolidation, keep: Keep) -> Result<Consolidated, StoreError> {
         self.write(|tx| consolidate(tx, c, keep, &mut || Ok(())))
     }
 
@@ -339,7 +358,7 @@ pub(super) fn last(conn: &Connection) -> Result<Option<DreamRow>, StoreError> {
 fn consolidate(
     tx: &Connection,
     c: &Consolidation,
-    keep: u32,
+    keep: Keep,
     between: &mut dyn FnMut() -> Result<(), StoreError>,
 ) -> Result<Consolidated, StoreError> {
     if since_id(tx, &c.thread)? != c.since_id {
@@ -357,8 +376,8 @@ fn consolidate(
         // Another dream (another process) consolidated this batch meanwhile.
         return Ok(Consolidated::default());
     }
-    // Only entries still before the conversation's newest `keep` are covered, whatever the
-    // caller read: a batch never reaches into what must be kept.
+    // Only entries still before what the conversation keeps are covered, whatever the caller
+    // read: a batch never reaches into what must be kept.
     let limit = oldest_kept(tx, &c.thread, c.since_id, keep)?.unwrap_or(i64::MIN);
     let through = c.through_id.min(limit - 1);
     if through < c.first_id {
@@ -411,6 +430,14 @@ mod tests {
     use super::*;
     use crate::memory::{EntryType, NewEntry, TurnRecord};
 
+    /// The newest `entries`, and no entry kept for being recent.
+    fn keep(entries: u32) -> Keep {
+        Keep {
+            entries,
+            since_ms: i64::MAX,
+        }
+    }
+
     fn store() -> (tempfile::TempDir, Store) {
         let dir = tempfile::tempdir().unwrap();
         let s = Store::open(&dir.path().join("a.db")).unwrap();
@@ -452,14 +479,18 @@ mod tests {
         let (_d, s) = store();
         talk(&s, "t1", 10);
         talk(&s, "t2", 2);
-        assert_eq!(s.dream_threads(6).unwrap(), ["t1"], "t2 has only 4 entries");
+        assert_eq!(
+            s.dream_threads(keep(6)).unwrap(),
+            ["t1"],
+            "t2 has only 4 entries"
+        );
         let before = s.thread_entries("t1").unwrap();
-        let b = s.backlog("t1", 6, 5, 100_000).unwrap().unwrap();
+        let b = s.backlog("t1", keep(6), 5, 100_000).unwrap().unwrap();
         assert_eq!(b.entries.len(), 5, "a batch of at most 5");
         assert_eq!(b.left, 9, "20 entries, 6 kept, 5 in this batch");
         assert_eq!(b.entries[0], before[0], "oldest first");
         let done = s
-            .consolidate(&consolidation(&b, "They met. 🦀"), 6)
+            .consolidate(&consolidation(&b, "They met. 🦀"), keep(6))
             .unwrap();
         assert_eq!(done.pruned, 5);
         let after = s.thread_entries("t1").unwrap();
@@ -468,13 +499,14 @@ mod tests {
         assert_eq!(s.episodes("t1").unwrap()[0].importance, 7);
 
         // The rest in one batch; the newest six stay.
-        let b = s.backlog("t1", 6, 100, 100_000).unwrap().unwrap();
+        let b = s.backlog("t1", keep(6), 100, 100_000).unwrap().unwrap();
         assert_eq!((b.entries.len(), b.left), (9, 0));
         assert_eq!(b.summary.as_deref(), Some("They met. 🦀"));
-        s.consolidate(&consolidation(&b, "All of it."), 6).unwrap();
+        s.consolidate(&consolidation(&b, "All of it."), keep(6))
+            .unwrap();
         assert_eq!(s.thread_entries("t1").unwrap(), before[14..]);
-        assert!(s.backlog("t1", 6, 100, 100_000).unwrap().is_none());
-        assert!(s.dream_threads(6).unwrap().is_empty());
+        assert!(s.backlog("t1", keep(6), 100, 100_000).unwrap().is_none());
+        assert!(s.dream_threads(keep(6)).unwrap().is_empty());
     }
 
     #[test]
@@ -482,15 +514,50 @@ mod tests {
         let (_d, s) = store();
         talk(&s, "t1", 5);
         let all = s.thread_entries("t1").unwrap();
-        let b = s.backlog("t1", 4, 100, 100_000).unwrap().unwrap();
+        let b = s.backlog("t1", keep(4), 100, 100_000).unwrap().unwrap();
         let mut c = consolidation(&b, "s");
         c.through_id = all.last().unwrap().id; // a caller that asks too much
-        let done = s.consolidate(&c, 4).unwrap();
+        let done = s.consolidate(&c, keep(4)).unwrap();
         assert_eq!(done.pruned, 6, "only the 6 before the newest 4");
         assert_eq!(s.thread_entries("t1").unwrap(), all[6..]);
-        let again = s.consolidate(&consolidation(&b, "again"), 4).unwrap();
+        let again = s.consolidate(&consolidation(&b, "again"), keep(4)).unwrap();
         assert!(!again.written, "another dream did it already");
         assert_eq!(s.thread_summary("t1").unwrap().unwrap(), "s");
+    }
+
+    #[test]
+    fn a_dream_keeps_the_last_hour_however_many_entries_it_holds() {
+        let (_d, s) = store();
+        talk(&s, "t1", 10);
+        let all = s.thread_entries("t1").unwrap();
+        // The first four exchanges were two hours ago; the other six, minutes ago.
+        s.conn()
+            .execute(
+                "UPDATE working_memory SET created_at = created_at - 7200000 WHERE id <= ?1",
+                [all[7].id],
+            )
+            .unwrap();
+        let all = s.thread_entries("t1").unwrap();
+        let keep = Keep {
+            entries: 4,
+            since_ms: now_ms() - 3_600_000,
+        };
+        let b = s.backlog("t1", keep, 100, 100_000).unwrap().unwrap();
+        assert_eq!(b.entries, all[..8], "only what is older than the hour");
+        assert_eq!(b.left, 0);
+        // A caller that asks for more is cut at the hour too.
+        let mut c = consolidation(&b, "Long ago.");
+        c.through_id = all.last().unwrap().id;
+        assert_eq!(s.consolidate(&c, keep).unwrap().pruned, 8);
+        assert_eq!(s.thread_entries("t1").unwrap(), all[8..]);
+        assert!(s.backlog("t1", keep, 100, 100_000).unwrap().is_none());
+        // Once the hour has passed, the count alone decides.
+        let later = Keep {
+            since_ms: now_ms() + 3_600_000,
+            ..keep
+        };
+        let b = s.backlog("t1", later, 100, 100_000).unwrap().unwrap();
+        assert_eq!(b.entries, all[8..16]);
     }
 
     #[test]
@@ -500,11 +567,13 @@ mod tests {
         s.record_user_message("t1", "U1", "Tom", "hi", None)
             .unwrap();
         let before = s.thread_entries("t1").unwrap();
-        let b = s.backlog("t1", 4, 100, 100_000).unwrap().unwrap();
+        let b = s.backlog("t1", keep(4), 100, 100_000).unwrap().unwrap();
         // The operator closes the conversation while the dream's call runs: its working
         // memory stays, and no summary of the new conversation may claim it.
         assert!(s.reset_thread("t1").unwrap());
-        let done = s.consolidate(&consolidation(&b, "old talk"), 4).unwrap();
+        let done = s
+            .consolidate(&consolidation(&b, "old talk"), keep(4))
+            .unwrap();
         assert!(!done.written, "the batch belongs to a closed conversation");
         assert_eq!(done.pruned, 0);
         assert_eq!(s.thread_entries("t1").unwrap(), before, "nothing deleted");
@@ -517,10 +586,10 @@ mod tests {
         let (_d, s) = store();
         talk(&s, "t1", 6);
         let before = s.thread_entries("t1").unwrap();
-        let b = s.backlog("t1", 4, 100, 100_000).unwrap().unwrap();
+        let b = s.backlog("t1", keep(4), 100, 100_000).unwrap().unwrap();
         let c = consolidation(&b, "never committed");
         let failed = s.write(|tx| {
-            consolidate(tx, &c, 4, &mut || {
+            consolidate(tx, &c, keep(4), &mut || {
                 Err(StoreError::Task("killed between the steps".into()))
             })
         });
@@ -529,9 +598,9 @@ mod tests {
         assert_eq!(s.thread_summary("t1").unwrap(), None, "no summary either");
         assert!(s.episodes("t1").unwrap().is_empty());
         // The next dream redoes the batch.
-        let again = s.backlog("t1", 4, 100, 100_000).unwrap().unwrap();
+        let again = s.backlog("t1", keep(4), 100, 100_000).unwrap().unwrap();
         assert_eq!(again.entries, b.entries);
-        assert_eq!(s.consolidate(&c, 4).unwrap().pruned, 8);
+        assert_eq!(s.consolidate(&c, keep(4)).unwrap().pruned, 8);
     }
 
     #[test]
@@ -549,7 +618,7 @@ mod tests {
             ..Default::default()
         })
         .unwrap();
-        let b = s.backlog("t1", 2, 100, 100_000).unwrap().unwrap();
+        let b = s.backlog("t1", keep(2), 100, 100_000).unwrap().unwrap();
         let tom = b.people.iter().find(|p| p.user_id == "U1").unwrap();
         assert_eq!(tom.model.as_deref(), Some("# Tom\n"));
         let mut c = consolidation(&b, "s");
@@ -559,13 +628,13 @@ mod tests {
             model: "# Tom\n- likes crabs".into(),
             note: "Dream: likes crabs".into(),
         }];
-        let done = s.consolidate(&c, 2).unwrap();
+        let done = s.consolidate(&c, keep(2)).unwrap();
         assert_eq!(done.models, ["U1"]);
         let hist = s.model_history("U1").unwrap();
         assert_eq!(hist.last().unwrap().1, "Dream: likes crabs");
         // A stale version is not saved.
         talk(&s, "t1", 3);
-        let b = s.backlog("t1", 2, 100, 100_000).unwrap().unwrap();
+        let b = s.backlog("t1", keep(2), 100, 100_000).unwrap().unwrap();
         let mut c = consolidation(&b, "s2");
         c.models = vec![ModelRefresh {
             user_id: "U1".into(),
@@ -573,7 +642,7 @@ mod tests {
             model: "stale".into(),
             note: "stale".into(),
         }];
-        assert!(s.consolidate(&c, 2).unwrap().models.is_empty());
+        assert!(s.consolidate(&c, keep(2)).unwrap().models.is_empty());
         assert_eq!(
             s.user("U1").unwrap().unwrap().model.as_deref(),
             Some("# Tom\n- likes crabs")

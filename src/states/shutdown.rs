@@ -11,6 +11,10 @@ use super::template::{Condition, Shutdown, ShutdownMode};
 pub const REFERRAL_QUESTION: &str =
     "Am I referring this person to a professional (a doctor, counsellor, lawyer or crisis line)?";
 
+/// What "recent" means for the conditions and the closing notes: the last hour. A dream
+/// leaves a conversation's working memory of that hour whole, so the conditions still read it.
+pub const RECENT_MS: i64 = 60 * 60 * 1000;
+
 /// What the conditions read, gathered when the shutdown begins.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Circumstances {
