@@ -449,6 +449,44 @@ fn backdate(h: &Home, ms: i64) {
         .unwrap();
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scheduled_dream_does_not_start_when_someone_wrote_after_its_scan() {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    let h = dreaming_home(&model, &slack, 5);
+    let engine = engine(&model, &h);
+    let store = engine.store().clone();
+    // A running daemon's soul works.
+    store
+        .move_state(|_| {
+            Ok::<_, String>(anima::memory::NewMove {
+                to: "WORK".into(),
+                cause: "started".into(),
+                detail: json!({}),
+                degraded: false,
+            })
+        })
+        .unwrap()
+        .unwrap();
+    // The schedule reads the newest message; then someone writes, before the dream moves.
+    let seen = store.newest_message_id().unwrap();
+    store
+        .record_user_message("C3:1.0", "U2", "Ann", "are you there? 👋", None)
+        .unwrap();
+    let refused = engine.dream("scheduled: test", Some(seen)).await;
+    assert!(
+        matches!(&refused, Err(anima::engine::DreamError::Refused(why)) if why.contains("wrote")),
+        "{refused:?}"
+    );
+    assert_eq!(store.cognitive_state().unwrap().state, "WORK");
+    assert!(store.last_dream().unwrap().is_none(), "no dream begun");
+    assert!(model.state_requests().is_empty());
+    // Read again with nobody writing since: it dreams, and the soul is back at work.
+    let seen = store.newest_message_id().unwrap();
+    let r = engine.dream("scheduled: test", Some(seen)).await.unwrap();
+    assert_eq!(r.threads_consolidated, 2, "{r:?}");
+    assert_eq!(store.cognitive_state().unwrap().state, "WORK");
+}
+
 #[test]
 fn anima_dream_consolidates_each_thread_keeps_the_newest_and_shows_in_anima_state() {
     let (model, slack) = (FakeModel::start(), FakeSlack::start());

@@ -363,7 +363,8 @@ pub async fn solitude(
 /// `states::dream::due` says so (at most every `min_interval_hours`, sooner only to resume a
 /// dream that yielded or was killed), the engine dreams. Its own task: a message never
 /// waits for it (the turn moves the soul back to WORK, and the dream yields after its
-/// current batch).
+/// current batch); one that came after this scan read the newest message keeps it from
+/// starting at all.
 pub async fn dreams(
     engine: Arc<Engine>,
     every: Duration,
@@ -377,8 +378,15 @@ pub async fn dreams(
             continue;
         }
         let store = engine.store().clone();
-        let Ok((row, last_message, last_dream)) = store
-            .call(|s| Ok((s.cognitive_state()?, s.last_message_ms()?, s.last_dream()?)))
+        let Ok((row, last_message, last_dream, newest)) = store
+            .call(|s| {
+                Ok((
+                    s.cognitive_state()?,
+                    s.last_message_ms()?,
+                    s.last_dream()?,
+                    s.newest_message_id()?,
+                ))
+            })
             .await
         else {
             continue;
@@ -404,7 +412,8 @@ pub async fn dreams(
             "scheduled: no message for {}",
             calls::duration_words(((now - quiet_since).max(0) / 60_000) as u64)
         );
-        match engine.dream(&cause).await {
+        // Only if nobody writes before it moves (see `Engine::dream`).
+        match engine.dream(&cause, Some(newest)).await {
             Ok(r) => info!(
                 id = r.id,
                 complete = r.complete,

@@ -69,8 +69,16 @@ pub enum DreamError {
 
 impl Engine {
     /// One dream now, for `cause` (`anima dream`, the schedule). Refused when the template
-    /// disables DREAM or the soul is waking up or already dreaming.
-    pub async fn dream(&self, cause: &str) -> Result<DreamReport, DreamError> {
+    /// disables DREAM or the soul is waking up or already dreaming. `quiet: Some(newest)`
+    /// (the schedule): refused too when someone wrote since the newest message was `newest`,
+    /// checked in each move's transaction, so a message whose turn began before the move is
+    /// not answered by a soul that goes on dreaming (one that begins after it moves the soul
+    /// back to WORK, and the dream yields).
+    pub async fn dream(
+        &self,
+        cause: &str,
+        quiet: Option<Option<i64>>,
+    ) -> Result<DreamReport, DreamError> {
         let started = now_ms();
         let behaviors = self.library.current().template.behaviors.clone();
         if !behaviors.dream.enabled {
@@ -91,6 +99,7 @@ impl Engine {
                 State::Dream,
                 State::Work,
                 "the last dream ended without a word (its process was killed)".into(),
+                None,
             )
             .await?;
             from = State::Work;
@@ -103,14 +112,14 @@ impl Engine {
                 )))
             }
             State::Play | State::Solitude => {
-                self.move_state(&map, from, State::Work, format!("to dream: {cause}"))
+                self.move_state(&map, from, State::Work, format!("to dream: {cause}"), quiet)
                     .await?;
-                self.move_state(&map, State::Work, State::Dream, cause.to_string())
+                self.move_state(&map, State::Work, State::Dream, cause.to_string(), quiet)
                     .await?;
                 State::Dream
             }
             State::Work => {
-                self.move_state(&map, State::Work, State::Dream, cause.to_string())
+                self.move_state(&map, State::Work, State::Dream, cause.to_string(), quiet)
                     .await?;
                 State::Dream
             }
@@ -172,7 +181,7 @@ impl Engine {
             );
             // Only from DREAM: a message or a shutdown may have moved the soul already.
             let _ = self
-                .move_state(&map, State::Dream, State::Work, summary)
+                .move_state(&map, State::Dream, State::Work, summary, None)
                 .await;
         }
         info!(
@@ -217,12 +226,13 @@ impl Engine {
         from: State,
         to: State,
         cause: String,
+        quiet: Option<Option<i64>>,
     ) -> Result<(), DreamError> {
         let map = map.clone();
         let moved = self
             .store
             .call(move |s| {
-                s.move_state(|row| {
+                let decide = |row: &crate::memory::CognitiveRow| {
                     let now = State::from_name(&row.state).unwrap_or(State::Shutdown);
                     if now != from {
                         return Err(format!("the soul is in {now} now, not {from}"));
@@ -234,7 +244,13 @@ impl Engine {
                         detail: json!({ "by": "dream" }),
                         degraded: false,
                     })
-                })
+                };
+                match quiet {
+                    Some(newest) => {
+                        s.move_state_if_quiet(newest, "someone wrote meanwhile".into(), decide)
+                    }
+                    None => s.move_state(decide),
+                }
             })
             .await?;
         match moved {
