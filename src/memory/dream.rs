@@ -378,7 +378,10 @@ fn consolidate(
     }
     // Only entries still before what the conversation keeps are covered, whatever the caller
     // read: a batch never reaches into what must be kept.
-    let limit = oldest_kept(tx, &c.thread, c.since_id, keep)?.unwrap_or(i64::MIN);
+    let Some(limit) = oldest_kept(tx, &c.thread, c.since_id, keep)? else {
+        // Nothing is before what it keeps now (say the clock stepped back since the read).
+        return Ok(Consolidated::default());
+    };
     let through = c.through_id.min(limit - 1);
     if through < c.first_id {
         return Ok(Consolidated::default());
@@ -558,6 +561,28 @@ mod tests {
         };
         let b = s.backlog("t1", later, 100, 100_000).unwrap().unwrap();
         assert_eq!(b.entries, all[8..16]);
+    }
+
+    #[test]
+    fn a_batch_all_of_the_last_hour_by_its_commit_deletes_nothing() {
+        let (_d, s) = store();
+        talk(&s, "t1", 4);
+        let before = s.thread_entries("t1").unwrap();
+        let b = s.backlog("t1", keep(4), 100, 100_000).unwrap().unwrap();
+        assert_eq!(b.entries, before[..4]);
+        // By the commit every entry is of the last hour (the clock stepped back while the
+        // model wrote the summary): nothing is before what the conversation keeps, and
+        // nothing may be deleted (not `limit - 1` of `i64::MIN`: a panic in a debug build,
+        // `i64::MAX` in a release build, i.e. the whole batch deleted).
+        let recent = Keep {
+            entries: 4,
+            since_ms: before[0].created_at,
+        };
+        let done = s.consolidate(&consolidation(&b, "s"), recent).unwrap();
+        assert_eq!(done.pruned, 0);
+        assert!(!done.written, "no summary of entries that all stay");
+        assert_eq!(s.thread_entries("t1").unwrap(), before);
+        assert_eq!(s.thread_summary("t1").unwrap(), None);
     }
 
     #[test]
