@@ -487,6 +487,56 @@ async fn a_scheduled_dream_does_not_start_when_someone_wrote_after_its_scan() {
     assert_eq!(store.cognitive_state().unwrap().state, "WORK");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_after_the_last_batch_is_no_yield_when_what_is_left_is_the_last_hour() {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    let h = dreaming_home(&model, &slack, 5);
+    // A busy conversation of the last hour: more entries than the four kept, no backlog.
+    let s = h.store();
+    for i in 0..6 {
+        s.record_user_message("C3:1.0", "U2", "Ann", &format!("just now {i} 👋"), None)
+            .unwrap();
+    }
+    let engine = std::sync::Arc::new(engine(&model, &h));
+    let store = engine.store().clone();
+    let to_work = |cause: &'static str| {
+        move |_: &anima::memory::CognitiveRow| {
+            Ok::<_, String>(anima::memory::NewMove {
+                to: "WORK".into(),
+                cause: cause.into(),
+                detail: json!({}),
+                degraded: false,
+            })
+        }
+    };
+    store.move_state(to_work("started")).unwrap().unwrap();
+    // C1's call, then C2's, the last backlog there is: slow, and a message comes meanwhile.
+    model.state(Script::Reply("<summary>C1 crabs.</summary>".into()));
+    model.state(Script::Delay(1_500, "<summary>C2 crabs.</summary>".into()));
+    let e = engine.clone();
+    let dreaming = tokio::spawn(async move { e.dream("test", None).await });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while model.state_requests().len() < 2 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(model.state_requests().len(), 2);
+    // The message's turn moves the soul back to WORK.
+    store
+        .move_state(to_work("a message arrived"))
+        .unwrap()
+        .unwrap();
+    let r = dreaming.await.unwrap().unwrap();
+    assert_eq!(r.threads_consolidated, 2, "{r:?}");
+    assert_eq!(r.backlog_left, 0, "{r:?}");
+    assert_eq!(r.threads, 2, "C3 has no backlog: {r:?}");
+    // Nothing was left to yield: the report must not say the next dream resumes (the
+    // schedule would dream again at the next quiet scan), and the upkeep runs.
+    assert!(!r.yielded, "{r:?}");
+    assert!(r.complete, "{r:?}");
+    assert!(r.upkeep.is_some(), "{r:?}");
+    assert_eq!(s.thread_entries("C3:1.0").unwrap().len(), 6);
+}
+
 #[test]
 fn anima_dream_consolidates_each_thread_keeps_the_newest_and_shows_in_anima_state() {
     let (model, slack) = (FakeModel::start(), FakeSlack::start());

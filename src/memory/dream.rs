@@ -179,17 +179,31 @@ pub(super) fn summary(
 }
 
 impl Store {
-    /// Threads whose current conversation has more than `keep.entries` entries, the least
-    /// recently active first (some may have no backlog: what they have is recent).
+    /// Threads whose current conversation has a backlog (entries before what it keeps), the
+    /// least recently active first.
     pub fn dream_threads(&self, keep: Keep) -> Result<Vec<String>, StoreError> {
         let conn = self.conn();
         let mut stmt = conn.prepare_cached(
-            "SELECT w.thread FROM working_memory w LEFT JOIN threads t ON t.thread = w.thread
+            "SELECT w.thread, coalesce(t.since_id, 0) FROM working_memory w
+             LEFT JOIN threads t ON t.thread = w.thread
              WHERE w.id > coalesce(t.since_id, 0)
              GROUP BY w.thread HAVING count(*) > ?1 ORDER BY max(w.id)",
         )?;
-        let rows = stmt.query_map([i64::from(keep.entries.max(1))], |r| r.get(0))?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        let rows = stmt
+            .query_map([i64::from(keep.entries.max(1))], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut threads = Vec::with_capacity(rows.len());
+        // Those with more entries than the count keeps, but all of them of the last hour,
+        // have none: listed, they would count as threads with a backlog, and a dream
+        // interrupted after its last batch would say it yielded work it did not leave.
+        for (thread, since) in rows {
+            if oldest_kept(&conn, &thread, since, keep)?.is_some() {
+                threads.push(thread);
+            }
+        }
+        Ok(threads)
     }
 
     /// The next batch of a conversation's backlog: at most `max_entries` of its oldest
