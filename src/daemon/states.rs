@@ -300,11 +300,10 @@ pub async fn solitude(
         let store = engine.store().clone();
         let Ok((row, last, newest)) = store
             .call(|s| {
-                Ok((
-                    s.cognitive_state()?,
-                    s.last_message_ms()?,
-                    s.newest_message_id()?,
-                ))
+                // The newest message first: one written between the reads is then in the
+                // quiet spell (no move) or refuses the move, never in neither.
+                let newest = s.newest_message_id()?;
+                Ok((s.cognitive_state()?, s.last_message_ms()?, newest))
             })
             .await
         else {
@@ -380,11 +379,13 @@ pub async fn dreams(
         let store = engine.store().clone();
         let Ok((row, last_message, last_dream, newest)) = store
             .call(|s| {
+                // The newest message first (see `solitude`).
+                let newest = s.newest_message_id()?;
                 Ok((
                     s.cognitive_state()?,
                     s.last_message_ms()?,
                     s.last_dream()?,
-                    s.newest_message_id()?,
+                    newest,
                 ))
             })
             .await
