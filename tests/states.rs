@@ -731,9 +731,20 @@ fn a_quiet_daemon_dreams_on_schedule_and_consolidates() {
         &h,
         "\n[states]\nsolitude_after_idle_minutes = 1\n\n[processes]\nproactive_scan_secs = 1\n",
     );
+    // Someone wrote just now (in a conversation too short to consolidate): the quiet spell
+    // begins now, and the dream waits it out.
+    h.store()
+        .record_user_message("C3:1.0", "U2", "Ann", "see you later 👋", None)
+        .unwrap();
+    let started = Instant::now();
     let d = Daemon::start(&h);
     slack.wait_connected_or(|| d.log());
     d.wait_log("scheduled dream ended", 100);
+    assert!(
+        started.elapsed() >= Duration::from_secs(55),
+        "the dream waited for the quiet spell: {:?}",
+        started.elapsed()
+    );
     let s = h.store();
     let dream = s.last_dream().unwrap().expect("a dream is recorded");
     assert!(dream.complete, "{dream:?}");
