@@ -73,6 +73,8 @@ struct Inner {
     once: VecDeque<(String, String)>,
     /// The next chat.startStream begins the message, then answers HTTP 500.
     start_stored_then_error: bool,
+    /// The next chat.startStream begins a stream that expires at once (`expire_next_stream`).
+    expire_next_stream: bool,
     /// Slack's per-minute tiers for the stream methods are enforced (HTTP 429 beyond them).
     tiers: bool,
     /// 429s answered because of the tiers.
@@ -190,12 +192,12 @@ impl FakeSlack {
             .push_back((method.to_string(), code.to_string()));
     }
 
-    /// Lets every open stream expire: appends and stops then fail with
-    /// `message_not_in_streaming_state`, as Slack does after about five minutes.
-    pub fn expire_streams(&self) {
-        for p in self.inner.lock().unwrap().posts.iter_mut() {
-            p.streaming = false;
-        }
+    /// The next stream expires as soon as it starts, as if the five minutes Slack allows
+    /// passed before its next call: that append or stop fails with
+    /// `message_not_in_streaming_state`. (Expiring streams from the test's thread raced the
+    /// stream's end on a loaded machine.)
+    pub fn expire_next_stream(&self) {
+        self.inner.lock().unwrap().expire_next_stream = true;
     }
 
     /// Sends an `interactive` envelope (a block_actions click); returns the envelope id.
@@ -600,6 +602,11 @@ async fn web_api(
                 updates: 0,
             });
             let mut inner = s.inner.lock().unwrap();
+            if std::mem::take(&mut inner.expire_next_stream) {
+                if let Some(p) = inner.posts.last_mut() {
+                    p.streaming = false;
+                }
+            }
             if std::mem::take(&mut inner.start_stored_then_error) {
                 return Response::builder()
                     .status(500)
