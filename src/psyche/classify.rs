@@ -306,25 +306,27 @@ const VALUE_ENDS: &[&str] = &[
     "and", "but", "so", "because", "since", "now", "too", "who", "which",
 ];
 
+/// The words that state a fact, lower case, and which fact they state.
+const FACT_PATTERNS: &[(&[&str], FactKind)] = &[
+    (&["my", "name", "is"], FactKind::Name),
+    (&["call", "me"], FactKind::Name),
+    (&["i'm", "a"], FactKind::Occupation),
+    (&["i'm", "an"], FactKind::Occupation),
+    (&["i", "am", "a"], FactKind::Occupation),
+    (&["i", "am", "an"], FactKind::Occupation),
+    (&["i", "work", "as", "a"], FactKind::Occupation),
+    (&["i", "work", "as", "an"], FactKind::Occupation),
+    (&["i", "live", "in"], FactKind::Home),
+    (&["i", "work", "at"], FactKind::Workplace),
+    (&["i", "work", "for"], FactKind::Workplace),
+    (&["i'm", "from"], FactKind::Origin),
+    (&["i", "am", "from"], FactKind::Origin),
+];
+
 /// The facts a text states in so many words: "my name is …", "I'm a …", "I live in …",
 /// "I work at …", "I'm from …". Each clause (up to `.`, `!`, `?`, `,`, `;`, a line end) is read
 /// on its own; the value is up to four of the person's words, as they wrote them.
 pub fn facts(text: &str) -> Vec<Fact> {
-    const PATTERNS: &[(&[&str], FactKind)] = &[
-        (&["my", "name", "is"], FactKind::Name),
-        (&["call", "me"], FactKind::Name),
-        (&["i'm", "a"], FactKind::Occupation),
-        (&["i'm", "an"], FactKind::Occupation),
-        (&["i", "am", "a"], FactKind::Occupation),
-        (&["i", "am", "an"], FactKind::Occupation),
-        (&["i", "work", "as", "a"], FactKind::Occupation),
-        (&["i", "work", "as", "an"], FactKind::Occupation),
-        (&["i", "live", "in"], FactKind::Home),
-        (&["i", "work", "at"], FactKind::Workplace),
-        (&["i", "work", "for"], FactKind::Workplace),
-        (&["i'm", "from"], FactKind::Origin),
-        (&["i", "am", "from"], FactKind::Origin),
-    ];
     // Lower case, curly apostrophes straight; a word already so is not copied.
     fn lowered(s: &str) -> Cow<'_, str> {
         if s.bytes().all(|b| b.is_ascii() && !b.is_ascii_uppercase()) {
@@ -344,7 +346,7 @@ pub fn facts(text: &str) -> Vec<Fact> {
             .filter(|s| !s.is_empty())
             .collect();
         let lower: Vec<Cow<str>> = raw.iter().map(|s| lowered(s)).collect();
-        for (pattern, kind) in PATTERNS {
+        for (pattern, kind) in FACT_PATTERNS {
             if out.iter().any(|f| f.kind == *kind) {
                 continue;
             }

@@ -16,6 +16,7 @@ use crate::memory::{Store, StoreError};
 use crate::psyche::gate::{Decision, GateInputs};
 use crate::psyche::{Event, Unit};
 
+use super::state::row_lines;
 use super::Place;
 
 /// Gate decisions kept per soul in the table (older ones are deleted as new ones come).
@@ -164,7 +165,7 @@ pub(super) fn move_to_table(
     soul: &str,
     lines: &mut String,
 ) -> Result<(), StoreError> {
-    for logged in lines.lines().filter_map(LoggedDecision::parse) {
+    for logged in row_lines(lines).filter_map(LoggedDecision::parse) {
         insert(conn, soul, &logged)?;
     }
     lines.clear();
@@ -243,7 +244,9 @@ fn read_decisions(
         .query_row([soul], |r| r.get(0))
         .optional()?
         .unwrap_or_default();
-    let parsed: Vec<LoggedDecision> = lines.lines().filter_map(LoggedDecision::parse).collect();
+    let parsed: Vec<LoggedDecision> = row_lines(&lines)
+        .filter_map(LoggedDecision::parse)
+        .collect();
     let mut out: Vec<LoggedDecision> = parsed
         .into_iter()
         .rev()

@@ -13,6 +13,7 @@
 
 use rusqlite::{params, Connection, OptionalExtension};
 
+use super::state::row_lines;
 use crate::memory::StoreError;
 
 /// How long the state row's lines grow before they move to the table on their own: about 20
@@ -77,8 +78,7 @@ pub(super) fn move_to_table(
     soul: &str,
     lines: &mut String,
 ) -> Result<(), StoreError> {
-    // Split at line feeds only: `str::lines` would take a key's last `\r` for part of its end.
-    for line in lines.split_terminator('\n') {
+    for line in row_lines(lines) {
         if let Some((at, key)) = line.split_once('\t') {
             if let Ok(at) = at.parse::<i64>() {
                 insert(conn, soul, key, at)?;

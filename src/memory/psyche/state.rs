@@ -114,6 +114,13 @@ pub(super) fn load_row(
     })
 }
 
+/// The lines of one of the row's lists (the keys, the decisions), each without its line feed.
+/// Split at line feeds only: `str::lines` would take a last `\r` for part of the line's end,
+/// and a key may end in one.
+pub(super) fn row_lines(list: &str) -> std::str::SplitTerminator<'_, char> {
+    list.split_terminator('\n')
+}
+
 /// Writes the soul's row whole, as an event leaves it.
 pub(super) fn save_row(conn: &Connection, soul: &str, row: &Row) -> Result<(), StoreError> {
     let s = &row.substrate;

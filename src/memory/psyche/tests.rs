@@ -499,15 +499,7 @@ fn a_person_coming_back_makes_their_last_memory_more_salient_up_to_one() {
         .unwrap()
         .0
     };
-    let salience = |id: i64| -> f64 {
-        s.conn()
-            .query_row(
-                "SELECT salience FROM psyche_memories WHERE id = ?1",
-                [id],
-                |r| r.get(0),
-            )
-            .unwrap()
-    };
+    let salience = |id: i64| salience_stored(&s, id);
     let hour = 3_600_000i64;
     let spell = (p.memory.return_after_hours * hour as f64) as i64;
     let worried = "I'm worried the borrow checker hates my refactor";

@@ -84,21 +84,6 @@ fn reference_classify(text: &str, psyche: &Psyche) -> Classification {
 }
 
 fn reference_facts(text: &str) -> Vec<Fact> {
-    const PATTERNS: &[(&[&str], FactKind)] = &[
-        (&["my", "name", "is"], FactKind::Name),
-        (&["call", "me"], FactKind::Name),
-        (&["i'm", "a"], FactKind::Occupation),
-        (&["i'm", "an"], FactKind::Occupation),
-        (&["i", "am", "a"], FactKind::Occupation),
-        (&["i", "am", "an"], FactKind::Occupation),
-        (&["i", "work", "as", "a"], FactKind::Occupation),
-        (&["i", "work", "as", "an"], FactKind::Occupation),
-        (&["i", "live", "in"], FactKind::Home),
-        (&["i", "work", "at"], FactKind::Workplace),
-        (&["i", "work", "for"], FactKind::Workplace),
-        (&["i'm", "from"], FactKind::Origin),
-        (&["i", "am", "from"], FactKind::Origin),
-    ];
     let lowered = |s: &str| {
         let l = s.to_lowercase();
         if l.contains('’') {
@@ -114,7 +99,7 @@ fn reference_facts(text: &str) -> Vec<Fact> {
             .filter(|s| !s.is_empty())
             .collect();
         let lower: Vec<String> = raw.iter().map(|s| lowered(s)).collect();
-        for (pattern, kind) in PATTERNS {
+        for (pattern, kind) in FACT_PATTERNS {
             if out.iter().any(|f| f.kind == *kind) {
                 continue;
             }
