@@ -203,7 +203,11 @@ fn main() {
     let history = spoken(&ctx.recent);
     let soul_state = state.non_default();
     let input = PromptInput {
-        soul: &soul,
+        soul: anima::prompt::SoulText {
+            soul: &soul.soul_md,
+            skills: soul.skills_md.as_deref(),
+            name: soul.name(),
+        },
         soul_state: &soul_state,
         whisper: Some(anima::prompt::Intuition {
             text: "He circles back to this; he needs assurance.",

@@ -16,8 +16,8 @@ use serde::Deserialize;
 use toml::Spanned;
 use tracing::{error, info};
 
-use crate::config::{line_of, read_toml, Problem};
 use crate::soul::BUILT_IN;
+use crate::toml_file::{Problem, TomlFile};
 
 /// The file in the soul folder.
 pub const FILE: &str = "assistant.toml";
@@ -76,19 +76,14 @@ fn parse_over(
     defaults: &AssistantWords,
 ) -> Result<AssistantWords, Vec<Problem>> {
     let file = path.display().to_string();
-    let problem = |line: usize, key: &str, message: String| Problem {
-        file: file.clone(),
-        key: key.to_string(),
-        line: Some(line),
-        message,
-    };
-    let raw: Raw = read_toml(text, &file)?;
+    let f = TomlFile::new(&file, text);
+    let raw: Raw = f.read()?;
     let mut problems = Vec::new();
     let mut text_of = |s: Spanned<String>, key: &str| {
-        let line = line_of(text, s.span().start);
+        let line = f.line(s.span().start);
         let value = s.into_inner();
         if value.trim().is_empty() {
-            problems.push(problem(
+            problems.push(f.problem(
                 line,
                 key,
                 "is empty; write the words, or remove the key to keep the built-in ones".into(),
@@ -108,7 +103,7 @@ fn parse_over(
     let loading_messages = match raw.loading_messages {
         None => defaults.loading_messages.clone(),
         Some(list) => {
-            loading_line = Some(line_of(text, list.span().start));
+            loading_line = Some(f.line(list.span().start));
             list.into_inner()
                 .into_iter()
                 .map(|m| text_of(m, "loading_messages"))
@@ -119,7 +114,7 @@ fn parse_over(
     let prompts = match raw.prompts {
         None => defaults.prompts.clone(),
         Some(list) => {
-            prompts_line = Some(line_of(text, list.span().start));
+            prompts_line = Some(f.line(list.span().start));
             list.into_inner()
                 .into_iter()
                 .map(|p| {
@@ -133,7 +128,7 @@ fn parse_over(
         }
     };
     if let Some(line) = loading_line.filter(|_| loading_messages.len() > MAX_LOADING_MESSAGES) {
-        problems.push(problem(
+        problems.push(f.problem(
             line,
             "loading_messages",
             format!(
@@ -143,7 +138,7 @@ fn parse_over(
         ));
     }
     if let Some(line) = prompts_line.filter(|_| prompts.len() > MAX_PROMPTS) {
-        problems.push(problem(
+        problems.push(f.problem(
             line,
             "prompts",
             format!(
@@ -185,12 +180,7 @@ pub fn load(soul_dir: &Path) -> Result<AssistantWords, Vec<Problem>> {
     match std::fs::read_to_string(&path) {
         Ok(text) => parse(&text, &path),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(built_in()),
-        Err(e) => Err(vec![Problem {
-            file: path.display().to_string(),
-            key: String::new(),
-            line: None,
-            message: format!("cannot be read: {e}"),
-        }]),
+        Err(e) => Err(vec![Problem::unreadable(&path, "file", &e, "")]),
     }
 }
 

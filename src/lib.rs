@@ -29,6 +29,7 @@ pub mod llm;
 pub mod parse;
 pub mod memory;
 pub mod config;
+pub mod toml_file;
 pub mod soul;
 pub mod assistant;
 pub mod steps;

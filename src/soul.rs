@@ -10,9 +10,9 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::config::Problem;
 use crate::psyche::{self, Psyche};
 use crate::states::{template, Template, SHIPPED_TEMPLATE};
+use crate::toml_file::Problem;
 
 /// What the built-in soul and processes give as their folder.
 pub const BUILT_IN: &str = "(built in)";

@@ -117,7 +117,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Run => "anima=info",
         // `chat` says a failed model call itself, once per turn: the retries' warnings and
         // the engine's would say it again (ANIMA_LOG shows them).
-        Command::Chat(_) => "anima=warn,anima::llm::retry=error,anima::engine::pipeline=error",
+        Command::Chat(_) => "anima=warn,anima::llm::retry=error,anima::engine::commit=error",
         _ => "anima=warn",
     };
     telemetry::init(cli.log_format, default_filter);

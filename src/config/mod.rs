@@ -12,6 +12,8 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+pub use crate::toml_file::Problem;
+use crate::toml_file::TomlFile;
 pub use raw::{ProviderKind, RawConfig, SlackMode};
 
 /// A validated configuration. Paths are absolute; numbers are in range.
@@ -55,16 +57,6 @@ pub struct AutonomyConfig {
 }
 
 impl AutonomyConfig {
-    /// The gate's rules.
-    pub fn gate_rules(&self) -> crate::psyche::GateRules {
-        crate::psyche::GateRules {
-            enabled: self.enabled,
-            weights: self.weights,
-            threshold: self.threshold,
-            cooldown_ms: (self.cooldown_secs as i64).saturating_mul(1000),
-        }
-    }
-
     /// Whether the soul may speak unasked in `channel`.
     pub fn listens_in(&self, channel: &str) -> bool {
         self.enabled && self.channels.iter().any(|c| c == channel)
@@ -139,30 +131,6 @@ impl Config {
     }
 }
 
-/// One thing wrong with the configuration, located as precisely as we can.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problem {
-    pub file: String,
-    pub key: String,
-    pub line: Option<usize>,
-    pub message: String,
-}
-
-impl fmt::Display for Problem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.file)?;
-        if let Some(line) = self.line {
-            write!(f, ":{line}")?;
-        }
-        if self.key.starts_with('[') {
-            write!(f, ": in {}", self.key)?;
-        } else if !self.key.is_empty() {
-            write!(f, ": key `{}`", self.key)?;
-        }
-        write!(f, ": {}", self.message)
-    }
-}
-
 /// Every problem found in a configuration file.
 #[derive(Debug, Clone, thiserror::Error)]
 pub struct ConfigError {
@@ -203,12 +171,12 @@ pub fn load(explicit: Option<&Path>) -> Result<Config, ConfigError> {
         }
         Some(path) => {
             let text = std::fs::read_to_string(&path).map_err(|e| ConfigError {
-                problems: vec![Problem {
-                    file: path.display().to_string(),
-                    key: String::new(),
-                    line: None,
-                    message: format!("cannot read the file ({e}); check --config or $ANIMA_CONFIG"),
-                }],
+                problems: vec![Problem::unreadable(
+                    &path,
+                    "file",
+                    &e,
+                    "; check --config or $ANIMA_CONFIG",
+                )],
             })?;
             let abs = std::path::absolute(&path).unwrap_or(path.clone());
             let base = abs.parent().map(Path::to_path_buf).unwrap_or_default();
@@ -224,25 +192,21 @@ pub fn load(explicit: Option<&Path>) -> Result<Config, ConfigError> {
 /// rules that need a value parsed. A syntax error stops the file at its line.
 pub fn parse(text: &str, file: &Path, base: &Path) -> Result<Config, ConfigError> {
     let file_name = file.display().to_string();
+    let toml_file = TomlFile::new(&file_name, text);
     let doc = toml::de::DeTable::parse(text).map_err(|e| ConfigError {
-        problems: vec![syntax_problem(text, &file_name, &e)],
+        problems: vec![toml_file.refused(&e)],
     })?;
     let walk = schema::walk(doc.get_ref(), text);
     let mut problems: Vec<Problem> = walk
         .problems
         .into_iter()
-        .map(|f| Problem {
-            file: file_name.clone(),
-            key: f.key,
-            line: Some(line_of(text, f.offset)),
-            message: f.message,
-        })
+        .map(|f| toml_file.problem(toml_file.line(f.offset), &f.key, f.message))
         .collect();
 
     // What is left once the bad entries are out is well-typed; the defaults fill the gaps,
     // so the remaining rules run too and every problem is reported in one go.
     let mut table: toml::Table = text.parse().map_err(|e: toml::de::Error| ConfigError {
-        problems: vec![syntax_problem(text, &file_name, &e)],
+        problems: vec![toml_file.refused(&e)],
     })?;
     for (section, key) in &walk.drop {
         match key {
@@ -260,7 +224,7 @@ pub fn parse(text: &str, file: &Path, base: &Path) -> Result<Config, ConfigError
         Ok(raw) => raw,
         Err(e) => {
             // Only if `schema` and `raw` disagree (a test guards against it).
-            problems.push(syntax_problem(text, &file_name, &e));
+            problems.push(toml_file.refused(&e));
             RawConfig::default()
         }
     };
@@ -273,69 +237,6 @@ pub fn parse(text: &str, file: &Path, base: &Path) -> Result<Config, ConfigError
             Err(ConfigError { problems })
         }
     }
-}
-
-/// A problem serde or the TOML parser reported, located by its span where it has one.
-fn syntax_problem(text: &str, file: &str, e: &toml::de::Error) -> Problem {
-    Problem {
-        file: file.to_string(),
-        key: e
-            .span()
-            .map(
-                |s| match (section_at(text, s.start), key_at(text, s.start)) {
-                    (Some(section), Some(key)) => format!("{section}.{key}"),
-                    (None, Some(key)) => key,
-                    (Some(section), None) => format!("[{section}]"),
-                    (None, None) => String::new(),
-                },
-            )
-            .unwrap_or_default(),
-        line: e.span().map(|s| line_of(text, s.start)),
-        message: e.message().trim().to_string(),
-    }
-}
-
-/// The 1-based line a byte offset of `text` falls on (an offset past the end: the last
-/// line). Counts bytes, so an offset inside a character cannot panic.
-pub(crate) fn line_of(text: &str, offset: usize) -> usize {
-    let before = &text.as_bytes()[..offset.min(text.len())];
-    before.iter().filter(|b| **b == b'\n').count() + 1
-}
-
-/// Reads a TOML file's text (named `file` in problems) into its raw serde shape; a syntax
-/// error or a key its shape refuses is one problem with the line it is on.
-pub(crate) fn read_toml<T: serde::de::DeserializeOwned>(
-    text: &str,
-    file: &str,
-) -> Result<T, Vec<Problem>> {
-    toml::from_str(text).map_err(|e| {
-        vec![Problem {
-            file: file.to_string(),
-            key: String::new(),
-            line: e.span().map(|s| line_of(text, s.start)),
-            message: e.message().trim().to_string(),
-        }]
-    })
-}
-
-/// The key set on the line a byte offset falls in, when the offset is in its value (a value
-/// of the wrong type): `max_tokens = "lots"` → `max_tokens`.
-fn key_at(text: &str, offset: usize) -> Option<String> {
-    let offset = offset.min(text.len());
-    let start = text[..offset].rfind('\n').map_or(0, |i| i + 1);
-    let (key, _) = text[start..offset].split_once('=')?;
-    let key = key.trim().trim_matches('"');
-    (!key.is_empty() && !key.starts_with('[')).then(|| key.to_string())
-}
-
-/// The `[section]` a byte offset falls in.
-fn section_at(text: &str, offset: usize) -> Option<String> {
-    text[..offset.min(text.len())].lines().rev().find_map(|l| {
-        l.trim()
-            .strip_prefix('[')?
-            .strip_suffix(']')
-            .map(|s| s.trim().to_string())
-    })
 }
 
 /// The line on which `key` is set inside `[section]`, for messages about valid TOML with bad values.
@@ -538,15 +439,6 @@ mod tests {
     }
 
     #[test]
-    fn line_of_counts_from_one_and_never_panics() {
-        let text = "a = 1\nb = \"é\"\n";
-        assert_eq!(line_of(text, 0), 1);
-        assert_eq!(line_of(text, 6), 2);
-        assert_eq!(line_of(text, 12), 2, "inside a character");
-        assert_eq!(line_of(text, 999), 3, "past the end");
-    }
-
-    #[test]
     fn autonomy_is_read_and_its_bad_values_named_with_key_and_line() {
         let c = parse_str(
             "[autonomy]\nchannels = [\"C1\", \" \"]\ncooldown_secs = 60\nthreshold = 0.5\nweights = [1, 0, 0, 0, 0]\n",
@@ -554,7 +446,7 @@ mod tests {
         .unwrap();
         assert_eq!(c.autonomy.channels, ["C1"]);
         assert!(c.autonomy.listens_in("C1") && !c.autonomy.listens_in("C2"));
-        assert_eq!(c.autonomy.gate_rules().cooldown_ms, 60_000);
+        assert_eq!(c.autonomy.cooldown_secs, 60);
         assert_eq!(c.autonomy.weights, [1.0, 0.0, 0.0, 0.0, 0.0]);
         let err = parse_str("[autonomy]\nenabled = true\nweights = [0.5, 0.5]\n")
             .unwrap_err()
@@ -582,10 +474,6 @@ mod tests {
         );
         assert_eq!(from_example.listen, defaults.listen);
         assert_eq!(from_example.autonomy, defaults.autonomy);
-        assert_eq!(
-            defaults.autonomy.gate_rules(),
-            crate::psyche::GateRules::default()
-        );
         assert!(!defaults.autonomy.listens_in("C1"), "no channel by default");
         assert_eq!(from_example.max_chain, 3);
         assert_eq!(from_example.shutdown_grace_secs, 20);

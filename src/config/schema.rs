@@ -10,6 +10,8 @@ use std::ops::Range;
 
 use toml::de::{DeTable, DeValue};
 
+use crate::toml_file::nearest;
+
 /// What a value must be.
 #[derive(Debug, Clone, Copy)]
 pub(super) enum Kind {
@@ -450,46 +452,6 @@ fn unknown_key(section: &str, key: &str) -> String {
     )
 }
 
-/// The candidate closest to `word` (ignoring case, `-` for `_`), if it is close enough to be
-/// a likely misspelling.
-pub(super) fn nearest<'a>(
-    word: &str,
-    candidates: impl Iterator<Item = &'a str>,
-) -> Option<&'a str> {
-    let norm = |s: &str| s.to_lowercase().replace('-', "_");
-    let w = norm(word);
-    let limit = (w.chars().count() / 3).max(2);
-    candidates
-        .map(|c| (distance(&w, &norm(c)), c))
-        .filter(|(d, _)| *d <= limit)
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, c)| c)
-}
-
-/// Edit distance counting a swap of two neighbours as one edit (optimal string alignment).
-fn distance(a: &str, b: &str) -> usize {
-    let a: Vec<char> = a.chars().collect();
-    let b: Vec<char> = b.chars().collect();
-    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
-    for (i, row) in d.iter_mut().enumerate() {
-        row[0] = i;
-    }
-    d[0] = (0..=b.len()).collect();
-    for i in 1..=a.len() {
-        for j in 1..=b.len() {
-            let cost = usize::from(a[i - 1] != b[j - 1]);
-            let mut best = (d[i - 1][j] + 1)
-                .min(d[i][j - 1] + 1)
-                .min(d[i - 1][j - 1] + cost);
-            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
-                best = best.min(d[i - 2][j - 2] + 1);
-            }
-            d[i][j] = best;
-        }
-    }
-    d[a.len()][b.len()]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -497,14 +459,6 @@ mod tests {
     fn walk_str(text: &str) -> Walk {
         let doc = DeTable::parse(text).unwrap();
         walk(doc.get_ref(), text)
-    }
-
-    #[test]
-    fn distances_count_swaps_as_one() {
-        assert_eq!(distance("modle", "model"), 1);
-        assert_eq!(distance("slak", "slack"), 1);
-        assert_eq!(distance("", "abc"), 3);
-        assert_eq!(distance("same", "same"), 0);
     }
 
     #[test]

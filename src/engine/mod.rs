@@ -11,6 +11,9 @@
 //! nothing about where a perception came from (terminal or Slack) or where the reply goes.
 
 mod apply;
+mod begin;
+mod chain;
+mod commit;
 mod dream;
 mod model;
 mod perception;

@@ -183,3 +183,33 @@ fn messages(history: &[prompt::HistoryMessage]) -> Vec<Message<'_>> {
         })
         .collect()
 }
+
+impl Engine {
+    /// Counts a model call: outcome, latency, tokens.
+    pub(super) fn count_call(&self, called: &Result<super::model::Run, (LlmError, u64)>) {
+        let Some(m) = &self.metrics else { return };
+        let provider = self.provider.name();
+        match called {
+            Ok(run) => {
+                let u = &run.completion.usage;
+                m.model_call(
+                    provider,
+                    true,
+                    std::time::Duration::from_micros(run.latency_us),
+                    [
+                        u.input_tokens,
+                        u.output_tokens,
+                        u.cache_read_tokens,
+                        u.cache_creation_tokens,
+                    ],
+                );
+            }
+            Err((_, latency_us)) => m.model_call(
+                provider,
+                false,
+                std::time::Duration::from_micros(*latency_us),
+                [0; 4],
+            ),
+        }
+    }
+}

@@ -58,7 +58,7 @@ pub(super) fn run_prompt(i: &RunInput) -> prompt::Prompt {
     let soul_state = i.soul.non_default();
     let history = spoken(i.history);
     prompt::build_prompt(&PromptInput {
-        soul: &i.lib.soul,
+        soul: soul_text(&i.lib.soul),
         soul_state: &soul_state,
         whisper: i.whisper.map(|w| prompt::Intuition {
             text: &w.text,
@@ -237,6 +237,15 @@ pub(super) fn facts_for(
         process: process.to_string(),
         cognitive_state: moment.cognitive_state.to_string(),
         inner: moment.inner,
+    }
+}
+
+/// The soul's files as its prompt shows them.
+pub(super) fn soul_text(files: &crate::soul::SoulFiles) -> prompt::SoulText<'_> {
+    prompt::SoulText {
+        soul: &files.soul_md,
+        skills: files.skills_md.as_deref(),
+        name: files.name(),
     }
 }
 

@@ -17,11 +17,12 @@ use tracing::{info, warn};
 
 use super::perception::Message;
 use super::{Engine, EngineError};
+use crate::config::AutonomyConfig;
 use crate::memory::now_ms;
 use crate::memory::psyche::Place;
 use crate::process::Loaded;
 use crate::psyche::answer;
-use crate::psyche::{Decision, Event, EventKind, Packet};
+use crate::psyche::{Decision, Event, EventKind, GateRules, Packet};
 
 /// What happened, for [`Engine::feel`].
 #[derive(Debug, Clone, Copy)]
@@ -42,7 +43,7 @@ impl Engine {
     pub(super) async fn psyche_turn(&self, m: &Message, lib: &Loaded) -> Option<Packet> {
         let soul = lib.soul.name().to_string();
         let psyche = lib.psyche.clone();
-        let rules = self.config.autonomy.gate_rules();
+        let rules = gate_rules(&self.config.autonomy);
         let event = Event {
             kind: EventKind::Addressed,
             person: Some(m.user_id.clone()),
@@ -167,7 +168,7 @@ impl Engine {
         let lib = self.library.current();
         let soul = lib.soul.name().to_string();
         let psyche = lib.psyche.clone();
-        let rules = self.config.autonomy.gate_rules();
+        let rules = gate_rules(&self.config.autonomy);
         let place = Place {
             channel: happened.channel.map(str::to_string),
             listened: happened
@@ -186,5 +187,34 @@ impl Engine {
             .call(move |s| s.psyche_event_once(&soul, &psyche, &rules, &event, &place, &key))
             .await?;
         Ok(heard.map(|(_, decision)| decision))
+    }
+}
+
+/// The gate's rules, from `[autonomy]`.
+fn gate_rules(a: &AutonomyConfig) -> GateRules {
+    GateRules {
+        enabled: a.enabled,
+        weights: a.weights,
+        threshold: a.threshold,
+        cooldown_ms: (a.cooldown_secs as i64).saturating_mul(1000),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_autonomy_gives_the_substrates_default_rules() {
+        let c = crate::config::parse(
+            "",
+            std::path::Path::new("/a/anima.toml"),
+            std::path::Path::new("/a"),
+        )
+        .unwrap();
+        assert_eq!(gate_rules(&c.autonomy), GateRules::default());
+        let mut a = c.autonomy.clone();
+        a.cooldown_secs = 60;
+        assert_eq!(gate_rules(&a).cooldown_ms, 60_000);
     }
 }

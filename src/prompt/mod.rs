@@ -25,13 +25,22 @@ pub use instructions::ProcessInstructions;
 pub use plan::{plan, GateInput, Gates, TurnPlan};
 pub use user_model::{blueprint, UserModel, BLUEPRINT_SECTIONS};
 
-use crate::soul::SoulFiles;
 use crate::steps::Step;
+
+/// The soul as its prompt shows it, from its files as read.
+#[derive(Debug, Clone, Copy)]
+pub struct SoulText<'a> {
+    /// `soul.md`, verbatim.
+    pub soul: &'a str,
+    pub skills: Option<&'a str>,
+    /// What the prompt calls the soul.
+    pub name: &'a str,
+}
 
 /// Everything the prompt is made from.
 #[derive(Debug, Clone, Copy)]
 pub struct PromptInput<'a> {
-    pub soul: &'a SoulFiles,
+    pub soul: SoulText<'a>,
     /// The soul's state as (key, value), only the keys that differ from their default, in
     /// the order shown. Values are untrusted.
     pub soul_state: &'a [(&'a str, &'a str)],
@@ -120,12 +129,12 @@ pub fn build_prompt(input: &PromptInput) -> Prompt {
     }
 }
 
-fn system(soul: &SoulFiles) -> String {
-    let mut out = String::with_capacity(soul.soul_md.len() + 8 * 1024);
+fn system(soul: SoulText) -> String {
+    let mut out = String::with_capacity(soul.soul.len() + 8 * 1024);
     out.push_str("<soul>\n");
-    out.push_str(soul.soul_md.trim_end());
+    out.push_str(soul.soul.trim_end());
     out.push_str("\n</soul>");
-    if let Some(skills) = &soul.skills_md {
+    if let Some(skills) = soul.skills {
         out.push_str("\n\n<skills>\n");
         out.push_str(skills.trim_end());
         out.push_str("\n</skills>");
@@ -189,7 +198,7 @@ fn turn_sections(input: &PromptInput) -> String {
         let _ = write!(
             out,
             "<intuition>\n{} sensed an intuition surface from deeper memory, whispered by {}:\n> {}\n</intuition>\n\n",
-            input.soul.name(),
+            input.soul.name,
             fence::neutralise(if source.is_empty() { "unknown" } else { &source }),
             fence::neutralise(whisper.text.trim()).replace('\n', "\n> ")
         );

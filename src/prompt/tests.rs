@@ -1,18 +1,10 @@
 //! Snapshot tests of whole prompts, one per section and gate, and the fence's guarantees.
 
-use std::path::Path;
-
 use super::*;
 use crate::process::library::MAIN_STEPS as MAIN;
 
-fn soul() -> SoulFiles {
-    SoulFiles {
-        soul_md: "# Wren\n\n## Persona\nA patient engineer.\n\n## Speaking Style\nDirect.\n".into(),
-        skills_md: Some("## Available Skills\n- Conversation\n".into()),
-        play_md: None,
-        dir: Path::new("/soul").into(),
-    }
-}
+const SOUL_MD: &str = "# Wren\n\n## Persona\nA patient engineer.\n\n## Speaking Style\nDirect.\n";
+const SKILLS_MD: &str = "## Available Skills\n- Conversation\n";
 
 fn tom(text: &str) -> Spoken<'_> {
     Spoken {
@@ -29,7 +21,7 @@ fn soul_said(text: &str) -> Spoken<'_> {
 }
 
 struct Case {
-    soul: SoulFiles,
+    soul: &'static str,
     state: Vec<(&'static str, &'static str)>,
     whisper: Option<&'static str>,
     model: Option<(&'static str, &'static str)>,
@@ -45,7 +37,7 @@ struct Case {
 impl Default for Case {
     fn default() -> Self {
         Case {
-            soul: soul(),
+            soul: SOUL_MD,
             state: Vec::new(),
             whisper: None,
             model: None,
@@ -67,7 +59,11 @@ impl Case {
 
     fn input(&self) -> PromptInput<'_> {
         PromptInput {
-            soul: &self.soul,
+            soul: SoulText {
+                soul: self.soul,
+                skills: Some(SKILLS_MD),
+                name: "Wren",
+            },
             soul_state: &self.state,
             whisper: self.whisper.map(|text| Intuition {
                 text,
@@ -226,13 +222,13 @@ fn the_stable_part_comes_first_and_does_not_change_between_turns() {
 
 #[test]
 fn soul_md_reaches_the_model_verbatim() {
-    let shipped = SoulFiles::load(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/soul"))).unwrap();
+    let shipped = include_str!("../../soul/soul.md");
     let p = Case {
-        soul: shipped.clone(),
+        soul: shipped,
         ..Case::default()
     }
     .build();
-    assert!(p.system.contains(shipped.soul_md.trim_end()));
+    assert!(p.system.contains(shipped.trim_end()));
 }
 
 #[test]

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::raw::{Checker, Raw};
 use super::value::{Signed, Unit};
-use crate::config::{read_toml, Problem};
+use crate::toml_file::{Problem, TomlFile};
 
 /// The file's name in the soul folder.
 pub const FILE: &str = "psyche.toml";
@@ -189,10 +189,10 @@ fn is_key_name(name: &str) -> bool {
 /// Checks a psyche file's text; `path` names it in problems.
 pub fn parse(text: &str, path: &Path) -> Result<Psyche, Vec<Problem>> {
     let file = path.display().to_string();
-    let raw: Raw = read_toml(text, &file)?;
+    let toml_file = TomlFile::new(&file, text);
+    let raw: Raw = toml_file.read()?;
     let mut c = Checker {
-        text,
-        file: file.clone(),
+        file: toml_file,
         problems: Vec::new(),
     };
 

@@ -10,7 +10,7 @@ use toml::Spanned;
 
 use super::def::MAX_STEP;
 use super::value::{Signed, Unit};
-use crate::config::{line_of, Problem};
+use crate::toml_file::{Problem, TomlFile};
 
 /// A number as TOML writes it: `1` and `1.0` alike.
 #[derive(Debug, Clone, Copy)]
@@ -151,19 +151,14 @@ pub(super) struct RawIntentionRules {
 
 /// Collects problems while reading values in range.
 pub(super) struct Checker<'a> {
-    pub(super) text: &'a str,
-    pub(super) file: String,
+    pub(super) file: TomlFile<'a>,
     pub(super) problems: Vec<Problem>,
 }
 
 impl Checker<'_> {
     pub(super) fn problem(&mut self, offset: usize, key: &str, message: String) {
-        self.problems.push(Problem {
-            file: self.file.clone(),
-            key: key.to_string(),
-            line: Some(line_of(self.text, offset)),
-            message,
-        });
+        let line = self.file.line(offset);
+        self.problems.push(self.file.problem(line, key, message));
     }
 
     pub(super) fn range(&mut self, n: &N, key: &str, min: f64, max: f64) -> f64 {

@@ -11,7 +11,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
-use crate::config::{line_of, read_toml, Problem};
+use crate::toml_file::{Problem, TomlFile};
 
 /// The template's file name in the soul folder.
 pub const FILE: &str = "template.toml";
@@ -261,13 +261,8 @@ fn toggle(raw: Option<RawToggle>, default: &Toggle) -> Toggle {
 /// Checks a template's text; `path` names it in problems.
 pub fn parse(text: &str, path: &Path) -> Result<Template, Vec<Problem>> {
     let file = path.display().to_string();
-    let problem = |line: usize, key: &str, message: String| Problem {
-        file: file.clone(),
-        key: key.to_string(),
-        line: Some(line),
-        message,
-    };
-    let raw: RawTemplate = read_toml(text, &file)?;
+    let f = TomlFile::new(&file, text);
+    let raw: RawTemplate = f.read()?;
     let defaults = Behaviors::default();
     let b = raw.cognitive_state_behaviors;
     let mut problems = Vec::new();
@@ -276,12 +271,12 @@ pub fn parse(text: &str, path: &Path) -> Result<Template, Vec<Problem>> {
     let wakeup = match b.wakeup {
         None => defaults.wakeup.clone(),
         Some(w) => {
-            let line = line_of(text, w.span().start);
+            let line = f.line(w.span().start);
             let w = w.into_inner();
-            let enabled_line = w.enabled.as_ref().map(|e| line_of(text, e.span().start));
+            let enabled_line = w.enabled.as_ref().map(|e| f.line(e.span().start));
             let t = toggle(Some(w), &defaults.wakeup);
             if !t.enabled && t.rationale.is_none() {
-                problems.push(problem(
+                problems.push(f.problem(
                     enabled_line.unwrap_or(line),
                     "cognitive_state_behaviors.wakeup",
                     "a disabled wakeup needs a `rationale`: say why this soul may start working without affirming who it is".into(),
@@ -294,18 +289,18 @@ pub fn parse(text: &str, path: &Path) -> Result<Template, Vec<Problem>> {
     let shutdown = match b.shutdown {
         None => defaults.shutdown.clone(),
         Some(s) => {
-            let line = line_of(text, s.span().start);
+            let line = f.line(s.span().start);
             let s = s.into_inner();
             let (mode, mode_line) = match &s.mode {
                 None => (defaults.shutdown.mode, line),
                 Some(m) => {
-                    let at = line_of(text, m.span().start);
+                    let at = f.line(m.span().start);
                     let mode = match m.get_ref().trim() {
                         "always_consent" => ShutdownMode::AlwaysConsent,
                         "conditional" => ShutdownMode::Conditional,
                         "instant" => ShutdownMode::Instant,
                         other => {
-                            problems.push(problem(
+                            problems.push(f.problem(
                                 at,
                                 "cognitive_state_behaviors.shutdown.mode",
                                 format!("found \"{other}\", expected one of \"always_consent\", \"conditional\", \"instant\""),
@@ -322,8 +317,8 @@ pub fn parse(text: &str, path: &Path) -> Result<Template, Vec<Problem>> {
                 match Condition::from_name(name) {
                     Some(c) if !conditions.contains(&c) => conditions.push(c),
                     Some(_) => {}
-                    None => problems.push(problem(
-                        line_of(text, c.span().start),
+                    None => problems.push(f.problem(
+                        f.line(c.span().start),
                         "cognitive_state_behaviors.shutdown.require_consent_when",
                         format!(
                             "unknown consent condition \"{name}\"; the conditions are {}",
@@ -334,7 +329,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Template, Vec<Problem>> {
             }
             let rationale = rationale(s.rationale);
             if mode == ShutdownMode::Instant && rationale.is_none() {
-                problems.push(problem(
+                problems.push(f.problem(
                     mode_line,
                     "cognitive_state_behaviors.shutdown",
                     "an instant shutdown needs a `rationale`: say why this soul may be stopped without being asked".into(),
@@ -344,7 +339,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Template, Vec<Problem>> {
                 && conditions.is_empty()
                 && s.require_consent_when.is_empty()
             {
-                problems.push(problem(
+                problems.push(f.problem(
                     mode_line,
                     "cognitive_state_behaviors.shutdown.require_consent_when",
                     "a conditional shutdown lists the conditions that require consent in `require_consent_when`".into(),
@@ -368,8 +363,8 @@ pub fn parse(text: &str, path: &Path) -> Result<Template, Vec<Problem>> {
                 None => defaults.dream.min_interval_hours,
                 Some(h) if (1..=24 * 365).contains(h.get_ref()) => *h.get_ref() as u64,
                 Some(h) => {
-                    problems.push(problem(
-                        line_of(text, h.span().start),
+                    problems.push(f.problem(
+                        f.line(h.span().start),
                         "cognitive_state_behaviors.dream.min_interval_hours",
                         format!(
                             "found {}, expected a whole number of hours from 1 to 8760",

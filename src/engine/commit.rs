@@ -1,0 +1,315 @@
+//! The end of a turn: what the runs decided becomes one `TurnRecord`, committed in one
+//! transaction (the entries, the soul's state, the user model, the whisper, the inbox row's
+//! reply, the process and its transitions, the usage); then, outside it, a requested
+//! cognitive state, the git export of changed user models and the psyche's after-thought.
+//! A failed model call ends a turn here too.
+
+use std::time::Instant;
+
+use serde_json::json;
+use tracing::{info, warn};
+
+use super::begin::Begun;
+use super::chain::Chained;
+use super::perception::{answer, Perception, FOLLOW_UP_QUESTION};
+use super::run::Ran;
+use super::{Engine, EngineError, TurnOutcome, PROVIDER_DOWN_REPLY};
+use crate::llm::LlmError;
+use crate::memory::{EntryType, NewEntry, TurnRecord};
+use crate::process::Loaded;
+use crate::prompt::TurnPlan;
+
+/// The transition parameter by which a process rule requests a cognitive state (`PLAY` or
+/// `WORK`): `params = { request_state = "PLAY" }`.
+pub const REQUEST_STATE: &str = "request_state";
+
+impl Engine {
+    /// Commits what the chain decided and says what the turn did.
+    pub(super) async fn commit(
+        &self,
+        p: &Perception,
+        begun: &Begun,
+        lib: &Loaded,
+        chained: Chained,
+        started: Instant,
+    ) -> Result<TurnOutcome, EngineError> {
+        let policy = p.policy();
+        let ctx = &begun.ctx;
+        let Chained {
+            last,
+            state,
+            mut outcome,
+            transitions,
+            ran,
+            mut spent,
+            iterations,
+            machine_log,
+        } = chained;
+        let model_us = spent.model_us;
+        let usage = std::mem::take(&mut spent.usage);
+        let model_calls = usage.len() as u32;
+
+        let said = last.speaks
+            && last
+                .last
+                .as_ref()
+                .is_some_and(|run| policy.speaks(&run.cognition));
+        if let (true, Some(run)) = (said, &last.last) {
+            outcome.say(&run.cognition, &policy.said_meta());
+        } else if policy.proactive && outcome.entries.is_empty() {
+            // A silent quiet-spell turn still leaves its mark, so the spell gets one attempt.
+            let result = last
+                .last
+                .as_ref()
+                .and_then(|run| answer(&run.cognition, FOLLOW_UP_QUESTION));
+            outcome.entries.push(
+                NewEntry::new(EntryType::MentalQuery, FOLLOW_UP_QUESTION)
+                    .metadata(json!({ "result": result, "proactive": true })),
+            );
+        }
+        if policy.proactive {
+            info!(thread = p.thread(), quiet_minutes = ?begun.quiet_minutes, follow_up = said, "proactive turn");
+        }
+        let user_model_updated = outcome.user_model.is_some();
+        let iterations_done = iterations;
+        let Ran { last, speaks, .. } = last;
+        let streamed = last
+            .as_ref()
+            .filter(|_| said)
+            .map(|r| r.shown.clone())
+            .unwrap_or_default();
+        // Interrupted before it spoke: no reply (the newer message's answers both).
+        let reply = match &last {
+            Some(run) if speaks => run.cognition.reply.clone(),
+            _ => String::new(),
+        };
+        let (user_id, inbox) = match p {
+            Perception::Message(m) => (m.user_id.clone(), m.inbox_id.map(|id| (id, reply.clone()))),
+            Perception::Quiet(_) => (String::new(), None),
+        };
+        let record = TurnRecord {
+            thread: p.thread().to_string(),
+            user_id,
+            interaction: if policy.counted {
+                ctx.interaction
+            } else {
+                ctx.interaction.saturating_sub(1)
+            },
+            entries: std::mem::take(&mut outcome.entries),
+            soul_updates: std::mem::take(&mut outcome.soul_updates),
+            user_model: outcome.user_model.take(),
+            injected_user_model: outcome.injected_user_model,
+            whisper_id: ctx
+                .whisper
+                .as_ref()
+                .filter(|_| policy.whisper)
+                .map(|w| w.id),
+            whisper_claimant: Some(begun.claimant.clone()),
+            claude_session: last.as_ref().and_then(|r| r.completion.session.clone()),
+            usage,
+            inbox,
+            process: Some(state.clone()),
+            transitions,
+            proactive: !policy.counted,
+            since_id: Some(ctx.since_id),
+        };
+        let steps = last
+            .iter()
+            .flat_map(|r| r.plan.steps.iter().map(|s| s.name()))
+            .collect::<Vec<_>>()
+            .join(",");
+        let outcome_word = match (policy.proactive, said) {
+            (false, true) => "completed",
+            (false, false) => "interrupted",
+            (true, true) => "followed_up",
+            (true, false) => "stayed_quiet",
+        };
+        self.count_turn(
+            &state.current,
+            outcome_word,
+            &record.transitions,
+            started,
+            model_us,
+        );
+        let span = tracing::Span::current();
+        span.record("process", state.current.as_str());
+        span.record("steps", steps.as_str());
+        if let Some(run) = &last {
+            span.record("model", run.completion.model.as_str());
+        }
+        span.record("model_calls", model_calls);
+        span.record("iterations", iterations_done);
+        span.record(
+            "input_tokens",
+            record.usage.iter().map(|u| u.input_tokens).sum::<u64>(),
+        );
+        span.record(
+            "output_tokens",
+            record.usage.iter().map(|u| u.output_tokens).sum::<u64>(),
+        );
+        span.record("model_ms", model_us / 1000);
+        span.record(
+            "engine_ms",
+            (started.elapsed().as_micros() as u64).saturating_sub(model_us) / 1000,
+        );
+        span.record("outcome", outcome_word);
+        info!("turn done");
+        let requested = record
+            .transitions
+            .last()
+            .and_then(|t| t.params.get(REQUEST_STATE))
+            .and_then(|v| v.as_str())
+            .map(str::to_string);
+        let changed_user = self.store.call(move |s| s.commit_turn(&record)).await?;
+        if let Some(to) = requested {
+            self.request_state(&to, &state.current).await?;
+        }
+        if changed_user.is_some() {
+            // Every version git has not seen yet, this one last (the model is safe in SQLite
+            // whatever happens here).
+            self.export_pending_models().await?;
+        }
+        if let (Perception::Message(m), Some(run)) = (p, &last) {
+            self.psyche_after(&run.completion.text, m, lib).await;
+        }
+        Ok(TurnOutcome {
+            reply,
+            said,
+            thread: p.thread().to_string(),
+            process: state.current,
+            ran,
+            interaction: policy.counted.then_some(ctx.interaction),
+            plan: last.as_ref().map(|r| r.plan.clone()).unwrap_or(TurnPlan {
+                steps: Vec::new(),
+                inject_user_model: false,
+                user_model_reason: "no call",
+            }),
+            cognition: last.map(|r| r.cognition),
+            state_changes: outcome.state_changes,
+            user_model_updated,
+            error: None,
+            model_us,
+            model_calls,
+            iterations: iterations_done,
+            streamed,
+            machine_log,
+        })
+    }
+
+    /// The model failed: a message gets the short apology and gives back its number and its
+    /// whisper (the message stays in working memory); a quiet spell stays silent.
+    pub(super) async fn failed(
+        &self,
+        p: &Perception,
+        begun: &Begun,
+        process: String,
+        ran: Vec<String>,
+        e: LlmError,
+        (model_us, model_calls): (u64, u32),
+    ) -> Result<TurnOutcome, EngineError> {
+        let said = matches!(p, Perception::Message(_));
+        if said {
+            warn!(provider = self.provider.name(), error = %e, "model call failed; the message stays in working memory");
+            let (n, claimant) = (begun.ctx.interaction, begun.claimant.clone());
+            let whisper = begun.ctx.whisper.as_ref().map(|w| w.id);
+            self.store
+                .call(move |s| s.release_turn(n, whisper.map(|id| (id, claimant.as_str()))))
+                .await?;
+        } else {
+            warn!(thread = p.thread(), error = %e, "proactive turn: the model failed; no follow-up for this quiet spell");
+            // The attempt is this spell's one: marked, so an outage does not bring a model
+            // call for every quiet thread at every scan.
+            let record = TurnRecord {
+                thread: p.thread().to_string(),
+                interaction: begun.ctx.interaction.saturating_sub(1),
+                entries: vec![NewEntry::new(EntryType::MentalQuery, FOLLOW_UP_QUESTION)
+                    .metadata(json!({ "result": null, "proactive": true, "failed": true }))],
+                proactive: true,
+                ..TurnRecord::default()
+            };
+            self.store.call(move |s| s.commit_turn(&record)).await?;
+        }
+        tracing::Span::current().record("process", process.as_str());
+        tracing::Span::current().record("outcome", "model_failed");
+        self.count_turn(&process, "model_failed", &[], std::time::Instant::now(), 0);
+        Ok(TurnOutcome {
+            reply: if said {
+                PROVIDER_DOWN_REPLY.to_string()
+            } else {
+                String::new()
+            },
+            said,
+            thread: p.thread().to_string(),
+            process,
+            ran,
+            interaction: None,
+            cognition: None,
+            plan: TurnPlan {
+                steps: Vec::new(),
+                inject_user_model: false,
+                user_model_reason: "the model failed",
+            },
+            state_changes: Vec::new(),
+            user_model_updated: false,
+            error: Some(e.to_string()),
+            model_us,
+            model_calls,
+            iterations: 0,
+            streamed: String::new(),
+            machine_log: Vec::new(),
+        })
+    }
+
+    /// Counts a finished turn: by process and outcome, its transitions, its own time.
+    fn count_turn(
+        &self,
+        process: &str,
+        outcome: &'static str,
+        transitions: &[crate::process::TransitionRecord],
+        started: std::time::Instant,
+        model_us: u64,
+    ) {
+        let Some(m) = &self.metrics else { return };
+        m.turns
+            .get_or_create(&crate::metrics::TurnLabels {
+                process: process.to_string(),
+                outcome,
+            })
+            .inc();
+        for t in transitions {
+            m.transitions
+                .get_or_create(&crate::metrics::TransitionLabels {
+                    from: t.from.clone(),
+                    to: t.to.clone(),
+                })
+                .inc();
+        }
+        let own = (started.elapsed().as_micros() as u64).saturating_sub(model_us);
+        m.engine_seconds.observe(own as f64 / 1e6);
+    }
+
+    /// A process rule asked for PLAY or WORK: moved if the template allows it from where the
+    /// soul is, else said why not (the turn is done either way).
+    async fn request_state(&self, to: &str, process: &str) -> Result<(), EngineError> {
+        let Some(to) = crate::states::State::from_name(to) else {
+            warn!(
+                process,
+                requested = to,
+                "a process rule requests an unknown cognitive state"
+            );
+            return Ok(());
+        };
+        let template = self.library.current().template.clone();
+        let by = format!("the process rule into {process}");
+        let moved = self
+            .store
+            .call(move |s| Ok(crate::admin::request_state(s, &template, to, &by)))
+            .await?;
+        match moved {
+            Ok(m) => info!(from = %m.from, to = %m.to, cause = %m.cause, "cognitive state moved"),
+            Err(crate::admin::RequestError::Store(e)) => return Err(e.into()),
+            Err(refused) => info!(reason = %refused, "cognitive state request refused"),
+        }
+        Ok(())
+    }
+}
