@@ -243,3 +243,88 @@ fn claude_cli_sessions_carry_the_soul_only_in_the_first_message() {
     assert_eq!(replies(&r.stdout), vec![anima::engine::PROVIDER_DOWN_REPLY]);
     assert!(r.stderr.contains("usage limit"), "{}", r.stderr);
 }
+
+/// `anima slack manifest`: the Slack app for this soul, YAML by default and JSON with
+/// `--json` (the same manifest), Socket Mode unless `--events-url` names where Slack posts.
+#[test]
+fn slack_manifest_prints_the_app_in_yaml_or_json_for_either_door() {
+    let home = Home::new("auto", "", "");
+    let yaml = home.run(&["slack", "manifest"], "");
+    assert_eq!(yaml.status, 0, "{}", yaml.stderr);
+    assert!(
+        yaml.stdout.contains("  socket_mode_enabled: true\n"),
+        "{}",
+        yaml.stdout
+    );
+    assert!(
+        yaml.stdout.contains("    display_name: \"Wren\"\n"),
+        "{}",
+        yaml.stdout
+    );
+    let json = home.run(&["slack", "manifest", "--json"], "");
+    assert_eq!(json.status, 0, "{}", json.stderr);
+    let m: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    let from_yaml: serde_json::Value = serde_yaml_ng::from_str(&yaml.stdout).unwrap();
+    assert_eq!(from_yaml, m, "the YAML and the JSON are one manifest");
+    for key in [
+        "display_information",
+        "features",
+        "oauth_config",
+        "settings",
+    ] {
+        assert!(m.get(key).is_some(), "{key} missing: {m}");
+    }
+    let strings = |v: &serde_json::Value| -> Vec<String> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s.as_str().unwrap().to_string())
+            .collect()
+    };
+    let scopes = strings(&m["oauth_config"]["scopes"]["bot"]);
+    for scope in [
+        "chat:write",
+        "app_mentions:read",
+        "im:history",
+        "assistant:write",
+    ] {
+        assert!(scopes.iter().any(|s| s == scope), "{scope}: {scopes:?}");
+    }
+    let events = strings(&m["settings"]["event_subscriptions"]["bot_events"]);
+    for event in [
+        "app_mention",
+        "message.im",
+        "message.channels",
+        "agent_session_stopped",
+    ] {
+        assert!(events.iter().any(|e| e == event), "{event}: {events:?}");
+    }
+    assert_eq!(m["settings"]["socket_mode_enabled"], true);
+    assert_eq!(m["settings"]["interactivity"]["is_enabled"], true);
+    assert!(m["settings"]["event_subscriptions"]
+        .get("request_url")
+        .is_none());
+    assert!(m["features"]["agent_view"]["suggested_prompts"].is_array());
+
+    let url = "https://x.example/slack/events";
+    let r = home.run(&["slack", "manifest", "--json", "--events-url", url], "");
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    assert_eq!(r.stderr, "", "a URL ending in /slack/events needs no note");
+    let m: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(m["settings"]["socket_mode_enabled"], false);
+    assert_eq!(m["settings"]["event_subscriptions"]["request_url"], url);
+    assert_eq!(m["settings"]["interactivity"]["request_url"], url);
+
+    for bad in [
+        "ftp://x.example/slack/events",
+        "x.example/slack/events",
+        "https://",
+    ] {
+        let r = home.run(&["slack", "manifest", "--events-url", bad], "");
+        assert_eq!(r.status, 2, "{bad}: {}", r.stderr);
+        assert_eq!(r.stdout, "");
+        assert!(r.stderr.contains("--events-url"), "{}", r.stderr);
+        assert!(r.stderr.contains("http:// or https://"), "{}", r.stderr);
+        assert!(!r.stderr.contains("panicked"));
+    }
+}

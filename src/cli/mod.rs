@@ -11,6 +11,7 @@ mod init;
 mod mind;
 mod processes;
 mod service;
+mod slack;
 mod state;
 mod users;
 
@@ -74,6 +75,11 @@ pub enum Command {
     Dream(dream::DreamArgs),
     /// The psychology substrate in numbers, for the operator (the model never sees them).
     Mind(mind::MindArgs),
+    /// Setting up the Slack app: its manifest.
+    Slack {
+        #[command(subcommand)]
+        command: slack::SlackCommand,
+    },
 }
 
 /// A failure with the exit code it deserves.
@@ -159,6 +165,7 @@ async fn dispatch(cli: Cli) -> CliResult {
         Command::State(args) => state::run(config_path, args),
         Command::Dream(args) => dream::run(config_path, args).await,
         Command::Mind(args) => mind::run(config_path, args),
+        Command::Slack { command } => slack::run(config_path, command),
     }
 }
 

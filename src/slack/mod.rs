@@ -2,7 +2,8 @@
 //! its signature check in `events`), the rules of what is answered (`intake`), replies out
 //! (`out`, the router's surface: Markdown, posting once or streaming, the working sign), and
 //! the AI-app surfaces (`assistant`: greeting, prompts, title, status; `feedback`: the buttons
-//! and their clicks; the stop button).
+//! and their clicks; the stop button). `manifest` is the Slack app's manifest: the scopes and
+//! events all of this needs.
 //!
 //! `Gate` is where every event and interaction enters: decide, hand the message to the router
 //! (which records it durably before Slack is acknowledged), or carry out the surface's part.
@@ -14,6 +15,7 @@ pub mod budget;
 pub mod events;
 pub mod feedback;
 pub mod intake;
+pub mod manifest;
 pub mod markdown;
 pub mod out;
 pub mod signature;
