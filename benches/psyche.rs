@@ -22,7 +22,7 @@
 //!     relationships and facts, FTS5 + recency + salience candidates, BM25 top-K, words),
 //!     rendered.
 //!
-//! Targets (issue 12): update under 50 µs median, packet under 1 ms median. Each kind of event
+//! Targets: update under 50 µs median, packet under 1 ms median. Each kind of event
 //! through the store is reported on its own, not only in a mix.
 
 use std::hint::black_box;

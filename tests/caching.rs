@@ -2,7 +2,7 @@
 //! the fake Anthropic server, which accounts cache reads and writes as Anthropic does (the
 //! 1,024-token floor, breakpoints, a 20-block look-back). Billed-equivalent input tokens
 //! (cache writes at 1.25×, reads at 0.1×) against the same conversation billed with no
-//! caching and with the user model in every prompt. Prints the figures (README quotes them).
+//! caching and with the user model in every prompt. Prints the figures (docs/benchmarks.md quotes them).
 
 mod support;
 

@@ -1,6 +1,6 @@
 //! Turns model text into a `Cognition`: monologue, dialogue, checks and updates.
 //!
-//! Tolerant of every malformation in docs/LLM.md (each has a named test in `tests.rs`):
+//! Tolerant of every malformation in docs/llm.md (each has a named test in `tests.rs`):
 //! only known tag names are structure, open tags auto-close, echoes of the instructions are
 //! skipped, echoed prompt sections never reach the fallback reply, and the reply is never
 //! empty and never a raw tag. Knows nothing about which

@@ -1,4 +1,4 @@
-//! One named test per way models break a tagged answer (docs/LLM.md), plus the property
+//! One named test per way models break a tagged answer (docs/llm.md), plus the property
 //! tests: parsing never panics, the reply never carries a cognitive tag nor (as a fallback)
 //! a prompt section, render → parse round-trips, and every text helper holds its promise on
 //! arbitrary Unicode.
