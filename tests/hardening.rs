@@ -550,3 +550,38 @@ fn a_slack_outage_delays_a_reply_but_never_loses_or_doubles_it() {
         "an outage spends no attempt"
     );
 }
+
+#[test]
+fn a_message_whose_turn_four_kills_interrupt_is_answered_not_given_up() {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    for _ in 0..4 {
+        model.push(Script::Hang);
+    }
+    model.reply(&answer("Still here after the crash loop."));
+    let home = home(&model, &slack, "socket", "");
+    let mut d = Daemon::start(&home);
+    slack.wait_connected_or(|| d.log());
+    slack.send_event(mention("C1", "11.000001", "are you there?"), "E1", 0);
+    // Each start takes the message up again; each is killed while its model call runs (an
+    // OOM killer's loop).
+    for turn in 1..=4 {
+        slack.wait(20, "the turn to be under way", |_| {
+            model.requests().len() == turn
+        });
+        d.kill9();
+        d = Daemon::start(&home);
+    }
+    slack.wait(20, "the answer", |s| s.posts().len() == 1);
+    std::thread::sleep(Duration::from_millis(300));
+    let posts = slack.posts();
+    assert_eq!(posts.len(), 1, "{posts:#?}");
+    assert_eq!(posts[0].text, "Still here after the crash loop.");
+    let item = home.store().inbox_item(1).unwrap().unwrap();
+    assert_eq!(item.status, anima::memory::InboxStatus::Done);
+    assert_eq!(
+        (item.attempts, item.failures, item.interruptions),
+        (5, 0, 4),
+        "four interrupted turns and the one that answered; none failed"
+    );
+    assert!(!d.log().contains("every attempt"), "{}", d.log());
+}
