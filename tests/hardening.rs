@@ -551,6 +551,18 @@ fn a_slack_outage_delays_a_reply_but_never_loses_or_doubles_it() {
     );
 }
 
+/// A home like `home`'s with `[llm] stream` on, so replies in threads stream.
+fn streaming_home(model: &FakeModel, slack: &FakeSlack) -> Home {
+    Home::new(
+        "anthropic",
+        &model.url(),
+        &format!(
+            "stream = true\n\n[slack]\nmode = \"socket\"\napi_base_url = \"{}\"\n\n[http]\nlisten = \"127.0.0.1:0\"\n\n[daemon]\nshutdown_grace_secs = 10\n",
+            slack.api_url()
+        ),
+    )
+}
+
 #[test]
 fn a_message_whose_turn_four_kills_interrupt_is_answered_not_given_up() {
     let (model, slack) = (FakeModel::start(), FakeSlack::start());
@@ -584,4 +596,58 @@ fn a_message_whose_turn_four_kills_interrupt_is_answered_not_given_up() {
         "four interrupted turns and the one that answered; none failed"
     );
     assert!(!d.log().contains("every attempt"), "{}", d.log());
+}
+
+#[test]
+fn a_recovered_reply_never_takes_over_another_messages_reply() {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    // Slack's answers carry no metadata: the store's knowledge is all there is.
+    slack.drop_metadata();
+    model.reply(&answer("The first answer."));
+    model.push(Script::Hang);
+    model.reply(&answer("The second answer."));
+    let home = streaming_home(&model, &slack);
+    let mut d = Daemon::start(&home);
+    slack.wait_connected_or(|| d.log());
+    slack.send_event(mention("C1", "12.000001", "first"), "E1", 0);
+    slack.wait(20, "the first answer", |s| {
+        s.posts()
+            .iter()
+            .any(|p| !p.streaming && p.text == "The first answer.")
+    });
+    let store = home.store();
+    slack.wait(10, "the first row to be done", |_| {
+        store.inbox_item(1).unwrap().unwrap().status == anima::memory::InboxStatus::Done
+    });
+    slack.send_event(
+        thread_message("C1", "12.000002", "12.000001", "<@UBOT> second"),
+        "E2",
+        0,
+    );
+    // The second message's model call is slow: the daemon dies during it.
+    slack.wait(20, "the second turn", |_| model.requests().len() == 2);
+    d.kill9();
+
+    let d = Daemon::start(&home);
+    slack.wait(20, "the second answer", |s| {
+        s.posts()
+            .iter()
+            .any(|p| !p.streaming && p.text == "The second answer.")
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let posts = slack.posts();
+    let texts: Vec<&str> = posts.iter().map(|p| p.text.as_str()).collect();
+    assert_eq!(
+        texts,
+        ["The first answer.", "The second answer."],
+        "{posts:#?}\n{}",
+        d.log()
+    );
+    assert_eq!(posts[0].updates, 0, "the first answer was never rewritten");
+    let (first, second) = (
+        store.inbox_item(1).unwrap().unwrap(),
+        store.inbox_item(2).unwrap().unwrap(),
+    );
+    assert_eq!(first.reply_ref.as_deref(), Some(posts[0].ts.as_str()));
+    assert_eq!(second.reply_ref.as_deref(), Some(posts[1].ts.as_str()));
 }

@@ -292,6 +292,7 @@ impl Store {
         self.write(|tx| {
             tx.prepare_cached(
                 "UPDATE inbox SET parts_posted = ?2, reply_ref = coalesce(reply_ref, ?3),
+                     part_refs = json_insert(part_refs, '$[#]', ?3),
                      status = CASE WHEN ?4 THEN 'done' ELSE status END,
                      done_at = CASE WHEN ?4 THEN ?5 ELSE done_at END
                  WHERE id = ?1",
@@ -304,6 +305,24 @@ impl Store {
             .execute([id])?;
             Ok(())
         })
+    }
+
+    /// The surface's references that rows of row `id`'s conversation other than `id` hold:
+    /// the messages their replies streamed into and every part delivered. A message the
+    /// inbox has given to one row is never taken for another's (a reply looked for after a
+    /// crash, where the surface cannot tell whose a message is).
+    pub fn references_held(&self, id: i64) -> Result<Vec<String>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached(
+            "WITH others AS (
+                 SELECT reply_ref, stream_ref, part_refs FROM inbox
+                 WHERE conversation = (SELECT conversation FROM inbox WHERE id = ?1) AND id != ?1)
+             SELECT reply_ref FROM others WHERE reply_ref IS NOT NULL
+             UNION SELECT stream_ref FROM others WHERE stream_ref IS NOT NULL
+             UNION SELECT p.value FROM others, json_each(others.part_refs) AS p",
+        )?;
+        let rows = stmt.query_map([id], |r| r.get(0))?;
+        Ok(rows.collect::<Result<_, _>>()?)
     }
 
     /// Remembers the message a row's reply is being streamed into, as soon as it exists.
@@ -704,6 +723,44 @@ mod tests {
             s.inbox_item(crashing).unwrap().unwrap(),
             item,
             "the store holds what the claim says: an exhausted row begins no attempt"
+        );
+    }
+
+    #[test]
+    fn the_references_other_rows_of_a_conversation_hold_are_known() {
+        let (_d, s) = store();
+        let accept = |origin: &str, seq: f64| match s.accept_inbound(&inbound(origin, seq)) {
+            Ok(Intake::Accepted(id)) => id,
+            other => panic!("{other:?}"),
+        };
+        let (first, second, third) = (
+            accept("C1:1", 1.0),
+            accept("C1:2", 2.0),
+            accept("C1:3", 3.0),
+        );
+        let mut elsewhere = inbound("C2:1", 1.0);
+        elsewhere.conversation = "C2:1.0".into();
+        let Intake::Accepted(other) = s.accept_inbound(&elsewhere).unwrap() else {
+            panic!()
+        };
+        s.set_inbox_reply(first, "a long reply").unwrap();
+        s.set_stream_ref(first, "9.1").unwrap();
+        s.mark_part_posted(first, 1, "9.1", false).unwrap();
+        s.mark_part_posted(first, 2, "9.2", false).unwrap();
+        s.mark_part_posted(first, 3, "9.3", true).unwrap();
+        s.set_stream_ref(second, "9.4").unwrap();
+        s.mark_part_posted(other, 1, "8.1", true).unwrap();
+        let held = |id| {
+            let mut refs = s.references_held(id).unwrap();
+            refs.sort();
+            refs
+        };
+        assert_eq!(held(third), ["9.1", "9.2", "9.3", "9.4"]);
+        assert_eq!(held(second), ["9.1", "9.2", "9.3"], "not its own");
+        assert_eq!(held(first), ["9.4"]);
+        assert!(
+            held(other).is_empty(),
+            "another conversation's are not in the way"
         );
     }
 

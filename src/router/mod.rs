@@ -504,8 +504,11 @@ impl Router {
             let name = self.surface.speaker_name(&item.user_id).await;
             if item.attempts >= 1 && item.stream_ref.is_none() {
                 // A turn of this row began before: a stream it began may not have been
-                // recorded (anima stopped while Slack was answering). Its reply goes there.
-                if let Some(found) = self.surface.find_unrecorded_stream(&to).await {
+                // recorded (anima stopped while Slack was answering). Its reply goes there,
+                // never into a message the inbox gave to another row.
+                let id = item.id;
+                let held = self.store.call(move |s| s.references_held(id)).await?;
+                if let Some(found) = self.surface.find_unrecorded_stream(&to, &held).await {
                     let (id, r) = (item.id, found.clone());
                     self.store.call(move |s| s.set_stream_ref(id, &r)).await?;
                     item.stream_ref = Some(found);

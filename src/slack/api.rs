@@ -462,13 +462,16 @@ impl SlackApi {
 
     /// A message of ours in the thread after `after_ts` that carries no reply mark: a stream
     /// begun for a reply whose start was not recorded (its outcome was unknown, or anima
-    /// stopped before the store took it). Every other message anima leaves carries a mark.
+    /// stopped before the store took it). Every other message anima leaves carries a mark,
+    /// but Slack's answer may come without the marks (without any message's metadata): a
+    /// message in `held` (the store gave it to another reply) is never the one.
     pub async fn find_unmarked(
         &self,
         bot: &BotIdentity,
         channel: &str,
         thread_ts: &str,
         after_ts: &str,
+        held: &[String],
     ) -> Result<Option<String>, SlackError> {
         let out = Outgoing {
             channel,
@@ -482,6 +485,7 @@ impl SlackApi {
         Ok(messages
             .into_iter()
             .filter(|m| ts_order(m.origin.ts.as_ref()) > ts_order(after_ts))
+            .filter(|m| !held.iter().any(|h| h.as_str() == m.origin.ts.as_ref()))
             .find(|m| {
                 is_mine(bot, m)
                     && m.content
