@@ -651,3 +651,110 @@ fn a_recovered_reply_never_takes_over_another_messages_reply() {
     assert_eq!(first.reply_ref.as_deref(), Some(posts[0].ts.as_str()));
     assert_eq!(second.reply_ref.as_deref(), Some(posts[1].ts.as_str()));
 }
+
+/// Every accepted message gets exactly one reply while the daemon is SIGKILLed five times in
+/// 20 s (as an OOM killer's loop would) over 32 messages in 8 threads: a crash delays a reply,
+/// never loses, doubles or gives it up. Replies stream where the budget lets them (the rest go
+/// whole), so kills land in model calls, streams, posts and rewrites alike.
+fn storm(drop_metadata: bool) {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    if drop_metadata {
+        slack.drop_metadata();
+    }
+    model.slow_echo(1_000);
+    let home = streaming_home(&model, &slack);
+    let mut d = Daemon::start(&home);
+    slack.wait_connected_or(|| d.log());
+    // (envelope id, event, event id) of everything sent: what is not acknowledged is sent
+    // again after a restart, as Slack does.
+    let mut sent: Vec<(String, serde_json::Value, String)> = Vec::new();
+    let resend = |slack: &FakeSlack, sent: &mut Vec<(String, serde_json::Value, String)>| {
+        let acks = slack.acks();
+        for (envelope, event, id) in sent.iter_mut() {
+            if !acks.contains(envelope) {
+                *envelope = slack.send_event(event.clone(), id, 1);
+            }
+        }
+    };
+    // Each shorter than a reply takes (about 2 s): every kill lands in turns under way.
+    let pauses = [1_500, 1_900, 1_300, 1_700, 1_600];
+    for (round, pause) in pauses.iter().enumerate() {
+        if round < 4 {
+            for t in 1..=8 {
+                let text = format!("<@{}> storm t{t} m{round}", slack::BOT_USER);
+                let ts = format!("30.{:06}", round + 1);
+                let mut event = json!({"type":"app_mention","user":"U061F7AUR","text":text,"ts":ts,"channel":format!("C{t}"),"event_ts":ts});
+                if round > 0 {
+                    event["thread_ts"] = json!("30.000001");
+                }
+                let id = format!("E{t}-{round}");
+                sent.push((slack.send_event(event.clone(), &id, 0), event, id));
+                std::thread::sleep(Duration::from_millis(40));
+            }
+        }
+        std::thread::sleep(Duration::from_millis(*pause));
+        d.kill9();
+        d = Daemon::start(&home);
+        slack.wait_connected_or(|| d.log());
+        resend(&slack, &mut sent);
+    }
+    let store = home.store();
+    let settled = |s: &FakeSlack| {
+        s.posts().iter().filter(|p| !p.streaming).count() >= 32
+            && (1..=32).all(|id| {
+                store.inbox_item(id).unwrap().is_some_and(|i| {
+                    matches!(
+                        i.status,
+                        anima::memory::InboxStatus::Done | anima::memory::InboxStatus::Failed
+                    )
+                })
+            })
+    };
+    let deadline = Instant::now() + Duration::from_secs(40);
+    while !settled(&slack) && Instant::now() < deadline {
+        resend(&slack, &mut sent);
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let posts = slack.posts();
+    let mut texts: Vec<&str> = posts.iter().map(|p| p.text.as_str()).collect();
+    texts.sort_unstable();
+    let mut want: Vec<String> = (1..=8)
+        .flat_map(|t| (0..4).map(move |m| format!("echo: storm t{t} m{m}")))
+        .collect();
+    want.sort();
+    assert_eq!(
+        texts,
+        want,
+        "exactly one whole reply to each message\n{posts:#?}\n{}",
+        d.log()
+    );
+    assert!(posts.iter().all(|p| !p.streaming), "{posts:#?}");
+    let rows: Vec<_> = (1..=33)
+        .filter_map(|id| store.inbox_item(id).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 32, "every message accepted once");
+    let interrupted: i64 = rows.iter().map(|r| r.interruptions).sum();
+    assert!(interrupted >= 5, "the kills landed in work under way");
+    for row in &rows {
+        assert_eq!(row.status, anima::memory::InboxStatus::Done, "{row:?}");
+        assert_eq!(row.failures, 0, "{row:?}");
+        let post = posts
+            .iter()
+            .find(|p| Some(&p.ts) == row.reply_ref.as_ref())
+            .unwrap_or_else(|| panic!("{row:?}"));
+        assert!(post
+            .text
+            .ends_with(&row.text[row.text.find("storm").unwrap()..]));
+    }
+}
+
+#[test]
+fn a_sigkill_storm_delays_replies_but_never_loses_doubles_or_gives_one_up() {
+    storm(false);
+}
+
+#[test]
+fn a_sigkill_storm_delays_replies_but_never_loses_doubles_or_gives_one_up_without_metadata() {
+    storm(true);
+}

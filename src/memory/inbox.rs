@@ -307,16 +307,16 @@ impl Store {
         })
     }
 
-    /// The surface's references that rows of row `id`'s conversation other than `id` hold:
-    /// the messages their replies streamed into and every part delivered. A message the
-    /// inbox has given to one row is never taken for another's (a reply looked for after a
-    /// crash, where the surface cannot tell whose a message is).
+    /// The surface's references that the rows of row `id`'s conversation hold (`id`'s own
+    /// included): the messages their replies streamed into and every part delivered (an
+    /// apology too). A message the inbox has given to one reply is never taken for another
+    /// (a reply looked for after a crash, where the surface cannot tell whose a message is).
     pub fn references_held(&self, id: i64) -> Result<Vec<String>, StoreError> {
         let conn = self.conn();
         let mut stmt = conn.prepare_cached(
             "WITH others AS (
                  SELECT reply_ref, stream_ref, part_refs FROM inbox
-                 WHERE conversation = (SELECT conversation FROM inbox WHERE id = ?1) AND id != ?1)
+                 WHERE conversation = (SELECT conversation FROM inbox WHERE id = ?1))
              SELECT reply_ref FROM others WHERE reply_ref IS NOT NULL
              UNION SELECT stream_ref FROM others WHERE stream_ref IS NOT NULL
              UNION SELECT p.value FROM others, json_each(others.part_refs) AS p",
@@ -410,13 +410,21 @@ impl Store {
         })
     }
 
-    /// Gives a row up: it was answered with the apology (or could not be), and `failure`
-    /// says why, for the operator.
-    pub fn mark_failed(&self, id: i64, failure: &str) -> Result<(), StoreError> {
+    /// Gives a row up: it was answered with the apology (`apology`: the surface's reference
+    /// of it, when delivered) or could not be, and `failure` says why, for the operator.
+    pub fn mark_failed(
+        &self,
+        id: i64,
+        failure: &str,
+        apology: Option<&str>,
+    ) -> Result<(), StoreError> {
         self.write(|tx| {
             tx.execute(
-                "UPDATE inbox SET status = 'failed', failure = ?2, done_at = ?3 WHERE id = ?1",
-                (id, failure, now_ms()),
+                "UPDATE inbox SET status = 'failed', failure = ?2, done_at = ?3,
+                     part_refs = CASE WHEN ?4 IS NULL THEN part_refs
+                                      ELSE json_insert(part_refs, '$[#]', ?4) END
+                 WHERE id = ?1",
+                (id, failure, now_ms(), apology),
             )?;
             Ok(())
         })
@@ -615,7 +623,8 @@ mod tests {
         s.mark_done(first).unwrap();
         assert_eq!(s.claim_next("C1:1.0").unwrap().unwrap().id, second);
         assert_eq!(s.open_conversations().unwrap(), vec!["C1:1.0".to_string()]);
-        s.mark_failed(second, "poison").unwrap();
+        s.mark_failed(second, "poison", Some("9.9")).unwrap();
+        assert_eq!(s.references_held(second).unwrap(), ["9.9"], "the apology");
         assert!(s.claim_next("C1:1.0").unwrap().is_none());
         assert!(s.open_conversations().unwrap().is_empty());
     }
@@ -700,7 +709,7 @@ mod tests {
         let item = s.claim_next("C1:1.0").unwrap().unwrap();
         assert_eq!((item.id, item.failures), (poison, MAX_FAILURES));
         assert!(item.exhausted());
-        s.mark_failed(poison, "poison").unwrap();
+        s.mark_failed(poison, "poison", None).unwrap();
         drop(s);
 
         // A fixed reply whose delivery every process dies in: each start counts one.
@@ -727,7 +736,7 @@ mod tests {
     }
 
     #[test]
-    fn the_references_other_rows_of_a_conversation_hold_are_known() {
+    fn the_references_the_rows_of_a_conversation_hold_are_known() {
         let (_d, s) = store();
         let accept = |origin: &str, seq: f64| match s.accept_inbound(&inbound(origin, seq)) {
             Ok(Intake::Accepted(id)) => id,
@@ -756,12 +765,8 @@ mod tests {
             refs
         };
         assert_eq!(held(third), ["9.1", "9.2", "9.3", "9.4"]);
-        assert_eq!(held(second), ["9.1", "9.2", "9.3"], "not its own");
-        assert_eq!(held(first), ["9.4"]);
-        assert!(
-            held(other).is_empty(),
-            "another conversation's are not in the way"
-        );
+        assert_eq!(held(first), held(third), "its own too");
+        assert_eq!(held(other), ["8.1"], "only its own conversation's");
     }
 
     #[test]

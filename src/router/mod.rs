@@ -637,6 +637,7 @@ impl Router {
                             mark: Some(PartMark { row: id, part: 1 }),
                             maybe_delivered: false,
                             last: true,
+                            held: &[],
                         };
                         if let Err(e) = self.surface.finish_stream(&to, reference, None, part).await
                         {
@@ -702,9 +703,16 @@ impl Router {
         }
         let mut finished = false;
         let mut streamed = false;
+        // What the inbox holds in the conversation, once a part may have been delivered (kept
+        // up to date with this reply's parts): none of it is taken for that part's copy.
+        let mut held: Option<Vec<String>> = None;
         'parts: for (i, text) in parts.iter().enumerate().skip(skip) {
             let mut wait = Duration::from_secs(1);
             loop {
+                if let (Some(r), true, None) = (row, maybe_delivered, &held) {
+                    let id = r.item.id;
+                    held = Some(self.store.call(move |s| s.references_held(id)).await?);
+                }
                 let part = Part {
                     text,
                     mark: row.map(|r| PartMark {
@@ -713,6 +721,7 @@ impl Router {
                     }),
                     maybe_delivered,
                     last: i + 1 == parts.len(),
+                    held: held.as_deref().unwrap_or_default(),
                 };
                 let delivered = match stream_ref.filter(|_| i == 0) {
                     Some(reference) => {
@@ -727,6 +736,9 @@ impl Router {
                 match delivered {
                     Ok(reference) => {
                         maybe_delivered = false;
+                        if let Some(h) = held.as_mut() {
+                            h.push(reference.clone());
+                        }
                         Metrics::inc(&self.metrics.replies_posted);
                         if let Some(Row { item: r, .. }) = row {
                             let (id, last) = (r.id, i + 1 == parts.len());
@@ -789,7 +801,10 @@ impl Router {
             max_interruptions = MAX_INTERRUPTIONS,
             "a message failed on every attempt; answering it with an apology"
         );
+        let mut apology = None;
         if item.parts_posted == 0 {
+            let id = item.id;
+            let held = self.store.call(move |s| s.references_held(id)).await?;
             let part = Part {
                 text: FAILED_REPLY,
                 mark: Some(PartMark {
@@ -800,6 +815,7 @@ impl Router {
                 // here: always look first (a give-up is rare; one lookup is cheap).
                 maybe_delivered: true,
                 last: true,
+                held: &held,
             };
             let to = address(item);
             let delivered = match &item.stream_ref {
@@ -807,8 +823,9 @@ impl Router {
                 Some(reference) => self.surface.finish_stream(&to, reference, None, part).await,
                 None => self.surface.deliver(&to, part).await,
             };
-            if let Err(e) = delivered {
-                warn!(error = %e, inbox = item.id, "the apology was not delivered");
+            match delivered {
+                Ok(reference) => apology = Some(reference),
+                Err(e) => warn!(error = %e, inbox = item.id, "the apology was not delivered"),
             }
         }
         let (id, why) = (
@@ -818,7 +835,9 @@ impl Router {
                 item.failures, item.interruptions
             ),
         );
-        self.store.call(move |s| s.mark_failed(id, &why)).await?;
+        self.store
+            .call(move |s| s.mark_failed(id, &why, apology.as_deref()))
+            .await?;
         self.metrics.note_given_up();
         self.clear_working_sign(item);
         Ok(())

@@ -190,6 +190,7 @@ impl Surface for SlackSurface {
                 }),
                 // An answer's last message in an assistant thread takes feedback.
                 feedback: part.last && part.mark.is_some() && to.note.as_deref() == Some(ASSISTANT),
+                held: part.held,
             };
             self.api
                 .post(&self.bot, &out, part.maybe_delivered)

@@ -680,7 +680,10 @@ async fn web_api(
                 p.metadata = Some(meta.clone());
             }
             p.updates += 1;
-            ok(json!({"channel": p.channel, "ts": p.ts}))
+            // As Slack answers: the message as it now reads (slack-morphism requires it).
+            ok(
+                json!({"channel": p.channel, "ts": p.ts, "text": p.text, "message": {"type": "message", "text": p.text, "user": BOT_USER, "bot_id": BOT_ID}}),
+            )
         }
         "reactions.add"
         | "reactions.remove"
