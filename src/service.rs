@@ -154,7 +154,7 @@ pub fn launchd_plist(s: &ServiceSpec) -> String {
     format!(
         r#"<?xml version="1.0" encoding="UTF-8"?>
 <!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN" "http://www.apple.com/DTDs/PropertyList-1.0.dtd">
-<!-- Written by `anima service install`. Secrets go in {env_xml} (mode 0600), never here. -->
+<!-- Written by `anima service install`. Secrets go in the environment file that the script below reads (mode 0600), never here. -->
 <plist version="1.0">
 <dict>
   <key>Label</key>
@@ -183,7 +183,6 @@ pub fn launchd_plist(s: &ServiceSpec) -> String {
 </dict>
 </plist>
 "#,
-        env_xml = xml(&s.env_file.display().to_string()),
         script = xml(&script),
         home = xml(&s.home.display().to_string()),
         stop = s.shutdown_grace_secs + 10,
@@ -314,6 +313,76 @@ mod tests {
             !plist.contains("<string>/opt/my apps"),
             "quoted inside the script"
         );
+    }
+
+    /// Every event of `doc` as quick-xml reads it, strictly (comments checked too), and the
+    /// text of each `<string>`.
+    fn strings_of_well_formed(doc: &str) -> Result<Vec<String>, String> {
+        let mut reader = quick_xml::Reader::from_str(doc);
+        let config = reader.config_mut();
+        config.check_comments = true;
+        config.check_end_names = true;
+        let (mut strings, mut current) = (Vec::new(), None::<String>);
+        loop {
+            match reader.read_event().map_err(|e| e.to_string())? {
+                quick_xml::events::Event::Eof => return Ok(strings),
+                quick_xml::events::Event::Start(t) => {
+                    current = (t.name().into_inner() == "string").then(String::new)
+                }
+                quick_xml::events::Event::Text(t) => {
+                    if let Some(c) = current.as_mut() {
+                        c.push_str(&t.into_inner());
+                    }
+                }
+                // An entity (`&amp;` …): quick-xml gives each as an event of its own.
+                quick_xml::events::Event::GeneralRef(r) => {
+                    let name = r.into_inner();
+                    let ch = quick_xml::escape::resolve_predefined_entity(&name)
+                        .ok_or_else(|| format!("unknown entity {name}"))?;
+                    if let Some(c) = current.as_mut() {
+                        c.push_str(ch);
+                    }
+                }
+                quick_xml::events::Event::End(_) => strings.extend(current.take()),
+                _ => {}
+            }
+        }
+    }
+
+    #[test]
+    fn every_path_anima_accepts_gives_a_well_formed_plist() {
+        let hostile = [
+            "/tmp/a--b",
+            "/tmp/--",
+            "/tmp/a&b",
+            "/tmp/a<b>",
+            "/tmp/]]>",
+            "/tmp/\"quoted\" and 'single'",
+            "/tmp/日本語/😀/é",
+            "/tmp/100%$HOME",
+            "/tmp/<!-- x -->",
+        ];
+        for path in hostile {
+            let mut s = spec(true);
+            s.config = Some(format!("{path}/anima.toml").into());
+            s.env_file = format!("{path}/anima.env").into();
+            s.home = format!("{path}/home").into();
+            s.exe = format!("{path}/anima").into();
+            assert!(s.check().is_ok(), "{path}");
+            let plist = launchd_plist(&s);
+            let strings =
+                strings_of_well_formed(&plist).unwrap_or_else(|e| panic!("{path}: {e}\n{plist}"));
+            let script = &strings[3];
+            assert!(
+                script.contains(&shell_quote(&format!("{path}/anima.env"))),
+                "{path}: {script}"
+            );
+            assert!(
+                script.contains(&shell_quote(&format!("{path}/anima.toml"))),
+                "{path}: {script}"
+            );
+            assert_eq!(strings[4], format!("{path}/home"));
+        }
     }
 
     #[test]

@@ -550,3 +550,211 @@ fn a_slack_outage_delays_a_reply_but_never_loses_or_doubles_it() {
         "an outage spends no attempt"
     );
 }
+
+/// A home like `home`'s with `[llm] stream` on, so replies in threads stream.
+fn streaming_home(model: &FakeModel, slack: &FakeSlack) -> Home {
+    Home::new(
+        "anthropic",
+        &model.url(),
+        &format!(
+            "stream = true\n\n[slack]\nmode = \"socket\"\napi_base_url = \"{}\"\n\n[http]\nlisten = \"127.0.0.1:0\"\n\n[daemon]\nshutdown_grace_secs = 10\n",
+            slack.api_url()
+        ),
+    )
+}
+
+#[test]
+fn a_message_whose_turn_four_kills_interrupt_is_answered_not_given_up() {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    for _ in 0..4 {
+        model.push(Script::Hang);
+    }
+    model.reply(&answer("Still here after the crash loop."));
+    let home = home(&model, &slack, "socket", "");
+    let mut d = Daemon::start(&home);
+    slack.wait_connected_or(|| d.log());
+    slack.send_event(mention("C1", "11.000001", "are you there?"), "E1", 0);
+    // Each start takes the message up again; each is killed while its model call runs (an
+    // OOM killer's loop).
+    for turn in 1..=4 {
+        slack.wait(20, "the turn to be under way", |_| {
+            model.requests().len() == turn
+        });
+        d.kill9();
+        d = Daemon::start(&home);
+    }
+    slack.wait(20, "the answer", |s| s.posts().len() == 1);
+    std::thread::sleep(Duration::from_millis(300));
+    let posts = slack.posts();
+    assert_eq!(posts.len(), 1, "{posts:#?}");
+    assert_eq!(posts[0].text, "Still here after the crash loop.");
+    let item = home.store().inbox_item(1).unwrap().unwrap();
+    assert_eq!(item.status, anima::memory::InboxStatus::Done);
+    assert_eq!(
+        (item.attempts, item.failures, item.interruptions),
+        (5, 0, 4),
+        "four interrupted turns and the one that answered; none failed"
+    );
+    assert!(!d.log().contains("every attempt"), "{}", d.log());
+}
+
+#[test]
+fn a_recovered_reply_never_takes_over_another_messages_reply() {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    // Slack's answers carry no metadata: the store's knowledge is all there is.
+    slack.drop_metadata();
+    model.reply(&answer("The first answer."));
+    model.push(Script::Hang);
+    model.reply(&answer("The second answer."));
+    let home = streaming_home(&model, &slack);
+    let mut d = Daemon::start(&home);
+    slack.wait_connected_or(|| d.log());
+    slack.send_event(mention("C1", "12.000001", "first"), "E1", 0);
+    slack.wait(20, "the first answer", |s| {
+        s.posts()
+            .iter()
+            .any(|p| !p.streaming && p.text == "The first answer.")
+    });
+    let store = home.store();
+    slack.wait(10, "the first row to be done", |_| {
+        store.inbox_item(1).unwrap().unwrap().status == anima::memory::InboxStatus::Done
+    });
+    slack.send_event(
+        thread_message("C1", "12.000002", "12.000001", "<@UBOT> second"),
+        "E2",
+        0,
+    );
+    // The second message's model call is slow: the daemon dies during it.
+    slack.wait(20, "the second turn", |_| model.requests().len() == 2);
+    d.kill9();
+
+    let d = Daemon::start(&home);
+    slack.wait(20, "the second answer", |s| {
+        s.posts()
+            .iter()
+            .any(|p| !p.streaming && p.text == "The second answer.")
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let posts = slack.posts();
+    let texts: Vec<&str> = posts.iter().map(|p| p.text.as_str()).collect();
+    assert_eq!(
+        texts,
+        ["The first answer.", "The second answer."],
+        "{posts:#?}\n{}",
+        d.log()
+    );
+    assert_eq!(posts[0].updates, 0, "the first answer was never rewritten");
+    let (first, second) = (
+        store.inbox_item(1).unwrap().unwrap(),
+        store.inbox_item(2).unwrap().unwrap(),
+    );
+    assert_eq!(first.reply_ref.as_deref(), Some(posts[0].ts.as_str()));
+    assert_eq!(second.reply_ref.as_deref(), Some(posts[1].ts.as_str()));
+}
+
+/// Every accepted message gets exactly one reply while the daemon is SIGKILLed five times in
+/// 20 s (as an OOM killer's loop would) over 32 messages in 8 threads: a crash delays a reply,
+/// never loses, doubles or gives it up. Replies stream where the budget lets them (the rest go
+/// whole), so kills land in model calls, streams, posts and rewrites alike.
+fn storm(drop_metadata: bool) {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    if drop_metadata {
+        slack.drop_metadata();
+    }
+    model.slow_echo(1_000);
+    let home = streaming_home(&model, &slack);
+    let mut d = Daemon::start(&home);
+    slack.wait_connected_or(|| d.log());
+    // (envelope id, event, event id) of everything sent: what is not acknowledged is sent
+    // again after a restart, as Slack does.
+    let mut sent: Vec<(String, serde_json::Value, String)> = Vec::new();
+    let resend = |slack: &FakeSlack, sent: &mut Vec<(String, serde_json::Value, String)>| {
+        let acks = slack.acks();
+        for (envelope, event, id) in sent.iter_mut() {
+            if !acks.contains(envelope) {
+                *envelope = slack.send_event(event.clone(), id, 1);
+            }
+        }
+    };
+    // Each shorter than a reply takes (about 2 s): every kill lands in turns under way.
+    let pauses = [1_500, 1_900, 1_300, 1_700, 1_600];
+    for (round, pause) in pauses.iter().enumerate() {
+        if round < 4 {
+            for t in 1..=8 {
+                let text = format!("<@{}> storm t{t} m{round}", slack::BOT_USER);
+                let ts = format!("30.{:06}", round + 1);
+                let mut event = json!({"type":"app_mention","user":"U061F7AUR","text":text,"ts":ts,"channel":format!("C{t}"),"event_ts":ts});
+                if round > 0 {
+                    event["thread_ts"] = json!("30.000001");
+                }
+                let id = format!("E{t}-{round}");
+                sent.push((slack.send_event(event.clone(), &id, 0), event, id));
+                std::thread::sleep(Duration::from_millis(40));
+            }
+        }
+        std::thread::sleep(Duration::from_millis(*pause));
+        d.kill9();
+        d = Daemon::start(&home);
+        slack.wait_connected_or(|| d.log());
+        resend(&slack, &mut sent);
+    }
+    let store = home.store();
+    let settled = |s: &FakeSlack| {
+        s.posts().iter().filter(|p| !p.streaming).count() >= 32
+            && (1..=32).all(|id| {
+                store.inbox_item(id).unwrap().is_some_and(|i| {
+                    matches!(
+                        i.status,
+                        anima::memory::InboxStatus::Done | anima::memory::InboxStatus::Failed
+                    )
+                })
+            })
+    };
+    let deadline = Instant::now() + Duration::from_secs(40);
+    while !settled(&slack) && Instant::now() < deadline {
+        resend(&slack, &mut sent);
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let posts = slack.posts();
+    let mut texts: Vec<&str> = posts.iter().map(|p| p.text.as_str()).collect();
+    texts.sort_unstable();
+    let mut want: Vec<String> = (1..=8)
+        .flat_map(|t| (0..4).map(move |m| format!("echo: storm t{t} m{m}")))
+        .collect();
+    want.sort();
+    assert_eq!(
+        texts,
+        want,
+        "exactly one whole reply to each message\n{posts:#?}\n{}",
+        d.log()
+    );
+    assert!(posts.iter().all(|p| !p.streaming), "{posts:#?}");
+    let rows: Vec<_> = (1..=33)
+        .filter_map(|id| store.inbox_item(id).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 32, "every message accepted once");
+    let interrupted: i64 = rows.iter().map(|r| r.interruptions).sum();
+    assert!(interrupted >= 5, "the kills landed in work under way");
+    for row in &rows {
+        assert_eq!(row.status, anima::memory::InboxStatus::Done, "{row:?}");
+        assert_eq!(row.failures, 0, "{row:?}");
+        let post = posts
+            .iter()
+            .find(|p| Some(&p.ts) == row.reply_ref.as_ref())
+            .unwrap_or_else(|| panic!("{row:?}"));
+        assert!(post
+            .text
+            .ends_with(&row.text[row.text.find("storm").unwrap()..]));
+    }
+}
+
+#[test]
+fn a_sigkill_storm_delays_replies_but_never_loses_doubles_or_gives_one_up() {
+    storm(false);
+}
+
+#[test]
+fn a_sigkill_storm_delays_replies_but_never_loses_doubles_or_gives_one_up_without_metadata() {
+    storm(true);
+}

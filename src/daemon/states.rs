@@ -46,6 +46,7 @@ impl Ops {
             text,
             mark: None,
             feedback: false,
+            held: &[],
         };
         if let Err(e) = self.api.post(&self.bot, &out, false).await {
             warn!(channel = %self.channel, error = %e, "cannot post to the ops channel");

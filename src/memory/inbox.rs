@@ -1,8 +1,15 @@
 //! The durable inbox: accepted messages, in order per conversation, until their reply is
 //! delivered, and the conversations the soul has spoken in. A row moves pending → replying
 //! (its reply fixed, in the turn's transaction) → done (every part delivered, each part's
-//! progress recorded as it goes), or → failed when it could not be answered within
-//! `MAX_ATTEMPTS` pick-ups (it then got the short apology).
+//! progress recorded as it goes), or → failed when it could not be answered (it then got the
+//! short apology).
+//!
+//! Each pick-up that begins work on a row (its turn, or the delivery of its fixed reply) is
+//! an attempt, marked as under way by this store's instance. An attempt ends in a failure
+//! (recorded by [`Store::note_failure`]), or it was interrupted: the process that began it
+//! stopped first, and the next instance to claim the row counts the interruption. A row is
+//! given up after `MAX_FAILURES` failures (a poison message) or `MAX_INTERRUPTIONS`
+//! interruptions (a message that kills the process each time), whichever comes first.
 //!
 //! Where a message came from and where its reply goes is an address: text that only the
 //! surface that wrote it reads. Nothing here knows what a surface is.
@@ -57,9 +64,17 @@ pub enum InboxStatus {
     Overheard,
 }
 
-/// How often a row is picked up before it is given up: a row that panics or fails every
-/// time (a poison row) must not hold its conversation.
-pub const MAX_ATTEMPTS: i64 = 3;
+/// How many attempts at a row may fail (an error or a panic, caught) before it is given up:
+/// a row that fails every time (a poison row) must not hold its conversation.
+pub const MAX_FAILURES: i64 = 3;
+
+/// How many attempts at a row may be interrupted (the process stopped while one was under
+/// way) before it is given up. A crash loop (an OOM killer, a supervisor restarting a daemon
+/// that keeps dying of something else) interrupts whatever was in flight at each crash, and
+/// those messages are not at fault: far more interruptions than failures are allowed. Still
+/// bounded: a message that itself kills the process (an abort, memory it exhausts) is given
+/// up after this many restarts instead of killing every one that follows.
+pub const MAX_INTERRUPTIONS: i64 = 10;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct InboxItem {
@@ -78,8 +93,13 @@ pub struct InboxItem {
     pub reply_ref: Option<String>,
     /// When it was accepted (unix microseconds).
     pub received_us: i64,
-    /// Pick-ups so far, this one included.
+    /// Attempts begun so far: turns begun, and pick-ups of its fixed reply (this one
+    /// included).
     pub attempts: i64,
+    /// Attempts that failed (an error or a panic, caught and recorded).
+    pub failures: i64,
+    /// Attempts that a stopping process left unfinished.
+    pub interruptions: i64,
     /// Its order within the conversation.
     pub seq: f64,
     /// When it was claimed: other open rows of its conversation waited behind it.
@@ -93,9 +113,17 @@ impl InboxItem {
     pub fn source(&self) -> String {
         format!("inbox:{}", self.id)
     }
+
+    /// It has failed or been interrupted too often to be tried again: it is to be answered
+    /// with the apology and closed.
+    pub fn exhausted(&self) -> bool {
+        self.failures >= MAX_FAILURES || self.interruptions >= MAX_INTERRUPTIONS
+    }
 }
 
-const COLUMNS: &str = "id, origin, conversation, address, note, user_id, text, status, reply, parts_posted, reply_ref, received_us, attempts, seq, stream_ref";
+const COLUMNS: &str = "id, origin, conversation, address, note, user_id, text, status, reply, parts_posted, reply_ref, received_us, attempts, seq, stream_ref, failures, interruptions";
+/// The column after `COLUMNS`.
+const NEXT: usize = 17;
 
 fn from_row(r: &Row) -> rusqlite::Result<InboxItem> {
     let status: String = r.get(7)?;
@@ -123,6 +151,8 @@ fn from_row(r: &Row) -> rusqlite::Result<InboxItem> {
         seq: r.get(13)?,
         others_waiting: false,
         stream_ref: r.get(14)?,
+        failures: r.get(15)?,
+        interruptions: r.get(16)?,
     })
 }
 
@@ -133,39 +163,82 @@ impl Store {
         self.write(|tx| accept(tx, m))
     }
 
-    /// Picks up the conversation's next unfinished message, in order. A row whose reply is
-    /// fixed counts the pick-up (delivering it is the attempt, a write); a pending row is
-    /// only read here: its attempt counts in the transaction that begins its turn, so rows
-    /// waiting for a turn slot lose nothing.
+    /// Picks up the conversation's next unfinished message, in order. An attempt at it that
+    /// another instance began and never ended was interrupted: counted here. A row whose
+    /// reply is fixed counts the pick-up as an attempt (delivering it is the attempt, a
+    /// write), unless it is exhausted; a pending row is only read here: its attempt counts in
+    /// the transaction that begins its turn, so rows waiting for a turn slot lose nothing.
     pub fn claim_next(&self, conversation: &str) -> Result<Option<InboxItem>, StoreError> {
         let next = self
             .conn()
             .prepare_cached(&format!(
                 "SELECT {COLUMNS}, (SELECT COUNT(*) FROM inbox o
-                     WHERE o.conversation = ?1 AND o.status IN ('pending', 'replying'))
+                     WHERE o.conversation = ?1 AND o.status IN ('pending', 'replying')), in_flight
                  FROM inbox WHERE conversation = ?1 AND status IN ('pending', 'replying')
                  ORDER BY seq, id LIMIT 1"
             ))?
             .query_row([conversation], |r| {
                 let mut item = from_row(r)?;
-                item.others_waiting = r.get::<_, i64>(15)? > 1;
-                Ok(item)
+                item.others_waiting = r.get::<_, i64>(NEXT)? > 1;
+                Ok((item, r.get::<_, Option<String>>(NEXT + 1)?))
             })
             .optional()?;
-        match next {
-            Some(mut item) if item.status == InboxStatus::Replying => {
-                let id = item.id;
-                item.attempts = self.write(|tx| {
-                    Ok(tx
-                        .prepare_cached(
-                            "UPDATE inbox SET attempts = attempts + 1 WHERE id = ?1 RETURNING attempts",
-                        )?
-                        .query_row([id], |r| r.get(0))?)
-                })?;
-                Ok(Some(item))
-            }
-            other => Ok(other),
+        let Some((mut item, in_flight)) = next else {
+            return Ok(None);
+        };
+        let interrupted = in_flight.is_some_and(|by| by != self.instance);
+        let begins = item.status == InboxStatus::Replying;
+        if !interrupted && !begins {
+            return Ok(Some(item));
         }
+        let id = item.id;
+        let (attempts, interruptions) = self.write(|tx| {
+            let interrupted = tx
+                .prepare_cached(
+                    "UPDATE inbox SET interruptions = interruptions + 1, in_flight = NULL
+                     WHERE id = ?1 AND in_flight IS NOT NULL AND in_flight != ?2
+                     RETURNING interruptions",
+                )?
+                .query_row((id, &self.instance), |r| r.get::<_, i64>(0))
+                .optional()?;
+            let counts = (item.attempts, interrupted.unwrap_or(item.interruptions));
+            let exhausted = InboxItem {
+                interruptions: counts.1,
+                ..item.clone()
+            }
+            .exhausted();
+            if !begins || exhausted {
+                return Ok(counts);
+            }
+            let attempts = tx
+                .prepare_cached(
+                    "UPDATE inbox SET attempts = attempts + 1, in_flight = ?2 WHERE id = ?1
+                     RETURNING attempts",
+                )?
+                .query_row((id, &self.instance), |r| r.get(0))?;
+            Ok((attempts, counts.1))
+        })?;
+        item.attempts = attempts;
+        item.interruptions = interruptions;
+        Ok(Some(item))
+    }
+
+    /// An attempt at row `id` that this instance began failed (an error or a panic that was
+    /// caught): counted, and the attempt is over. Nothing when no attempt of this instance is
+    /// under way (its work failed before one began). The row's failures so far.
+    pub fn note_failure(&self, id: i64) -> Result<i64, StoreError> {
+        self.write(|tx| {
+            tx.prepare_cached(
+                "UPDATE inbox SET failures = failures + 1, in_flight = NULL
+                 WHERE id = ?1 AND in_flight = ?2",
+            )?
+            .execute((id, &self.instance))?;
+            Ok(tx
+                .prepare_cached("SELECT failures FROM inbox WHERE id = ?1")?
+                .query_row([id], |r| r.get(0))
+                .optional()?
+                .unwrap_or(0))
+        })
     }
 
     /// Conversations with unfinished messages (to resume after a restart).
@@ -219,6 +292,7 @@ impl Store {
         self.write(|tx| {
             tx.prepare_cached(
                 "UPDATE inbox SET parts_posted = ?2, reply_ref = coalesce(reply_ref, ?3),
+                     part_refs = json_insert(part_refs, '$[#]', ?3),
                      status = CASE WHEN ?4 THEN 'done' ELSE status END,
                      done_at = CASE WHEN ?4 THEN ?5 ELSE done_at END
                  WHERE id = ?1",
@@ -231,6 +305,24 @@ impl Store {
             .execute([id])?;
             Ok(())
         })
+    }
+
+    /// The surface's references that the rows of row `id`'s conversation hold (`id`'s own
+    /// included): the messages their replies streamed into and every part delivered (an
+    /// apology too). A message the inbox has given to one reply is never taken for another
+    /// (a reply looked for after a crash, where the surface cannot tell whose a message is).
+    pub fn references_held(&self, id: i64) -> Result<Vec<String>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached(
+            "WITH others AS (
+                 SELECT reply_ref, stream_ref, part_refs FROM inbox
+                 WHERE conversation = (SELECT conversation FROM inbox WHERE id = ?1))
+             SELECT reply_ref FROM others WHERE reply_ref IS NOT NULL
+             UNION SELECT stream_ref FROM others WHERE stream_ref IS NOT NULL
+             UNION SELECT p.value FROM others, json_each(others.part_refs) AS p",
+        )?;
+        let rows = stmt.query_map([id], |r| r.get(0))?;
+        Ok(rows.collect::<Result<_, _>>()?)
     }
 
     /// Remembers the message a row's reply is being streamed into, as soon as it exists.
@@ -299,7 +391,7 @@ impl Store {
             .prepare_cached(&format!(
                 "SELECT {COLUMNS}, heard_in FROM inbox WHERE heard_in IS NOT NULL ORDER BY id DESC LIMIT 1"
             ))?
-            .query_row([], |r| Ok((from_row(r)?, r.get::<_, String>(15)?)))
+            .query_row([], |r| Ok((from_row(r)?, r.get::<_, String>(NEXT)?)))
             .optional()?;
         Ok(last
             .filter(|(item, _)| {
@@ -318,13 +410,21 @@ impl Store {
         })
     }
 
-    /// Gives a row up: it was answered with the apology (or could not be), and `failure`
-    /// says why, for the operator.
-    pub fn mark_failed(&self, id: i64, failure: &str) -> Result<(), StoreError> {
+    /// Gives a row up: it was answered with the apology (`apology`: the surface's reference
+    /// of it, when delivered) or could not be, and `failure` says why, for the operator.
+    pub fn mark_failed(
+        &self,
+        id: i64,
+        failure: &str,
+        apology: Option<&str>,
+    ) -> Result<(), StoreError> {
         self.write(|tx| {
             tx.execute(
-                "UPDATE inbox SET status = 'failed', failure = ?2, done_at = ?3 WHERE id = ?1",
-                (id, failure, now_ms()),
+                "UPDATE inbox SET status = 'failed', failure = ?2, done_at = ?3,
+                     part_refs = CASE WHEN ?4 IS NULL THEN part_refs
+                                      ELSE json_insert(part_refs, '$[#]', ?4) END
+                 WHERE id = ?1",
+                (id, failure, now_ms(), apology),
             )?;
             Ok(())
         })
@@ -523,9 +623,150 @@ mod tests {
         s.mark_done(first).unwrap();
         assert_eq!(s.claim_next("C1:1.0").unwrap().unwrap().id, second);
         assert_eq!(s.open_conversations().unwrap(), vec!["C1:1.0".to_string()]);
-        s.mark_failed(second, "poison").unwrap();
+        s.mark_failed(second, "poison", Some("9.9")).unwrap();
+        assert_eq!(s.references_held(second).unwrap(), ["9.9"], "the apology");
         assert!(s.claim_next("C1:1.0").unwrap().is_none());
         assert!(s.open_conversations().unwrap().is_empty());
+    }
+
+    /// Begins row `id`'s turn as the engine does (its attempt counted and marked as under way).
+    fn begin(s: &Store, id: i64) {
+        s.begin_turn(&crate::memory::TurnStart {
+            thread: "C1:1.0",
+            user_id: "U1",
+            display_name: "Tom",
+            text: "hi",
+            source: Some(&format!("inbox:{id}")),
+            inbox: Some(id),
+            window: 20,
+            claimant: "c",
+            claim_until_ms: 0,
+        })
+        .unwrap();
+    }
+
+    #[test]
+    fn an_attempt_a_dying_process_left_is_an_interruption_and_a_caught_one_a_failure() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.db");
+        let first = Store::open(&path).unwrap();
+        let Intake::Accepted(id) = first.accept_inbound(&inbound("C1:1", 1.0)).unwrap() else {
+            panic!()
+        };
+        let item = first.claim_next("C1:1.0").unwrap().unwrap();
+        assert_eq!(
+            (item.attempts, item.failures, item.interruptions),
+            (0, 0, 0)
+        );
+        begin(&first, id);
+        // Its own claim again (a worker looking while the turn runs) counts nothing.
+        let item = first.claim_next("C1:1.0").unwrap().unwrap();
+        assert_eq!(
+            (item.attempts, item.failures, item.interruptions),
+            (1, 0, 0)
+        );
+        // The process dies in the turn: the next one counts an interruption, once.
+        drop(first);
+        let second = Store::open(&path).unwrap();
+        let item = second.claim_next("C1:1.0").unwrap().unwrap();
+        assert_eq!(
+            (item.attempts, item.failures, item.interruptions),
+            (1, 0, 1)
+        );
+        let again = second.claim_next("C1:1.0").unwrap().unwrap();
+        assert_eq!(again.interruptions, 1, "counted once");
+        assert!(!again.exhausted());
+        // Its turn fails, caught: a failure, and the attempt is over.
+        begin(&second, id);
+        assert_eq!(second.note_failure(id).unwrap(), 1);
+        assert_eq!(second.note_failure(id).unwrap(), 1, "no attempt under way");
+        drop(second);
+        let third = Store::open(&path).unwrap();
+        let item = third.claim_next("C1:1.0").unwrap().unwrap();
+        assert_eq!(
+            (item.attempts, item.failures, item.interruptions),
+            (2, 1, 1),
+            "a failed attempt is not also an interruption"
+        );
+        assert_eq!(third.inbox_item(id).unwrap().unwrap(), item);
+    }
+
+    #[test]
+    fn a_row_is_given_up_after_three_failures_or_ten_interruptions() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.db");
+        let s = Store::open(&path).unwrap();
+        let accept = |origin: &str, seq: f64| match s.accept_inbound(&inbound(origin, seq)) {
+            Ok(Intake::Accepted(id)) => id,
+            other => panic!("{other:?}"),
+        };
+        let (poison, crashing) = (accept("C1:1", 1.0), accept("C1:2", 2.0));
+        for n in 1..=MAX_FAILURES {
+            assert!(!s.claim_next("C1:1.0").unwrap().unwrap().exhausted());
+            begin(&s, poison);
+            assert_eq!(s.note_failure(poison).unwrap(), n);
+        }
+        let item = s.claim_next("C1:1.0").unwrap().unwrap();
+        assert_eq!((item.id, item.failures), (poison, MAX_FAILURES));
+        assert!(item.exhausted());
+        s.mark_failed(poison, "poison", None).unwrap();
+        drop(s);
+
+        // A fixed reply whose delivery every process dies in: each start counts one.
+        let mut s = Store::open(&path).unwrap();
+        s.set_inbox_reply(crashing, "hi").unwrap();
+        for n in 1..=MAX_INTERRUPTIONS {
+            let item = s.claim_next("C1:1.0").unwrap().unwrap();
+            assert_eq!((item.id, item.interruptions), (crashing, n - 1));
+            assert!(!item.exhausted());
+            drop(s);
+            s = Store::open(&path).unwrap();
+        }
+        let item = s.claim_next("C1:1.0").unwrap().unwrap();
+        assert_eq!(
+            (item.attempts, item.interruptions),
+            (MAX_INTERRUPTIONS, MAX_INTERRUPTIONS)
+        );
+        assert!(item.exhausted());
+        assert_eq!(
+            s.inbox_item(crashing).unwrap().unwrap(),
+            item,
+            "the store holds what the claim says: an exhausted row begins no attempt"
+        );
+    }
+
+    #[test]
+    fn the_references_the_rows_of_a_conversation_hold_are_known() {
+        let (_d, s) = store();
+        let accept = |origin: &str, seq: f64| match s.accept_inbound(&inbound(origin, seq)) {
+            Ok(Intake::Accepted(id)) => id,
+            other => panic!("{other:?}"),
+        };
+        let (first, second, third) = (
+            accept("C1:1", 1.0),
+            accept("C1:2", 2.0),
+            accept("C1:3", 3.0),
+        );
+        let mut elsewhere = inbound("C2:1", 1.0);
+        elsewhere.conversation = "C2:1.0".into();
+        let Intake::Accepted(other) = s.accept_inbound(&elsewhere).unwrap() else {
+            panic!()
+        };
+        s.set_inbox_reply(first, "a long reply").unwrap();
+        s.set_stream_ref(first, "9.1").unwrap();
+        s.mark_part_posted(first, 1, "9.1", false).unwrap();
+        s.mark_part_posted(first, 2, "9.2", false).unwrap();
+        s.mark_part_posted(first, 3, "9.3", true).unwrap();
+        s.set_stream_ref(second, "9.4").unwrap();
+        s.mark_part_posted(other, 1, "8.1", true).unwrap();
+        let held = |id| {
+            let mut refs = s.references_held(id).unwrap();
+            refs.sort();
+            refs
+        };
+        assert_eq!(held(third), ["9.1", "9.2", "9.3", "9.4"]);
+        assert_eq!(held(first), held(third), "its own too");
+        assert_eq!(held(other), ["8.1"], "only its own conversation's");
     }
 
     #[test]

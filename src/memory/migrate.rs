@@ -29,6 +29,8 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0014_psyche_speed.sql"),
     include_str!("../../migrations/0015_psyche_recent_keys.sql"),
     include_str!("../../migrations/0016_psyche_fewer_pages.sql"),
+    include_str!("../../migrations/0017_interruptions.sql"),
+    include_str!("../../migrations/0018_part_refs.sql"),
 ];
 
 /// The schema version this build writes.

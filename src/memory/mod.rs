@@ -90,6 +90,17 @@ pub struct Store {
     writes: std::sync::atomic::AtomicU64,
     /// Held for its Drop, which stops the thread.
     _checkpointer: Option<checkpoint::Checkpointer>,
+    /// Names this opening of the store (one per process in practice): an inbox row's attempt
+    /// begun under another name was interrupted when that process stopped (`inbox`).
+    instance: String,
+}
+
+/// A name no other opening of a store has had: the process id, the time, and a count within
+/// the process.
+fn instance_name() -> String {
+    static OPENED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = OPENED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("{}:{}:{n}", std::process::id(), now_us())
 }
 
 impl Store {
@@ -132,6 +143,7 @@ impl Store {
             health: WriteHealth::default(),
             writes: Default::default(),
             _checkpointer: None,
+            instance: instance_name(),
         }
     }
 

@@ -55,7 +55,7 @@ pub struct TurnStart<'a> {
     pub text: &'a str,
     /// Where the message came from (an inbox row): recorded once however often it is retried.
     pub source: Option<&'a str>,
-    /// The inbox row this turn answers: its attempt is counted here.
+    /// The inbox row this turn answers: its attempt is counted here, and marked as under way.
     pub inbox: Option<i64>,
     pub window: u32,
     /// Names this turn's claim on a whisper (unique per turn).
@@ -144,8 +144,11 @@ impl Store {
                 )?
                 .query_row([], |r| r.get(0))?;
             if let Some(row) = t.inbox {
-                tx.prepare_cached("UPDATE inbox SET attempts = attempts + 1 WHERE id = ?1")?
-                    .execute([row])?;
+                // An attempt under way, this instance's until it fails or ends with the row.
+                tx.prepare_cached(
+                    "UPDATE inbox SET attempts = attempts + 1, in_flight = ?2 WHERE id = ?1",
+                )?
+                .execute((row, &self.instance))?;
             }
             let now = now_ms();
             let whisper = tx

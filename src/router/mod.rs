@@ -10,9 +10,11 @@
 //! and what the soul overhears (kept closed unless the gate lets it speak, then reopened as a
 //! row to answer, at once or on a later tick: `overhear`, `tick`).
 //!
-//! No row can wedge its conversation: a turn that fails or panics is caught, the row is tried
-//! again up to `MAX_ATTEMPTS` pick-ups (restarts included), then answered with a short
-//! apology and marked failed, and the conversation goes on with its next message.
+//! No row can wedge its conversation: a turn that fails or panics is caught and its failure
+//! recorded, and the row is tried again; after `MAX_FAILURES` failures, or `MAX_INTERRUPTIONS`
+//! attempts cut short by a process that stopped (counted by the store when the row is claimed
+//! again), it is answered with a short apology and marked failed, and the conversation goes on
+//! with its next message. A crash loop delays a message; only its own failures give it up.
 //!
 //! Knows nothing of Slack: addresses are the surface's own text.
 
@@ -30,7 +32,7 @@ use tokio::sync::{Notify, Semaphore};
 use tracing::{error, info, warn, Instrument};
 
 use crate::engine::{Engine, EngineError, Message, Newer, Perception, Quiet};
-use crate::memory::inbox::MAX_ATTEMPTS;
+use crate::memory::inbox::{MAX_FAILURES, MAX_INTERRUPTIONS};
 use crate::memory::{now_ms, now_us, Inbound, InboxItem, InboxStatus, Intake, Store, StoreError};
 use crate::metrics::Metrics;
 use stream::{StreamRef, Streamed, Streamer};
@@ -419,7 +421,7 @@ impl Router {
                     continue;
                 }
             };
-            if item.attempts > MAX_ATTEMPTS {
+            if item.exhausted() {
                 if let Err(e) = self.give_up(&item).await {
                     self.backoff(&mut failures, &e.to_string()).await;
                 }
@@ -437,15 +439,34 @@ impl Router {
                         );
                         break;
                     }
+                    // Work cut short by the shutdown is an interruption (the next start
+                    // counts it), not the message's failure.
+                    if !self.stopping.load(Ordering::SeqCst) {
+                        self.note_failure(&shown).await;
+                    }
                     self.backoff(&mut failures, &e.to_string()).await
                 }
                 Err(panic) => {
                     self.metrics.note_panic();
-                    error!(inbox = shown.id, attempt = shown.attempts, max_attempts = MAX_ATTEMPTS, panic = %panic_text(&panic),
+                    let failed = self.note_failure(&shown).await;
+                    error!(inbox = shown.id, failures = failed, max_failures = MAX_FAILURES, panic = %panic_text(&panic),
                         "a turn panicked; the message is tried again, then answered with an apology");
                     self.clear_working_sign(&shown);
                     self.backoff(&mut failures, "a turn panicked").await;
                 }
+            }
+        }
+    }
+
+    /// Records that the attempt at `item` under way failed; the row's failures so far (as
+    /// claimed plus this one, if the store cannot say).
+    async fn note_failure(&self, item: &InboxItem) -> i64 {
+        let id = item.id;
+        match self.store.call(move |s| s.note_failure(id)).await {
+            Ok(n) => n,
+            Err(e) => {
+                warn!(error = %e, inbox = id, "the failed attempt was not recorded");
+                item.failures + 1
             }
         }
     }
@@ -474,12 +495,6 @@ impl Router {
         // the model call or the delivery.
         let mut sign = None;
         if item.status == InboxStatus::Pending {
-            // `attempts` counts the turns begun (in the transaction that begins each); a row
-            // that has had its share is answered with the apology instead of another.
-            if item.attempts >= MAX_ATTEMPTS {
-                item.attempts += 1;
-                return self.give_up(&item).await;
-            }
             let permit = self.permits.clone().acquire_owned().await.ok();
             let in_flight = InFlight::new(&self.metrics);
             let (surface, at) = (self.surface.clone(), to.clone());
@@ -489,8 +504,11 @@ impl Router {
             let name = self.surface.speaker_name(&item.user_id).await;
             if item.attempts >= 1 && item.stream_ref.is_none() {
                 // A turn of this row began before: a stream it began may not have been
-                // recorded (anima stopped while Slack was answering). Its reply goes there.
-                if let Some(found) = self.surface.find_unrecorded_stream(&to).await {
+                // recorded (anima stopped while Slack was answering). Its reply goes there,
+                // never into a message the inbox gave to another row.
+                let id = item.id;
+                let held = self.store.call(move |s| s.references_held(id)).await?;
+                if let Some(found) = self.surface.find_unrecorded_stream(&to, &held).await {
                     let (id, r) = (item.id, found.clone());
                     self.store.call(move |s| s.set_stream_ref(id, &r)).await?;
                     item.stream_ref = Some(found);
@@ -619,6 +637,7 @@ impl Router {
                             mark: Some(PartMark { row: id, part: 1 }),
                             maybe_delivered: false,
                             last: true,
+                            held: &[],
                         };
                         if let Err(e) = self.surface.finish_stream(&to, reference, None, part).await
                         {
@@ -684,9 +703,16 @@ impl Router {
         }
         let mut finished = false;
         let mut streamed = false;
+        // What the inbox holds in the conversation, once a part may have been delivered (kept
+        // up to date with this reply's parts): none of it is taken for that part's copy.
+        let mut held: Option<Vec<String>> = None;
         'parts: for (i, text) in parts.iter().enumerate().skip(skip) {
             let mut wait = Duration::from_secs(1);
             loop {
+                if let (Some(r), true, None) = (row, maybe_delivered, &held) {
+                    let id = r.item.id;
+                    held = Some(self.store.call(move |s| s.references_held(id)).await?);
+                }
                 let part = Part {
                     text,
                     mark: row.map(|r| PartMark {
@@ -695,6 +721,7 @@ impl Router {
                     }),
                     maybe_delivered,
                     last: i + 1 == parts.len(),
+                    held: held.as_deref().unwrap_or_default(),
                 };
                 let delivered = match stream_ref.filter(|_| i == 0) {
                     Some(reference) => {
@@ -709,6 +736,9 @@ impl Router {
                 match delivered {
                     Ok(reference) => {
                         maybe_delivered = false;
+                        if let Some(h) = held.as_mut() {
+                            h.push(reference.clone());
+                        }
                         Metrics::inc(&self.metrics.replies_posted);
                         if let Some(Row { item: r, .. }) = row {
                             let (id, last) = (r.id, i + 1 == parts.len());
@@ -765,10 +795,16 @@ impl Router {
     async fn give_up(&self, item: &InboxItem) -> anyhow::Result<()> {
         error!(
             inbox = item.id,
-            attempts = item.attempts - 1,
+            failures = item.failures,
+            max_failures = MAX_FAILURES,
+            interruptions = item.interruptions,
+            max_interruptions = MAX_INTERRUPTIONS,
             "a message failed on every attempt; answering it with an apology"
         );
+        let mut apology = None;
         if item.parts_posted == 0 {
+            let id = item.id;
+            let held = self.store.call(move |s| s.references_held(id)).await?;
             let part = Part {
                 text: FAILED_REPLY,
                 mark: Some(PartMark {
@@ -779,6 +815,7 @@ impl Router {
                 // here: always look first (a give-up is rare; one lookup is cheap).
                 maybe_delivered: true,
                 last: true,
+                held: &held,
             };
             let to = address(item);
             let delivered = match &item.stream_ref {
@@ -786,13 +823,20 @@ impl Router {
                 Some(reference) => self.surface.finish_stream(&to, reference, None, part).await,
                 None => self.surface.deliver(&to, part).await,
             };
-            if let Err(e) = delivered {
-                warn!(error = %e, inbox = item.id, "the apology was not delivered");
+            match delivered {
+                Ok(reference) => apology = Some(reference),
+                Err(e) => warn!(error = %e, inbox = item.id, "the apology was not delivered"),
             }
         }
-        let id = item.id;
+        let (id, why) = (
+            item.id,
+            format!(
+                "given up after {} failed and {} interrupted attempts",
+                item.failures, item.interruptions
+            ),
+        );
         self.store
-            .call(move |s| s.mark_failed(id, "failed on every attempt"))
+            .call(move |s| s.mark_failed(id, &why, apology.as_deref()))
             .await?;
         self.metrics.note_given_up();
         self.clear_working_sign(item);

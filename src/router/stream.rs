@@ -153,7 +153,29 @@ async fn run(
                 if ended {
                     break;
                 }
-                match surface.begin_stream(&to, &recipient, &s.pending).await {
+                let begun = match surface.begin_stream(&to, &recipient, &s.pending).await {
+                    // It may have begun: if so, it is the unrecorded stream at `to` (never a
+                    // message the inbox gave to another row).
+                    Begun::Unknown { took } => {
+                        let held = store.call(move |st| st.references_held(row)).await;
+                        let found = match held {
+                            Ok(held) => surface.find_unrecorded_stream(&to, &held).await,
+                            Err(e) => {
+                                error!(error = %e, "cannot tell which messages are other replies'");
+                                None
+                            }
+                        };
+                        match found {
+                            Some(reference) => {
+                                info!(reference = %reference, "the stream had begun after all; the reply goes into it");
+                                Begun::Started { reference, took }
+                            }
+                            None => Begun::Whole,
+                        }
+                    }
+                    begun => begun,
+                };
+                match begun {
                     Begun::Started { reference, took } => {
                         take(&mut s, took);
                         // Stored before anything else happens: whatever follows (a crash, a
@@ -168,7 +190,7 @@ async fn run(
                         next_append = Instant::now() + APPEND_EVERY;
                     }
                     Begun::Wait => {}
-                    Begun::Whole => closed = true,
+                    Begun::Whole | Begun::Unknown { .. } => closed = true,
                 }
             }
             Some(reference) if Instant::now() >= next_append => {

@@ -32,6 +32,9 @@ pub struct Part<'a> {
     pub maybe_delivered: bool,
     /// The reply's last part (where a surface puts its feedback buttons).
     pub last: bool,
+    /// When it may have been delivered: the references the inbox holds for replies in its
+    /// conversation (this reply's parts delivered so far included). None of them is its copy.
+    pub held: &'a [String],
 }
 
 /// Why a part was not delivered.
@@ -53,6 +56,10 @@ pub enum Begun {
     Started { reference: String, took: usize },
     /// Nothing can be shown yet (the text so far may still become markup): more text first.
     Wait,
+    /// Whether the message came to exist is not known (the answer was lost): if it did, it is
+    /// the unrecorded stream at the address ([`Surface::find_unrecorded_stream`]), and it
+    /// took this many bytes of the text.
+    Unknown { took: usize },
     /// Not streamed (the surface's budget is spent, or it refused): the reply goes whole.
     Whole,
 }
@@ -141,7 +148,13 @@ pub trait Surface: Send + Sync {
 
     /// A streamed message at `to` begun for a reply whose start was never recorded (anima
     /// stopped, or the start's outcome was unknown), if there is one: the reply goes there.
-    fn find_unrecorded_stream<'a>(&'a self, _to: &'a Address) -> BoxFuture<'a, Option<String>> {
+    /// `held`: the references the inbox has given to other rows' replies. None of them is
+    /// ever the one found, whatever the surface can or cannot tell of them.
+    fn find_unrecorded_stream<'a>(
+        &'a self,
+        _to: &'a Address,
+        _held: &'a [String],
+    ) -> BoxFuture<'a, Option<String>> {
         Box::pin(async { None })
     }
 }

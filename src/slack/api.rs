@@ -144,6 +144,9 @@ pub struct Outgoing<'a> {
     /// The reply's last message in an AI-app conversation: it carries the feedback buttons
     /// (then the text goes as a `markdown` block, which renders the same Markdown).
     pub feedback: bool,
+    /// The messages the inbox holds for replies in this conversation: never taken for this
+    /// one's copy.
+    pub held: &'a [String],
 }
 
 pub struct SlackApi {
@@ -199,6 +202,28 @@ pub(super) fn reply_content(
     } else {
         content.with_markdown_text(text.to_string())
     }
+}
+
+/// The first of `messages` that is ours, after `after_ts`, carries no reply mark and is not
+/// `held` (given to a reply by the inbox).
+fn unmarked(
+    bot: &BotIdentity,
+    messages: &[SlackHistoryMessage],
+    after_ts: &str,
+    held: &[String],
+) -> Option<String> {
+    messages
+        .iter()
+        .filter(|m| ts_order(m.origin.ts.as_ref()) > ts_order(after_ts))
+        .filter(|m| !held.iter().any(|h| h.as_str() == m.origin.ts.as_ref()))
+        .find(|m| {
+            is_mine(bot, m)
+                && m.content
+                    .metadata
+                    .as_ref()
+                    .is_none_or(|meta| meta.event_type != REPLY_EVENT_TYPE)
+        })
+        .map(|m| m.origin.ts.to_string())
 }
 
 /// Whether the bot wrote `m`.
@@ -447,28 +472,56 @@ impl SlackApi {
     }
 
     /// Our own copy of `out` in the conversation, after `after_ts`: our message carrying its
-    /// mark.
+    /// mark. When none does and `out` is part of an inbox row's reply, a message of ours
+    /// after `after_ts` without a reply mark that the inbox holds for no reply is taken for
+    /// it (Slack's answer came without metadata, or it is a stream begun for this reply whose
+    /// start was lost), and rewritten to read `out`: whatever it said, it says this now.
     async fn find_posted(
         &self,
         bot: &BotIdentity,
         out: &Outgoing<'_>,
     ) -> Result<Option<String>, SlackError> {
         let messages = self.messages_after(out).await?;
-        Ok(messages
-            .into_iter()
+        if let Some(m) = messages
+            .iter()
             .find(|m| is_mine(bot, m) && out.mark.is_some_and(|mark| mark.is_on(m)))
-            .map(|m| m.origin.ts.to_string()))
+        {
+            return Ok(Some(m.origin.ts.to_string()));
+        }
+        if out.mark.is_none_or(|m| m.inbox == 0) {
+            return Ok(None);
+        }
+        let Some(ts) = unmarked(bot, &messages, out.after_ts, out.held) else {
+            return Ok(None);
+        };
+        match self
+            .update(out.channel, &ts, out.text, out.mark, out.feedback)
+            .await
+        {
+            Ok(()) => {
+                info!(ts = %ts, "a message of ours without a mark, held for no reply, is this one");
+                Ok(Some(ts))
+            }
+            Err(e) if e.is_temporary() => Err(e),
+            Err(e) => {
+                warn!(error = %e, ts = %ts, "an unmarked message could not be rewritten; posting anew");
+                Ok(None)
+            }
+        }
     }
 
     /// A message of ours in the thread after `after_ts` that carries no reply mark: a stream
     /// begun for a reply whose start was not recorded (its outcome was unknown, or anima
-    /// stopped before the store took it). Every other message anima leaves carries a mark.
+    /// stopped before the store took it). Every other message anima leaves carries a mark,
+    /// but Slack's answer may come without the marks (without any message's metadata): a
+    /// message in `held` (the store gave it to another reply) is never the one.
     pub async fn find_unmarked(
         &self,
         bot: &BotIdentity,
         channel: &str,
         thread_ts: &str,
         after_ts: &str,
+        held: &[String],
     ) -> Result<Option<String>, SlackError> {
         let out = Outgoing {
             channel,
@@ -477,19 +530,10 @@ impl SlackApi {
             text: "",
             mark: None,
             feedback: false,
+            held,
         };
         let messages = self.messages_after(&out).await?;
-        Ok(messages
-            .into_iter()
-            .filter(|m| ts_order(m.origin.ts.as_ref()) > ts_order(after_ts))
-            .find(|m| {
-                is_mine(bot, m)
-                    && m.content
-                        .metadata
-                        .as_ref()
-                        .is_none_or(|meta| meta.event_type != REPLY_EVENT_TYPE)
-            })
-            .map(|m| m.origin.ts.to_string()))
+        Ok(unmarked(bot, &messages, after_ts, held))
     }
 
     /// The messages of `out`'s conversation (its thread, or the channel's top level) after

@@ -189,6 +189,7 @@ impl SlackApi {
                 text: &greeting,
                 mark: None,
                 feedback: false,
+                held: &[],
             };
             self.courtesy(self.post(bot, &out, false).await, "greeting not posted");
         }

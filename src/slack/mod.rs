@@ -314,6 +314,7 @@ impl Gate {
                 text: &part,
                 mark: None,
                 feedback: false,
+                held: &[],
             };
             if let Err(e) = self.api.post(&self.bot, &out, false).await {
                 warn!(error = %e, "the admin answer was not delivered");

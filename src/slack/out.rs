@@ -190,6 +190,7 @@ impl Surface for SlackSurface {
                 }),
                 // An answer's last message in an assistant thread takes feedback.
                 feedback: part.last && part.mark.is_some() && to.note.as_deref() == Some(ASSISTANT),
+                held: part.held,
             };
             self.api
                 .post(&self.bot, &out, part.maybe_delivered)
@@ -252,23 +253,15 @@ impl Surface for SlackSurface {
                 },
                 Err(e) => {
                     self.refused(&e, &a.channel, true);
-                    // Not known whether it began: if it did, the reply goes into it.
+                    // Not known whether it began: if it did, the reply goes into it (the
+                    // router looks for it, knowing which messages are other rows').
                     let unknown = matches!(&e, SlackError::Transport { .. })
                         || matches!(&e, SlackError::Api { code, .. } if super::api::transient(code));
                     if unknown {
-                        let found = self
-                            .api
-                            .find_unmarked(&self.bot, &a.channel, thread_ts, &a.ts)
-                            .await;
-                        if let Ok(Some(ts)) = found {
-                            info!(ts = %ts, "the stream had begun after all; the reply goes into it");
-                            return Begun::Started {
-                                reference: ts,
-                                took: n,
-                            };
-                        }
+                        Begun::Unknown { took: n }
+                    } else {
+                        Begun::Whole
                     }
-                    Begun::Whole
                 }
             }
         }
@@ -405,7 +398,11 @@ impl Surface for SlackSurface {
         .boxed()
     }
 
-    fn find_unrecorded_stream<'a>(&'a self, to: &'a Address) -> BoxFuture<'a, Option<String>> {
+    fn find_unrecorded_stream<'a>(
+        &'a self,
+        to: &'a Address,
+        held: &'a [String],
+    ) -> BoxFuture<'a, Option<String>> {
         async move {
             // Only a surface that streams can have begun a stream.
             if !self.stream {
@@ -415,7 +412,7 @@ impl Surface for SlackSurface {
             let thread_ts = a.thread_ts.as_deref()?;
             match self
                 .api
-                .find_unmarked(&self.bot, &a.channel, thread_ts, &a.ts)
+                .find_unmarked(&self.bot, &a.channel, thread_ts, &a.ts, held)
                 .await
             {
                 Ok(found) => found,

@@ -85,6 +85,9 @@ struct Inner {
     sent: HashMap<String, Instant>,
     /// Methods that answer `{"ok":false,"error":code}`.
     refused: HashMap<String, String>,
+    /// conversations.replies and conversations.history answer without any message's
+    /// metadata, even when asked for it.
+    drop_metadata: bool,
 }
 
 #[derive(Clone)]
@@ -176,6 +179,12 @@ impl FakeSlack {
     /// know it began).
     pub fn fail_next_stream_start_after_storing(&self) {
         self.inner.lock().unwrap().start_stored_then_error = true;
+    }
+
+    /// conversations.replies and conversations.history leave out every message's metadata,
+    /// even when asked for it (real Slack keeps it: the defensive case).
+    pub fn drop_metadata(&self) {
+        self.inner.lock().unwrap().drop_metadata = true;
     }
 
     /// How many 429s the tiers brought.
@@ -557,7 +566,8 @@ async fn web_api(
             // Slack returns a message's metadata only when asked for it.
             let with_metadata = args
                 .get("include_all_metadata")
-                .is_some_and(|v| v == &json!(true) || v == &json!("true"));
+                .is_some_and(|v| v == &json!(true) || v == &json!("true"))
+                && !s.inner.lock().unwrap().drop_metadata;
             let posts = s.inner.lock().unwrap().posts.clone();
             let messages: Vec<Value> = posts
                 .into_iter()
@@ -670,7 +680,10 @@ async fn web_api(
                 p.metadata = Some(meta.clone());
             }
             p.updates += 1;
-            ok(json!({"channel": p.channel, "ts": p.ts}))
+            // As Slack answers: the message as it now reads (slack-morphism requires it).
+            ok(
+                json!({"channel": p.channel, "ts": p.ts, "text": p.text, "message": {"type": "message", "text": p.text, "user": BOT_USER, "bot_id": BOT_ID}}),
+            )
         }
         "reactions.add"
         | "reactions.remove"
