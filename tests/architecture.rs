@@ -386,3 +386,30 @@ fn the_check_sees_a_forbidden_edge_in_every_form() {
         "{found:#?}"
     );
 }
+
+/// The most lines a source file may have before its tests: one concept to a file.
+const MAX_LINES: usize = 600;
+
+#[test]
+fn no_source_file_is_over_600_lines_before_its_tests() {
+    let src = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/src"));
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    let long: Vec<String> = files
+        .iter()
+        .filter(|f| f.file_name().is_some_and(|n| n != "tests.rs"))
+        .filter_map(|f| {
+            let text = std::fs::read_to_string(f).unwrap();
+            let lines = text
+                .lines()
+                .take_while(|l| !l.trim_start().starts_with("#[cfg(test)]"))
+                .count();
+            (lines > MAX_LINES).then(|| format!("{}: {lines} lines", f.display()))
+        })
+        .collect();
+    assert!(
+        long.is_empty(),
+        "split by concept (at most {MAX_LINES} lines before the tests):\n{}",
+        long.join("\n")
+    );
+}

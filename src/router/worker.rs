@@ -1,0 +1,210 @@
+//! A conversation's worker: it claims the conversation's rows one at a time, in order, runs
+//! each row's turn, and leaves when none is open. No row can wedge it: a turn that fails or
+//! panics is recorded as a failure and tried again; a row out of attempts is answered with
+//! the apology and marked failed, and the worker goes on with the next.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use tracing::{error, info, warn};
+
+use super::{address, panic_text, Part, PartMark, Router, FAILED_REPLY};
+use crate::engine::EngineError;
+use crate::memory::inbox::{MAX_FAILURES, MAX_INTERRUPTIONS};
+use crate::memory::InboxItem;
+
+impl Router {
+    pub(super) async fn work(self: Arc<Self>, guard: &WorkerGuard) {
+        let key = &guard.key;
+        let mut failures = 0u32;
+        loop {
+            if self.stopping.load(Ordering::SeqCst) {
+                break;
+            }
+            // Rows accepted before this claim are the claim's to see (`others_waiting`): one
+            // answered already, however late in order, is not newer than the next.
+            self.newest
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(key);
+            let k = key.clone();
+            let item = match self.store.call(move |s| s.claim_next(&k)).await {
+                Ok(Some(item)) => item,
+                Ok(None) => {
+                    let mut active = self.active.lock().unwrap_or_else(|e| e.into_inner());
+                    if active.dirty.remove(key) {
+                        continue;
+                    }
+                    active.working.remove(key);
+                    // Rows accepted from now on are found by the next worker's claim.
+                    self.newest
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .remove(key);
+                    guard.left.store(true, Ordering::SeqCst);
+                    break;
+                }
+                Err(e) => {
+                    self.backoff(&mut failures, &e.to_string()).await;
+                    continue;
+                }
+            };
+            if item.exhausted() {
+                if let Err(e) = self.give_up(&item).await {
+                    self.backoff(&mut failures, &e.to_string()).await;
+                }
+                continue;
+            }
+            let shown = item.clone();
+            match AssertUnwindSafe(self.process(item)).catch_unwind().await {
+                Ok(Ok(())) => failures = 0,
+                Ok(Err(e)) => {
+                    self.clear_working_sign(&shown);
+                    if matches!(e.downcast_ref(), Some(EngineError::Stopping)) {
+                        info!(
+                            inbox = shown.id,
+                            "stopping before the soul woke: the message waits for the next start"
+                        );
+                        break;
+                    }
+                    // Work cut short by the shutdown is an interruption (the next start
+                    // counts it), not the message's failure.
+                    if !self.stopping.load(Ordering::SeqCst) {
+                        self.note_failure(&shown).await;
+                    }
+                    self.backoff(&mut failures, &e.to_string()).await
+                }
+                Err(panic) => {
+                    self.metrics.note_panic();
+                    let failed = self.note_failure(&shown).await;
+                    error!(inbox = shown.id, failures = failed, max_failures = MAX_FAILURES, panic = %panic_text(&panic),
+                        "a turn panicked; the message is tried again, then answered with an apology");
+                    self.clear_working_sign(&shown);
+                    self.backoff(&mut failures, "a turn panicked").await;
+                }
+            }
+        }
+    }
+
+    /// Records that the attempt at `item` under way failed; the row's failures so far (as
+    /// claimed plus this one, if the store cannot say).
+    async fn note_failure(&self, item: &InboxItem) -> i64 {
+        let id = item.id;
+        match self.store.call(move |s| s.note_failure(id)).await {
+            Ok(n) => n,
+            Err(e) => {
+                warn!(error = %e, inbox = id, "the failed attempt was not recorded");
+                item.failures + 1
+            }
+        }
+    }
+
+    async fn backoff(&self, failures: &mut u32, error: &str) {
+        *failures += 1;
+        let wait = Duration::from_millis(200 * 2u64.pow((*failures).min(7)));
+        error!(
+            error,
+            retry_in_ms = wait.as_millis() as u64,
+            "conversation worker failed; retrying"
+        );
+        tokio::time::sleep(wait).await;
+    }
+
+    /// Answers a row that failed on every attempt with the apology (unless part of its reply
+    /// is already delivered) and marks it failed, so its conversation goes on.
+    async fn give_up(&self, item: &InboxItem) -> anyhow::Result<()> {
+        error!(
+            inbox = item.id,
+            failures = item.failures,
+            max_failures = MAX_FAILURES,
+            interruptions = item.interruptions,
+            max_interruptions = MAX_INTERRUPTIONS,
+            "a message failed on every attempt; answering it with an apology"
+        );
+        let mut apology = None;
+        if item.parts_posted == 0 {
+            let id = item.id;
+            let held = self.store.call(move |s| s.references_held(id)).await?;
+            let part = Part {
+                text: FAILED_REPLY,
+                mark: Some(PartMark {
+                    row: item.id,
+                    part: 0,
+                }),
+                // A crash after this delivery and before the row is marked brings it back
+                // here: always look first (a give-up is rare; one lookup is cheap).
+                maybe_delivered: true,
+                last: true,
+                held: &held,
+            };
+            let to = address(item);
+            let delivered = match &item.stream_ref {
+                // The reply had begun streaming: the apology goes into that message.
+                Some(reference) => self.surface.finish_stream(&to, reference, None, part).await,
+                None => self.surface.deliver(&to, part).await,
+            };
+            match delivered {
+                Ok(reference) => apology = Some(reference),
+                Err(e) => warn!(error = %e, inbox = item.id, "the apology was not delivered"),
+            }
+        }
+        let (id, why) = (
+            item.id,
+            format!(
+                "given up after {} failed and {} interrupted attempts",
+                item.failures, item.interruptions
+            ),
+        );
+        self.store
+            .call(move |s| s.mark_failed(id, &why, apology.as_deref()))
+            .await?;
+        self.metrics.note_given_up();
+        self.clear_working_sign(item);
+        Ok(())
+    }
+
+    /// Clears the working sign of a row whose turn did not get to clear it.
+    pub(super) fn clear_working_sign(&self, item: &InboxItem) {
+        let (surface, at) = (self.surface.clone(), address(item));
+        tokio::spawn(async move { surface.working(&at, false).await });
+    }
+}
+
+/// A worker's place in the router: taken when it is spawned, given back when it ends, even by
+/// a panic, so `drain` never waits for a worker that is gone.
+pub(super) struct WorkerGuard {
+    pub(super) router: Arc<Router>,
+    pub(super) key: String,
+    /// The worker left its conversation itself (under the lock, seeing no more rows).
+    pub(super) left: AtomicBool,
+}
+
+impl WorkerGuard {
+    pub(super) fn new(router: Arc<Router>, key: &str) -> Self {
+        router.workers.fetch_add(1, Ordering::SeqCst);
+        WorkerGuard {
+            router,
+            key: key.to_string(),
+            left: AtomicBool::new(false),
+        }
+    }
+}
+
+impl Drop for WorkerGuard {
+    fn drop(&mut self) {
+        let r = &self.router;
+        // A worker that stopped early (shutdown, or a panic outside a turn) frees its
+        // conversation, so the next message gets a new worker.
+        if !self.left.load(Ordering::SeqCst) {
+            let mut active = r.active.lock().unwrap_or_else(|e| e.into_inner());
+            active.working.remove(&self.key);
+            active.dirty.remove(&self.key);
+        }
+        if r.workers.fetch_sub(1, Ordering::SeqCst) == 1 {
+            r.idle.notify_waiters();
+        }
+    }
+}
