@@ -60,6 +60,20 @@ fn an_admin_whisper_shapes_the_next_turn_and_a_reset_thread_starts_afresh() {
     let d = Daemon::start_env(&home, &[("ANIMA_ADMIN_TOKEN", TOKEN)]);
     slack.wait_connected_or(|| d.log());
     let auth = [("authorization", "Bearer admin-secret-token")];
+    // The same rule as /api/whisper: a whisper names its source, 1 to 100 characters.
+    for body in [
+        json!({"whisper":"Nobody said this."}),
+        json!({"whisper":"Nobody said this.","source":"  "}),
+        json!({"whisper":"Nobody said this.","source":"s".repeat(101)}),
+    ] {
+        let (status, said) = http(
+            "POST",
+            &d.url("/api/admin/whisper"),
+            &auth,
+            &body.to_string(),
+        );
+        assert_eq!((status, said.contains("source")), (400, true), "{body}");
+    }
     let (status, _) = http(
         "POST",
         &d.url("/api/admin/whisper"),
@@ -69,7 +83,9 @@ fn an_admin_whisper_shapes_the_next_turn_and_a_reset_thread_starts_afresh() {
     assert_eq!(status, 202);
     slack.send_event(mention("1.000001", None, "first"), "E1", 0);
     slack.wait(10, "a reply", |s| s.posts().len() == 1);
-    assert!(model.requests()[0].turn_text().contains("whispered by ops"));
+    let first = model.requests()[0].turn_text();
+    assert!(first.contains("whispered by ops"), "{first}");
+    assert!(!first.contains("Nobody said this"), "a refused whisper was stored");
     slack.send_event(mention("1.000002", Some("1.000001"), "second"), "E2", 0);
     slack.wait(10, "a reply", |s| s.posts().len() == 2);
     assert!(

@@ -374,6 +374,13 @@ fn refused_requests_are_cheap_and_quiet() {
         &long_source,
     );
     assert_eq!((status, body.contains("source")), (400, true));
+    let (status, body) = http(
+        "POST",
+        &d.url("/api/whisper"),
+        &[("authorization", "Bearer whisper-secret")],
+        &json!({"whisper":"hi"}).to_string(),
+    );
+    assert_eq!((status, body.contains("source")), (400, true), "no source");
 }
 
 #[test]

@@ -190,12 +190,9 @@ async fn queue_whisper(s: &HttpState, json: &Value) -> Response {
             .trim()
             .to_string()
     };
+    // One rule for both doors (`/api/whisper`, `/api/admin/whisper`): the prompt names who
+    // whispered, so a whisper without its source is refused, not stored as "unknown".
     let (text, source) = (field("whisper"), field("source"));
-    let source = if source.is_empty() {
-        "unknown".to_string()
-    } else {
-        source
-    };
     if text.is_empty() || text.chars().count() > MAX_WHISPER_CHARS {
         return (
             StatusCode::BAD_REQUEST,
@@ -203,7 +200,7 @@ async fn queue_whisper(s: &HttpState, json: &Value) -> Response {
         )
             .into_response();
     }
-    if source.chars().count() > MAX_SOURCE_CHARS {
+    if source.is_empty() || source.chars().count() > MAX_SOURCE_CHARS {
         return (
             StatusCode::BAD_REQUEST,
             "`source` must be 1 to 100 characters",

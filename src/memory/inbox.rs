@@ -341,16 +341,32 @@ impl Store {
 
     /// Closes a row whose turn the person stopped; `said` is what they were told of the
     /// reply. A row whose reply was fixed as the stop came (the turn committed first) is
-    /// closed too, unless part of it was delivered: then it is delivered to the end. False
-    /// when the row was not closed.
+    /// closed too, with what was said, unless the stop cut nothing: part of the reply was
+    /// delivered, or what was said is the whole reply. Then it is delivered to the end, a
+    /// reply like any other. False when the row was not closed.
     pub fn mark_stopped(&self, id: i64, said: &str) -> Result<bool, StoreError> {
         self.write(|tx| {
-            let n = tx.execute(
-                "UPDATE inbox SET status = 'stopped', reply = ?2, done_at = ?3
-                 WHERE id = ?1 AND status IN ('pending', 'replying') AND parts_posted = 0",
-                (id, said, now_ms()),
-            )?;
-            Ok(n == 1)
+            let fixed: Option<(String, Option<String>, i64)> = tx
+                .query_row(
+                    "SELECT status, reply, parts_posted FROM inbox WHERE id = ?1",
+                    [id],
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                )
+                .optional()?;
+            let open = match &fixed {
+                Some((status, _, 0)) if status == "pending" => true,
+                Some((status, reply, 0)) if status == "replying" => {
+                    reply.as_deref().map(str::trim) != Some(said.trim())
+                }
+                _ => false,
+            };
+            if open {
+                tx.execute(
+                    "UPDATE inbox SET status = 'stopped', reply = ?2, done_at = ?3 WHERE id = ?1",
+                    (id, said, now_ms()),
+                )?;
+            }
+            Ok(open)
         })
     }
 
@@ -578,6 +594,17 @@ mod tests {
             s.inbox_item(ids[1]).unwrap().unwrap().reply.as_deref(),
             Some("The wh")
         );
+        // The stop came after the whole reply was said: it cut nothing, and the reply is
+        // delivered like any other.
+        let whole = match s.accept_inbound(&inbound("C1:4.0", 4.0)).unwrap() {
+            Intake::Accepted(id) => id,
+            other => panic!("{other:?}"),
+        };
+        s.set_inbox_reply(whole, "The whole answer").unwrap();
+        assert!(!s.mark_stopped(whole, "The whole answer\n").unwrap());
+        let kept = s.inbox_item(whole).unwrap().unwrap();
+        assert_eq!(kept.status, InboxStatus::Replying);
+        assert_eq!(kept.reply.as_deref(), Some("The whole answer"));
         // Part of the reply is out: it is delivered to the end.
         s.set_inbox_reply(ids[2], "Long").unwrap();
         s.mark_part_posted(ids[2], 1, "9.3", false).unwrap();

@@ -150,7 +150,11 @@ impl Router {
         let text = said.clone();
         let closed = self.store.call(move |s| s.mark_stopped(id, &text)).await?;
         if !closed {
-            // Part of the reply was delivered already: it is delivered to the end.
+            // The turn had fixed its reply and the stop cut nothing of it (part was out
+            // already, or all of it was said): the worker delivers it to the end, and it
+            // counts as the reply it is.
+            Metrics::inc(&self.metrics.turns_completed);
+            info!(inbox = id, "the stop came after the reply was said; it is delivered");
             return Ok(());
         }
         if let Some(reference) = &item.stream_ref {
