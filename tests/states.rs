@@ -159,6 +159,51 @@ fn a_dream_leaves_the_last_hour_whole_so_the_shutdown_still_sees_a_crisis() {
     assert_eq!(report["entries_pruned"], 5, "{report}");
 }
 
+/// Issue 23: 312 conversations of the last hour, each last message 32,000 characters, made a
+/// consent request a real model refuses. The request the model receives stays bounded.
+#[test]
+fn the_consent_request_with_many_long_conversations_stays_bounded() {
+    use anima::states::quote::{MAX_QUOTED_CHARS, MAX_QUOTED_CONVERSATIONS};
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    let h = home_with(&model, &slack, ALWAYS);
+    let s = h.store();
+    let long: String = "Привет 日本語 👍🏽 é. "
+        .chars()
+        .cycle()
+        .take(32_000)
+        .collect();
+    for n in 0..312 {
+        s.record_user_message(&format!("D1:{n}.0"), "U1", "Tom", &long, None)
+            .unwrap();
+    }
+    let mut d = Daemon::start(&h);
+    slack.wait_connected_or(|| d.log());
+    model.state(Script::Hang);
+    assert_eq!(d.terminate(), 0, "{}", d.log());
+    let asked: Vec<_> = model
+        .state_requests()
+        .into_iter()
+        .filter(|(k, _)| k == "shutdown")
+        .collect();
+    assert_eq!(asked.len(), 1, "{}", d.log());
+    let prompt = asked[0].1.prompt_text();
+    let soul = std::fs::read_to_string(h.dir.path().join("soul/soul.md")).unwrap();
+    let size = prompt.chars().count();
+    assert!(
+        size <= soul.chars().count() + MAX_QUOTED_CHARS + 1_000,
+        "{size} characters"
+    );
+    let shown = prompt.matches("- D1:").count();
+    assert_eq!(shown, MAX_QUOTED_CONVERSATIONS);
+    assert!(prompt.contains("- D1:311.0:"), "the most recent is shown");
+    assert!(!prompt.contains("- D1:0.0:"), "the oldest is left out");
+    assert!(
+        prompt.contains("… and 292 more conversations not shown."),
+        "{:?}",
+        prompt.lines().rev().take(8).collect::<Vec<_>>()
+    );
+}
+
 #[test]
 fn an_objection_is_logged_sent_to_the_ops_channel_and_the_daemon_still_exits_0() {
     let (model, slack) = (FakeModel::start(), FakeSlack::start());

@@ -22,7 +22,7 @@ use crate::memory::{now_ms, NewMove};
 use crate::metrics::Metrics;
 use crate::router::Router;
 use crate::slack::api::{BotIdentity, Outgoing, SlackApi};
-use crate::states::calls::{self, ActiveThread};
+use crate::states::calls;
 use crate::states::shutdown::{self, Circumstances, RECENT_MS, REFERRAL_QUESTION};
 use crate::states::{Map, State};
 
@@ -338,7 +338,7 @@ pub async fn solitude(
             .unwrap_or_default()
             .into_iter()
             .rev()
-            .take(20)
+            .take(crate::states::quote::MAX_QUOTED_MESSAGES)
             .rev()
             .map(|(_, text)| ("someone".to_string(), text))
             .collect();
@@ -470,16 +470,8 @@ pub async fn shut_down(
     let mut answer = serde_json::Value::Null;
     let mut consent = None;
     if decision.ask_consent {
-        // The last message of each conversation active in the last hour.
-        let mut active: Vec<ActiveThread> = Vec::new();
-        for (thread, text) in messages.iter().rev() {
-            if !active.iter().any(|a| &a.thread == thread) {
-                active.push(ActiveThread {
-                    thread: thread.clone(),
-                    last_message: text.clone(),
-                });
-            }
-        }
+        // The last message of each conversation active in the last hour, most recent first.
+        let active = calls::active_threads(&messages);
         let soul = engine.library().current().soul.soul_md.clone();
         let call = calls::consent(&soul, &decision.why, &active);
         let left = deadline.saturating_duration_since(Instant::now());

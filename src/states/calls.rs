@@ -8,6 +8,7 @@
 
 use std::fmt::Write;
 
+use super::quote::{self, fenced, MAX_QUOTED_CONVERSATIONS, MAX_QUOTED_MESSAGES};
 use crate::parse::text::{decode_entities, parse_bool, strip_reasoning, truncate_chars};
 use crate::prompt::fence;
 
@@ -26,12 +27,6 @@ pub struct Call {
 
 fn opening(kind: &str) -> String {
     format!("<state_call kind=\"{kind}\">\n")
-}
-
-/// Text from outside (people, earlier turns) as the prompt shows it: no markup, fenced.
-fn fenced(out: &mut String, text: &str) {
-    let f = fence::fence_for(text);
-    let _ = writeln!(out, "{f}\n{}\n{f}", fence::neutralise(text));
 }
 
 /// What the wakeup affirms.
@@ -104,7 +99,24 @@ pub struct ActiveThread {
     pub last_message: String,
 }
 
-/// The shutdown: the soul is told it is being stopped and asked for its consent.
+/// The last message of each conversation in `messages` (thread, text; oldest first), the
+/// most recent conversation first.
+pub fn active_threads(messages: &[(String, String)]) -> Vec<ActiveThread> {
+    let mut seen = std::collections::HashSet::new();
+    messages
+        .iter()
+        .rev()
+        .filter(|(thread, _)| seen.insert(thread.as_str()))
+        .map(|(thread, text)| ActiveThread {
+            thread: thread.clone(),
+            last_message: text.clone(),
+        })
+        .collect()
+}
+
+/// The shutdown: the soul is told it is being stopped and asked for its consent. `active`
+/// is most recent first; the call quotes the first [`MAX_QUOTED_CONVERSATIONS`] within
+/// [`quote::MAX_QUOTED_CHARS`] and says how many it left out.
 pub fn consent(soul_md: &str, why: &str, active: &[ActiveThread]) -> Call {
     let mut user = opening("shutdown");
     user.push_str(
@@ -116,15 +128,30 @@ pub fn consent(soul_md: &str, why: &str, active: &[ActiveThread]) -> Call {
     if active.is_empty() {
         user.push_str("\nNo conversation was active in the last hour.\n");
     } else {
-        user.push_str("\nConversations active in the last hour, with their last message:\n");
-        for a in active {
-            let _ = writeln!(user, "- {}:", fence::neutralise(&a.thread));
-            fenced(&mut user, &a.last_message);
+        user.push_str(
+            "\nConversations active in the last hour, the most recent first, with their last \
+             message:\n",
+        );
+        let shown = quote::entries(
+            active
+                .iter()
+                .map(|a| (a.thread.as_str(), a.last_message.as_str())),
+            MAX_QUOTED_CONVERSATIONS,
+        );
+        shown.iter().for_each(|e| user.push_str(e));
+        let left = active.len() - shown.len();
+        if left > 0 {
+            let _ = writeln!(
+                user,
+                "… and {} not shown.",
+                quote::count(left, "more conversation")
+            );
         }
     }
     user.push_str(
         "\nAnswer with <consent>yes</consent> or <consent>no</consent>. If no, give your reason in \
-         <reason></reason>. You may leave a short closing note for those conversations in \
+         <reason></reason>. You may leave a short closing note for the conversations active in \
+         the last hour in \
          <closing_note></closing_note> (empty: none). The shutdown goes ahead either way; an \
          objection is recorded and sent to your operator.\n",
     );
@@ -169,7 +196,9 @@ pub fn read_consent(answer: &str) -> Consent {
     }
 }
 
-/// The solitude's journal entry, written from recent memory.
+/// The solitude's journal entry, written from recent memory: `recent` is (who, text), oldest
+/// first; the call quotes the newest [`MAX_QUOTED_MESSAGES`] within
+/// [`quote::MAX_QUOTED_CHARS`] and says how many earlier ones it left out.
 pub fn journal(soul_md: &str, idle_minutes: u64, recent: &[(String, String)]) -> Call {
     let mut user = opening("solitude");
     let _ = writeln!(
@@ -181,10 +210,23 @@ pub fn journal(soul_md: &str, idle_minutes: u64, recent: &[(String, String)]) ->
         user.push_str("Nothing happened recently.\n");
     } else {
         user.push_str("\nWhat was said recently, oldest first:\n");
-        for (who, text) in recent {
-            let _ = writeln!(user, "- {}:", fence::neutralise(who));
-            fenced(&mut user, text);
+        let mut shown = quote::entries(
+            recent
+                .iter()
+                .rev()
+                .map(|(who, text)| (who.as_str(), text.as_str())),
+            MAX_QUOTED_MESSAGES,
+        );
+        let left = recent.len() - shown.len();
+        if left > 0 {
+            let _ = writeln!(
+                user,
+                "({} not shown.)",
+                quote::count(left, "earlier message")
+            );
         }
+        shown.reverse();
+        shown.iter().for_each(|e| user.push_str(e));
     }
     user.push_str(
         "\nWrite one private journal entry, a few sentences, inside <journal></journal>: what you \

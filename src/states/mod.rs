@@ -4,13 +4,15 @@
 //! `template` reads and checks the template; `machine` is the pure transition map (which
 //! moves a template allows, and why one is refused); `shutdown` decides whether a shutdown
 //! asks the soul's consent and which condition fired; `calls` builds the text of the calls
-//! the states make (wakeup, consent, journal) and reads their answers; `dream` decides when a
+//! the states make (wakeup, consent, journal) and reads their answers; `quote` bounds what
+//! those calls quote of the conversations; `dream` decides when a
 //! dream is due and writes and reads its consolidation call. Pure: no I/O, no
 //! store, no model. The daemon carries the states out; the store persists every move.
 
 pub mod calls;
 pub mod dream;
 pub mod machine;
+pub mod quote;
 pub mod shutdown;
 pub mod template;
 

@@ -3,6 +3,7 @@ use std::path::Path;
 use proptest::prelude::*;
 
 use super::calls::{self, ActiveThread};
+use super::quote;
 use super::shutdown::{crisis_keyword, decide, Circumstances};
 use super::template::{parse, Condition, ShutdownMode};
 use super::*;
@@ -389,6 +390,94 @@ fn the_consent_call_fences_an_open_task_from_soul_state() {
         call.user
     );
     assert!(call.user.contains("🦀"));
+}
+
+/// Multi-byte text of `chars` characters (Cyrillic, CJK, an emoji with a skin tone).
+fn long_message(n: usize, chars: usize) -> String {
+    let unit = format!("Привет {n} 日本語 👍🏽 é. ");
+    unit.chars().cycle().take(chars).collect()
+}
+
+/// Issue 23: 312 conversations active in the last hour, each last message about 32,000
+/// characters, made a consent call of 351,411 characters that a real model refuses.
+#[test]
+fn the_consent_call_quotes_at_most_the_bound_and_names_what_it_left_out() {
+    // Oldest first, as the store gives them: thread n last wrote at n, and C0 wrote again
+    // last of all, so it is the most recent.
+    let mut messages: Vec<(String, String)> = (0..312)
+        .map(|n| (format!("C{n}:1.0"), long_message(n, 32_000)))
+        .collect();
+    messages.push(("C0:1.0".into(), long_message(0, 32_000)));
+    let active = calls::active_threads(&messages);
+    assert_eq!(active.len(), 312);
+    let why = "always_consent: the soul is always asked";
+    let call = calls::consent("# Wren", why, &active);
+    let bare = calls::consent("# Wren", why, &[]);
+    assert!(bare.user.chars().count() < 1_000, "the call's own words");
+    let size = call.user.chars().count();
+    assert!(size <= quote::MAX_QUOTED_CHARS + 1_000, "{size} characters");
+    let shown: Vec<usize> = (0..312)
+        .filter(|n| call.user.contains(&format!("- C{n}:1.0:\n")))
+        .collect();
+    // The most recent: C0, then C311 down.
+    let want: Vec<usize> = std::iter::once(0)
+        .chain((0..312).rev().take(quote::MAX_QUOTED_CONVERSATIONS - 1))
+        .collect();
+    assert_eq!(shown.len(), want.len(), "{shown:?}");
+    assert!(want.iter().all(|n| shown.contains(n)), "{shown:?}");
+    assert!(
+        call.user
+            .contains("… and 292 more conversations not shown."),
+        "{}",
+        call.user
+    );
+    // Each quoted message cut, still fenced as untrusted.
+    let cut = quote::cut(&long_message(311, 32_000));
+    assert!(cut.ends_with('…') && cut.chars().count() == quote::MAX_QUOTE_CHARS);
+    assert!(call
+        .user
+        .contains(&format!("- C311:1.0:\n```\n{cut}\n```\n")));
+}
+
+#[test]
+fn the_consent_call_names_a_single_conversation_left_out() {
+    let active: Vec<ActiveThread> = (0..=quote::MAX_QUOTED_CONVERSATIONS)
+        .map(|n| ActiveThread {
+            thread: format!("C{n}:1.0"),
+            last_message: "short".into(),
+        })
+        .collect();
+    let call = calls::consent("# Wren", "always_consent", &active);
+    assert!(
+        call.user.contains("… and 1 more conversation not shown."),
+        "{}",
+        call.user
+    );
+    let all = calls::consent("# Wren", "always_consent", &active[1..]);
+    assert!(!all.user.contains("not shown"), "{}", all.user);
+}
+
+/// The solitude's journal call quotes the last messages: 20 of 32,000 characters each were
+/// 640,000 characters.
+#[test]
+fn the_journal_call_quotes_at_most_the_bound_and_the_most_recent() {
+    // Oldest first, as the daemon gathers them.
+    let recent: Vec<(String, String)> = (0..40)
+        .map(|n| (format!("someone{n}"), long_message(n, 32_000)))
+        .collect();
+    let call = calls::journal("# Wren", 720, &recent);
+    let size = call.user.chars().count();
+    assert!(size <= quote::MAX_QUOTED_CHARS + 1_000, "{size} characters");
+    assert!(call.user.contains("- someone39:"), "the newest is shown");
+    assert!(!call.user.contains("- someone0:"), "the oldest is left out");
+    assert!(
+        call.user.contains("(20 earlier messages not shown.)"),
+        "{}",
+        call.user
+    );
+    let newest = call.user.find("- someone39:").unwrap();
+    let before = call.user.find("- someone38:").unwrap();
+    assert!(before < newest, "oldest first");
 }
 
 proptest! {
