@@ -8,6 +8,7 @@
 use std::fmt::Write;
 
 use super::calls::{tag, Call};
+use super::quote::fenced;
 use super::template::Dream;
 use crate::parse::text::{decode_entities, truncate_chars};
 use crate::prompt::fence;
@@ -94,11 +95,6 @@ pub fn consolidation(
         system: soul_md.to_string(),
         user,
     }
-}
-
-fn fenced(out: &mut String, text: &str) {
-    let f = fence::fence_for(text);
-    let _ = writeln!(out, "{f}\n{}\n{f}", fence::neutralise(text));
 }
 
 /// What a dream made of a batch.
