@@ -12,11 +12,15 @@
 //! note) and the current message, fenced and labelled UNTRUSTED. Every piece of text that
 //! came from outside (the message, names, the user model, the whisper, soul-state values) is
 //! neutralised, so none of it can open or close a section.
+//!
+//! `shape` holds a call's answer to its instructions for servers that can constrain what a
+//! model writes: the same steps as a GBNF grammar or a JSON Schema.
 
 pub mod fence;
 pub mod instructions;
 pub mod ism;
 pub mod plan;
+pub mod shape;
 mod user_model;
 
 use std::fmt::Write;
@@ -117,6 +121,21 @@ pub fn build_prompt(input: &PromptInput) -> Prompt {
         system: system(input.soul),
         history: history(input.history),
         user: turn_sections(input),
+    }
+}
+
+/// The shape of this call's answer: a selection's actions, or the steps and questions its
+/// instructions ask for (the dialogue at most `reply_chars` characters).
+pub fn answer_shape(input: &PromptInput, reply_chars: usize) -> shape::Shape {
+    match &input.machine {
+        Some(m) if m.call == ism::MachineCall::Select => shape::Shape::Selection {
+            actions: m.actions.iter().map(|(name, _)| name.to_string()).collect(),
+        },
+        _ => shape::Shape::Turn {
+            steps: input.steps.to_vec(),
+            questions: input.process.mental_queries.clone(),
+            reply_chars,
+        },
     }
 }
 
