@@ -45,6 +45,11 @@ pub fn grammar(shape: &Shape) -> String {
     g.finish()
 }
 
+/// A text's first character: not `<`, and not white space as Unicode (and `str::trim`)
+/// counts it.
+const FIRST: &str =
+    "[^<\\x09-\\x0D\\x20\\x85\\xA0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]";
+
 /// Rules in the order written, `root` first when written.
 #[derive(Default)]
 struct Grammar {
@@ -58,12 +63,13 @@ impl Grammar {
         }
     }
 
-    /// A section's text: a first character that is neither `<` nor a blank, then up to
-    /// `max - 1` more that are not `<`; an opening line break is allowed.
+    /// A section's text: a first character that is neither `<` nor white space (so the
+    /// trimmed text is never empty), then up to `max - 1` more that are not `<`; an opening
+    /// line break is allowed.
     fn text(&mut self, name: &str, max: usize) {
         self.rule(
             name,
-            format!("\"\\n\"? [^< \\t\\n\\r] [^<]{{0,{}}}", max.max(1) - 1),
+            format!("\"\\n\"? {FIRST} [^<]{{0,{}}}", max.max(1) - 1),
         );
     }
 
@@ -202,7 +208,7 @@ fn element(g: &mut Grammar, step: Step, questions: &[String], reply_chars: usize
             g.choice("state-key", &others);
             g.rule(
                 "state-value",
-                format!("[^< \\t\\n\\r] [^<\\n\\r]{{0,{}}}", limits::STATE_VALUE - 1),
+                format!("[^<\\n\\r]{{0,{}}}", limits::STATE_VALUE),
             );
             g.rule(
                 "state-line",
@@ -387,7 +393,9 @@ mod tests {
         assert!(root.starts_with("root ::= monologue \"\\n\" dialogue ( \"\\n\" \"<user_model_check>true</user_model_check>\" \"\\n\" user-model-update"), "{root}");
         assert_eq!(root.matches("soul-state-update").count(), 2, "{root}");
         assert!(
-            g.contains("dialogue-text ::= \"\\n\"? [^< \\t\\n\\r] [^<]{0,2999}"),
+            g.contains(&format!(
+                "dialogue-text ::= \"\\n\"? {FIRST} [^<]{{0,2999}}"
+            )),
             "{g}"
         );
         assert!(

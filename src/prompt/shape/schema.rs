@@ -111,7 +111,7 @@ fn turn(steps: &[Step], questions: &[String], reply_chars: usize) -> Value {
                 (field::MODEL, text(limits::USER_MODEL)),
                 (MODEL_CHANGE_NOTE, text(limits::NOTE)),
             ])),
-            Step::SoulStateUpdate => nullable(list(
+            Step::SoulStateUpdate => nullable(non_empty(list(
                 json!({
                     "anyOf": [
                         object(vec![
@@ -125,7 +125,7 @@ fn turn(steps: &[Step], questions: &[String], reply_chars: usize) -> Value {
                     ]
                 }),
                 SOUL_STATE_KEYS.len(),
-            )),
+            ))),
         };
         keys.push((step.name(), value));
     }
@@ -167,6 +167,12 @@ fn any_text(max: usize) -> Value {
 
 fn list(items: Value, most: usize) -> Value {
     json!({ "type": "array", "items": items, "maxItems": most })
+}
+
+/// A list of at least one.
+fn non_empty(mut list: Value) -> Value {
+    list["minItems"] = json!(1);
+    list
 }
 
 fn nullable(v: Value) -> Value {
