@@ -307,7 +307,8 @@ pub fn process_note(
 }
 
 /// The history as roles: a person's words after their name, neutralised; the soul's as they
-/// were; runs of one role merged; the soul's words before any person's dropped.
+/// were, but for a section's tag (defused); runs of one role merged; the soul's words before
+/// any person's dropped.
 fn history(spoken: &[Spoken]) -> Vec<HistoryMessage> {
     let mut out: Vec<HistoryMessage> = Vec::new();
     for s in spoken {
@@ -316,7 +317,8 @@ fn history(spoken: &[Spoken]) -> Vec<HistoryMessage> {
                 Role::User,
                 format!("{}: {}", fence::neutralise(name), fence::neutralise(s.text)),
             ),
-            Speaker::Soul => (Role::Assistant, s.text.to_string()),
+            // Its own words, as they were, but never a section's tag (see `fence::defuse`).
+            Speaker::Soul => (Role::Assistant, fence::defuse(s.text).into_owned()),
         };
         match out.last_mut() {
             Some(last) if last.role == role => {
