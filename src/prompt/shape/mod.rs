@@ -69,24 +69,29 @@ impl Shape {
 /// reached in practice; past it the cache starts again.
 const CAPACITY: usize = 256;
 
-/// What was built, by shape and form.
+/// What was built, by form and shape.
 #[derive(Debug, Default)]
 pub struct Cache {
-    built: Mutex<HashMap<(Shape, Form), Built>>,
+    gbnf: Mutex<HashMap<Shape, Built>>,
+    schema: Mutex<HashMap<Shape, Built>>,
 }
 
 impl Cache {
     /// `shape` in `form`, built once.
     pub fn get(&self, shape: Shape, form: Form) -> Built {
-        let mut built = self.built.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(b) = built.get(&(shape.clone(), form)) {
+        let map = match form {
+            Form::Gbnf => &self.gbnf,
+            Form::JsonSchema => &self.schema,
+        };
+        let mut built = map.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(b) = built.get(&shape) {
             return b.clone();
         }
         if built.len() >= CAPACITY {
             built.clear();
         }
         let b = shape.build(form);
-        built.insert((shape, form), b.clone());
+        built.insert(shape, b.clone());
         b
     }
 }
