@@ -299,11 +299,11 @@ impl Grammar {
     pub fn generate(&self, seed: u64) -> String {
         let mut rng = fastrand::Rng::with_seed(seed);
         let mut out = String::new();
-        self.gen_alts(&self.rules["root"], &mut rng, &mut out, 0);
+        self.gen_alts(&self.rules["root"], &mut rng, &mut out);
         out
     }
 
-    fn gen_alts(&self, alts: &[Vec<Rep>], rng: &mut fastrand::Rng, out: &mut String, depth: usize) {
+    fn gen_alts(&self, alts: &[Vec<Rep>], rng: &mut fastrand::Rng, out: &mut String) {
         let seq = &alts[rng.usize(..alts.len())];
         for rep in seq {
             let most = match &rep.item {
@@ -319,8 +319,8 @@ impl Grammar {
                 match &rep.item {
                     Item::Lit(l) => out.extend(l),
                     Item::Class { negated, ranges } => out.push(pick(*negated, ranges, rng)),
-                    Item::Ref(name) => self.gen_alts(&self.rules[name], rng, out, depth + 1),
-                    Item::Group(alts) => self.gen_alts(alts, rng, out, depth + 1),
+                    Item::Ref(name) => self.gen_alts(&self.rules[name], rng, out),
+                    Item::Group(alts) => self.gen_alts(alts, rng, out),
                 }
             }
         }
