@@ -134,7 +134,7 @@ impl Structured {
             }
             (Dialect::AnthropicSchema, Constraint::JsonSchema(s)) => {
                 body["output_config"] =
-                    json!({ "format": { "type": "json_schema", "schema": &**s } })
+                    json!({ "format": { "type": "json_schema", "schema": anthropic_schema(s) } })
             }
             _ => return false,
         }
@@ -175,6 +175,39 @@ impl Structured {
             );
         }
         named
+    }
+}
+
+/// A schema as Anthropic's structured outputs take it: without the length, range and
+/// item-count bounds they do not support (the text is bounded by max_tokens there).
+fn anthropic_schema(schema: &Value) -> Value {
+    let bound = |k: &str, v: &Value| {
+        matches!(
+            k,
+            "minLength" | "maxLength" | "minimum" | "maximum" | "maxItems"
+        ) || (k == "minItems" && v.as_u64().is_some_and(|n| n > 1))
+    };
+    match schema {
+        Value::Object(o) => Value::Object(
+            o.iter()
+                .filter(|(k, v)| !bound(k, v))
+                .map(|(k, v)| {
+                    let v = match (k.as_str(), v) {
+                        // Property names are names, whatever they say: only their schemas go.
+                        ("properties", Value::Object(props)) => Value::Object(
+                            props
+                                .iter()
+                                .map(|(name, p)| (name.clone(), anthropic_schema(p)))
+                                .collect(),
+                        ),
+                        _ => anthropic_schema(v),
+                    };
+                    (k.clone(), v)
+                })
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(anthropic_schema).collect()),
+        other => other.clone(),
     }
 }
 
@@ -333,6 +366,29 @@ mod tests {
         assert!(
             !st.refused_by("openai", &refusal(400, "grammar")),
             "once refused, nothing left to refuse"
+        );
+    }
+
+    #[test]
+    fn anthropic_gets_the_schema_without_the_bounds_it_does_not_take() {
+        let st = Structured::default();
+        st.set(Some(Dialect::AnthropicSchema));
+        let schema = json!({"type": "object", "properties": {
+            "text": {"type": "string", "minLength": 1, "maxLength": 9},
+            "n": {"type": "integer", "minimum": 1, "maximum": 10},
+            "maxLength": {"type": "boolean"},
+            "list": {"type": "array", "items": {"type": "string", "maxLength": 3}, "minItems": 1, "maxItems": 5},
+        }, "required": ["text", "n", "list"], "additionalProperties": false});
+        let mut body = json!({});
+        assert!(st.apply(&mut body, &Constraint::JsonSchema(Arc::new(schema))));
+        assert_eq!(
+            body["output_config"]["format"]["schema"],
+            json!({"type": "object", "properties": {
+                "text": {"type": "string"},
+                "n": {"type": "integer"},
+                "maxLength": {"type": "boolean"},
+                "list": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+            }, "required": ["text", "n", "list"], "additionalProperties": false})
         );
     }
 
