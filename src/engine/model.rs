@@ -1,5 +1,7 @@
-//! The model stage: a built prompt as the provider's request, one call with retries, timed,
-//! parsed; what it cost.
+//! The model stage: a built prompt as the provider's request (with the answer's grammar or
+//! schema when the server takes one), one call with retries, timed, parsed (an answer asked
+//! for in its JSON form read, and streamed, into the same values as a tagged one); what it
+//! cost.
 
 use std::time::Instant;
 
