@@ -4,6 +4,8 @@
 //! 2 KB model answer with every step. Reports the median and p99 of
 //!   * build_prompt,
 //!   * parse_response,
+//!   * a call's answer grammar and JSON Schema (constrained output), cached as the engine
+//!     caches them and built afresh, and parse_json_response,
 //!   * assemble + parse + persist (begin the turn: record the message, take its number, load
 //!     the context; plan, build, parse,
 //!     commit the turn in one SQLite transaction): the engine work of a turn,
@@ -23,6 +25,7 @@ use anima::llm::{BoxFuture, ChatRequest, Completion, Deltas, LlmError, Provider,
 use anima::memory::{EntryType, NewEntry, SoulState, Store, TurnRecord, TurnStart};
 use anima::parse::parse_response;
 use anima::process::library::MAIN_STEPS;
+use anima::prompt::shape::Form;
 use anima::prompt::{build_prompt, plan, Gates, ProcessInstructions, PromptInput};
 use anima::soul::SoulFiles;
 
@@ -249,6 +252,40 @@ fn main() {
     stats(
         "parse_response",
         time(20_000, || parse_response(&output, 3000)),
+    );
+    // Constrained output (issue 27): a call's shape from its prompt input, then its grammar or
+    // schema; the engine keeps one cache for all its calls. Without constraints none of this
+    // runs (the provider's `structured()` is `None`).
+    let shapes = anima::prompt::shape::Cache::default();
+    for (name, form) in [
+        ("answer grammar (GBNF), cached", Form::Gbnf),
+        ("answer schema (JSON Schema), cached", Form::JsonSchema),
+    ] {
+        stats(
+            name,
+            time(20_000, || {
+                shapes.get(anima::prompt::answer_shape(&input, 3000), form)
+            }),
+        );
+    }
+    stats(
+        "answer grammar (GBNF), built uncached",
+        time(5_000, || {
+            anima::prompt::answer_shape(&input, 3000).build(Form::Gbnf)
+        }),
+    );
+    stats(
+        "answer schema (JSON Schema), built uncached",
+        time(5_000, || {
+            anima::prompt::answer_shape(&input, 3000).build(Form::JsonSchema)
+        }),
+    );
+    let json_output = anima::parse::render_json(&parse_response(&output, 3000));
+    stats(
+        "parse_json_response",
+        time(20_000, || {
+            anima::parse::parse_json_response(&json_output, 3000)
+        }),
     );
 
     let gates = Gates {

@@ -185,6 +185,35 @@ pub const PROMPT_SECTIONS: [&str; 15] = [
     "current_message",
 ];
 
+/// The soul-state keys a model may set with a soul-state update, as its instruction names them.
+pub const SOUL_STATE_KEYS: [&str; 5] = [
+    "emotionalState",
+    "currentProject",
+    "currentTask",
+    "currentTopic",
+    "conversationSummary",
+];
+
+/// The values the instruction offers for `emotionalState`.
+pub const EMOTIONAL_STATES: [&str; 5] = ["neutral", "engaged", "focused", "frustrated", "sardonic"];
+
+/// The field names of an answer's JSON form (see `prompt::shape`): the steps are keyed by
+/// their tag names; these are the names inside them.
+pub mod field {
+    /// A spoken or thought step's verb.
+    pub const VERB: &str = "verb";
+    /// A spoken or thought step's text, a memory's or a person note's text.
+    pub const TEXT: &str = "text";
+    /// The rewritten user model inside a user-model update (its note is
+    /// [`super::MODEL_CHANGE_NOTE`]).
+    pub const MODEL: &str = "model";
+    /// A soul-state line's key and value.
+    pub const KEY: &str = "key";
+    pub const VALUE: &str = "value";
+    /// An ISM selection's chosen actions (the parser reads `reasoning` beside them).
+    pub const ACTIONS: &str = "actions";
+}
+
 /// Verbs for the internal monologue (from the seed's verb system).
 pub const MONOLOGUE_VERBS: [&str; 10] = [
     "thought",
@@ -235,6 +264,14 @@ mod tests {
             assert_eq!(Step::from_name(step.name()), Some(step));
         }
         assert_eq!(Step::from_name("dream"), None);
+    }
+
+    #[test]
+    fn the_soul_state_instruction_names_every_key_and_state() {
+        let text = Step::SoulStateUpdate.default_instruction();
+        for word in SOUL_STATE_KEYS.iter().chain(&EMOTIONAL_STATES) {
+            assert!(text.contains(word), "{word}");
+        }
     }
 
     #[test]

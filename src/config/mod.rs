@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 pub use crate::toml_file::Problem;
 use crate::toml_file::TomlFile;
-pub use raw::{ProviderKind, RawConfig, SlackMode};
+pub use raw::{ProviderKind, RawConfig, SlackMode, StructuredOutput};
 
 /// A validated configuration. Paths are absolute; numbers are in range.
 #[derive(Debug, Clone)]
@@ -73,6 +73,7 @@ pub struct LlmConfig {
     pub max_retries: u32,
     pub claude_cli_path: String,
     pub stream: bool,
+    pub structured_output: StructuredOutput,
 }
 
 /// `[ism]`: implicit semantic machines.
@@ -351,6 +352,7 @@ fn validate(
             max_retries: raw.llm.max_retries,
             claude_cli_path: raw.llm.claude_cli_path,
             stream: raw.llm.stream,
+            structured_output: raw.llm.structured_output,
         },
         pipeline: PipelineConfig {
             soul_state_interval: raw.pipeline.soul_state_interval,

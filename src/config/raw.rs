@@ -78,6 +78,35 @@ pub struct RawLlm {
     pub max_retries: u32,
     pub claude_cli_path: String,
     pub stream: bool,
+    pub structured_output: StructuredOutput,
+}
+
+/// Whether a model is held to its answer's shape while it writes (see `prompt::shape`, and
+/// `llm::structured` for which server takes what).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize))]
+#[serde(rename_all = "snake_case")]
+pub enum StructuredOutput {
+    /// As the server says about itself: a grammar for llama.cpp, llama-cpp-python and vLLM,
+    /// a JSON Schema for Ollama; nothing for Anthropic, OpenAI's hosted API, or a server that
+    /// does not say.
+    Auto,
+    Off,
+    /// A GBNF grammar (llama.cpp, llama-cpp-python, vLLM).
+    Grammar,
+    /// A JSON Schema (OpenAI-compatible `response_format`, Anthropic's `output_config`).
+    JsonSchema,
+}
+
+impl StructuredOutput {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Off => "off",
+            Self::Grammar => "grammar",
+            Self::JsonSchema => "json_schema",
+        }
+    }
 }
 
 impl Default for RawLlm {
@@ -91,6 +120,7 @@ impl Default for RawLlm {
             max_retries: 3,
             claude_cli_path: "claude".into(),
             stream: false,
+            structured_output: StructuredOutput::Auto,
         }
     }
 }

@@ -104,6 +104,11 @@ pub(super) const KEYS: &[Key] = &[
         Kind::NonEmpty("the `claude` executable's name or path, in quotes"),
     ),
     key("llm", "stream", Kind::Bool),
+    key(
+        "llm",
+        "structured_output",
+        Kind::OneOf(&["auto", "off", "grammar", "json_schema"]),
+    ),
     key("pipeline", "soul_state_interval", whole(1, I64)),
     key("pipeline", "user_model_interval", whole(1, I64)),
     key("pipeline", "memory_window", whole(1, U32)),
@@ -530,6 +535,23 @@ mod tests {
     }
 
     #[test]
+    fn structured_output_names_its_choices() {
+        let w = walk_str("[llm]\nstructured_output = \"gbnf\"\n");
+        assert_eq!(w.problems.len(), 1);
+        assert_eq!(w.problems[0].key, "llm.structured_output");
+        let m = &w.problems[0].message;
+        assert!(
+            m.starts_with(
+                "found \"gbnf\", expected one of \"auto\", \"off\", \"grammar\", \"json_schema\""
+            ),
+            "{m}"
+        );
+        assert!(walk_str("[llm]\nstructured_output = \"json_schema\"\n")
+            .problems
+            .is_empty());
+    }
+
+    #[test]
     fn autonomy_numbers_are_explained() {
         let w = walk_str("[autonomy]\nthreshold = 1.5\nweights = [0.2, 0.2]\n");
         let msgs: Vec<&str> = w.problems.iter().map(|p| p.message.as_str()).collect();
@@ -567,7 +589,7 @@ mod tests {
                 ("[llm]", "unknown key `home`; `home` belongs under [paths]"),
                 (
                     "[llm]",
-                    "unknown key `colour`; the keys of [llm] are provider, model, base_url, max_tokens, timeout_secs, max_retries, claude_cli_path, stream"
+                    "unknown key `colour`; the keys of [llm] are provider, model, base_url, max_tokens, timeout_secs, max_retries, claude_cli_path, stream, structured_output"
                 ),
             ]
         );

@@ -127,6 +127,8 @@ pub struct Engine {
     provider: Arc<dyn Provider>,
     models: Arc<Exporter>,
     metrics: Option<Arc<Metrics>>,
+    /// The grammars and schemas built for the calls' shapes (when the server takes one).
+    shapes: Arc<crate::prompt::shape::Cache>,
     /// Open unless the soul is waking up: messages wait here, in the inbox, until it is
     /// awake; closed when the daemon stops while they wait.
     awake: tokio::sync::watch::Sender<Gate>,
@@ -146,6 +148,7 @@ impl Engine {
             library,
             provider,
             metrics: None,
+            shapes: Default::default(),
             awake: tokio::sync::watch::Sender::new(Gate::Open),
         }
     }
@@ -189,6 +192,10 @@ impl Engine {
         call: &crate::states::calls::Call,
         timeout: std::time::Duration,
     ) -> Result<String, String> {
+        let constraint = self
+            .provider
+            .structured()
+            .map(|form| self.constraint(call.shape.clone(), form));
         let request = crate::llm::ChatRequest {
             system: &call.system,
             history: &[],
@@ -196,11 +203,18 @@ impl Engine {
             max_tokens: self.config.llm.max_tokens,
             session: None,
             model: None,
+            constraint: constraint.as_ref(),
         };
         let started = std::time::Instant::now();
         let result = tokio::time::timeout(timeout, self.provider.complete(request, None)).await;
         let latency = started.elapsed();
+        let json = matches!(constraint, Some(crate::llm::Constraint::JsonSchema(_)));
         let (ok, out) = match result {
+            // The readers take tags: an answer in its JSON form is written as them.
+            Ok(Ok(c)) if json => (
+                true,
+                Ok(crate::parse::json_as_tags(&c.text).unwrap_or(c.text)),
+            ),
             Ok(Ok(c)) => (true, Ok(c.text)),
             Ok(Err(e)) => (false, Err(e.to_string())),
             Err(_) => (
@@ -221,6 +235,24 @@ impl Engine {
             "state call"
         );
         out
+    }
+
+    /// The constraint for a call of `shape` in the form the server takes, built once per
+    /// shape.
+    pub(crate) fn constraint(
+        &self,
+        shape: crate::prompt::shape::Shape,
+        form: crate::llm::Form,
+    ) -> crate::llm::Constraint {
+        use crate::prompt::shape::{Built, Form};
+        let form = match form {
+            crate::llm::Form::Gbnf => Form::Gbnf,
+            crate::llm::Form::JsonSchema => Form::JsonSchema,
+        };
+        match self.shapes.get(shape, form) {
+            Built::Gbnf(g) => crate::llm::Constraint::Gbnf(g),
+            Built::JsonSchema(s) => crate::llm::Constraint::JsonSchema(s),
+        }
     }
 
     /// Counts turns, model calls, tokens and transitions in `metrics` (the daemon's).

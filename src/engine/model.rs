@@ -1,14 +1,16 @@
-//! The model stage: a built prompt as the provider's request, one call with retries, timed,
-//! parsed; what it cost.
+//! The model stage: a built prompt as the provider's request (with the answer's grammar or
+//! schema when the server takes one), one call with retries, timed, parsed (an answer asked
+//! for in its JSON form read, and streamed, into the same values as a tagged one); what it
+//! cost.
 
 use std::time::Instant;
 
 use tracing::{debug, info};
 
 use super::{Engine, Speech};
-use crate::llm::{self, ChatRequest, Completion, LlmError, Message, Role};
+use crate::llm::{self, ChatRequest, Completion, Constraint, LlmError, Message, Role};
 use crate::memory::UsageRecord;
-use crate::parse::{parse_response, Cognition, DialogueStream, Passed};
+use crate::parse::{parse_json_response, parse_response, Cognition, DialogueStream, Passed};
 use crate::prompt::{self, TurnPlan};
 
 /// One process run's result.
@@ -40,7 +42,6 @@ struct Pump<'a> {
     live: bool,
     attempts: u32,
     shown: String,
-    max_chars: usize,
 }
 
 impl Pump<'_> {
@@ -49,7 +50,7 @@ impl Pump<'_> {
             self.attempts += 1;
             if self.attempts > 1 {
                 if self.shown.is_empty() {
-                    self.filter = DialogueStream::new(self.max_chars);
+                    self.filter = self.filter.restart();
                 } else {
                     // The retried answer may say something else: what showed is corrected
                     // when the turn ends.
@@ -77,7 +78,8 @@ impl Pump<'_> {
 }
 
 impl Engine {
-    /// One model call with retries, parsed. On failure: the error and the time it took.
+    /// One model call with retries, parsed (in the JSON form when `constraint` is a schema).
+    /// On failure: the error and the time it took.
     pub(super) async fn call(
         &self,
         built: &prompt::Prompt,
@@ -85,7 +87,9 @@ impl Engine {
         plan: TurnPlan,
         model: Option<&str>,
         stream: Option<&Streaming<'_>>,
+        constraint: Option<&Constraint>,
     ) -> Result<Run, (LlmError, u64)> {
+        let json = matches!(constraint, Some(Constraint::JsonSchema(_)));
         let history = messages(&built.history);
         let request = ChatRequest {
             system: &built.system,
@@ -94,6 +98,7 @@ impl Engine {
             max_tokens: self.config.llm.max_tokens,
             session,
             model,
+            constraint,
         };
         let started = Instant::now();
         let max_chars = self.config.pipeline.max_response_chars;
@@ -107,11 +112,14 @@ impl Engine {
         });
         let mut pump = stream.map(|stream| Pump {
             stream,
-            filter: DialogueStream::new(max_chars),
+            filter: if json {
+                DialogueStream::json(max_chars)
+            } else {
+                DialogueStream::new(max_chars)
+            },
             live: true,
             attempts: 0,
             shown: String::new(),
-            max_chars,
         });
         let result = match pump.as_mut() {
             None => call.await,
@@ -146,7 +154,11 @@ impl Engine {
             "model answered"
         );
         debug!(raw = %completion.text, "model output");
-        let cognition = parse_response(&completion.text, self.config.pipeline.max_response_chars);
+        let cognition = if json {
+            parse_json_response(&completion.text, max_chars)
+        } else {
+            parse_response(&completion.text, max_chars)
+        };
         Ok(Run {
             cognition,
             plan,

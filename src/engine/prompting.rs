@@ -35,8 +35,12 @@ pub(super) struct RunInput<'a> {
 }
 
 /// Builds one process run's prompt: its process section, its instructions, the gated user
-/// model, and the message (or the quiet).
-pub(super) fn run_prompt(i: &RunInput) -> prompt::Prompt {
+/// model, and the message (or the quiet); with `shape` (the reply's length limit), the
+/// shape of its answer too.
+pub(super) fn run_prompt(
+    i: &RunInput,
+    shape: Option<usize>,
+) -> (prompt::Prompt, Option<prompt::shape::Shape>) {
     let note = prompt::process_note(
         &i.def.name,
         &i.def.description,
@@ -57,7 +61,7 @@ pub(super) fn run_prompt(i: &RunInput) -> prompt::Prompt {
     let (speaker, message) = i.message.unwrap_or(("", ""));
     let soul_state = i.soul.non_default();
     let history = spoken(i.history);
-    prompt::build_prompt(&PromptInput {
+    let input = PromptInput {
         soul: soul_text(&i.lib.soul),
         soul_state: &soul_state,
         whisper: i.whisper.map(|w| prompt::Intuition {
@@ -78,7 +82,9 @@ pub(super) fn run_prompt(i: &RunInput) -> prompt::Prompt {
         machine: i.machine,
         summary: i.ctx.summary.as_deref(),
         psyche: i.psyche,
-    })
+    };
+    let shape = shape.map(|reply_chars| prompt::answer_shape(&input, reply_chars));
+    (prompt::build_prompt(&input), shape)
 }
 
 /// How the soul's cognitive state shapes a turn's instructions, in words: PLAY adds the

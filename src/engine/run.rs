@@ -284,9 +284,16 @@ impl Engine {
                 queries,
                 ..rs.input
             };
-            run_prompt(&input)
+            let form = self.provider.structured();
+            let reply_chars = self.config.pipeline.max_response_chars;
+            let (built, shape) = run_prompt(&input, form.map(|_| reply_chars));
+            let constraint = form.zip(shape).map(|(f, s)| self.constraint(s, f));
+            (built, constraint)
         };
-        let called = self.call(&built, rs.session, plan, model, stream).await;
+        let (built, constraint) = built;
+        let called = self
+            .call(&built, rs.session, plan, model, stream, constraint.as_ref())
+            .await;
         self.count_call(&called);
         let run = called.map_err(|(e, us)| (e, rs.spent.model_us + us))?;
         rs.spent.model_us += run.latency_us;

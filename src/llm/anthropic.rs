@@ -9,8 +9,10 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use super::structured::Structured;
 use super::{
-    http, sse, BoxFuture, ChatRequest, Completion, Deltas, LlmError, Provider, Role, Usage,
+    http, sse, BoxFuture, ChatRequest, Completion, Constraint, Deltas, Form, LlmError, Provider,
+    Role, Usage,
 };
 use crate::config::secret::Secret;
 
@@ -25,6 +27,7 @@ pub struct Anthropic {
     model: String,
     stream: bool,
     timeout: Duration,
+    structured: Structured,
 }
 
 impl Anthropic {
@@ -51,15 +54,43 @@ impl Anthropic {
             },
             stream,
             timeout,
+            structured: Structured::default(),
         })
     }
 
+    /// The provider's constrained output: which dialect it speaks (set once, at selection).
+    pub fn structured_state(&self) -> &Structured {
+        &self.structured
+    }
+
+    /// One call with the request's constraint when the server takes it; asked again plain
+    /// when the server refuses it.
     async fn call(
         &self,
         req: ChatRequest<'_>,
         deltas: Option<&Deltas>,
     ) -> Result<Completion, LlmError> {
-        let body = request_body(req.model.unwrap_or(&self.model), &req, self.stream);
+        let constraint = req
+            .constraint
+            .filter(|c| Some(c.form()) == self.structured.form());
+        match self.send(req, constraint, deltas).await {
+            Err(e) if constraint.is_some() && self.structured.refused_by(NAME, &e) => {
+                self.send(req, None, deltas).await
+            }
+            other => other,
+        }
+    }
+
+    async fn send(
+        &self,
+        req: ChatRequest<'_>,
+        constraint: Option<&Constraint>,
+        deltas: Option<&Deltas>,
+    ) -> Result<Completion, LlmError> {
+        let mut body = request_body(req.model.unwrap_or(&self.model), &req, self.stream);
+        if let Some(c) = constraint {
+            self.structured.apply(&mut body, c);
+        }
         let request = self
             .client
             .post(&self.url)
@@ -88,6 +119,10 @@ impl Provider for Anthropic {
 
     fn model(&self) -> &str {
         &self.model
+    }
+
+    fn structured(&self) -> Option<Form> {
+        self.structured.form()
     }
 
     fn complete<'a>(
@@ -372,6 +407,7 @@ mod tests {
             max_tokens: 100,
             session: None,
             model: None,
+            constraint: None,
         }
     }
 

@@ -4,7 +4,8 @@
 //! Owns its own request and message types, the wire formats and error classification.
 //! Knows nothing about souls, how a prompt is built, parsing or Slack: it takes a `ChatRequest` (a system
 //! text, earlier messages, this turn's text) and returns text, usage and (for the CLI) a
-//! session id.
+//! session id. A request may carry a `Constraint` (a grammar or a schema, opaque here) that
+//! `structured` puts where the server reads it, when the server takes one.
 
 pub mod anthropic;
 pub mod claude_cli;
@@ -14,11 +15,13 @@ pub mod openai;
 pub mod retry;
 pub mod select;
 mod sse;
+pub mod structured;
 
 use std::future::Future;
 use std::pin::Pin;
 
 pub use error::LlmError;
+pub use structured::{Constraint, Form};
 
 /// Who wrote an earlier message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,6 +53,9 @@ pub struct ChatRequest<'a> {
     /// A model for this request instead of the provider's own (same provider), e.g. a
     /// cheaper one for an ISM's action selection.
     pub model: Option<&'a str>,
+    /// What the answer is held to, for a provider whose server takes it (see
+    /// [`Provider::structured`]); others ignore it.
+    pub constraint: Option<&'a Constraint>,
 }
 
 impl ChatRequest<'_> {
@@ -95,6 +101,11 @@ pub trait Provider: Send + Sync {
     /// history, and the soul only in a session's first message).
     fn keeps_sessions(&self) -> bool {
         false
+    }
+    /// The form of constraint the server takes now: none when it takes none, when
+    /// `[llm] structured_output` is off, or once it refused one.
+    fn structured(&self) -> Option<Form> {
+        None
     }
     /// One call. When `deltas` is given and the provider streams, text arrives there as it
     /// is generated; the returned completion always holds the whole text.

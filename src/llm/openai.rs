@@ -5,8 +5,10 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use super::structured::Structured;
 use super::{
-    http, sse, BoxFuture, ChatRequest, Completion, Deltas, LlmError, Provider, Role, Usage,
+    http, sse, BoxFuture, ChatRequest, Completion, Constraint, Deltas, Form, LlmError, Provider,
+    Role, Usage,
 };
 use crate::config::secret::Secret;
 
@@ -21,6 +23,7 @@ pub struct OpenAi {
     model: String,
     stream: bool,
     timeout: Duration,
+    structured: Structured,
 }
 
 impl OpenAi {
@@ -39,7 +42,41 @@ impl OpenAi {
             model: model.to_string(),
             stream,
             timeout,
+            structured: Structured::default(),
         })
+    }
+
+    /// The provider's constrained output: which dialect it speaks (set once, at selection).
+    pub fn structured_state(&self) -> &Structured {
+        &self.structured
+    }
+
+    /// One call with the request's constraint when the server takes it; asked again plain
+    /// when the server refuses it.
+    async fn call(
+        &self,
+        req: ChatRequest<'_>,
+        deltas: Option<&Deltas>,
+    ) -> Result<Completion, LlmError> {
+        let constraint = req
+            .constraint
+            .filter(|c| Some(c.form()) == self.structured.form());
+        match self.send(req, constraint, deltas).await {
+            Err(e) if constraint.is_some() && self.structured.refused_by(NAME, &e) => {
+                self.send(req, None, deltas).await
+            }
+            other => other,
+        }
+    }
+
+    /// The base URL requests go to.
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    /// The API key, if any.
+    pub fn key(&self) -> Option<&Secret> {
+        self.key.as_ref()
     }
 
     /// The first model a server lists at `GET {base}/models` (how Ollama's default is chosen).
@@ -66,13 +103,17 @@ impl OpenAi {
             .ok_or_else(|| bad("the server lists no models; set [llm] model"))
     }
 
-    async fn call(
+    async fn send(
         &self,
         req: ChatRequest<'_>,
+        constraint: Option<&Constraint>,
         deltas: Option<&Deltas>,
     ) -> Result<Completion, LlmError> {
         let model = req.model.unwrap_or(&self.model);
-        let body = request_body(model, &req, self.stream);
+        let mut body = request_body(model, &req, self.stream);
+        if let Some(c) = constraint {
+            self.structured.apply(&mut body, c);
+        }
         let mut request = self
             .client
             .post(format!("{}/chat/completions", self.base))
@@ -111,6 +152,10 @@ impl Provider for OpenAi {
 
     fn model(&self) -> &str {
         &self.model
+    }
+
+    fn structured(&self) -> Option<Form> {
+        self.structured.form()
     }
 
     fn complete<'a>(

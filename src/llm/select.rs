@@ -9,9 +9,10 @@ use std::time::Duration;
 use super::anthropic::Anthropic;
 use super::claude_cli::ClaudeCli;
 use super::openai::{self, OpenAi};
+use super::structured::{self, Dialect};
 use super::{LlmError, Provider};
 use crate::config::secret::Secret;
-use crate::config::{LlmConfig, ProviderKind};
+use crate::config::{LlmConfig, ProviderKind, StructuredOutput};
 
 /// Where a local Ollama's OpenAI-compatible API answers.
 pub const OLLAMA_URL: &str = "http://127.0.0.1:11434/v1";
@@ -69,10 +70,17 @@ pub async fn select(
 ) -> Result<Selected, SelectError> {
     let timeout = Duration::from_secs(cfg.timeout_secs);
     let anthropic = |key: Secret| -> Result<Arc<dyn Provider>, SelectError> {
-        Ok(Arc::new(
-            Anthropic::new(&cfg.base_url, key, &cfg.model, cfg.stream, timeout)
-                .map_err(SelectError::Build)?,
-        ))
+        let p = Anthropic::new(&cfg.base_url, key, &cfg.model, cfg.stream, timeout)
+            .map_err(SelectError::Build)?;
+        p.structured_state().set(match cfg.structured_output {
+            StructuredOutput::JsonSchema => Some(Dialect::AnthropicSchema),
+            StructuredOutput::Grammar => {
+                tracing::warn!("[llm] structured_output = \"grammar\": Anthropic takes no grammar; plain requests (json_schema works there)");
+                None
+            }
+            StructuredOutput::Auto | StructuredOutput::Off => None,
+        });
+        Ok(Arc::new(p))
     };
     let claude = |exe: PathBuf| -> Arc<dyn Provider> {
         Arc::new(ClaudeCli::new(
@@ -128,6 +136,9 @@ pub async fn select(
                 };
                 let p = OpenAi::new(&env.ollama_url, None, &model, cfg.stream, timeout)
                     .map_err(SelectError::Build)?;
+                let dialect =
+                    structured::choose(cfg.structured_output, false, p.base(), None).await;
+                p.structured_state().set(dialect);
                 return Ok(Selected {
                     provider: Arc::new(p),
                     reason: "auto: a local Ollama answered",
@@ -159,9 +170,17 @@ async fn openai_provider(
             .await
             .map_err(SelectError::NoModel)?
     };
-    Ok(Arc::new(
-        OpenAi::new(base_url, key, &model, cfg.stream, timeout).map_err(SelectError::Build)?,
-    ))
+    let p = OpenAi::new(base_url, key, &model, cfg.stream, timeout).map_err(SelectError::Build)?;
+    // OpenAI's own API (no base_url) is the provider's default: it says nothing about itself.
+    let dialect = structured::choose(
+        cfg.structured_output,
+        base_url.is_empty(),
+        p.base(),
+        p.key(),
+    )
+    .await;
+    p.structured_state().set(dialect);
+    Ok(Arc::new(p))
 }
 
 /// Whether an HTTP server answers at `base_url` (any status counts), for `anima check`.

@@ -76,6 +76,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_keys_a_model_may_set_are_the_catalogues() {
+        let may: Vec<&str> = DEFAULTS
+            .iter()
+            .map(|(k, _)| *k)
+            .filter(|k| model_may_set(k))
+            .collect();
+        let mut catalogue = crate::steps::SOUL_STATE_KEYS.to_vec();
+        let mut may = may;
+        catalogue.sort();
+        may.sort();
+        assert_eq!(may, catalogue);
+    }
+
+    #[test]
     fn non_default_leaves_out_keys_set_to_their_default() {
         let mut state = SoulState::default();
         assert!(state.non_default().is_empty());

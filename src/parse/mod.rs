@@ -1,4 +1,6 @@
-//! Turns model text into a `Cognition`: monologue, dialogue, checks and updates.
+//! Turns model text into a `Cognition`: monologue, dialogue, checks and updates; from the
+//! tagged answer the instructions describe, or (`json`) from the JSON form a server held the
+//! model to, into the same values.
 //!
 //! Tolerant of every malformation in docs/llm.md (each has a named test in `tests.rs`):
 //! only known tag names are structure, open tags auto-close, echoes of the instructions are
@@ -6,6 +8,8 @@
 //! empty and never a raw tag. Knows nothing about which
 //! steps were requested (the engine decides what to act on) and does no I/O.
 
+pub mod json;
+mod json_stream;
 mod scan;
 mod selection;
 mod stream;
@@ -13,6 +17,7 @@ mod stream;
 mod tests;
 pub mod text;
 
+pub use json::{json_as_tags, parse_json_response, render_json};
 pub use selection::{parse_selection, Selection};
 pub use stream::{DialogueStream, Passed};
 

@@ -11,6 +11,7 @@
 //! same answer whenever the dialogue is plain text; anything else the final parse changes is
 //! for the surface to correct. Pure: text in, text out.
 
+use super::json_stream::JsonTags;
 use super::text::{
     decode_entities, may_be_speaker_prefix, strip_speaker_prefix, strip_wrapping_quotes,
 };
@@ -43,6 +44,8 @@ pub struct Passed {
 /// The filter for one model answer.
 #[derive(Debug, Clone)]
 pub struct DialogueStream {
+    /// An answer asked for in its JSON form: rewritten as tags before it is filtered.
+    json: Option<JsonTags>,
     raw: String,
     /// Bytes of `raw` already looked at (Outside) or passed on (Inside).
     pos: usize,
@@ -58,6 +61,7 @@ impl DialogueStream {
     /// A filter whose text stops at `max_chars` characters (the reply's limit).
     pub fn new(max_chars: usize) -> DialogueStream {
         DialogueStream {
+            json: None,
             raw: String::new(),
             pos: 0,
             state: State::Outside,
@@ -68,9 +72,33 @@ impl DialogueStream {
         }
     }
 
+    /// A filter for an answer asked for in its JSON form (`parse::json`): its dialogue's
+    /// text is passed on as it is written; an answer that came back in tags is filtered as
+    /// [`DialogueStream::new`] filters it.
+    pub fn json(max_chars: usize) -> DialogueStream {
+        DialogueStream {
+            json: Some(JsonTags::new()),
+            ..DialogueStream::new(max_chars)
+        }
+    }
+
+    /// A new filter of the same kind, for an answer that starts again.
+    pub fn restart(&self) -> DialogueStream {
+        DialogueStream {
+            json: self.json.as_ref().map(|_| JsonTags::new()),
+            ..DialogueStream::new(self.max_chars)
+        }
+    }
+
     /// Takes the next delta.
     pub fn push(&mut self, delta: &str) -> Passed {
-        self.raw.push_str(delta);
+        match self.json.as_mut() {
+            Some(j) => {
+                let tags = j.push(delta);
+                self.raw.push_str(&tags);
+            }
+            None => self.raw.push_str(delta),
+        }
         self.advance(false)
     }
 
@@ -80,7 +108,7 @@ impl DialogueStream {
         self.advance(true)
     }
 
-    /// Everything received so far.
+    /// Everything received so far (for an answer in its JSON form, as tags).
     pub fn raw(&self) -> &str {
         &self.raw
     }
@@ -350,6 +378,30 @@ mod tests {
             "Open to the end"
         );
         assert_eq!(streamed("no tags at all", &[3], 3000).0, "");
+    }
+
+    #[test]
+    fn a_json_answer_streams_its_dialogue_as_the_final_parse_reads_it() {
+        let answer = r#"{"internal_monologue":{"verb":"mused","text":"secret"},"external_dialogue":{"verb":"said","text":"Wren said: a </external_dialogue> b \u00e9 &amp;"},"user_model_check":false}"#;
+        let whole = crate::parse::json::parse_json_response(answer, 3000).reply;
+        assert_eq!(whole, "a </external_dialogue> b é &amp;");
+        for cut in 0..=answer.len() {
+            if !answer.is_char_boundary(cut) {
+                continue;
+            }
+            let mut f = DialogueStream::json(3000);
+            let mut shown = f.push(&answer[..cut]).text;
+            shown += &f.push(&answer[cut..]).text;
+            shown += &f.finish().text;
+            assert_eq!(shown, whole, "cut at {cut}");
+            assert!(!f.raw().contains("secret</external"), "{}", f.raw());
+        }
+        let mut tags = DialogueStream::json(3000).restart();
+        assert_eq!(
+            tags.push("<external_dialogue>Tags.</external_dialogue>")
+                .text,
+            "Tags."
+        );
     }
 
     #[test]

@@ -12,11 +12,15 @@
 //! note) and the current message, fenced and labelled UNTRUSTED. Every piece of text that
 //! came from outside (the message, names, the user model, the whisper, soul-state values) is
 //! neutralised, so none of it can open or close a section.
+//!
+//! `shape` holds a call's answer to its instructions for servers that can constrain what a
+//! model writes: the same steps as a GBNF grammar or a JSON Schema.
 
 pub mod fence;
 pub mod instructions;
 pub mod ism;
 pub mod plan;
+pub mod shape;
 mod user_model;
 
 use std::fmt::Write;
@@ -126,6 +130,21 @@ pub fn build_prompt(input: &PromptInput) -> Prompt {
         system: system(input.soul),
         history: history(input.history),
         user: turn_sections(input),
+    }
+}
+
+/// The shape of this call's answer: a selection's actions, or the steps and questions its
+/// instructions ask for (the dialogue at most `reply_chars` characters).
+pub fn answer_shape(input: &PromptInput, reply_chars: usize) -> shape::Shape {
+    match &input.machine {
+        Some(m) if m.call == ism::MachineCall::Select => shape::Shape::Selection {
+            actions: m.actions.iter().map(|(name, _)| name.to_string()).collect(),
+        },
+        _ => shape::Shape::Turn {
+            steps: input.steps.to_vec(),
+            questions: input.process.mental_queries.clone(),
+            reply_chars,
+        },
     }
 }
 
@@ -297,7 +316,8 @@ pub fn process_note(
 }
 
 /// The history as roles: a person's words after their name, neutralised; the soul's as they
-/// were; runs of one role merged; the soul's words before any person's dropped.
+/// were, but for a section's tag (defused); runs of one role merged; the soul's words before
+/// any person's dropped.
 fn history(spoken: &[Spoken]) -> Vec<HistoryMessage> {
     let mut out: Vec<HistoryMessage> = Vec::new();
     for s in spoken {
@@ -306,7 +326,8 @@ fn history(spoken: &[Spoken]) -> Vec<HistoryMessage> {
                 Role::User,
                 format!("{}: {}", fence::neutralise(name), fence::neutralise(s.text)),
             ),
-            Speaker::Soul => (Role::Assistant, s.text.to_string()),
+            // Its own words, as they were, but never a section's tag (see `fence::defuse`).
+            Speaker::Soul => (Role::Assistant, fence::defuse(s.text).into_owned()),
         };
         match out.last_mut() {
             Some(last) if last.role == role => {

@@ -11,6 +11,7 @@ use std::fmt::Write;
 use super::quote::{self, fenced, MAX_QUOTED_CONVERSATIONS, MAX_QUOTED_MESSAGES};
 use crate::parse::text::{decode_entities, parse_bool, strip_reasoning, truncate_chars};
 use crate::prompt::fence;
+use crate::prompt::shape::Shape;
 
 /// The longest closing note or objection reason kept, in characters.
 pub const MAX_NOTE_CHARS: usize = 500;
@@ -23,6 +24,8 @@ pub struct Call {
     pub kind: &'static str,
     pub system: String,
     pub user: String,
+    /// The answer's shape, for a server that can hold the model to it.
+    pub shape: Shape,
 }
 
 fn opening(kind: &str) -> String {
@@ -80,6 +83,7 @@ pub fn wakeup(soul_md: &str, i: &WakeupInput) -> Call {
         kind: "wakeup",
         system: soul_md.to_string(),
         user,
+        shape: Shape::Wakeup,
     }
 }
 
@@ -159,6 +163,7 @@ pub fn consent(soul_md: &str, why: &str, active: &[ActiveThread]) -> Call {
         kind: "shutdown",
         system: soul_md.to_string(),
         user,
+        shape: Shape::Consent,
     }
 }
 
@@ -236,6 +241,7 @@ pub fn journal(soul_md: &str, idle_minutes: u64, recent: &[(String, String)]) ->
         kind: "solitude",
         system: soul_md.to_string(),
         user,
+        shape: Shape::Journal,
     }
 }
 

@@ -94,6 +94,9 @@ pub fn consolidation(
         kind: "dream",
         system: soul_md.to_string(),
         user,
+        shape: crate::prompt::shape::Shape::Dream {
+            people: people.iter().map(|p| p.id.to_string()).collect(),
+        },
     }
 }
 
@@ -237,6 +240,15 @@ pub fn due(
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn the_grammar_bounds_are_the_readers() {
+        use crate::prompt::shape::limits;
+        assert_eq!(MAX_MEMORIES, limits::MEMORIES);
+        assert_eq!(MAX_SUMMARY_CHARS, limits::SUMMARY);
+        assert_eq!(MAX_MEMORY_CHARS, limits::MEMORY);
+        assert_eq!(super::super::calls::MAX_NOTE_CHARS, limits::CONSENT_NOTE);
+    }
 
     const TOM: Someone = Someone {
         id: "U1",

@@ -126,6 +126,10 @@ struct Inner {
     state_recorded: Vec<(String, Recorded)>,
     /// When the first piece of each `Paced` answer was written.
     first_pieces: Vec<Instant>,
+    /// What the server says it is (`/props`, `/version`, `/api/version`, the model list's
+    /// `owned_by`): "llama.cpp", "llama-cpp-python", "vllm 0.11.0", "vllm 0.9.1", "ollama"; none
+    /// by default (then it says nothing).
+    identity: Option<String>,
 }
 
 /// The kind of a cognitive state's call (`wakeup`, `shutdown`, `solitude`), if it is one.
@@ -227,6 +231,9 @@ impl FakeModel {
                     .route("/v1/messages", post(anthropic))
                     .route("/v1/chat/completions", post(openai))
                     .route("/v1/models", get(models))
+                    .route("/props", get(props))
+                    .route("/version", get(version))
+                    .route("/api/version", get(api_version))
                     .with_state(state);
                 let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
                 tx.send(listener.local_addr().unwrap()).unwrap();
@@ -248,6 +255,12 @@ impl FakeModel {
 
     pub fn push(&self, s: Script) -> &Self {
         self.inner.lock().unwrap().script.push_back(s);
+        self
+    }
+
+    /// The server says it is `who` (see `Inner::identity`).
+    pub fn identify_as(&self, who: &str) -> &Self {
+        self.inner.lock().unwrap().identity = Some(who.to_string());
         self
     }
 
@@ -616,9 +629,59 @@ async fn openai(
 }
 
 async fn models(State(state): State<Arc<Mutex<Inner>>>) -> Response {
-    let _ = state;
-    let body = json!({"object":"list","data":[{"id":"smollm2:135m","object":"model","created":1,"owned_by":"library"},{"id":"other","object":"model"}]});
+    let owner = match identity(&state).as_deref() {
+        Some("llama-cpp-python") => "me",
+        Some("llama.cpp") => "llamacpp",
+        _ => "library",
+    };
+    let body = json!({"object":"list","data":[{"id":"smollm2:135m","object":"model","created":1,"owned_by":owner,"permissions":[]},{"id":"other","object":"model"}]});
     respond(200, &[], Body::from(body.to_string()), "application/json")
+}
+
+fn identity(state: &Arc<Mutex<Inner>>) -> Option<String> {
+    state.lock().unwrap().identity.clone()
+}
+
+fn not_found() -> Response {
+    respond(404, &[], Body::from("Not Found"), "text/plain")
+}
+
+/// llama.cpp's server settings.
+async fn props(State(state): State<Arc<Mutex<Inner>>>) -> Response {
+    if identity(&state).as_deref() != Some("llama.cpp") {
+        return not_found();
+    }
+    let body = json!({"default_generation_settings":{"n_ctx":4096,"params":{"temperature":0.8}},"total_slots":1,"model_path":"smollm2.gguf","build_info":"b6000-abc"});
+    respond(200, &[], Body::from(body.to_string()), "application/json")
+}
+
+/// vLLM's version.
+async fn version(State(state): State<Arc<Mutex<Inner>>>) -> Response {
+    match identity(&state)
+        .as_deref()
+        .and_then(|i| i.strip_prefix("vllm "))
+    {
+        Some(v) => respond(
+            200,
+            &[],
+            Body::from(json!({"version": v}).to_string()),
+            "application/json",
+        ),
+        None => not_found(),
+    }
+}
+
+/// Ollama's version.
+async fn api_version(State(state): State<Arc<Mutex<Inner>>>) -> Response {
+    if identity(&state).as_deref() != Some("ollama") {
+        return not_found();
+    }
+    respond(
+        200,
+        &[],
+        Body::from(json!({"version": "0.12.3"}).to_string()),
+        "application/json",
+    )
 }
 
 /// A temporary anima home with a config file.
