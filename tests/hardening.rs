@@ -659,6 +659,55 @@ fn a_recovered_reply_never_takes_over_another_messages_reply() {
     assert_eq!(second.reply_ref.as_deref(), Some(posts[1].ts.as_str()));
 }
 
+/// A reply's first post whose answer is lost (Slack stored it, the client saw an error) is
+/// looked for among the messages no row holds: without metadata, the earlier row's reply in
+/// the same thread is never taken for it and rewritten.
+#[test]
+fn a_first_post_whose_answer_is_lost_never_takes_over_an_earlier_reply() {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    slack.drop_metadata();
+    model.reply(&answer("The first answer."));
+    model.reply(&answer("The second answer."));
+    let home = home(&model, &slack, "socket", "");
+    let d = Daemon::start(&home);
+    slack.wait_connected_or(|| d.log());
+    slack.send_event(mention("C1", "12.000001", "first"), "E1", 0);
+    let store = home.store();
+    slack.wait(20, "the first row to be done", |_| {
+        store
+            .inbox_item(1)
+            .unwrap()
+            .is_some_and(|i| i.status == anima::memory::InboxStatus::Done)
+    });
+    slack.fail_next_post(PostFailure::StoredThenError);
+    slack.send_event(
+        thread_message("C1", "12.000002", "12.000001", "<@UBOT> second"),
+        "E2",
+        0,
+    );
+    slack.wait(20, "the second row to be done", |_| {
+        store
+            .inbox_item(2)
+            .unwrap()
+            .is_some_and(|i| i.status == anima::memory::InboxStatus::Done)
+    });
+    let posts = slack.posts();
+    let texts: Vec<&str> = posts.iter().map(|p| p.text.as_str()).collect();
+    assert_eq!(
+        texts,
+        ["The first answer.", "The second answer."],
+        "{posts:#?}\n{}",
+        d.log()
+    );
+    assert_eq!(posts[0].updates, 0, "the first answer was never rewritten");
+    let (first, second) = (
+        store.inbox_item(1).unwrap().unwrap(),
+        store.inbox_item(2).unwrap().unwrap(),
+    );
+    assert_eq!(first.reply_ref.as_deref(), Some(posts[0].ts.as_str()));
+    assert_eq!(second.reply_ref.as_deref(), Some(posts[1].ts.as_str()));
+}
+
 /// Every accepted message gets exactly one reply while the daemon is SIGKILLed five times in
 /// 20 s (as an OOM killer's loop would) over 32 messages in 8 threads: a crash delays a reply,
 /// never loses, doubles or gives it up. Replies stream where the budget lets them (the rest go

@@ -44,13 +44,15 @@ impl Router {
         }
         let mut finished = false;
         let mut streamed = false;
-        // What the inbox holds in the conversation, once a part may have been delivered (kept
-        // up to date with this reply's parts): none of it is taken for that part's copy.
+        // What the inbox holds in the conversation (kept up to date with this reply's parts):
+        // none of it is taken for a part's copy. Read before a row's first part, not only
+        // after a crash: a post whose answer is lost is looked for at once, and without
+        // Slack's metadata only this list keeps another reply from being taken for it.
         let mut held: Option<Vec<String>> = None;
         'parts: for (i, text) in parts.iter().enumerate().skip(skip) {
             let mut wait = Duration::from_secs(1);
             loop {
-                if let (Some(r), true, None) = (row, maybe_delivered, &held) {
+                if let (Some(r), None) = (row, &held) {
                     let id = r.item.id;
                     held = Some(self.store.call(move |s| s.references_held(id)).await?);
                 }

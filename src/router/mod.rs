@@ -14,7 +14,10 @@
 //! recorded, and the row is tried again; after `MAX_FAILURES` failures, or `MAX_INTERRUPTIONS`
 //! attempts cut short by a process that stopped (counted by the store when the row is claimed
 //! again), it is answered with a short apology and marked failed, and the conversation goes on
-//! with its next message. A crash loop delays a message; only its own failures give it up.
+//! with its next message. A crash loop delays a message: a few kills cost it nothing, and only
+//! a loop long enough to interrupt it `MAX_INTERRUPTIONS` times (a message that kills the
+//! process itself, or rows unlucky enough to be in flight beside one at every crash) gives
+//! it up.
 //!
 //! By stage: `worker` (a conversation's worker: claims, failures, the apology), `turn` (one
 //! row's turn and the stop button), `deliver` (a reply part by part), `unasked` (what the soul

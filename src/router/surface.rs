@@ -32,7 +32,7 @@ pub struct Part<'a> {
     pub maybe_delivered: bool,
     /// The reply's last part (where a surface puts its feedback buttons).
     pub last: bool,
-    /// When it may have been delivered: the references the inbox holds for replies in its
+    /// For an inbox row's reply: the references the inbox holds for replies in its
     /// conversation (this reply's parts delivered so far included). None of them is its copy.
     pub held: &'a [String],
 }

@@ -122,7 +122,7 @@ impl Router {
             max_failures = MAX_FAILURES,
             interruptions = item.interruptions,
             max_interruptions = MAX_INTERRUPTIONS,
-            "a message failed on every attempt; answering it with an apology"
+            "a message is out of attempts (failed or interrupted); answering it with an apology"
         );
         let mut apology = None;
         if item.parts_posted == 0 {
