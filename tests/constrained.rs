@@ -604,6 +604,17 @@ fn a_refused_grammar_is_remembered_with_one_warning() {
         "{}",
         r.stderr
     );
+    // llama-cpp-python refuses a schema with a 500 that quotes the field.
+    let model = FakeModel::start();
+    model.push(Script::Status(500, vec![], r#"{"error":{"message":"1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), 'msg': \"Input should be 'text' or 'json_object'\"}","type":"internal_server_error"}}"#.into()));
+    model.reply(&support::answer("Plain."));
+    let home = openai_home(&model, "structured_output = \"json_schema\"");
+    let r = home.run(&["chat"], "one\n");
+    assert_eq!(replies(&r.stdout), ["Plain."], "{}", r.stderr);
+    let reqs = model.requests();
+    assert_eq!(reqs.len(), 2);
+    assert!(reqs[0].body.get("response_format").is_some());
+    assert!(reqs[1].body.get("response_format").is_none());
     // Any other 400 is a failure as before, the grammar kept.
     let model = FakeModel::start();
     model.push(Script::Status(

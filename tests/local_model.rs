@@ -7,8 +7,9 @@
 //! `[llm] structured_output = "off"` and once with each constrained form asked for
 //! (`ANIMA_TEST_LOCAL_MODEL_FORMS`, default `auto`; e.g. `auto,json_schema`). For each run it
 //! prints how many answers had a dialogue, how many had every check the turn asked for (the
-//! user-model check on every turn, the soul-state check on turns 3, 6 and 9), and both; and
-//! it holds the constrained runs to an answer with both on at least 9 turns in 10.
+//! user-model check on every turn, the soul-state check on turns 3, 6 and 9), both, and how
+//! many were cut at max_tokens; and it holds each constrained run to a dialogue in every
+//! answer and to more answers with both than the run without.
 
 mod support;
 
@@ -36,6 +37,8 @@ struct Tally {
     dialogue: usize,
     checks: usize,
     both: usize,
+    /// Answers cut off at max_tokens.
+    cut: usize,
     secs: f64,
 }
 
@@ -88,6 +91,13 @@ fn run(url: &str, form: &str) -> Tally {
         dialogue: 0,
         checks: 0,
         both: 0,
+        cut: home
+            .store()
+            .usage("terminal")
+            .unwrap()
+            .iter()
+            .filter(|u| u.stop_reason.as_deref() == Some("length"))
+            .count(),
         secs,
     };
     for (i, turn) in turns.iter().enumerate() {
@@ -106,8 +116,8 @@ fn run(url: &str, form: &str) -> Tally {
         tally.both += usize::from(dialogue && checks);
     }
     println!(
-        "--- {form}: {} with a dialogue, {} with every check asked, {} both, {secs:.0} s; replies:",
-        tally.dialogue, tally.checks, tally.both
+        "--- {form}: {} with a dialogue, {} with every check asked, {} both, {} cut at max_tokens, {secs:.0} s; replies:",
+        tally.dialogue, tally.checks, tally.both, tally.cut
     );
     for line in r.stdout.lines() {
         let v: serde_json::Value = serde_json::from_str(line).unwrap_or_default();

@@ -141,31 +141,31 @@ impl Structured {
         true
     }
 
-    /// Whether `e` is the server refusing the constraint (HTTP 400 or 422 naming its field,
-    /// or grammars or schemas). Then it is remembered, warned about once, and the caller asks
-    /// again without it.
+    /// Whether `e` is the server refusing the constraint: HTTP 400 or 422 naming its field
+    /// (or grammars or schemas), or a 500 naming its field (llama-cpp-python answers a field
+    /// it does not take with a 500 that quotes its validation error). Then it is remembered,
+    /// warned about once, and the caller asks again without it.
     pub fn refused_by(&self, provider: &str, e: &LlmError) -> bool {
         let Some(dialect) = self.dialect() else {
             return false;
         };
-        let LlmError::Refused {
-            status: 400 | 422,
-            message,
-            ..
-        } = e
-        else {
-            return false;
+        let (words, message): (&[&str], &str) = match e {
+            LlmError::Refused {
+                status: 400 | 422,
+                message,
+                ..
+            } => (&["grammar", "guided", "json_schema", "schema"], message),
+            LlmError::Transient {
+                status: 500,
+                message,
+                ..
+            } => (&[], message),
+            _ => return false,
         };
         let m = message.to_ascii_lowercase();
-        let named = [
-            dialect.field(),
-            "grammar",
-            "guided",
-            "json_schema",
-            "schema",
-        ]
-        .iter()
-        .any(|f| m.contains(f));
+        let named = std::iter::once(&dialect.field())
+            .chain(words)
+            .any(|f| m.contains(f));
         if named && !self.refused.swap(true, Ordering::Relaxed) {
             warn!(
                 provider,
