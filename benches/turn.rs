@@ -253,7 +253,7 @@ fn main() {
         "parse_response",
         time(20_000, || parse_response(&output, 3000)),
     );
-    // Constrained output (issue 27): a call's shape from its prompt input, then its grammar or
+    // Constrained output: a call's shape from its prompt input, then its grammar or
     // schema; the engine keeps one cache for all its calls. Without constraints none of this
     // runs (the provider's `structured()` is `None`).
     let shapes = anima::prompt::shape::Cache::default();

@@ -1,4 +1,4 @@
-//! Constrained cognition (issue 27), without a model: every call's grammar is read by a GBNF
+//! Constrained cognition, without a model: every call's grammar is read by a GBNF
 //! reader written here (not the code that writes it); answers generated from each grammar and
 //! each schema parse back to the steps the call asked for; the malformations of the parser
 //! corpus are outside the grammar; and against the fake server, the grammar or the schema is

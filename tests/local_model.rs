@@ -1,7 +1,7 @@
 //! Opt-in: constrained cognition measured against a real local model. Runs only when
 //! `ANIMA_TEST_LOCAL_MODEL_URL` names an OpenAI-compatible server (e.g.
 //! `http://127.0.0.1:8080/v1`, llama-cpp-python with SmolLM2-135M: the recipe is in
-//! docs/benchmarks-constrained.md); skipped otherwise, with a note.
+//! docs/benchmarks.md); skipped otherwise, with a note.
 //!
 //! Ten varied messages go through `anima chat` on the built-in main process, once with
 //! `[llm] structured_output = "off"` and once with each constrained form asked for
@@ -135,7 +135,7 @@ fn ten_messages_with_and_without_constraints() {
             std::io::stderr().lock(),
             "note: skipped; set ANIMA_TEST_LOCAL_MODEL_URL (e.g. http://127.0.0.1:8080/v1) to an \
              OpenAI-compatible local server to measure constrained cognition against a real model \
-             (docs/benchmarks-constrained.md has the recipe)"
+             (docs/benchmarks.md has the recipe)"
         );
         return;
     };

@@ -1,7 +1,7 @@
 //! How much of the conversations a state call quotes, and how: each message cut on a
 //! character boundary and fenced as untrusted, the most important first, until a count or a
-//! size is reached. Pure. Without these bounds a busy hour made a consent call of 351,411
-//! characters (issue 23), which a real model refuses.
+//! size is reached. Pure. Without bounds, a busy hour (hundreds of conversations, long
+//! messages) would make a call of hundreds of thousands of characters, which a model refuses.
 //!
 //! The dream's batches are bounded where the engine reads them (`BATCH_CHARS`), not here.
 
