@@ -85,7 +85,10 @@ fn an_admin_whisper_shapes_the_next_turn_and_a_reset_thread_starts_afresh() {
     slack.wait(10, "a reply", |s| s.posts().len() == 1);
     let first = model.requests()[0].turn_text();
     assert!(first.contains("whispered by ops"), "{first}");
-    assert!(!first.contains("Nobody said this"), "a refused whisper was stored");
+    assert!(
+        !first.contains("Nobody said this"),
+        "a refused whisper was stored"
+    );
     slack.send_event(mention("1.000002", Some("1.000001"), "second"), "E2", 0);
     slack.wait(10, "a reply", |s| s.posts().len() == 2);
     assert!(

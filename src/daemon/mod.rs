@@ -274,6 +274,8 @@ pub async fn run(config: Arc<Config>) -> Result<(), DaemonError> {
     if !finished {
         warn!("grace period over; unfinished messages stay in the inbox for the next start");
     }
+    // The turns are done: the tool servers' children end.
+    engine.stop_tools().await;
     let _ = tokio::time::timeout(Duration::from_secs(2), server).await;
     info!("stopped");
     Ok(())

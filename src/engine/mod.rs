@@ -21,6 +21,7 @@ mod pipeline;
 mod prompting;
 mod psyche;
 mod run;
+mod tool;
 
 use std::sync::Arc;
 
@@ -127,6 +128,8 @@ pub struct Engine {
     provider: Arc<dyn Provider>,
     models: Arc<Exporter>,
     metrics: Option<Arc<Metrics>>,
+    /// The MCP tool servers an ISM's tool actions call (none configured: `None`).
+    tools: Option<Arc<crate::tools::Tools>>,
     /// Open unless the soul is waking up: messages wait here, in the inbox, until it is
     /// awake; closed when the daemon stops while they wait.
     awake: tokio::sync::watch::Sender<Gate>,
@@ -146,6 +149,7 @@ impl Engine {
             library,
             provider,
             metrics: None,
+            tools: None,
             awake: tokio::sync::watch::Sender::new(Gate::Open),
         }
     }
@@ -252,7 +256,11 @@ impl Engine {
             Err(e @ StoreError::TooNew { .. }) => return Err(BuildError::Config(e.to_string())),
             Err(e) => return Err(BuildError::Runtime(e.to_string())),
         };
-        let engine = Engine::new(config.clone(), store, Arc::new(library), selected.provider);
+        let mut engine = Engine::new(config.clone(), store, Arc::new(library), selected.provider);
+        if !config.tools.is_empty() {
+            // Each server starts on its own task: none holds up the engine or the others.
+            engine.tools = Some(crate::tools::Tools::start(&config.tools));
+        }
         engine
             .export_pending_models()
             .await
@@ -269,6 +277,23 @@ impl Engine {
     ) -> Self {
         let library = Arc::new(Library::fixed(soul, Default::default()));
         Self::new(config, store, library, provider)
+    }
+
+    /// Calls an ISM's tool actions through `tools`.
+    pub fn with_tools(mut self, tools: Arc<crate::tools::Tools>) -> Self {
+        self.tools = Some(tools);
+        self
+    }
+
+    pub fn tools(&self) -> Option<&Arc<crate::tools::Tools>> {
+        self.tools.as_ref()
+    }
+
+    /// Stops the tool servers (their child processes end).
+    pub async fn stop_tools(&self) {
+        if let Some(t) = &self.tools {
+            t.shutdown().await;
+        }
     }
 
     pub fn config(&self) -> &Arc<Config> {

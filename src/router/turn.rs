@@ -154,7 +154,10 @@ impl Router {
             // already, or all of it was said): the worker delivers it to the end, and it
             // counts as the reply it is.
             Metrics::inc(&self.metrics.turns_completed);
-            info!(inbox = id, "the stop came after the reply was said; it is delivered");
+            info!(
+                inbox = id,
+                "the stop came after the reply was said; it is delivered"
+            );
             return Ok(());
         }
         if let Some(reference) = &item.stream_ref {
