@@ -104,10 +104,7 @@ impl Engine {
             .iter()
             .map(|a| (a.name.as_str(), a.description.as_str()))
             .collect();
-        let tool_schemas: Vec<(&str, String)> = ism
-            .tools()
-            .map(|(a, server, tool)| (a.name.as_str(), self.tool_schema(server, tool)))
-            .collect();
+        let tool_schemas = self.tool_schemas(ism).await;
         let tool_schemas: Vec<(&str, &str)> =
             tool_schemas.iter().map(|(a, s)| (*a, s.as_str())).collect();
         let carried = interrupted_iterations(&rs.input.ctx.recent);

@@ -5,12 +5,28 @@
 //! iteration, never into the user model, the soul state or a whisper.
 
 use super::Engine;
-use crate::ism::ToolCall;
+use crate::ism::{Ism, ToolCall};
 use crate::tools::{self, Called, Outcome};
 
 impl Engine {
+    /// Each tool action's arguments as a selection is shown them (action, schema), after
+    /// waiting for the servers they need that are still starting.
+    pub(super) async fn tool_schemas<'i>(&self, ism: &'i Ism) -> Vec<(&'i str, String)> {
+        if let Some(t) = &self.tools {
+            let mut servers: Vec<&str> = ism.tools().map(|(_, s, _)| s).collect();
+            servers.sort_unstable();
+            servers.dedup();
+            for s in servers {
+                t.settle(s).await;
+            }
+        }
+        ism.tools()
+            .map(|(a, server, tool)| (a.name.as_str(), self.tool_schema(server, tool)))
+            .collect()
+    }
+
     /// The tool's arguments as a selection is shown them, or why it cannot be called now.
-    pub(super) fn tool_schema(&self, server: &str, tool: &str) -> String {
+    fn tool_schema(&self, server: &str, tool: &str) -> String {
         match self.tools.as_ref().map(|t| t.tool(server, tool)) {
             Some(Ok(info)) => tools::schema::compact(&info.input_schema),
             Some(Err((_, why))) => format!("unknown now: {why}"),

@@ -165,10 +165,10 @@ fn write_tool_output(out: &mut String, action: &str, produced: &str) {
 /// The instructions of a selection call.
 pub fn write_selection(out: &mut String, m: &MachineInput) {
     if !m.tools.is_empty() {
-        let _ = write!(
+        let _ = writeln!(
             out,
             "A tool action needs its arguments: write them right after it as one JSON object that fits the arguments listed with it, \
-             such as <{action}>{name}</{action}><{arguments}>{{\"key\": \"value\"}}</{arguments}>.\n",
+             such as <{action}>{name}</{action}><{arguments}>{{\"key\": \"value\"}}</{arguments}>.",
             action = crate::steps::ACTION,
             arguments = crate::steps::ARGUMENTS,
             name = fence::neutralise(m.tools[0].0),

@@ -35,6 +35,8 @@ pub struct Tools {
 struct Server {
     config: ToolServer,
     state: watch::Receiver<State>,
+    /// The supervisor's, shared so a call that finds the connection closed can say so.
+    sender: Arc<watch::Sender<State>>,
 }
 
 /// How a call ended (the metrics' `outcome` label).
@@ -122,15 +124,17 @@ impl Tools {
         let mut tasks = Vec::new();
         for s in servers {
             let (tx, rx) = watch::channel(State::Starting);
+            let tx = Arc::new(tx);
             let span = tracing::info_span!("tool_server", server = %s.name);
             tasks.push(tokio::spawn(
-                server::supervise(s.clone(), tx, stop_rx.clone()).instrument(span),
+                server::supervise(s.clone(), tx.clone(), stop_rx.clone()).instrument(span),
             ));
             map.insert(
                 s.name.clone(),
                 Server {
                     config: s.clone(),
                     state: rx,
+                    sender: tx,
                 },
             );
         }
@@ -154,6 +158,20 @@ impl Tools {
             }
         };
         let _ = tokio::time::timeout(within, all).await;
+    }
+
+    /// Waits until `server` is no longer starting, at most its timeout (a turn that needs
+    /// its tools waits for a server still starting, never for one that is down).
+    pub async fn settle(&self, server: &str) {
+        if let Some(s) = self.servers.get(server) {
+            let mut rx = s.state.clone();
+            let _ = tokio::time::timeout(
+                s.config.timeout,
+                rx.wait_for(|st| !matches!(st, State::Starting)),
+            )
+            .await
+            .is_ok();
+        }
     }
 
     /// Stops every server (children are ended) and waits a little for them.
@@ -272,8 +290,10 @@ impl Tools {
             Err(why) => return (Outcome::Invalid, format!("not sent: {why}"), None),
         };
         let sent = serde_json::Value::Object(args.clone()).to_string();
-        let peer = match s.state.borrow().clone() {
-            State::Ready { peer, .. } => peer,
+        let (peer, generation) = match s.state.borrow().clone() {
+            State::Ready {
+                peer, generation, ..
+            } => (peer, generation),
             _ => {
                 return (
                     Outcome::Unavailable,
@@ -289,7 +309,15 @@ impl Tools {
                 format!("no answer within {} s", timeout.as_secs()),
                 Some(sent),
             ),
-            Ok(Err(e)) => (Outcome::Failed, format!("the call failed: {e}"), Some(sent)),
+            Ok(Err(e)) => {
+                if matches!(
+                    e,
+                    rmcp::ServiceError::TransportClosed | rmcp::ServiceError::TransportSend(_)
+                ) {
+                    server::mark_dead(&s.sender, generation);
+                }
+                (Outcome::Failed, format!("the call failed: {e}"), Some(sent))
+            }
             Ok(Ok(r)) => {
                 let text = result::text(&r, s.config.max_result_chars);
                 let outcome = if r.is_error == Some(true) {

@@ -56,14 +56,18 @@ impl ToolInfo {
 /// Where a server is.
 #[derive(Clone)]
 pub enum State {
+    /// Starting, or restarting after it died: calls wait for it (up to their timeout).
     Starting,
     Ready {
+        /// Which start of the server this is (a call that finds the connection closed marks
+        /// this one dead, and no later one).
+        generation: u64,
         peer: Peer<RoleClient>,
         tools: Arc<HashMap<String, Arc<ToolInfo>>>,
         /// In the server's order.
         order: Arc<Vec<String>>,
     },
-    /// Not running, and why (it is restarted after a while, unless it never started).
+    /// Not running, and why (it is tried again after a while); calls fail at once.
     Down(String),
 }
 
@@ -87,17 +91,27 @@ impl ClientHandler for Handler {
 /// Runs `server` until `stop` says so, publishing its state on `state`.
 pub async fn supervise(
     server: ToolServer,
-    state: watch::Sender<State>,
+    state: Arc<watch::Sender<State>>,
     mut stop: watch::Receiver<bool>,
 ) {
     let mut backoff = FIRST_BACKOFF;
     let mut started_once = false;
+    let mut generation = 0;
     loop {
+        generation += 1;
         if *stop.borrow() {
             break;
         }
         let changed = Arc::new(Notify::new());
-        state.send_replace(State::Starting);
+        // A server trying again after failing to start stays down meanwhile: calls fail at
+        // once and `tools list` says why, rather than every call waiting for it.
+        state.send_if_modified(|st| {
+            let starting = !matches!(st, State::Down(_));
+            if starting {
+                *st = State::Starting;
+            }
+            starting
+        });
         let started = tokio::select! {
             s = start(&server, changed.clone()) => s,
             _ = stop.changed() => break,
@@ -115,7 +129,7 @@ pub async fn supervise(
             }
         };
         let peer = running.peer().clone();
-        if let Err(why) = list(&server, &peer, &state).await {
+        if let Err(why) = list(&server, &peer, &state, generation).await {
             warn!(server = %server.name, error = %why, "tool server's tools could not be listed");
             state.send_replace(State::Down(why));
             let _ = running.cancel().await;
@@ -140,12 +154,13 @@ pub async fn supervise(
                         Err(e) => e.to_string(),
                     });
                     warn!(server = %server.name, why = %why, "tool server died; restarting it");
-                    state.send_replace(State::Down(why));
+                    // Calls wait for the restart (up to their timeout) rather than fail.
+                    state.send_replace(State::Starting);
                     break;
                 }
                 _ = changed.notified() => {
                     debug!(server = %server.name, "tool list changed; listing again");
-                    if let Err(why) = list(&server, &peer, &state).await {
+                    if let Err(why) = list(&server, &peer, &state, generation).await {
                         warn!(server = %server.name, error = %why, "tool server's tools could not be listed again");
                     }
                 }
@@ -181,6 +196,7 @@ async fn list(
     server: &ToolServer,
     peer: &Peer<RoleClient>,
     state: &watch::Sender<State>,
+    generation: u64,
 ) -> Result<(), String> {
     let listed = tokio::time::timeout(server.timeout, peer.list_all_tools())
         .await
@@ -198,6 +214,7 @@ async fn list(
     }
     info!(server = %server.name, tools = order.len(), "tool server ready");
     state.send_replace(State::Ready {
+        generation,
         peer: peer.clone(),
         tools: Arc::new(tools),
         order: Arc::new(order),
@@ -297,4 +314,16 @@ async fn drain_stderr(server: String, mut stderr: tokio::process::ChildStderr) {
     if pieces > STDERR_PIECES {
         debug!(server = %server, bytes, "tool server stderr (only the first pieces logged)");
     }
+}
+
+/// A call found start `generation`'s connection closed: calls wait for the restart (the
+/// supervisor sees the death a moment later, and a later start is left alone).
+pub fn mark_dead(state: &watch::Sender<State>, generation: u64) {
+    state.send_if_modified(|st| {
+        let dead = matches!(st, State::Ready { generation: g, .. } if *g == generation);
+        if dead {
+            *st = State::Starting;
+        }
+        dead
+    });
 }

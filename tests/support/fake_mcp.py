@@ -82,6 +82,8 @@ def call(name, arguments):
         return text("x" * (10 * 1024 * 1024))
     if name == "env":
         return text(json.dumps(sorted(os.environ.keys())))
+    if name.startswith("t") and name[1:].isdigit():
+        return text(f"{name}: {arguments.get('n')}")
     if name == "grow":
         grown = True
         send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
