@@ -7,8 +7,9 @@
 //!   * the same request written to a second copy of the server by hand (one line out, one line
 //!     back, no SDK): the server's own time and the pipe's, which a tool call cannot avoid,
 //!   * the difference, anima's overhead beyond the tool's own time (target: median ≤ 2 ms),
-//!   * the schema check alone;
-//! and the start-up of three stdio servers (spawned, `initialize`, `tools/list`), until all
+//!   * the schema check alone.
+//!
+//! And the start-up of three stdio servers (spawned, `initialize`, `tools/list`), until all
 //! three are ready (target: ≤ 200 ms beyond anima's own start). Figures are printed, not
 //! asserted.
 

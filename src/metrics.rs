@@ -625,6 +625,33 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("anima_inbox_depth 3\n"), "{text}");
+        m.tool_call("kb", "lookup", "ok", true, 3);
+        m.tool_call("kb", "delete", "refused", false, 0);
+        let text = m.render(StoreSample {
+            write_errors: 2,
+            writable: true,
+            inbox_depth: 3,
+        });
+        assert!(
+            text.contains(
+                "anima_tool_calls_total{server=\"kb\",tool=\"lookup\",outcome=\"ok\"} 1\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "anima_tool_calls_total{server=\"kb\",tool=\"delete\",outcome=\"refused\"} 1\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("anima_tool_call_seconds_count{server=\"kb\",tool=\"lookup\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("anima_tool_call_seconds_count{server=\"kb\",tool=\"delete\"}"),
+            "a call never sent has no latency: {text}"
+        );
         for line in text.lines().filter(|l| !l.starts_with('#')) {
             let (name, value) = line.rsplit_once(' ').unwrap();
             let bare = name.split('{').next().unwrap();

@@ -331,8 +331,8 @@ fn tools_are_listed_again_when_the_server_says_they_changed() {
 }
 
 /// A streamable-HTTP MCP server in this process: JSON answers, a session id, the bearer
-/// token checked (it is `HOME`'s value), and the tools/call requests counted.
-fn http_server(calls: Arc<AtomicUsize>) -> (String, tokio::runtime::Runtime) {
+/// token checked, and the tools/call requests counted.
+fn http_server(calls: Arc<AtomicUsize>, token: &str) -> (String, tokio::runtime::Runtime) {
     use axum::http::{HeaderMap, StatusCode};
     use axum::response::IntoResponse;
     let rt = runtime();
@@ -340,7 +340,7 @@ fn http_server(calls: Arc<AtomicUsize>) -> (String, tokio::runtime::Runtime) {
         .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
         .unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
-    let token = format!("Bearer {}", std::env::var("HOME").unwrap());
+    let token = format!("Bearer {token}");
     let handler = move |headers: HeaderMap, body: String| {
         let calls = calls.clone();
         let token = token.clone();
@@ -393,7 +393,8 @@ fn http_server(calls: Arc<AtomicUsize>) -> (String, tokio::runtime::Runtime) {
 #[test]
 fn a_streamable_http_server_is_called_with_its_bearer_token() {
     let calls = Arc::new(AtomicUsize::new(0));
-    let (url, _server) = http_server(calls.clone());
+    // The token is `HOME`'s value: a variable this process has without setting one.
+    let (url, _server) = http_server(calls.clone(), &std::env::var("HOME").unwrap());
     let http = |name: &str, bearer_env: &str| ToolServer {
         name: name.into(),
         transport: ToolTransport::Http {
@@ -663,4 +664,33 @@ fn check_names_an_unknown_server_and_an_unknown_tool_with_file_and_line() {
         "{}",
         plain.stdout
     );
+}
+
+#[test]
+fn the_bearer_token_is_never_logged() {
+    let token = "mcp-secret-token-4711";
+    let (url, _server) = http_server(Arc::new(AtomicUsize::new(0)), token);
+    let model = FakeModel::start();
+    let home = Home::new(
+        "anthropic",
+        &model.url(),
+        &format!(
+            "\n[[tools.servers]]\nname = \"web\"\nurl = \"{url}\"\nbearer_env = \"WEB_TOKEN\"\n"
+        ),
+    );
+    let r = home.run_env(
+        &["tools", "list", "--json"],
+        "",
+        &[("WEB_TOKEN", token), ("ANIMA_LOG", "trace")],
+    );
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v[0]["started"], true, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("tool server ready"),
+        "traced: {}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains(token), "{}", r.stderr);
+    assert!(!r.stdout.contains(token), "{}", r.stdout);
 }
