@@ -694,3 +694,91 @@ fn the_bearer_token_is_never_logged() {
     assert!(!r.stderr.contains(token), "{}", r.stderr);
     assert!(!r.stdout.contains(token), "{}", r.stdout);
 }
+
+/// The processes whose command line holds `needle` (Linux: /proc).
+fn processes_with(needle: &str) -> usize {
+    std::fs::read_dir("/proc")
+        .map(|dir| {
+            dir.flatten()
+                .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+                .filter(|c| String::from_utf8_lossy(c).contains(needle))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn in_the_daemon_a_tool_using_ism_posts_one_reply_per_message_and_stops_its_server() {
+    use support::daemon::{home as daemon_home, http, Daemon};
+    use support::slack::FakeSlack;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("daemon-calls");
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    model
+        .reply(&select("Lookup", Some("{\"term\": \"rust\"}")))
+        .reply(&select("Inject", None))
+        .reply(&select("Respond", None))
+        .reply(&said("Rust, from the notes."))
+        .reply(&select("Crash", None))
+        .reply(&select("Respond", None))
+        .reply(&said("That page is gone."));
+    let home = daemon_home(&model, &slack, "socket", "");
+    let procs = home.dir.path().join("processes");
+    std::fs::create_dir_all(&procs).unwrap();
+    std::fs::write(procs.join("research.toml"), RESEARCH).unwrap();
+    std::fs::write(
+        procs.join("main.toml"),
+        "name = \"main\"\nsteps = [\"external_dialogue\"]\n",
+    )
+    .unwrap();
+    let cfg = std::fs::read_to_string(home.config()).unwrap().replacen(
+        "[paths]\n",
+        &format!("[paths]\nprocesses_dir = \"{}\"\n", procs.display()),
+        1,
+    ) + &format!(
+        "\n[processes]\ninitial = \"research\"\n\n[[tools.servers]]\nname = \"kb\"\ncommand = [\"{}\", \"{FAKE}\", \"--log\", \"{}\"]\ntimeout_secs = 10\n",
+        python(),
+        log.display()
+    );
+    std::fs::write(home.config(), cfg).unwrap();
+    let mut d = Daemon::start(&home);
+    slack.wait_connected_or(|| d.log());
+    let dm = |ts: &str, text: &str| json!({"type":"message","channel":"D1","user":"U1","text":text,"ts":ts,"event_ts":ts,"channel_type":"im"});
+    slack.send_event(dm("1700000000.000100", "What is rust?"), "Ev1", 0);
+    slack.wait(20, "the first answer", |s| s.posts().len() == 1);
+    slack.send_event(dm("1700000000.000200", "And the fragile page?"), "Ev2", 0);
+    slack.wait(20, "the second answer", |s| s.posts().len() == 2);
+    std::thread::sleep(Duration::from_millis(500));
+    let posts: Vec<String> = slack.posts().into_iter().map(|p| p.text).collect();
+    assert_eq!(
+        posts,
+        ["Rust, from the notes.", "That page is gone."],
+        "{}",
+        d.log()
+    );
+    let names: Vec<String> = received(&log).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, ["lookup", "inject", "die"]);
+    let (status, metrics) = http("GET", &d.url("/metrics"), &[], "");
+    assert_eq!(status, 200);
+    assert!(
+        metrics.contains("anima_tool_calls_total{server=\"kb\",tool=\"lookup\",outcome=\"ok\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("anima_tool_calls_total{server=\"kb\",tool=\"die\",outcome=\"failed\"} 1"),
+        "{metrics}"
+    );
+    assert_eq!(d.terminate(), 0, "{}", d.log());
+    let needle = log.display().to_string();
+    for _ in 0..100 {
+        if processes_with(&needle) == 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        processes_with(&needle),
+        0,
+        "the server stopped with the daemon"
+    );
+}
