@@ -37,7 +37,10 @@ pub async fn run(config_path: Option<&Path>, args: ChatArgs) -> CliResult {
         streaming.llm.stream = true;
         config = std::sync::Arc::new(streaming);
     }
-    let engine = Engine::build(&config).await.map_err(super::Failure::from)?;
+    let engine = Engine::build(&config)
+        .await
+        .map_err(super::Failure::from)?
+        .start_tools();
 
     let name = args
         .user

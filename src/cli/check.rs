@@ -108,7 +108,6 @@ pub async fn run(config_path: Option<&Path>) -> CliResult {
                     .chain(&set_problems)
                     .map(|p| p.to_string()),
             );
-            check_tools(config, &defs, &mut problems, &mut notes, &mut warnings).await;
         } else {
             warnings.push(format!(
                 "processes: {} does not exist; using the processes built into anima ({}), which cannot be edited until `anima init` writes them out",
@@ -116,6 +115,14 @@ pub async fn run(config_path: Option<&Path>) -> CliResult {
                 library::shipped().keys().cloned().collect::<Vec<_>>().join(", ")
             ));
         }
+
+        // Each tool server, and each tool action against it.
+        let defs = if config.processes_dir.exists() {
+            def::load_dir(&config.processes_dir).0
+        } else {
+            Default::default()
+        };
+        check_tools(config, &defs, &mut problems, &mut notes, &mut warnings).await;
 
         let db = config.db_path();
         if db.exists() {

@@ -94,7 +94,12 @@ fn tokens(config: &Config) -> Result<Tokens, DaemonError> {
 pub async fn run(config: Arc<Config>) -> Result<(), DaemonError> {
     let tokens = tokens(&config)?;
     let metrics = Arc::new(Metrics::default());
-    let engine = Arc::new(Engine::build(&config).await?.with_metrics(metrics.clone()));
+    let engine = Arc::new(
+        Engine::build(&config)
+            .await?
+            .with_metrics(metrics.clone())
+            .start_tools(),
+    );
     let store = engine.store().clone();
     let waking = tokio::spawn(states::start(engine.clone()));
 

@@ -256,11 +256,7 @@ impl Engine {
             Err(e @ StoreError::TooNew { .. }) => return Err(BuildError::Config(e.to_string())),
             Err(e) => return Err(BuildError::Runtime(e.to_string())),
         };
-        let mut engine = Engine::new(config.clone(), store, Arc::new(library), selected.provider);
-        if !config.tools.is_empty() {
-            // Each server starts on its own task: none holds up the engine or the others.
-            engine.tools = Some(crate::tools::Tools::start(&config.tools));
-        }
+        let engine = Engine::new(config.clone(), store, Arc::new(library), selected.provider);
         engine
             .export_pending_models()
             .await
@@ -277,6 +273,16 @@ impl Engine {
     ) -> Self {
         let library = Arc::new(Library::fixed(soul, Default::default()));
         Self::new(config, store, library, provider)
+    }
+
+    /// Starts the config's tool servers (`[[tools.servers]]`), for `chat` and `run`. Each
+    /// starts on its own task: none holds up the engine, Slack's connection or the others.
+    pub fn start_tools(self) -> Self {
+        if self.config.tools.is_empty() {
+            return self;
+        }
+        let tools = crate::tools::Tools::start(&self.config.tools);
+        self.with_tools(tools)
     }
 
     /// Calls an ISM's tool actions through `tools`.
