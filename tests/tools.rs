@@ -782,3 +782,24 @@ fn in_the_daemon_a_tool_using_ism_posts_one_reply_per_message_and_stops_its_serv
         "the server stopped with the daemon"
     );
 }
+
+#[test]
+fn a_slow_server_holds_up_neither_the_others_nor_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("calls");
+    let mut slow = fake("slow", &dir.path().join("slow"), &["--no-init"]);
+    slow.timeout = Duration::from_secs(30);
+    runtime().block_on(async {
+        // Returns at once: every server starts on its own task.
+        let tools = Tools::start(&[slow, fake("kb", &log, &[])]);
+        let c = tools
+            .call("kb", "lookup", Some("{\"term\": \"now\"}"))
+            .await;
+        assert_eq!(c.outcome, Outcome::Ok, "{}", c.text);
+        let report = tools.report();
+        let slow = report.iter().find(|s| s.name == "slow").unwrap();
+        assert_eq!(slow.problem.as_deref(), Some("still starting"));
+        tools.shutdown().await;
+    });
+    assert_eq!(received(&log).len(), 1);
+}
