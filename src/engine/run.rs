@@ -6,9 +6,9 @@
 //! selection call (on `[ism] selection_model` when set) names actions; each chosen effect is
 //! one call (think: a monologue; query: one question; respond: the answering steps), a tool
 //! call (tool: see `tool`), or none (transition, done); what each produced goes into the log
-//! the next selection sees. A loop
-//! that ends without an answer gets one closing answering call, unless a newer message
-//! interrupted it: then that message is answered next, with these thoughts in memory.
+//! the next selection sees. A loop that ends without an answer gets one closing answering
+//! call, unless a newer message interrupted it: then that message is answered next, with
+//! these thoughts in memory.
 
 use serde_json::json;
 use tracing::{info, warn};
