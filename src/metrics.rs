@@ -83,6 +83,29 @@ pub struct FeedbackLabels {
     pub value: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ToolCallLabels {
+    pub server: String,
+    pub tool: String,
+    /// `ok`, `tool_error`, `refused`, `invalid`, `unknown`, `unavailable`, `timeout`, `failed`.
+    pub outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ToolLabels {
+    pub server: String,
+    pub tool: String,
+}
+
+/// Bucket bounds (seconds) for tool calls.
+const TOOL_BUCKETS: [f64; 12] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0, 30.0, 120.0,
+];
+
+fn tool_histogram() -> Histogram {
+    Histogram::new(TOOL_BUCKETS.iter().copied())
+}
+
 pub struct Metrics {
     registry: Registry,
     pub events_received: Counter,
@@ -118,6 +141,9 @@ pub struct Metrics {
     /// ISM loops by how they ended, and their iterations.
     pub ism_loops: Family<EndingLabels, Counter>,
     pub ism_iterations: Counter,
+    /// MCP tool calls by server, tool and outcome, and their latency (those sent).
+    pub tool_calls: Family<ToolCallLabels, Counter>,
+    pub tool_seconds: Family<ToolLabels, Histogram, fn() -> Histogram>,
     /// The cognitive states' own model calls (wakeup, consent, journal), and those that
     /// failed or timed out; not in `model_calls`, which counts the turns' calls.
     pub state_calls: Counter,
@@ -267,6 +293,20 @@ impl Default for Metrics {
             "Implicit semantic machine loops by how they ended",
             ism_loops.clone(),
         );
+        let tool_calls = Family::<ToolCallLabels, Counter>::default();
+        r.register(
+            "tool_calls",
+            "MCP tool calls by server, tool and outcome",
+            tool_calls.clone(),
+        );
+        let tool_seconds = Family::<ToolLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+            tool_histogram,
+        );
+        r.register(
+            "tool_call_seconds",
+            "MCP tool calls' latency, for the calls sent",
+            tool_seconds.clone(),
+        );
         let state_calls = counter(
             &mut r,
             "state_calls",
@@ -359,6 +399,8 @@ impl Default for Metrics {
             transitions,
             ism_loops,
             ism_iterations,
+            tool_calls,
+            tool_seconds,
             state_calls,
             state_calls_failed,
             shutdown_objections,
@@ -429,6 +471,25 @@ impl Metrics {
     pub fn ism_loop(&self, ending: &'static str, iterations: u32) {
         self.ism_loops.get_or_create(&EndingLabels { ending }).inc();
         self.ism_iterations.inc_by(iterations as u64);
+    }
+
+    /// One tool call: its outcome, and its latency when it was sent.
+    pub fn tool_call(&self, server: &str, tool: &str, outcome: &'static str, sent: bool, ms: u64) {
+        self.tool_calls
+            .get_or_create(&ToolCallLabels {
+                server: server.to_string(),
+                tool: tool.to_string(),
+                outcome,
+            })
+            .inc();
+        if sent {
+            self.tool_seconds
+                .get_or_create(&ToolLabels {
+                    server: server.to_string(),
+                    tool: tool.to_string(),
+                })
+                .observe(ms as f64 / 1000.0);
+        }
     }
 
     /// Why the daemon is degraded: a turn panicked or a message was given up recently.
@@ -564,6 +625,33 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("anima_inbox_depth 3\n"), "{text}");
+        m.tool_call("kb", "lookup", "ok", true, 3);
+        m.tool_call("kb", "delete", "refused", false, 0);
+        let text = m.render(StoreSample {
+            write_errors: 2,
+            writable: true,
+            inbox_depth: 3,
+        });
+        assert!(
+            text.contains(
+                "anima_tool_calls_total{server=\"kb\",tool=\"lookup\",outcome=\"ok\"} 1\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "anima_tool_calls_total{server=\"kb\",tool=\"delete\",outcome=\"refused\"} 1\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("anima_tool_call_seconds_count{server=\"kb\",tool=\"lookup\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("anima_tool_call_seconds_count{server=\"kb\",tool=\"delete\"}"),
+            "a call never sent has no latency: {text}"
+        );
         for line in text.lines().filter(|l| !l.starts_with('#')) {
             let (name, value) = line.rsplit_once(' ').unwrap();
             let bare = name.split('{').next().unwrap();

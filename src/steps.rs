@@ -148,6 +148,8 @@ pub const ACTION_SELECTION: &str = "action_selection";
 pub const ACTION: &str = "action";
 /// The reasoning inside [`ACTION_SELECTION`].
 pub const REASONING: &str = "reasoning";
+/// A tool action's arguments, a JSON object right after its `<action>`.
+pub const ARGUMENTS: &str = "arguments";
 /// The placeholders of the selection example.
 pub const EXAMPLE_ACTION: &str = "ACTION NAME";
 const EXAMPLE_REASONING: &str = "why, in a sentence or two";

@@ -13,7 +13,7 @@ const FORBIDDEN: &[(&str, &[&str], &str)] = &[
     (
         "parse",
         &[
-            "slack", "llm", "memory", "engine", "router", "daemon", "prompt", "process",
+            "slack", "llm", "memory", "engine", "router", "daemon", "prompt", "process", "tools",
         ],
         "parse is pure: model text in, Cognition out",
     ),
@@ -21,12 +21,15 @@ const FORBIDDEN: &[(&str, &[&str], &str)] = &[
         "prompt",
         &[
             "slack", "llm", "memory", "engine", "router", "daemon", "soul", "states", "config",
+            "tools",
         ],
         "prompt is pure and takes its own input types",
     ),
     (
         "process",
-        &["engine", "memory", "slack", "router", "daemon", "llm"],
+        &[
+            "engine", "memory", "slack", "router", "daemon", "llm", "tools",
+        ],
         "the process machine is pure",
     ),
     (
@@ -60,8 +63,9 @@ const FORBIDDEN: &[(&str, &[&str], &str)] = &[
         "ism",
         &[
             "slack", "llm", "memory", "engine", "router", "daemon", "prompt", "parse", "process",
+            "tools",
         ],
-        "the ISM loop's core is pure: it decides, the engine calls the model",
+        "the ISM loop's core is pure: it decides, the engine calls the model and the tools",
     ),
     (
         "states",
@@ -104,6 +108,7 @@ const FORBIDDEN: &[(&str, &[&str], &str)] = &[
             "assistant",
             "admin",
             "metrics",
+            "tools",
         ],
         "the configuration is read by the parts and names none of them",
     ),
@@ -127,6 +132,7 @@ const FORBIDDEN: &[(&str, &[&str], &str)] = &[
             "admin",
             "metrics",
             "config",
+            "tools",
         ],
         "the TOML checker knows no file's meaning",
     ),
@@ -170,8 +176,31 @@ const FORBIDDEN: &[(&str, &[&str], &str)] = &[
             "admin",
             "soul",
             "assistant",
+            "tools",
         ],
         "every part counts into metrics, so metrics names none of them",
+    ),
+    (
+        "tools",
+        &[
+            "slack",
+            "router",
+            "engine",
+            "daemon",
+            "llm",
+            "prompt",
+            "parse",
+            "memory",
+            "process",
+            "ism",
+            "states",
+            "psyche",
+            "soul",
+            "assistant",
+            "admin",
+            "metrics",
+        ],
+        "tools knows nothing of Slack, prompts, the store or the engine: the engine calls it",
     ),
 ];
 

@@ -37,7 +37,10 @@ pub async fn run(config_path: Option<&Path>, args: ChatArgs) -> CliResult {
         streaming.llm.stream = true;
         config = std::sync::Arc::new(streaming);
     }
-    let engine = Engine::build(&config).await.map_err(super::Failure::from)?;
+    let engine = Engine::build(&config)
+        .await
+        .map_err(super::Failure::from)?
+        .start_tools();
 
     let name = args
         .user
@@ -106,6 +109,7 @@ pub async fn run(config_path: Option<&Path>, args: ChatArgs) -> CliResult {
         }
         print_outcome(&outcome, args.json)?;
     }
+    engine.stop_tools().await;
     Ok(())
 }
 
@@ -129,6 +133,16 @@ fn print_outcome(outcome: &TurnOutcome, json: bool) -> CliResult {
         .map_err(|e| Failure::Runtime(format!("writing stdout: {e}")))
 }
 
+/// Text from a tool or the model, for the terminal: no control characters (a tool's result
+/// cannot move the cursor or recolour the screen), at most `max` characters.
+fn printable(text: &str, max: usize) -> String {
+    let clean: String = text
+        .chars()
+        .map(|c| if c.is_control() && c != '\n' { ' ' } else { c })
+        .collect();
+    crate::tools::cut(&clean, max)
+}
+
 fn show_thoughts(outcome: &TurnOutcome) {
     let mut err = std::io::stderr().lock();
     for it in &outcome.machine_log {
@@ -145,8 +159,18 @@ fn show_thoughts(outcome: &TurnOutcome) {
             let _ = write!(err, " — {}", it.reasoning);
         }
         let _ = writeln!(err);
+        for c in &it.calls {
+            let _ = writeln!(
+                err,
+                "    [tool] {} {} → {} ({} ms)",
+                c.tool,
+                printable(&c.arguments, 300),
+                c.outcome,
+                c.ms
+            );
+        }
         for (action, produced) in &it.produced {
-            let _ = writeln!(err, "    {action} → {produced}");
+            let _ = writeln!(err, "    {action} → {}", printable(produced, 600));
         }
     }
     let Some(c) = &outcome.cognition else {

@@ -116,6 +116,14 @@ pub async fn run(config_path: Option<&Path>) -> CliResult {
             ));
         }
 
+        // Each tool server, and each tool action against it.
+        let defs = if config.processes_dir.exists() {
+            def::load_dir(&config.processes_dir).0
+        } else {
+            Default::default()
+        };
+        check_tools(config, &defs, &mut problems, &mut notes, &mut warnings).await;
+
         let db = config.db_path();
         if db.exists() {
             match Store::inspect(&db) {
@@ -182,6 +190,64 @@ pub async fn run(config_path: Option<&Path>) -> CliResult {
 
 /// The soul's template, and the archetypes beside it in `templates/`: every problem with
 /// file and line.
+/// Each tool server (started, or why not) and each ISM tool action: a server that is not
+/// configured, or a tool its server (when it could be listed) does not have, with file and
+/// line.
+async fn check_tools(
+    config: &config::Config,
+    defs: &std::collections::BTreeMap<String, def::ProcessDef>,
+    problems: &mut Vec<String>,
+    notes: &mut Vec<String>,
+    warnings: &mut Vec<String>,
+) {
+    let report = super::tools::reports(&config.tools).await;
+    for s in &report {
+        match &s.problem {
+            None => notes.push(format!(
+                "tool server {}: started, {}",
+                s.name,
+                plural(s.tools.len() as u64, "tool")
+            )),
+            Some(why) => warnings.push(format!(
+                "tool server {}: not started: {why}; its tools are unavailable",
+                s.name
+            )),
+        }
+    }
+    for d in defs.values() {
+        let Some(ism) = &d.ism else { continue };
+        for (action, server, tool) in ism.tools() {
+            let at = format!(
+                "{}:{}: action `{}`",
+                d.file.display(),
+                action.line,
+                action.name
+            );
+            match report.iter().find(|s| s.name == server) {
+                None if !config.tools.iter().any(|s| s.name == server) => problems.push(format!(
+                    "{at}: no tool server `{server}` is configured (add a [[tools.servers]] named \"{server}\")"
+                )),
+                Some(s) if s.problem.is_none() && !s.tools.iter().any(|t| t.name == tool) => {
+                    let names: Vec<&str> = s.tools.iter().map(|t| t.name.as_str()).take(20).collect();
+                    problems.push(format!(
+                        "{at}: tool server `{server}` has no tool `{tool}` (it has: {})",
+                        names.join(", ")
+                    ))
+                }
+                Some(s) => {
+                    if let Some(t) = s.tools.iter().find(|t| t.name == tool && !t.may_run) {
+                        warnings.push(format!(
+                            "{at}: `{server}.{}` is not read-only and not in the server's `allow`: every call will be refused",
+                            t.name
+                        ));
+                    }
+                }
+                None => {}
+            }
+        }
+    }
+}
+
 fn check_templates(soul_dir: &Path, problems: &mut Vec<String>, notes: &mut Vec<String>) {
     match soul::load_template(soul_dir) {
         Ok(t) => notes.push(format!(

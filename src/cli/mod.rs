@@ -13,6 +13,7 @@ mod processes;
 mod service;
 mod slack;
 mod state;
+mod tools;
 mod users;
 
 use std::path::PathBuf;
@@ -79,6 +80,11 @@ pub enum Command {
     Slack {
         #[command(subcommand)]
         command: slack::SlackCommand,
+    },
+    /// The MCP tool servers of `[[tools.servers]]` and their tools.
+    Tools {
+        #[command(subcommand)]
+        command: tools::ToolsCommand,
     },
 }
 
@@ -166,6 +172,7 @@ async fn dispatch(cli: Cli) -> CliResult {
         Command::Dream(args) => dream::run(config_path, args).await,
         Command::Mind(args) => mind::run(config_path, args),
         Command::Slack { command } => slack::run(config_path, command),
+        Command::Tools { command } => tools::run(config_path, command).await,
     }
 }
 

@@ -177,6 +177,7 @@ fn effect_text(e: &Effect) -> String {
             "transition to {to}{}",
             if *execute_now { ", execute_now" } else { "" }
         ),
+        Effect::Tool { server, tool } => format!("tool {server}.{tool}"),
         other => other.name().into(),
     }
 }
@@ -203,6 +204,20 @@ fn iteration_line(e: &Entry) -> String {
     }
     if let Some(end) = m.get("ending").and_then(|v| v.as_str()) {
         line.push_str(&format!(" [ended: {end}]"));
+    }
+    for c in &it.calls {
+        let args: String = c
+            .arguments
+            .chars()
+            .map(|ch| if ch.is_control() { ' ' } else { ch })
+            .collect();
+        line.push_str(&format!(
+            "\n    tool {} {} → {} ({} ms)",
+            c.tool,
+            crate::tools::cut(&args, 200),
+            c.outcome,
+            c.ms
+        ));
     }
     line
 }

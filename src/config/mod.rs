@@ -7,6 +7,7 @@
 mod raw;
 mod schema;
 pub mod secret;
+mod tools;
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -15,6 +16,7 @@ use std::path::{Path, PathBuf};
 pub use crate::toml_file::Problem;
 use crate::toml_file::TomlFile;
 pub use raw::{ProviderKind, RawConfig, SlackMode, StructuredOutput};
+pub use tools::{is_server_name, ToolServer, ToolTransport};
 
 /// A validated configuration. Paths are absolute; numbers are in range.
 #[derive(Debug, Clone)]
@@ -42,6 +44,8 @@ pub struct Config {
     /// Slack user ids allowed to send admin commands by DM.
     pub admin_users: Vec<String>,
     pub autonomy: AutonomyConfig,
+    /// `[[tools.servers]]`: the MCP servers whose tools ISM actions may call.
+    pub tools: Vec<ToolServer>,
 }
 
 /// `[autonomy]`: when the soul may speak unasked.
@@ -334,11 +338,21 @@ fn validate(
             SocketAddr::from(([127, 0, 0, 1], 3000))
         }
     };
+    let (tool_servers, tool_problems) = tools::check(&raw.tools, base);
+    for (i, key, message) in tool_problems {
+        problems.push(Problem {
+            file: file_name.clone(),
+            key: format!("tools.servers[{i}].{key}"),
+            line: tools::server_line(text, i, key),
+            message,
+        });
+    }
 
     if !problems.is_empty() {
         return Err(ConfigError { problems });
     }
     Ok(Config {
+        tools: tool_servers,
         source: file.map(Path::to_path_buf),
         home: expand(&raw.paths.home, base),
         soul_dir: expand(&raw.paths.soul_dir, base),

@@ -23,6 +23,7 @@ pub struct RawConfig {
     pub autonomy: RawAutonomy,
     pub http: RawHttp,
     pub admin: RawAdmin,
+    pub tools: super::tools::RawTools,
 }
 
 #[derive(Debug, Deserialize)]

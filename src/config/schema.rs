@@ -35,6 +35,8 @@ pub(super) enum Kind {
     },
     /// Exactly `n` numbers, each 0 or more.
     Weights(usize),
+    /// `[[tools.servers]]`: tables, each of the keys in `tools::SERVER_KEYS`.
+    Servers,
 }
 
 pub(super) struct Key {
@@ -203,6 +205,7 @@ pub(super) const KEYS: &[Key] = &[
     key("autonomy", "threshold", Kind::Number { min: 0.0, max: 1.0 }),
     key("autonomy", "weights", Kind::Weights(5)),
     key("admin", "users", Kind::TextList),
+    key("tools", "servers", Kind::Servers),
     key(
         "http",
         "listen",
@@ -257,6 +260,7 @@ impl Kind {
             Kind::Weights(n) => format!(
                 "a list of exactly {n} numbers, each 0 or more, such as [0.25, 0.25, 0.25, 0.15, 0.10]"
             ),
+            Kind::Servers => "[[tools.servers]] tables, one per server".into(),
         }
     }
 
@@ -298,6 +302,13 @@ impl Kind {
                     && items.iter().all(|i| {
                         number(i.get_ref()).is_some_and(|x| x >= 0.0 && x.is_finite())
                     }) =>
+            {
+                None
+            }
+            (Kind::Servers, DeValue::Array(items))
+                if items
+                    .iter()
+                    .all(|i| matches!(i.get_ref(), DeValue::Table(_))) =>
             {
                 None
             }
@@ -384,6 +395,13 @@ pub(super) fn walk(doc: &DeTable<'_>, text: &str) -> Walk {
                     w.drop.push((section.to_string(), Some(key.to_string())));
                     continue;
                 };
+                if let (Kind::Servers, DeValue::Array(items)) = (spec.kind, v.get_ref()) {
+                    let before = w.problems.len();
+                    walk_servers(items, text, &mut w.problems);
+                    if w.problems.len() > before {
+                        w.drop.push((section.to_string(), Some(key.to_string())));
+                    }
+                }
                 if let Some(more) = spec.kind.refuse(v.get_ref()) {
                     let expectation = spec.kind.expectation();
                     w.problems.push(Found {
@@ -437,6 +455,45 @@ pub(super) fn walk(doc: &DeTable<'_>, text: &str) -> Walk {
     }
     w.problems.sort_by_key(|p| p.offset);
     w
+}
+
+/// Every unknown key and every value of the wrong kind in the `[[tools.servers]]` tables.
+fn walk_servers(items: &[toml::Spanned<DeValue<'_>>], text: &str, problems: &mut Vec<Found>) {
+    let keys = super::tools::SERVER_KEYS;
+    for item in items {
+        let DeValue::Table(table) = item.get_ref() else {
+            continue;
+        };
+        for (k, v) in table.iter() {
+            let key = k.get_ref().as_ref();
+            let Some(spec) = keys.iter().find(|s| s.name == key) else {
+                let names = keys.iter().map(|s| s.name);
+                problems.push(Found {
+                    offset: k.span().start,
+                    key: "[[tools.servers]]".into(),
+                    message: match nearest(key, names.clone()) {
+                        Some(n) => format!("unknown key `{key}`; did you mean `{n}`?"),
+                        None => format!(
+                            "unknown key `{key}`; the keys of a server are {}",
+                            names.collect::<Vec<_>>().join(", ")
+                        ),
+                    },
+                });
+                continue;
+            };
+            if let Some(more) = spec.kind.refuse(v.get_ref()) {
+                problems.push(Found {
+                    offset: v.span().start,
+                    key: format!("tools.servers.{key}"),
+                    message: format!(
+                        "found {}, expected {}{more}",
+                        written(text, v.span()),
+                        spec.kind.expectation()
+                    ),
+                });
+            }
+        }
+    }
 }
 
 /// "unknown key `modle`; did you mean `model`?", or where the key belongs, or the valid keys.
@@ -549,6 +606,36 @@ mod tests {
         assert!(walk_str("[llm]\nstructured_output = \"json_schema\"\n")
             .problems
             .is_empty());
+    }
+
+    #[test]
+    fn a_servers_keys_are_checked_in_each_table() {
+        let w = walk_str(
+            "[[tools.servers]]\nname = \"kb\"\ncomand = [\"x\"]\ntimeout_secs = 0\n[[tools.servers]]\nname = \"b\"\nallow = \"x\"\n",
+        );
+        let msgs: Vec<(&str, &str)> = w
+            .problems
+            .iter()
+            .map(|p| (p.key.as_str(), p.message.as_str()))
+            .collect();
+        assert_eq!(
+            msgs,
+            [
+                (
+                    "[[tools.servers]]",
+                    "unknown key `comand`; did you mean `command`?"
+                ),
+                (
+                    "tools.servers.timeout_secs",
+                    "found 0, expected a whole number of seconds from 1 to 3600"
+                ),
+                (
+                    "tools.servers.allow",
+                    "found \"x\", expected a list of texts in quotes, such as [\"C0123ABCD\"]"
+                ),
+            ]
+        );
+        assert_eq!(w.drop, [("tools".to_string(), Some("servers".to_string()))]);
     }
 
     #[test]

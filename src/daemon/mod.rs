@@ -94,7 +94,12 @@ fn tokens(config: &Config) -> Result<Tokens, DaemonError> {
 pub async fn run(config: Arc<Config>) -> Result<(), DaemonError> {
     let tokens = tokens(&config)?;
     let metrics = Arc::new(Metrics::default());
-    let engine = Arc::new(Engine::build(&config).await?.with_metrics(metrics.clone()));
+    let engine = Arc::new(
+        Engine::build(&config)
+            .await?
+            .with_metrics(metrics.clone())
+            .start_tools(),
+    );
     let store = engine.store().clone();
     let waking = tokio::spawn(states::start(engine.clone()));
 
@@ -274,6 +279,8 @@ pub async fn run(config: Arc<Config>) -> Result<(), DaemonError> {
     if !finished {
         warn!("grace period over; unfinished messages stay in the inbox for the next start");
     }
+    // The turns are done: the tool servers' children end.
+    engine.stop_tools().await;
     let _ = tokio::time::timeout(Duration::from_secs(2), server).await;
     info!("stopped");
     Ok(())

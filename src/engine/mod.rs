@@ -21,6 +21,7 @@ mod pipeline;
 mod prompting;
 mod psyche;
 mod run;
+mod tool;
 
 use std::sync::Arc;
 
@@ -129,6 +130,8 @@ pub struct Engine {
     metrics: Option<Arc<Metrics>>,
     /// The grammars and schemas built for the calls' shapes (when the server takes one).
     shapes: Arc<crate::prompt::shape::Cache>,
+    /// The MCP tool servers an ISM's tool actions call (none configured: `None`).
+    tools: Option<Arc<crate::tools::Tools>>,
     /// Open unless the soul is waking up: messages wait here, in the inbox, until it is
     /// awake; closed when the daemon stops while they wait.
     awake: tokio::sync::watch::Sender<Gate>,
@@ -149,6 +152,7 @@ impl Engine {
             provider,
             metrics: None,
             shapes: Default::default(),
+            tools: None,
             awake: tokio::sync::watch::Sender::new(Gate::Open),
         }
     }
@@ -301,6 +305,33 @@ impl Engine {
     ) -> Self {
         let library = Arc::new(Library::fixed(soul, Default::default()));
         Self::new(config, store, library, provider)
+    }
+
+    /// Starts the config's tool servers (`[[tools.servers]]`), for `chat` and `run`. Each
+    /// starts on its own task: none holds up the engine, Slack's connection or the others.
+    pub fn start_tools(self) -> Self {
+        if self.config.tools.is_empty() {
+            return self;
+        }
+        let tools = crate::tools::Tools::start(&self.config.tools);
+        self.with_tools(tools)
+    }
+
+    /// Calls an ISM's tool actions through `tools`.
+    pub fn with_tools(mut self, tools: Arc<crate::tools::Tools>) -> Self {
+        self.tools = Some(tools);
+        self
+    }
+
+    pub fn tools(&self) -> Option<&Arc<crate::tools::Tools>> {
+        self.tools.as_ref()
+    }
+
+    /// Stops the tool servers (their child processes end).
+    pub async fn stop_tools(&self) {
+        if let Some(t) = &self.tools {
+            t.shutdown().await;
+        }
     }
 
     pub fn config(&self) -> &Arc<Config> {

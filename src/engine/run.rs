@@ -4,10 +4,11 @@
 //! A fixed process is one call with its planned steps. An ISM process is the loop the pure
 //! core in `crate::ism` keeps: before each iteration a newer message may interrupt it; a
 //! selection call (on `[ism] selection_model` when set) names actions; each chosen effect is
-//! one call (think: a monologue; query: one question; respond: the answering steps) or none
-//! (transition, done); what each produced goes into the log the next selection sees. A loop
-//! that ends without an answer gets one closing answering call, unless a newer message
-//! interrupted it: then that message is answered next, with these thoughts in memory.
+//! one call (think: a monologue; query: one question; respond: the answering steps), a tool
+//! call (tool: see `tool`), or none (transition, done); what each produced goes into the log
+//! the next selection sees. A loop that ends without an answer gets one closing answering
+//! call, unless a newer message interrupted it: then that message is answered next, with
+//! these thoughts in memory.
 
 use serde_json::json;
 use tracing::{info, warn};
@@ -103,11 +104,15 @@ impl Engine {
             .iter()
             .map(|a| (a.name.as_str(), a.description.as_str()))
             .collect();
+        let tool_schemas = self.tool_schemas(ism).await;
+        let tool_schemas: Vec<(&str, &str)> =
+            tool_schemas.iter().map(|(a, s)| (*a, s.as_str())).collect();
         let carried = interrupted_iterations(&rs.input.ctx.recent);
         let carried: Vec<LoggedIteration> = carried.iter().map(logged).collect();
         let frame = Frame {
             ism,
             actions: &actions,
+            tools: &tool_schemas,
             carried: &carried,
         };
         let selection_model =
@@ -135,7 +140,9 @@ impl Engine {
             let choice = parse_selection(&run.completion.text).map(|s| Choice {
                 actions: s.actions,
                 reasoning: s.reasoning,
+                arguments: s.arguments,
             });
+            let given = choice.clone().unwrap_or_default();
             last = Some(run);
             let decision = lp.choose(choice);
             if let Some(it) = lp.log().last() {
@@ -203,6 +210,13 @@ impl Engine {
                         format!("handed over to {to}")
                     }
                     Effect::Done => String::new(),
+                    Effect::Tool { server, tool } => {
+                        let arguments = given.arguments_for(&action.name);
+                        let (call, account) =
+                            self.call_tool(&action.name, server, tool, arguments).await;
+                        lp.called(call);
+                        account
+                    }
                 };
                 if let Some(end) = lp.produced(action, &account) {
                     break 'ism end;
@@ -308,6 +322,8 @@ impl Engine {
 struct Frame<'a> {
     ism: &'a Ism,
     actions: &'a [(&'a str, &'a str)],
+    /// (action, its arguments' schema, compact) of each tool action.
+    tools: &'a [(&'a str, &'a str)],
     carried: &'a [LoggedIteration<'a>],
 }
 
@@ -322,6 +338,7 @@ impl Frame<'_> {
             goal: &self.ism.goal,
             playbook: &self.ism.playbook,
             actions: self.actions,
+            tools: self.tools,
             log,
             carried: self.carried,
             // A selection opens the next iteration; an action belongs to the current one.

@@ -46,11 +46,15 @@ pub enum Effect {
     },
     /// The goal is met; ends the loop.
     Done,
+    /// Calls `tool` on the MCP server `server` with the arguments the selection gave; what it
+    /// returns (untrusted text) goes into the log, then the loop goes on.
+    Tool { server: String, tool: String },
 }
 
 impl Effect {
     /// The effect names of process files.
-    pub const NAMES: [&'static str; 5] = ["think", "query", "respond", "transition", "done"];
+    pub const NAMES: [&'static str; 6] =
+        ["think", "query", "respond", "transition", "done", "tool"];
 
     pub fn name(&self) -> &'static str {
         match self {
@@ -59,13 +63,14 @@ impl Effect {
             Effect::Respond { .. } => "respond",
             Effect::Transition { .. } => "transition",
             Effect::Done => "done",
+            Effect::Tool { .. } => "tool",
         }
     }
 
     /// Whether running it ends the loop.
     pub fn is_final(&self) -> bool {
         match self {
-            Effect::Think | Effect::Query { .. } => false,
+            Effect::Think | Effect::Query { .. } | Effect::Tool { .. } => false,
             Effect::Respond { keep_going } => !keep_going,
             Effect::Transition { .. } | Effect::Done => true,
         }
@@ -85,15 +90,29 @@ impl Ism {
 
     /// The most model calls one run can make with `default_max_loops` as `[ism] max_loops`:
     /// per iteration the selection and one call for each think, query or respond action
-    /// (each runs at most once per selection), then the closing answer.
+    /// (each runs at most once per selection), then the closing answer. A tool call is not a
+    /// model call.
     pub fn calls_per_run(&self, default_max_loops: u32) -> u64 {
         let loops = u64::from(self.max_loops.unwrap_or(default_max_loops).max(1));
         let calling = self
             .actions
             .iter()
-            .filter(|a| !matches!(a.effect, Effect::Transition { .. } | Effect::Done))
+            .filter(|a| {
+                !matches!(
+                    a.effect,
+                    Effect::Transition { .. } | Effect::Done | Effect::Tool { .. }
+                )
+            })
             .count() as u64;
         loops * (1 + calling) + 1
+    }
+
+    /// The tool actions: (action, server, tool).
+    pub fn tools(&self) -> impl Iterator<Item = (&Action, &str, &str)> {
+        self.actions.iter().filter_map(|a| match &a.effect {
+            Effect::Tool { server, tool } => Some((a, server.as_str(), tool.as_str())),
+            _ => None,
+        })
     }
 
     /// Whether some action answers the person.
@@ -116,6 +135,20 @@ pub fn normalise(name: &str) -> String {
 pub struct Choice {
     pub actions: Vec<String>,
     pub reasoning: String,
+    /// The arguments given after an action, as written: (the name it followed, the text).
+    pub arguments: Vec<(String, String)>,
+}
+
+impl Choice {
+    /// The arguments given for `action` (matched as names are), the last when given twice.
+    pub fn arguments_for(&self, action: &str) -> Option<&str> {
+        let wanted = normalise(action);
+        self.arguments
+            .iter()
+            .rev()
+            .find(|(name, _)| normalise(name) == wanted)
+            .map(|(_, text)| text.as_str())
+    }
 }
 
 /// Why a loop ended.
@@ -182,6 +215,21 @@ pub struct Iteration {
     pub reasoning: String,
     /// What each action that ran produced: (action, a short account).
     pub produced: Vec<(String, String)>,
+    /// The tool calls its tool actions made.
+    pub calls: Vec<ToolCall>,
+}
+
+/// One tool call, as the log keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ToolCall {
+    pub action: String,
+    /// `server.tool`.
+    pub tool: String,
+    /// As sent (or as given, when nothing was sent).
+    pub arguments: String,
+    /// `ok`, `refused`, `invalid`, `timeout`, … (the metrics' outcome).
+    pub outcome: String,
+    pub ms: u64,
 }
 
 impl Iteration {
@@ -196,6 +244,17 @@ impl Iteration {
                 .produced
                 .iter()
                 .map(|(a, p)| serde_json::json!({ "action": a, "produced": p }))
+                .collect::<Vec<_>>(),
+            "tool_calls": self
+                .calls
+                .iter()
+                .map(|c| serde_json::json!({
+                    "action": c.action,
+                    "tool": c.tool,
+                    "arguments": c.arguments,
+                    "outcome": c.outcome,
+                    "ms": c.ms,
+                }))
                 .collect::<Vec<_>>(),
         })
     }
@@ -233,6 +292,21 @@ impl Iteration {
                 .map(|a| {
                     a.iter()
                         .map(|p| (text(p, "action"), text(p, "produced")))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            calls: record
+                .get("tool_calls")
+                .and_then(|v| v.as_array())
+                .map(|a| {
+                    a.iter()
+                        .map(|c| ToolCall {
+                            action: text(c, "action"),
+                            tool: text(c, "tool"),
+                            arguments: text(c, "arguments"),
+                            outcome: text(c, "outcome"),
+                            ms: c.get("ms").and_then(|m| m.as_u64()).unwrap_or(0),
+                        })
                         .collect()
                 })
                 .unwrap_or_default(),
@@ -375,7 +449,15 @@ impl<'a> Loop<'a> {
             }
             Effect::Transition { .. } => Some(Ending::HandedOver(action.name.clone())),
             Effect::Done => Some(Ending::Done),
-            Effect::Think | Effect::Query { .. } => None,
+            Effect::Think | Effect::Query { .. } | Effect::Tool { .. } => None,
+        }
+    }
+
+    /// A tool action of the current iteration made `call` (before its account is
+    /// [`Loop::produced`]).
+    pub fn called(&mut self, call: ToolCall) {
+        if let Some(it) = self.log.last_mut() {
+            it.calls.push(call);
         }
     }
 

@@ -41,6 +41,7 @@ fn choice(names: &[&str]) -> Option<Choice> {
     Some(Choice {
         actions: names.iter().map(|s| s.to_string()).collect(),
         reasoning: "because".into(),
+        ..Choice::default()
     })
 }
 
@@ -229,6 +230,13 @@ fn an_iteration_reads_back_from_its_record_and_odd_records_read_as_empty() {
         unknown: vec!["Dance ✨".into()],
         reasoning: "Première réflexion, 然后回答".into(),
         produced: vec![("Think".into(), "思考 🦀".into())],
+        calls: vec![ToolCall {
+            action: "Lookup".into(),
+            tool: "kb.lookup".into(),
+            arguments: "{\"term\":\"x\"}".into(),
+            outcome: "ok".into(),
+            ms: 3,
+        }],
     };
     assert_eq!(Iteration::from_record(&it.reasoning, &it.record()), it);
     let odd =
@@ -237,4 +245,56 @@ fn an_iteration_reads_back_from_its_record_and_odd_records_read_as_empty() {
     assert_eq!(read.number, 0);
     assert!(read.chosen.is_empty());
     assert_eq!(read.produced, vec![(String::new(), String::new()); 2]);
+}
+
+#[test]
+fn a_tool_action_goes_on_and_makes_no_model_call() {
+    let mut spec = ism(Some(2));
+    let before = spec.calls_per_run(5);
+    spec.actions.push(action(
+        "Lookup",
+        Effect::Tool {
+            server: "kb".into(),
+            tool: "lookup".into(),
+        },
+    ));
+    assert_eq!(
+        spec.calls_per_run(5),
+        before,
+        "a tool call is not a model call"
+    );
+    assert_eq!(
+        spec.tools()
+            .map(|(a, s, t)| (a.name.as_str(), s, t))
+            .collect::<Vec<_>>(),
+        [("Lookup", "kb", "lookup")]
+    );
+    let mut l = Loop::new(&spec, 5);
+    let d = l.choose(choice(&["Lookup", "Respond"]));
+    assert_eq!(names(&d), ["Lookup", "Respond"]);
+    let lookup = d.run[0];
+    assert_eq!(
+        l.produced(lookup, "found it"),
+        None,
+        "a tool result does not end the loop"
+    );
+}
+
+#[test]
+fn arguments_are_found_by_the_actions_name_as_names_are_matched() {
+    let c = Choice {
+        actions: vec!["Lookup".into()],
+        reasoning: String::new(),
+        arguments: vec![
+            ("**lookup**".into(), "{\"a\": 1}".into()),
+            ("Other".into(), "{}".into()),
+            ("Lookup".into(), "{\"a\": 2}".into()),
+        ],
+    };
+    assert_eq!(
+        c.arguments_for("LOOKUP"),
+        Some("{\"a\": 2}"),
+        "the last given counts"
+    );
+    assert_eq!(c.arguments_for("Missing"), None);
 }

@@ -4,13 +4,15 @@
 //! any case, the wrapper optional or left open, several names in one `<action>` separated by
 //! commas or lines, entities decoded), or the seed's JSON (`{"actions": [...], "reasoning":
 //! "..."}`, also inside a code fence or prose, `"action"` for one), after any `<think>` block
-//! a reasoning model wrote. Prose with neither is no selection. Knows nothing of which
-//! actions exist.
+//! a reasoning model wrote. Prose with neither is no selection. A tool action's arguments
+//! follow it: `<arguments>{…}</arguments>` after its `<action>`, or `"arguments"` beside its
+//! `"name"` in the JSON form; they are kept as written (the engine reads and checks them).
+//! Knows nothing of which actions exist.
 
 use serde_json::Value;
 
 use super::text::{decode_entities, strip_reasoning};
-use crate::steps::{ACTION, ACTION_SELECTION, EXAMPLE_ACTION, REASONING};
+use crate::steps::{ACTION, ACTION_SELECTION, ARGUMENTS, EXAMPLE_ACTION, REASONING};
 
 /// What a selection said.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -18,6 +20,8 @@ pub struct Selection {
     /// The names chosen, in order, as written (trimmed).
     pub actions: Vec<String>,
     pub reasoning: String,
+    /// Arguments as written, each with the action name it followed.
+    pub arguments: Vec<(String, String)>,
 }
 
 /// The selection in `raw`, or `None` when it names no action in either form.
@@ -44,10 +48,13 @@ fn from_tags(text: &str) -> Option<Selection> {
     };
     let (region, lower) = (&text[start..end], &lower[start..end]);
     let mut actions = Vec::new();
-    for content in elements(region, lower, ACTION) {
+    // Where each action element began, with the last name it gave.
+    let mut last_named: Vec<(usize, String)> = Vec::new();
+    for (at, content) in elements_at(region, lower, ACTION) {
         for name in content.split([',', '\n']) {
             let name = decode_entities(name.trim());
             if !name.is_empty() && name != EXAMPLE_ACTION {
+                last_named.push((at, name.clone()));
                 actions.push(name);
             }
         }
@@ -55,17 +62,36 @@ fn from_tags(text: &str) -> Option<Selection> {
     if actions.is_empty() {
         return None;
     }
+    let arguments = elements_at(region, lower, ARGUMENTS)
+        .into_iter()
+        .filter_map(|(at, content)| {
+            let (_, name) = last_named.iter().rev().find(|(from, _)| *from < at)?;
+            Some((name.clone(), decode_entities(content.trim())))
+        })
+        .collect();
     let reasoning = elements(region, lower, REASONING)
         .into_iter()
         .map(|r| decode_entities(r.trim()))
         .collect::<Vec<_>>()
         .join(" ");
-    Some(Selection { actions, reasoning })
+    Some(Selection {
+        actions,
+        reasoning,
+        arguments,
+    })
 }
 
 /// The contents of every `<tag …>…</tag>` in `text` (`lower` is its ASCII-lowered twin). An
 /// element left open runs to the next tag of the same name or the end.
 fn elements<'t>(text: &'t str, lower: &str, tag: &str) -> Vec<&'t str> {
+    elements_at(text, lower, tag)
+        .into_iter()
+        .map(|(_, c)| c)
+        .collect()
+}
+
+/// As [`elements`], each with the offset where its element opens.
+fn elements_at<'t>(text: &'t str, lower: &str, tag: &str) -> Vec<(usize, &'t str)> {
     let open = format!("<{tag}");
     let close = format!("</{tag}>");
     let mut out = Vec::new();
@@ -90,7 +116,7 @@ fn elements<'t>(text: &'t str, lower: &str, tag: &str) -> Vec<&'t str> {
             .flatten()
             .min()
             .map_or(text.len(), |i| body + i);
-        out.push(&text[body..end]);
+        out.push((at, &text[body..end]));
         from = end;
     }
     out
@@ -103,13 +129,24 @@ fn from_json(text: &str) -> Option<Selection> {
         let value = values.next()?.ok()?;
         let obj = value.as_object()?;
         let names = obj.get("actions").or_else(|| obj.get("action"))?;
+        let mut arguments = Vec::new();
         let actions: Vec<String> = match names {
             Value::String(s) => vec![s.trim().to_string()],
             Value::Array(items) => items
                 .iter()
                 .filter_map(|v| match v {
                     Value::String(s) => Some(s.trim().to_string()),
-                    Value::Object(o) => o.get("name")?.as_str().map(|s| s.trim().to_string()),
+                    Value::Object(o) => {
+                        let name = o.get("name")?.as_str()?.trim().to_string();
+                        if let Some(args) = o.get("arguments") {
+                            let text = match args {
+                                Value::String(s) => s.trim().to_string(),
+                                other => other.to_string(),
+                            };
+                            arguments.push((name.clone(), text));
+                        }
+                        Some(name)
+                    }
                     _ => None,
                 })
                 .collect(),
@@ -124,6 +161,7 @@ fn from_json(text: &str) -> Option<Selection> {
         Some(Selection {
             actions: actions.into_iter().filter(|a| !a.is_empty()).collect(),
             reasoning,
+            arguments,
         })
     })
 }
@@ -179,6 +217,37 @@ mod tests {
         assert_eq!(
             names("{\"x\": 1} then {\"actions\": [{\"name\": \"Think\"}]}"),
             ["Think"]
+        );
+    }
+
+    #[test]
+    fn arguments_follow_their_action_in_either_form() {
+        let s = parse_selection(
+            "<action_selection><reasoning>look it up</reasoning><action>Lookup</action><arguments>{\"term\": \"a &amp; b\"}</arguments><action>Respond</action></action_selection>",
+        )
+        .unwrap();
+        assert_eq!(s.actions, ["Lookup", "Respond"]);
+        assert_eq!(
+            s.arguments,
+            [("Lookup".to_string(), "{\"term\": \"a & b\"}".to_string())]
+        );
+        let s = parse_selection(
+            "{\"actions\": [{\"name\": \"Lookup\", \"arguments\": {\"term\": \"x\"}}, \"Respond\"], \"reasoning\": \"r\"}",
+        )
+        .unwrap();
+        assert_eq!(s.actions, ["Lookup", "Respond"]);
+        assert_eq!(
+            s.arguments,
+            [("Lookup".to_string(), "{\"term\":\"x\"}".to_string())]
+        );
+        // Arguments before any action belong to none; several names: the last one's.
+        let s = parse_selection(
+            "<arguments>{}</arguments><action>Think, Lookup</action><arguments>{\"n\": 1}",
+        )
+        .unwrap();
+        assert_eq!(
+            s.arguments,
+            [("Lookup".to_string(), "{\"n\": 1}".to_string())]
         );
     }
 

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::def::{check_set, load_dir, load_file};
+use super::def::{self, check_set, load_dir, load_file};
 use super::when::Facts;
 use super::*;
 
@@ -319,6 +319,33 @@ fn ism_file_problems_name_the_line() {
             "`to` belongs to `transition`",
         ),
         (
+            "notool",
+            ism_file(
+                "notool",
+                &format!("{respond}[[actions]]\nname = \"Look\"\neffect = \"tool\"\n"),
+            ),
+            9,
+            "a `tool` action needs `tool`",
+        ),
+        (
+            "badtool",
+            ism_file(
+                "badtool",
+                &format!("{respond}[[actions]]\nname = \"Look\"\neffect = \"tool\"\ntool = \"lookup\"\n"),
+            ),
+            10,
+            "`lookup` is not a tool",
+        ),
+        (
+            "straytool",
+            ism_file(
+                "straytool",
+                &format!("{respond}[[actions]]\nname = \"T\"\neffect = \"think\"\ntool = \"kb.x\"\n"),
+            ),
+            10,
+            "`tool` belongs to `tool`",
+        ),
+        (
             "twice",
             ism_file("twice", &format!("{respond}{respond}")),
             8,
@@ -544,4 +571,25 @@ fn edits_are_in_force_within_a_second_and_bad_files_keep_the_last_good_version()
         lib.current().process("extra").is_none(),
         "a removed file is dropped"
     );
+}
+
+#[test]
+fn a_tool_action_names_its_server_and_tool() {
+    let text = ism_file(
+        "research",
+        "[[actions]]\nname = \"Respond\"\neffect = \"respond\"\n[[actions]]\nname = \"Lookup\"\neffect = \"tool\"\ntool = \"kb.search.v2\"\n",
+    );
+    let p = def::parse(&text, std::path::Path::new("research.toml")).unwrap();
+    let ism = p.ism.unwrap();
+    assert_eq!(
+        ism.actions[1].effect,
+        crate::ism::Effect::Tool {
+            server: "kb".into(),
+            tool: "search.v2".into()
+        }
+    );
+    assert_eq!(def::split_tool("k b.x"), None);
+    assert_eq!(def::split_tool(".x"), None);
+    assert_eq!(def::split_tool("kb."), None);
+    assert_eq!(def::split_tool("my-kb_2.find"), Some(("my-kb_2", "find")));
 }

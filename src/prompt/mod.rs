@@ -247,7 +247,7 @@ fn turn_sections(input: &PromptInput) -> String {
     }
     out.push_str("<instructions>\n");
     match &input.machine {
-        Some(m) if m.call == ism::MachineCall::Select => ism::write_selection(&mut out),
+        Some(m) if m.call == ism::MachineCall::Select => ism::write_selection(&mut out, m),
         _ => instructions::write(&mut out, input.steps, input.process),
     }
     out.push_str("</instructions>\n\n");

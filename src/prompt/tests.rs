@@ -458,6 +458,7 @@ fn every_section_tag_is_in_the_shared_list() {
             goal: "g",
             playbook: "p",
             actions: &[("Think", "t")],
+            tools: &[],
             log: &[],
             carried: &[],
             iteration: 1,

@@ -116,6 +116,24 @@ pub(super) fn ism_part(raw: &RawProcess, f: &TomlFile, problems: &mut Vec<Proble
                 }
             },
             "done" => Some(Effect::Done),
+            "tool" => {
+                let named = a.tool.as_ref().map(|t| t.get_ref().trim());
+                match named.and_then(split_tool) {
+                    Some((server, tool)) => Some(Effect::Tool {
+                        server: server.to_string(),
+                        tool: tool.to_string(),
+                    }),
+                    None => {
+                        let at = a.tool.as_ref().map_or(effect_line, |t| f.at(t.span()));
+                        let message = match named {
+                            None | Some("") => "a `tool` action needs `tool`, the tool it calls: `server.tool`, such as \"kb.lookup\"".to_string(),
+                            Some(t) => format!("`{t}` is not a tool: name it `server.tool`, such as \"kb.lookup\" (the server's name: letters, digits, `_`, `-`)"),
+                        };
+                        problems.push(f.problem(at, &key("tool"), message));
+                        None
+                    }
+                }
+            }
             other => {
                 problems.push(f.problem(
                     effect_line,
@@ -156,6 +174,9 @@ pub(super) fn ism_part(raw: &RawProcess, f: &TomlFile, problems: &mut Vec<Proble
                 "`transition`",
             ));
         }
+        if effect_name != Some("tool") {
+            problems.extend(only("tool", a.tool.as_ref().map(|t| t.span()), "`tool`"));
+        }
         if let Some(effect) = effect {
             actions.push(Action {
                 name,
@@ -189,4 +210,15 @@ pub(super) fn ism_part(raw: &RawProcess, f: &TomlFile, problems: &mut Vec<Proble
         ));
     }
     Some(ism)
+}
+
+/// `server.tool` as (server, tool): a server name (letters, digits, `_`, `-`), a dot, and a
+/// tool name that is not blank.
+pub fn split_tool(named: &str) -> Option<(&str, &str)> {
+    let (server, tool) = named.split_once('.')?;
+    let server_ok = !server.is_empty()
+        && server
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    (server_ok && !tool.trim().is_empty() && tool.trim() == tool).then_some((server, tool))
 }

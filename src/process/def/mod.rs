@@ -18,6 +18,7 @@ use super::when::Expr;
 use crate::ism::{Action, Ism};
 use crate::steps::Step;
 use crate::toml_file::{Problem, TomlFile};
+pub use ism::split_tool;
 use raw::RawProcess;
 pub use set::check_set;
 

@@ -61,4 +61,7 @@ pub(super) struct RawAction {
     pub(super) params: Option<Spanned<toml::Table>>,
     #[serde(default)]
     pub(super) execute_now: Option<Spanned<bool>>,
+    /// `effect = "tool"`: `server.tool`.
+    #[serde(default)]
+    pub(super) tool: Option<Spanned<String>>,
 }
