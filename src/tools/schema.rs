@@ -58,8 +58,9 @@ pub fn arguments(
 /// The most characters a compact schema takes in the prompt.
 pub const COMPACT_CHARS: usize = 600;
 
-/// The schema in a line: `{term: string (required), limit?: integer}`, each property's type
-/// (its `enum` values when it has them), optional ones marked `?`; at most [`COMPACT_CHARS`].
+/// The schema in a line: `{term: string (required), limit?: integer}`, each property (in the
+/// order the schema lists it) with its type (its `enum` values when it has them), optional
+/// ones marked `?`; at most [`COMPACT_CHARS`].
 pub fn compact(schema: &Value) -> String {
     let mut out = String::from("{");
     let required: Vec<&str> = schema
@@ -143,7 +144,7 @@ mod tests {
     fn a_schema_is_shown_in_one_line() {
         assert_eq!(
             compact(&schema()),
-            "{kind?: \"a\" | \"b\", limit?: integer, tags?: array of string, term: string (what to look up)}"
+            "{term: string (what to look up), limit?: integer, kind?: \"a\" | \"b\", tags?: array of string}"
         );
         assert_eq!(compact(&json!({"type": "object"})), "{}");
         let many: serde_json::Map<String, Value> = (0..500)
