@@ -70,15 +70,9 @@ impl Anthropic {
         req: ChatRequest<'_>,
         deltas: Option<&Deltas>,
     ) -> Result<Completion, LlmError> {
-        let constraint = req
-            .constraint
-            .filter(|c| Some(c.form()) == self.structured.form());
-        match self.send(req, constraint, deltas).await {
-            Err(e) if constraint.is_some() && self.structured.refused_by(NAME, &e) => {
-                self.send(req, None, deltas).await
-            }
-            other => other,
-        }
+        self.structured
+            .call(NAME, req.constraint, |c| self.send(req, c, deltas))
+            .await
     }
 
     async fn send(

@@ -141,6 +141,25 @@ impl Structured {
         true
     }
 
+    /// One call with `constraint` when the server takes its form, asked again plain at once
+    /// when the server refuses it (`send` makes the request, with or without a constraint).
+    pub async fn call<'c, T, F, Fut>(
+        &self,
+        provider: &str,
+        constraint: Option<&'c Constraint>,
+        send: F,
+    ) -> Result<T, LlmError>
+    where
+        F: Fn(Option<&'c Constraint>) -> Fut,
+        Fut: std::future::Future<Output = Result<T, LlmError>>,
+    {
+        let constraint = constraint.filter(|c| Some(c.form()) == self.form());
+        match send(constraint).await {
+            Err(e) if constraint.is_some() && self.refused_by(provider, &e) => send(None).await,
+            other => other,
+        }
+    }
+
     /// Whether `e` is the server refusing the constraint: HTTP 400 or 422 naming its field
     /// (or grammars or schemas), or a 500 naming its field (llama-cpp-python answers a field
     /// it does not take with a 500 that quotes its validation error). Then it is remembered,
