@@ -642,13 +642,18 @@ fn a_recovered_reply_never_takes_over_another_messages_reply() {
             .any(|p| !p.streaming && p.text == "The second answer.")
     });
     std::thread::sleep(Duration::from_millis(300));
+    each_answer_is_its_own_message(&slack, &store, &d.log());
+}
+
+/// Rows 1 and 2 answered "The first answer." and "The second answer.": one message each, in
+/// order, the first never rewritten, each row holding its own.
+fn each_answer_is_its_own_message(slack: &FakeSlack, store: &anima::memory::Store, log: &str) {
     let posts = slack.posts();
     let texts: Vec<&str> = posts.iter().map(|p| p.text.as_str()).collect();
     assert_eq!(
         texts,
         ["The first answer.", "The second answer."],
-        "{posts:#?}\n{}",
-        d.log()
+        "{posts:#?}\n{log}"
     );
     assert_eq!(posts[0].updates, 0, "the first answer was never rewritten");
     let (first, second) = (
@@ -691,21 +696,7 @@ fn a_first_post_whose_answer_is_lost_never_takes_over_an_earlier_reply() {
             .unwrap()
             .is_some_and(|i| i.status == anima::memory::InboxStatus::Done)
     });
-    let posts = slack.posts();
-    let texts: Vec<&str> = posts.iter().map(|p| p.text.as_str()).collect();
-    assert_eq!(
-        texts,
-        ["The first answer.", "The second answer."],
-        "{posts:#?}\n{}",
-        d.log()
-    );
-    assert_eq!(posts[0].updates, 0, "the first answer was never rewritten");
-    let (first, second) = (
-        store.inbox_item(1).unwrap().unwrap(),
-        store.inbox_item(2).unwrap().unwrap(),
-    );
-    assert_eq!(first.reply_ref.as_deref(), Some(posts[0].ts.as_str()));
-    assert_eq!(second.reply_ref.as_deref(), Some(posts[1].ts.as_str()));
+    each_answer_is_its_own_message(&slack, &store, &d.log());
 }
 
 /// Every accepted message gets exactly one reply while the daemon is SIGKILLed five times in
