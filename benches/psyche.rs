@@ -3,7 +3,7 @@
 //! A store holding 1,000 people and 10,000 episodic memories. Reports the median and p99 of
 //!   * the pure update of one event (`psyche::update::apply`: classify, drives, mood, arcs,
 //!     relationship, energy, memory, gate inputs), no I/O,
-//!   * one event through the store as the daemon applies it (`Store::psyche_event_once`, keyed
+//!   * one event through the store as the daemon applies it (`SqliteStore::psyche_event_once`, keyed
 //!     by its source: one write transaction that marks the key seen, reads the state and the
 //!     author's relationship, runs the update and the gate, writes the state, relationship,
 //!     memory, facts and salience and logs the decision), three ways: people coming back after
@@ -18,7 +18,7 @@
 //!     gains waits on their relationship row, unless it changes the most salient memories,
 //!     until their next memory is made), about seventeen for one that makes a memory (its row,
 //!     indexes and full text); each kind reports its mean,
-//!   * the context packet for a turn (`Store::psyche_packet`: state, three people's
+//!   * the context packet for a turn (`SqliteStore::psyche_packet`: state, three people's
 //!     relationships and facts, FTS5 + recency + salience candidates, BM25 top-K, words),
 //!     rendered.
 //!
@@ -29,7 +29,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use anima::memory::psyche::Place;
-use anima::memory::Store;
+use anima::memory::SqliteStore;
 use anima::psyche::update::apply;
 use anima::psyche::{Event, EventKind, GateRules, Psyche, Substrate};
 
@@ -106,7 +106,7 @@ fn settle() {
 
 fn main() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(&dir.path().join("anima.db")).unwrap();
+    let store = SqliteStore::open(&dir.path().join("anima.db")).unwrap();
     let psyche = Psyche::shipped();
     let rules = GateRules::default();
     let mut rng = fastrand::Rng::with_seed(12);

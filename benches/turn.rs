@@ -22,7 +22,8 @@ use std::time::{Duration, Instant};
 
 use anima::engine::{gate_input, spoken, Engine, Message, Perception};
 use anima::llm::{BoxFuture, ChatRequest, Completion, Deltas, LlmError, Provider, Usage};
-use anima::memory::{EntryType, NewEntry, SoulState, Store, TurnRecord, TurnStart};
+use anima::memory::sqlite::Sqlite;
+use anima::memory::{EntryType, NewEntry, SoulState, SqliteStore, TurnRecord, TurnStart};
 use anima::parse::parse_response;
 use anima::process::library::MAIN_STEPS;
 use anima::prompt::shape::Form;
@@ -176,7 +177,7 @@ fn main() {
     state.set("currentTopic", "BG3 port");
 
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(&dir.path().join("anima.db")).unwrap();
+    let store = SqliteStore::open(&dir.path().join("anima.db")).unwrap();
     for i in 0..10 {
         store
             .record_user_message(
@@ -300,14 +301,14 @@ fn main() {
             let thread = format!("C1:{}.0", n % 50);
             let (_, ctx) = store
                 .begin_turn(&TurnStart {
-                    thread: &thread,
-                    user_id: "U1",
-                    display_name: "Tom",
-                    text: "What's the status of the port?",
+                    thread: thread.clone(),
+                    user_id: "U1".into(),
+                    display_name: "Tom".into(),
+                    text: "What's the status of the port?".into(),
                     source: None,
                     inbox: None,
                     window: 20,
-                    claimant: "bench",
+                    claimant: "bench".into(),
                     claim_until_ms: 0,
                 })
                 .unwrap();
@@ -349,7 +350,7 @@ fn main() {
     );
     let config =
         Arc::new(anima::config::parse(&cfg_text, Path::new("bench.toml"), dir.path()).unwrap());
-    let engine_store = Arc::new(Store::open(&config.db_path()).unwrap());
+    let engine_store = Sqlite::open(&config.db_path()).unwrap().shared();
     let engine = Engine::with_soul(
         config,
         engine_store,
@@ -375,7 +376,7 @@ fn main() {
     let ism_cfg = format!("[paths]\nhome = \"{}\"\n", dir.path().join("ism").display());
     let config =
         Arc::new(anima::config::parse(&ism_cfg, Path::new("bench.toml"), dir.path()).unwrap());
-    let ism_store = Arc::new(Store::open(&config.db_path()).unwrap());
+    let ism_store = Sqlite::open(&config.db_path()).unwrap().shared();
     let def = anima::process::def::parse(ISM_MAIN, Path::new("main.toml")).unwrap();
     let library = anima::process::Library::fixed(
         soul.clone(),

@@ -67,7 +67,7 @@ pub fn parse(text: &str) -> Parsed {
 
 /// Carries out a command for `who`, sent from the conversation `here`; returns the answer.
 pub async fn carry_out(
-    store: &Arc<Store>,
+    store: &Arc<dyn Store>,
     command: &Command,
     who: &str,
     here: &str,
@@ -75,13 +75,13 @@ pub async fn carry_out(
     match command {
         Command::Help => Ok(USAGE.to_string()),
         Command::Status => {
-            let snap = store.call(|s| s.snapshot()).await?;
+            let snap = store.snapshot().await?;
             Ok(status_line(&snap))
         }
         Command::Reset(thread) => {
             let thread = thread.clone().unwrap_or_else(|| here.to_string());
             let t = thread.clone();
-            let found = store.call(move |s| s.reset_thread(&t)).await?;
+            let found = store.reset_thread(&t).await?;
             Ok(if found {
                 format!("Done: the next message in `{thread}` starts a new conversation (its memory is kept).")
             } else {
@@ -90,7 +90,7 @@ pub async fn carry_out(
         }
         Command::Whisper(text) => {
             let (text, source) = (text.clone(), format!("admin {who}"));
-            store.call(move |s| s.add_whisper(&text, &source)).await?;
+            store.add_whisper(&text, &source).await?;
             Ok("Whispered: it will shape my next turn.".to_string())
         }
     }
@@ -163,8 +163,8 @@ pub enum RequestError {
 
 /// Moves the soul to PLAY or WORK on request (an operator, a process rule), if the template
 /// allows the move from where the soul is; checked and written in one transaction.
-pub fn request_state(
-    store: &Store,
+pub async fn request_state(
+    store: &dyn Store,
     template: &Template,
     to: State,
     by: &str,
@@ -173,7 +173,8 @@ pub fn request_state(
         return Err(RequestError::NotRequestable(to));
     }
     let map = Map::new(&template.behaviors);
-    store.move_state(|row| {
+    let by = by.to_owned();
+    crate::memory::move_state(store, None, move |row| {
         let from =
             State::from_name(&row.state).ok_or_else(|| RequestError::Unknown(row.state.clone()))?;
         map.check(from, to).map_err(RequestError::Refused)?;
@@ -183,7 +184,8 @@ pub fn request_state(
             detail: serde_json::json!({ "requested_by": by }),
             degraded: false,
         })
-    })?
+    })
+    .await?
 }
 
 /// One paragraph about how the soul is.
@@ -207,6 +209,7 @@ pub fn status_line(s: &Snapshot) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::memory::sqlite::Sqlite;
 
     #[test]
     fn dm_commands_read_as_the_operator_means_them() {
@@ -241,7 +244,7 @@ mod tests {
     #[tokio::test]
     async fn commands_change_the_store() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Arc::new(Store::open(&dir.path().join("a.db")).unwrap());
+        let store = Sqlite::open(&dir.path().join("a.db")).unwrap().shared();
         let said = carry_out(&store, &Command::Whisper("hm".into()), "U9", "D1")
             .await
             .unwrap();
@@ -256,31 +259,36 @@ mod tests {
         assert!(missing.contains("no conversation `D1`"), "{missing}");
     }
 
-    #[test]
-    fn play_and_work_can_be_requested_where_the_template_allows() {
+    #[tokio::test]
+    async fn play_and_work_can_be_requested_where_the_template_allows() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("a.db")).unwrap();
+        let store = Sqlite::open(&dir.path().join("a.db")).unwrap().shared();
+        let store = store.as_ref();
         let t = Template::default();
-        let err = request_state(&store, &t, State::Play, "admin").unwrap_err();
+        let err = request_state(store, &t, State::Play, "admin")
+            .await
+            .unwrap_err();
         assert!(err.to_string().contains("SHUTDOWN → PLAY refused"), "{err}");
         assert!(matches!(
-            request_state(&store, &t, State::Dream, "admin"),
+            request_state(store, &t, State::Dream, "admin").await,
             Err(RequestError::NotRequestable(State::Dream))
         ));
-        store
-            .move_state(|_| {
-                Ok::<_, ()>(NewMove {
-                    to: "WORK".into(),
-                    cause: "test".into(),
-                    detail: serde_json::Value::Null,
-                    degraded: false,
-                })
+        crate::memory::move_state(store, None, |_| {
+            Ok::<_, ()>(NewMove {
+                to: "WORK".into(),
+                cause: "test".into(),
+                detail: serde_json::Value::Null,
+                degraded: false,
             })
-            .unwrap()
+        })
+        .await
+        .unwrap()
+        .unwrap();
+        let m = request_state(store, &t, State::Play, "admin U9")
+            .await
             .unwrap();
-        let m = request_state(&store, &t, State::Play, "admin U9").unwrap();
         assert_eq!((m.from.as_str(), m.to.as_str()), ("WORK", "PLAY"));
-        let report = state_report(store.snapshot().unwrap(), &t);
+        let report = state_report(store.snapshot().await.unwrap(), &t);
         assert_eq!(report.cognitive_state.state, "PLAY");
         assert_eq!(report.cognitive_state.why, "requested by admin U9");
         assert_eq!(
@@ -289,8 +297,12 @@ mod tests {
         );
         let mut no_play = Template::default();
         no_play.behaviors.play.enabled = false;
-        request_state(&store, &no_play, State::Work, "admin").unwrap();
-        let err = request_state(&store, &no_play, State::Play, "admin").unwrap_err();
+        request_state(store, &no_play, State::Work, "admin")
+            .await
+            .unwrap();
+        let err = request_state(store, &no_play, State::Play, "admin")
+            .await
+            .unwrap_err();
         assert!(err.to_string().contains("disables PLAY"), "{err}");
     }
 }

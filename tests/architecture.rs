@@ -208,6 +208,26 @@ const IO: &[&str] = &[
 ];
 const PURE: &[&str] = &["parse", "prompt", "ism", "states", "psyche"];
 
+/// What only memory may name: the database crates and the blocking SQLite store. Everything
+/// else reaches the store through its faces (`memory::Store`), whatever the backend.
+const BACKEND: &[&str] = &[
+    "rusqlite",
+    "tokio_postgres",
+    "deadpool_postgres",
+    "postgres_types",
+    "SqliteStore",
+];
+
+/// Whether `name` occurs in `code` as a whole word.
+fn names(code: &str, name: &str) -> bool {
+    code.match_indices(name).any(|(i, _)| {
+        let before = code[..i].chars().last();
+        let after = code[i + name.len()..].chars().next();
+        !before.is_some_and(|c| c.is_alphanumeric() || c == '_')
+            && !after.is_some_and(|c| c.is_alphanumeric() || c == '_')
+    })
+}
+
 struct Edge {
     line: usize,
     to: String,
@@ -331,17 +351,20 @@ fn violations(src: &Path) -> Vec<String> {
                 }
             }
         }
+        if part != "memory" {
+            for (line, code) in code_lines(&text, true) {
+                for name in BACKEND.iter().filter(|n| names(&code, n)) {
+                    found.push(format!(
+                        "{shown}:{line}: {part} names {name} (only memory knows the backends: use the store's faces)"
+                    ));
+                }
+            }
+        }
         let is_test_file = file.file_name().is_some_and(|n| n == "tests.rs");
         if PURE.contains(&part.as_str()) && !is_test_file {
             for (line, code) in code_lines(&text, false) {
                 for io in IO {
-                    let used = code.match_indices(io).any(|(i, _)| {
-                        let before = code[..i].chars().last();
-                        let after = code[i + io.len()..].chars().next();
-                        !before.is_some_and(|c| c.is_alphanumeric() || c == '_')
-                            && !after.is_some_and(|c| c.is_alphanumeric() || c == '_')
-                    });
-                    if used {
+                    if names(&code, io) {
                         found.push(format!(
                             "{shown}:{line}: {part} uses {io} ({part} does no I/O)"
                         ));
@@ -382,6 +405,12 @@ fn the_check_sees_a_forbidden_edge_in_every_form() {
     )
     .unwrap();
     std::fs::write(src.join("daemon.rs"), "use crate::cli::Failure;\n").unwrap();
+    std::fs::create_dir_all(src.join("engine")).unwrap();
+    std::fs::write(
+        src.join("engine/x.rs"),
+        "fn f(s: &memory::SqliteStore) {}\nfn g(c: &rusqlite::Connection) {}\nfn h(s: &memory::Store) {}\n",
+    )
+    .unwrap();
     std::fs::write(
         src.join("main.rs"),
         "fn main() { anima::cli::run(); crate::cli::x(); }\n",
@@ -399,6 +428,8 @@ fn the_check_sees_a_forbidden_edge_in_every_form() {
             "router/x.rs:1: router names slack".to_string(),
             "parse/mod.rs:1: parse uses std::fs".to_string(),
             "daemon.rs:1: names cli".to_string(),
+            "engine/x.rs:1: engine names SqliteStore".to_string(),
+            "engine/x.rs:2: engine names rusqlite".to_string(),
         ]),
         "{found:#?}"
     );

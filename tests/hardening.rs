@@ -647,7 +647,11 @@ fn a_recovered_reply_never_takes_over_another_messages_reply() {
 
 /// Rows 1 and 2 answered "The first answer." and "The second answer.": one message each, in
 /// order, the first never rewritten, each row holding its own.
-fn each_answer_is_its_own_message(slack: &FakeSlack, store: &anima::memory::Store, log: &str) {
+fn each_answer_is_its_own_message(
+    slack: &FakeSlack,
+    store: &anima::memory::SqliteStore,
+    log: &str,
+) {
     let posts = slack.posts();
     let texts: Vec<&str> = posts.iter().map(|p| p.text.as_str()).collect();
     assert_eq!(

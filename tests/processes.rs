@@ -357,12 +357,12 @@ async fn proactive_follow_ups_under_a_controlled_clock() {
         .await
         .unwrap()
         .is_empty());
-    let entries = engine.store().thread_entries("A").unwrap();
+    let entries = engine.store().thread_entries("A").await.unwrap();
     let last = entries.last().unwrap();
     assert_eq!(last.content, "Did the loader port work out?");
     assert_eq!(last.metadata["proactive"], true);
     assert_eq!(
-        engine.store().interactions().unwrap(),
+        engine.store().interactions().await.unwrap(),
         2,
         "a proactive turn is not an interaction"
     );

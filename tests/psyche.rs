@@ -318,7 +318,7 @@ async fn the_gate_lets_one_heated_exchange_through_then_holds_the_cooldown_and_i
         .await
         .unwrap()
         .is_none());
-    let logged = engine.store().psyche_decisions("Wren", 2000).unwrap();
+    let logged = engine.store().psyche_decisions("Wren", 2000).await.unwrap();
     assert_eq!(logged.len(), 4 + 4 + 12 + 1000, "every decision logged");
 }
 

@@ -7,6 +7,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
+use anima::memory::{move_state, Quiet};
 use serde_json::json;
 use support::daemon::{home, http, Daemon};
 use support::slack::FakeSlack;
@@ -501,35 +502,39 @@ async fn a_scheduled_dream_does_not_start_when_someone_wrote_after_its_scan() {
     let engine = engine(&model, &h);
     let store = engine.store().clone();
     // A running daemon's soul works.
-    store
-        .move_state(|_| {
-            Ok::<_, String>(anima::memory::NewMove {
-                to: "WORK".into(),
-                cause: "started".into(),
-                detail: json!({}),
-                degraded: false,
-            })
+    anima::memory::move_state(store.as_ref(), None, |_| {
+        Ok::<_, String>(anima::memory::NewMove {
+            to: "WORK".into(),
+            cause: "started".into(),
+            detail: json!({}),
+            degraded: false,
         })
-        .unwrap()
-        .unwrap();
+    })
+    .await
+    .unwrap()
+    .unwrap();
     // The schedule reads the newest message; then someone writes, before the dream moves.
-    let seen = store.newest_message_id().unwrap();
+    let seen = Quiet(store.newest_message_id().await.unwrap());
     store
         .record_user_message("C3:1.0", "U2", "Ann", "are you there? 👋", None)
+        .await
         .unwrap();
     let refused = engine.dream("scheduled: test", Some(seen)).await;
     assert!(
         matches!(&refused, Err(anima::engine::DreamError::Refused(why)) if why.contains("wrote")),
         "{refused:?}"
     );
-    assert_eq!(store.cognitive_state().unwrap().state, "WORK");
-    assert!(store.last_dream().unwrap().is_none(), "no dream begun");
+    assert_eq!(store.cognitive_state().await.unwrap().state, "WORK");
+    assert!(
+        store.last_dream().await.unwrap().is_none(),
+        "no dream begun"
+    );
     assert!(model.state_requests().is_empty());
     // Read again with nobody writing since: it dreams, and the soul is back at work.
-    let seen = store.newest_message_id().unwrap();
+    let seen = Quiet(store.newest_message_id().await.unwrap());
     let r = engine.dream("scheduled: test", Some(seen)).await.unwrap();
     assert_eq!(r.threads_consolidated, 2, "{r:?}");
-    assert_eq!(store.cognitive_state().unwrap().state, "WORK");
+    assert_eq!(store.cognitive_state().await.unwrap().state, "WORK");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -554,7 +559,10 @@ async fn a_message_after_the_last_batch_is_no_yield_when_what_is_left_is_the_las
             })
         }
     };
-    store.move_state(to_work("started")).unwrap().unwrap();
+    move_state(store.as_ref(), None, to_work("started"))
+        .await
+        .unwrap()
+        .unwrap();
     // C1's call, then C2's, the last backlog there is: slow, and a message comes meanwhile.
     model.state(Script::Reply("<summary>C1 crabs.</summary>".into()));
     model.state(Script::Delay(1_500, "<summary>C2 crabs.</summary>".into()));
@@ -566,8 +574,8 @@ async fn a_message_after_the_last_batch_is_no_yield_when_what_is_left_is_the_las
     }
     assert_eq!(model.state_requests().len(), 2);
     // The message's turn moves the soul back to WORK.
-    store
-        .move_state(to_work("a message arrived"))
+    move_state(store.as_ref(), None, to_work("a message arrived"))
+        .await
         .unwrap()
         .unwrap();
     let r = dreaming.await.unwrap().unwrap();

@@ -10,7 +10,7 @@ use crate::assistant;
 use crate::config::secret::Secret;
 use crate::config::{self, SlackMode};
 use crate::llm::select::{self, Environment};
-use crate::memory::Store;
+use crate::memory::sqlite::Sqlite;
 use crate::process::{def, library};
 use crate::soul::{self, SoulFiles};
 use crate::states::template;
@@ -126,7 +126,7 @@ pub async fn run(config_path: Option<&Path>) -> CliResult {
 
         let db = config.db_path();
         if db.exists() {
-            match Store::inspect(&db) {
+            match Sqlite::inspect(&db) {
                 Ok(v) => notes.push(format!("database: {} (schema version {v})", db.display())),
                 Err(e) => problems.push(format!("{}: {e}", db.display())),
             }

@@ -24,7 +24,7 @@ pub struct MindArgs {
     pub json: bool,
 }
 
-pub fn run(config_path: Option<&Path>, args: MindArgs) -> CliResult {
+pub async fn run(config_path: Option<&Path>, args: MindArgs) -> CliResult {
     let config = load_config(config_path)?;
     let soul =
         SoulFiles::load_or_built_in(&config.soul_dir).map_err(|e| Failure::Usage(e.to_string()))?;
@@ -32,11 +32,12 @@ pub fn run(config_path: Option<&Path>, args: MindArgs) -> CliResult {
     let store = super::read_store(&config)?;
     let person = match &args.person {
         None => None,
-        Some(name) => Some(resolve(&store, name)?),
+        Some(name) => Some(resolve(store.as_ref(), name).await?),
     };
     let now = crate::memory::now_ms();
     let mind = store
         .psyche_mind(soul.name(), &psyche, person.as_deref(), now)
+        .await
         .map_err(Failure::runtime)?;
     if args.json {
         let line = serde_json::to_string(&mind).map_err(Failure::runtime)?;
@@ -48,8 +49,8 @@ pub fn run(config_path: Option<&Path>, args: MindArgs) -> CliResult {
 }
 
 /// A user id as given, or the id of the user whose display name (or slug) it is.
-fn resolve(store: &Store, name: &str) -> Result<String, Failure> {
-    let users = store.users().map_err(Failure::runtime)?;
+async fn resolve(store: &dyn Store, name: &str) -> Result<String, Failure> {
+    let users = store.users().await.map_err(Failure::runtime)?;
     let wanted = name.trim().trim_start_matches('@');
     if let Some(u) = users.iter().find(|u| {
         u.user_id == wanted || u.display_name.eq_ignore_ascii_case(wanted) || u.slug == wanted

@@ -24,6 +24,7 @@ use clap::{Parser, Subcommand};
 
 use crate::config::{self, Config};
 use crate::engine::BuildError;
+use crate::memory::sqlite::Sqlite;
 use crate::memory::Store;
 use crate::telemetry::{self, LogFormat};
 
@@ -165,12 +166,12 @@ async fn dispatch(cli: Cli) -> CliResult {
         Command::Run => Ok(crate::daemon::run(load_config(config_path)?).await?),
         Command::Check => check::run(config_path).await,
         Command::Init(args) => init::run(args),
-        Command::Users { command } => users::run(config_path, command),
-        Command::Processes { command } => processes::run(config_path, command),
+        Command::Users { command } => users::run(config_path, command).await,
+        Command::Processes { command } => processes::run(config_path, command).await,
         Command::Service { command } => service::run(config_path, command),
-        Command::State(args) => state::run(config_path, args),
+        Command::State(args) => state::run(config_path, args).await,
         Command::Dream(args) => dream::run(config_path, args).await,
-        Command::Mind(args) => mind::run(config_path, args),
+        Command::Mind(args) => mind::run(config_path, args).await,
         Command::Slack { command } => slack::run(config_path, command),
         Command::Tools { command } => tools::run(config_path, command).await,
     }
@@ -193,7 +194,7 @@ pub(crate) fn plural(n: u64, noun: &str) -> String {
 
 /// Opens the store if the database exists, for commands that only read: they never create
 /// one.
-pub(crate) fn open_existing_store(config: &Config) -> Result<Option<Arc<Store>>, Failure> {
+pub(crate) fn open_existing_store(config: &Config) -> Result<Option<Arc<dyn Store>>, Failure> {
     if config.db_path().exists() {
         open_store(config).map(Some)
     } else {
@@ -203,7 +204,7 @@ pub(crate) fn open_existing_store(config: &Config) -> Result<Option<Arc<Store>>,
 
 /// Opens the existing store to read, without migrating it: a home with no database yet, or
 /// one another version wrote, is the person's to fix (exit 2 for the version).
-pub(crate) fn read_store(config: &Config) -> Result<Store, Failure> {
+pub(crate) fn read_store(config: &Config) -> Result<Arc<dyn Store>, Failure> {
     let db = config.db_path();
     if !db.exists() {
         return Err(Failure::Runtime(format!(
@@ -211,17 +212,19 @@ pub(crate) fn read_store(config: &Config) -> Result<Store, Failure> {
             db.display()
         )));
     }
-    Store::open_read_only(&db).map_err(|e| match e {
-        e @ (crate::memory::StoreError::TooNew { .. }
-        | crate::memory::StoreError::Outdated { .. }) => Failure::Usage(e.to_string()),
-        e => Failure::runtime(e),
-    })
+    Sqlite::open_read_only(&db)
+        .map(Sqlite::shared)
+        .map_err(|e| match e {
+            e @ (crate::memory::StoreError::TooNew { .. }
+            | crate::memory::StoreError::Outdated { .. }) => Failure::Usage(e.to_string()),
+            e => Failure::runtime(e),
+        })
 }
 
 /// Opens the store; a database from a newer anima is a configuration problem (exit 2).
-pub(crate) fn open_store(config: &Config) -> Result<Arc<Store>, Failure> {
-    match Store::open(&config.db_path()) {
-        Ok(s) => Ok(Arc::new(s)),
+pub(crate) fn open_store(config: &Config) -> Result<Arc<dyn Store>, Failure> {
+    match Sqlite::open(&config.db_path()) {
+        Ok(s) => Ok(s.shared()),
         Err(e @ crate::memory::StoreError::TooNew { .. }) => Err(Failure::Usage(e.to_string())),
         Err(e) => Err(Failure::runtime(e)),
     }

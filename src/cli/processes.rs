@@ -31,7 +31,7 @@ pub enum ProcessesCommand {
     Show { thread: String },
 }
 
-pub fn run(config_path: Option<&Path>, command: ProcessesCommand) -> CliResult {
+pub async fn run(config_path: Option<&Path>, command: ProcessesCommand) -> CliResult {
     let config = load_config(config_path)?;
     match command {
         ProcessesCommand::List | ProcessesCommand::Graph { .. } => {
@@ -103,7 +103,10 @@ pub fn run(config_path: Option<&Path>, command: ProcessesCommand) -> CliResult {
         ProcessesCommand::Show { thread } => {
             let store = open_existing_store(&config)?;
             let state = match &store {
-                Some(store) => store.thread_process(&thread).map_err(Failure::runtime)?,
+                Some(store) => store
+                    .thread_process(&thread)
+                    .await
+                    .map_err(Failure::runtime)?,
                 None => None,
             };
             let (Some(store), Some(state)) = (store, state) else {
@@ -123,7 +126,10 @@ pub fn run(config_path: Option<&Path>, command: ProcessesCommand) -> CliResult {
                     .collect();
                 println!("params:      {}", params.join(", "));
             }
-            let entries = store.thread_entries(&thread).map_err(Failure::runtime)?;
+            let entries = store
+                .thread_entries(&thread)
+                .await
+                .map_err(Failure::runtime)?;
             let iterations: Vec<_> = entries
                 .iter()
                 .filter(|e| e.entry_type == EntryType::ActionSelection)
@@ -141,7 +147,7 @@ pub fn run(config_path: Option<&Path>, command: ProcessesCommand) -> CliResult {
             {
                 println!("  {}", iteration_line(e));
             }
-            let history = store.transitions(&thread).map_err(Failure::runtime)?;
+            let history = store.transitions(&thread).await.map_err(Failure::runtime)?;
             if !history.is_empty() {
                 println!("transitions:");
             }

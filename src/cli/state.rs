@@ -26,11 +26,14 @@ pub struct StateArgs {
 /// Journal entries `--journal` shows.
 const JOURNAL_ENTRIES: usize = 50;
 
-pub fn run(config_path: Option<&Path>, args: StateArgs) -> CliResult {
+pub async fn run(config_path: Option<&Path>, args: StateArgs) -> CliResult {
     let config = load_config(config_path)?;
     let store = super::read_store(&config)?;
     if args.journal {
-        let entries = store.journal(JOURNAL_ENTRIES).map_err(Failure::runtime)?;
+        let entries = store
+            .journal(JOURNAL_ENTRIES)
+            .await
+            .map_err(Failure::runtime)?;
         if args.json {
             let line = serde_json::to_string(&entries).map_err(Failure::runtime)?;
             println!("{line}");
@@ -41,7 +44,7 @@ pub fn run(config_path: Option<&Path>, args: StateArgs) -> CliResult {
     }
     let template =
         soul::load_template(&config.soul_dir).map_err(|e| Failure::Usage(e.to_string()))?;
-    let report = state_report(store.snapshot().map_err(Failure::runtime)?, &template);
+    let report = state_report(store.snapshot().await.map_err(Failure::runtime)?, &template);
     if args.json {
         let line = serde_json::to_string(&report).map_err(Failure::runtime)?;
         println!("{line}");

@@ -18,11 +18,11 @@ pub enum UsersCommand {
     Log { name: String },
 }
 
-pub fn run(config_path: Option<&Path>, command: UsersCommand) -> CliResult {
+pub async fn run(config_path: Option<&Path>, command: UsersCommand) -> CliResult {
     let config = load_config(config_path)?;
     let store = open_existing_store(&config)?;
     let users = match &store {
-        Some(store) => store.users().map_err(Failure::runtime)?,
+        Some(store) => store.users().await.map_err(Failure::runtime)?,
         None => Vec::new(),
     };
     match command {

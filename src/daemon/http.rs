@@ -34,7 +34,7 @@ const RETRY_PROBE_MS: i64 = 1_000;
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
 pub struct HttpState {
-    pub store: Arc<Store>,
+    pub store: Arc<dyn Store>,
     /// The soul's files in force (its template, for the cognitive state).
     pub library: Arc<crate::process::Library>,
     pub metrics: Arc<Metrics>,
@@ -88,12 +88,9 @@ async fn store_health(s: &HttpState) -> Result<(), String> {
         _ => {}
     }
     s.last_probe_ms.store(now_ms(), Ordering::Relaxed);
-    let store = s.store.clone();
-    let probe = tokio::task::spawn_blocking(move || store.probe());
-    match tokio::time::timeout(PROBE_TIMEOUT, probe).await {
-        Ok(Ok(Ok(()))) => Ok(()),
-        Ok(Ok(Err(e))) => Err(format!("store cannot take writes: {e}")),
-        Ok(Err(e)) => Err(format!("store probe failed: {e}")),
+    match tokio::time::timeout(PROBE_TIMEOUT, s.store.probe()).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(format!("store cannot take writes: {e}")),
         Err(_) => Err(format!(
             "store cannot take writes: a write did not finish within {} s",
             PROBE_TIMEOUT.as_secs()
@@ -103,7 +100,7 @@ async fn store_health(s: &HttpState) -> Result<(), String> {
 
 async fn metrics(State(s): State<Arc<HttpState>>) -> Response {
     let health = s.store.write_health();
-    let inbox_depth = s.store.call(|st| st.inbox_depth()).await.unwrap_or(0);
+    let inbox_depth = s.store.inbox_depth().await.unwrap_or(0);
     let text = s.metrics.render(StoreSample {
         write_errors: health.errors(),
         writable: health.failing().is_none(),
@@ -207,7 +204,7 @@ async fn queue_whisper(s: &HttpState, json: &Value) -> Response {
         )
             .into_response();
     }
-    match s.store.call(move |st| st.add_whisper(&text, &source)).await {
+    match s.store.add_whisper(&text, &source).await {
         Ok(id) => (
             StatusCode::ACCEPTED,
             axum::Json(serde_json::json!({ "ok": true, "id": id })),
@@ -232,7 +229,7 @@ async fn admin(
     }
     let method = request.method().clone();
     match (method.as_str(), action.as_str()) {
-        ("GET", "state") => match s.store.call(|st| st.snapshot()).await {
+        ("GET", "state") => match s.store.snapshot().await {
             Ok(snap) => {
                 let template = s.library.current().template.clone();
                 axum::Json(crate::admin::state_report(snap, &template)).into_response()
@@ -256,26 +253,17 @@ async fn admin(
                     .into_response();
             };
             let template = s.library.current().template.clone();
-            let moved = s
-                .store
-                .call(move |st| {
-                    Ok(crate::admin::request_state(
-                        st,
-                        &template,
-                        to,
-                        "the admin API",
-                    ))
-                })
-                .await;
+            let moved =
+                crate::admin::request_state(s.store.as_ref(), &template, to, "the admin API").await;
             match moved {
-                Ok(Ok(m)) => axum::Json(serde_json::json!({
+                Ok(m) => axum::Json(serde_json::json!({
                     "ok": true, "from": m.from, "to": m.to, "cause": m.cause
                 }))
                 .into_response(),
-                Ok(Err(crate::admin::RequestError::Store(e))) | Err(e) => {
+                Err(crate::admin::RequestError::Store(e)) => {
                     (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response()
                 }
-                Ok(Err(refused)) => (
+                Err(refused) => (
                     StatusCode::CONFLICT,
                     axum::Json(serde_json::json!({ "error": refused.to_string() })),
                 )
@@ -299,7 +287,7 @@ async fn admin(
                 return (StatusCode::BAD_REQUEST, "expected {\"thread\": \"…\"}").into_response();
             };
             let t = thread.clone();
-            match s.store.call(move |st| st.reset_thread(&t)).await {
+            match s.store.reset_thread(&t).await {
                 Ok(true) => {
                     axum::Json(serde_json::json!({ "ok": true, "thread": thread })).into_response()
                 }

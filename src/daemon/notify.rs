@@ -40,7 +40,7 @@ pub fn ready_when_connected(metrics: Arc<Metrics>, mut stop: watch::Receiver<boo
 
 /// WATCHDOG=1 every half of `WATCHDOG_USEC`, each after a trivial read proves the store
 /// answers.
-pub fn watchdog(store: Arc<Store>, mut stop: watch::Receiver<bool>) {
+pub fn watchdog(store: Arc<dyn Store>, mut stop: watch::Receiver<bool>) {
     let Some(every) = sd_notify::watchdog_enabled() else {
         return;
     };
@@ -54,7 +54,7 @@ pub fn watchdog(store: Arc<Store>, mut stop: watch::Receiver<bool>) {
                 _ = tick.tick() => {}
                 _ = stop.wait_for(|s| *s) => return,
             }
-            match store.call(|s| s.interactions()).await {
+            match store.interactions().await {
                 Ok(_) => {
                     send(NotifyState::Watchdog);
                     debug!("watchdog ping");

@@ -18,7 +18,7 @@ use tracing::{info, warn};
 use super::Scan;
 use crate::config::Config;
 use crate::engine::Engine;
-use crate::memory::{now_ms, NewMove};
+use crate::memory::{move_state, now_ms, NewMove, Quiet, Store, StoreError};
 use crate::metrics::Metrics;
 use crate::router::Router;
 use crate::slack::api::{BotIdentity, Outgoing, SlackApi};
@@ -54,6 +54,20 @@ impl Ops {
     }
 }
 
+/// The newest person's message, the cognitive state and when the last message came. The
+/// newest message is read first: one written between the reads is then in the quiet spell (no
+/// move) or refuses the move, never in neither.
+async fn quiet_spell(
+    store: &dyn Store,
+) -> Result<(Quiet, crate::memory::CognitiveRow, Option<i64>), StoreError> {
+    let newest = Quiet(store.newest_message_id().await?);
+    Ok((
+        newest,
+        store.cognitive_state().await?,
+        store.last_message_ms().await?,
+    ))
+}
+
 /// Moves to `to` if the template in force allows it from where the soul is; says why not.
 /// `quiet: Some(newest)`: only if nobody has written since the newest message was `newest`.
 async fn move_to(
@@ -62,30 +76,21 @@ async fn move_to(
     cause: String,
     detail: serde_json::Value,
     degraded: bool,
-    quiet: Option<Option<i64>>,
+    quiet: Option<Quiet>,
 ) -> Option<crate::memory::StateMove> {
     let map = Map::new(&engine.library().current().template.behaviors);
-    let moved = engine
-        .store()
-        .call(move |s| {
-            let decide = |row: &crate::memory::CognitiveRow| {
-                let from = State::from_name(&row.state).unwrap_or(State::Shutdown);
-                map.check(from, to).map_err(|r| r.to_string())?;
-                Ok::<_, String>(NewMove {
-                    to: to.name().into(),
-                    cause,
-                    detail,
-                    degraded,
-                })
-            };
-            match quiet {
-                Some(newest) => {
-                    s.move_state_if_quiet(newest, "someone wrote meanwhile".into(), decide)
-                }
-                None => s.move_state(decide),
-            }
+    let busy = quiet.map(|q| (q, "someone wrote meanwhile".to_string()));
+    let moved = move_state(engine.store().as_ref(), busy, move |row| {
+        let from = State::from_name(&row.state).unwrap_or(State::Shutdown);
+        map.check(from, to).map_err(|r| r.to_string())?;
+        Ok::<_, String>(NewMove {
+            to: to.name().into(),
+            cause,
+            detail,
+            degraded,
         })
-        .await;
+    })
+    .await;
     match moved {
         Ok(Ok(m)) => {
             info!(from = %m.from, to = %m.to, cause = %m.cause, degraded, "cognitive state moved");
@@ -107,7 +112,7 @@ async fn move_to(
 /// template disables it, WORK. Returns the wakeup's affirmation, if there was one.
 pub async fn start(engine: Arc<Engine>) -> Option<String> {
     let store = engine.store().clone();
-    let before = match store.call(|s| s.cognitive_state()).await {
+    let before = match store.cognitive_state().await {
         Ok(row) => row,
         Err(e) => {
             warn!(error = %e, "cannot read the cognitive state; starting as if shut down");
@@ -188,9 +193,9 @@ pub async fn start(engine: Arc<Engine>) -> Option<String> {
 /// Up to three bounded calls; the affirmation and the attempt it took, or every error.
 async fn wake(engine: &Engine, slept_minutes: Option<u64>) -> Result<(String, u32), Vec<String>> {
     let store = engine.store().clone();
-    let snapshot = store.call(|s| s.snapshot()).await.ok();
+    let snapshot = store.snapshot().await.ok();
     let last_words = store
-        .call(|s| s.journal(1))
+        .journal(1)
         .await
         .ok()
         .and_then(|j| j.into_iter().next())
@@ -299,15 +304,7 @@ pub async fn solitude(
             continue;
         }
         let store = engine.store().clone();
-        let Ok((row, last, newest)) = store
-            .call(|s| {
-                // The newest message first: one written between the reads is then in the
-                // quiet spell (no move) or refuses the move, never in neither.
-                let newest = s.newest_message_id()?;
-                Ok((s.cognitive_state()?, s.last_message_ms()?, newest))
-            })
-            .await
-        else {
+        let Ok((newest, row, last)) = quiet_spell(store.as_ref()).await else {
             continue;
         };
         if row.state != State::Work.name() {
@@ -333,7 +330,7 @@ pub async fn solitude(
             continue;
         }
         let recent: Vec<(String, String)> = store
-            .call(move |s| s.messages_since(quiet_since - 24 * 60 * 60 * 1000))
+            .messages_since(quiet_since - 24 * 60 * 60 * 1000)
             .await
             .unwrap_or_default()
             .into_iter()
@@ -347,7 +344,7 @@ pub async fn solitude(
         let timeout = Duration::from_secs(engine.config().llm.timeout_secs);
         match engine.state_call(&call, timeout).await {
             Ok(text) => match calls::read_journal(&text) {
-                Some(entry) => match store.call(move |s| s.add_journal(&entry)).await {
+                Some(entry) => match store.add_journal(&entry).await {
                     Ok(_) => info!("solitude: a journal entry written"),
                     Err(e) => warn!(error = %e, "solitude: the journal entry was not stored"),
                 },
@@ -378,18 +375,8 @@ pub async fn dreams(
             continue;
         }
         let store = engine.store().clone();
-        let Ok((row, last_message, last_dream, newest)) = store
-            .call(|s| {
-                // The newest message first (see `solitude`).
-                let newest = s.newest_message_id()?;
-                Ok((
-                    s.cognitive_state()?,
-                    s.last_message_ms()?,
-                    s.last_dream()?,
-                    newest,
-                ))
-            })
-            .await
+        let (Ok((newest, row, last_message)), Ok(last_dream)) =
+            futures_util::future::join(quiet_spell(store.as_ref()), store.last_dream()).await
         else {
             continue;
         };
@@ -444,14 +431,18 @@ pub async fn shut_down(
     let template = engine.library().current().template.clone();
     let since = now_ms() - RECENT_MS;
     let keywords = config.states.crisis_keywords.clone();
-    let gathered = store
-        .call(move |s| {
-            let messages = s.messages_since(since)?;
-            let referral = s.answered_yes_since(REFERRAL_QUESTION, since)?;
-            let task = s.soul_state()?.get("currentTask").trim().to_string();
-            Ok((messages, referral, task))
-        })
-        .await;
+    let gathered = async {
+        let messages = store.messages_since(since).await?;
+        let referral = store.answered_yes_since(REFERRAL_QUESTION, since).await?;
+        let task = store
+            .soul_state()
+            .await?
+            .get("currentTask")
+            .trim()
+            .to_string();
+        Ok::<_, StoreError>((messages, referral, task))
+    }
+    .await;
     let (messages, referral, task) = gathered.unwrap_or_else(|e| {
         warn!(error = %e, "shutdown: cannot read the conditions; deciding without them");
         Default::default()
@@ -488,7 +479,7 @@ pub async fn shut_down(
         }
     }
     let from = store
-        .call(|s| s.cognitive_state())
+        .cognitive_state()
         .await
         .map(|r| r.state)
         .unwrap_or_default();

@@ -35,21 +35,18 @@ impl Engine {
         match p {
             Perception::Message(m) => {
                 let claim_until_ms = now_ms() + self.claim_lease_ms(lib);
-                let (pm, who) = (m.clone(), claimant.clone());
                 let (message_id, ctx) = self
                     .store
-                    .call(move |s| {
-                        s.begin_turn(&TurnStart {
-                            thread: &pm.thread,
-                            user_id: &pm.user_id,
-                            display_name: &pm.display_name,
-                            text: &pm.text,
-                            source: pm.source.as_deref(),
-                            inbox: pm.inbox_id,
-                            window,
-                            claimant: &who,
-                            claim_until_ms,
-                        })
+                    .begin_turn(TurnStart {
+                        thread: m.thread.clone(),
+                        user_id: m.user_id.clone(),
+                        display_name: m.display_name.clone(),
+                        text: m.text.clone(),
+                        source: m.source.clone(),
+                        inbox: m.inbox_id,
+                        window,
+                        claimant: claimant.clone(),
+                        claim_until_ms,
                     })
                     .await?;
                 tracing::debug!(text = %m.text, "message recorded");
@@ -75,14 +72,10 @@ impl Engine {
                 })
             }
             Perception::Quiet(q) => {
-                let thread = q.thread.clone();
-                let (ctx, last_at) = self
+                let (user_id, name, last_at) = self.store.last_speaker(&q.thread).await?;
+                let ctx = self
                     .store
-                    .call(move |s| {
-                        let (user_id, name, last_at) = s.last_speaker(&thread)?;
-                        let ctx = s.load_turn(&thread, &user_id, &name, window)?;
-                        Ok((ctx, last_at))
-                    })
+                    .load_turn(&q.thread, &user_id, &name, window)
                     .await?;
                 let quiet = ((q.now_ms - last_at).max(0) / 60_000) as u64;
                 let history = if self.provider.keeps_sessions() {
@@ -133,25 +126,21 @@ impl Engine {
         if !matches!(from, Some(State::Solitude | State::Dream)) {
             return Ok(());
         }
-        let moved = self
-            .store
-            .call(|s| {
-                s.move_state(|row| {
-                    if !matches!(
-                        State::from_name(&row.state),
-                        Some(State::Solitude | State::Dream)
-                    ) {
-                        return Err(row.state.clone());
-                    }
-                    Ok(crate::memory::NewMove {
-                        to: State::Work.name().into(),
-                        cause: "a message arrived".into(),
-                        detail: serde_json::Value::Null,
-                        degraded: false,
-                    })
-                })
+        let moved = crate::memory::move_state(self.store.as_ref(), None, |row| {
+            if !matches!(
+                State::from_name(&row.state),
+                Some(State::Solitude | State::Dream)
+            ) {
+                return Err(row.state.clone());
+            }
+            Ok(crate::memory::NewMove {
+                to: State::Work.name().into(),
+                cause: "a message arrived".into(),
+                detail: serde_json::Value::Null,
+                degraded: false,
             })
-            .await?;
+        })
+        .await?;
         match moved {
             Ok(m) => {
                 info!(from = %m.from, to = %m.to, "cognitive state moved: a message arrived");

@@ -160,7 +160,7 @@ impl Engine {
             .and_then(|t| t.params.get(REQUEST_STATE))
             .and_then(|v| v.as_str())
             .map(str::to_string);
-        let changed_user = self.store.call(move |s| s.commit_turn(&record)).await?;
+        let changed_user = self.store.commit_turn(record).await?;
         if let Some(to) = requested {
             self.request_state(&to, &state.current).await?;
         }
@@ -213,7 +213,7 @@ impl Engine {
             let (n, claimant) = (begun.ctx.interaction, begun.claimant.clone());
             let whisper = begun.ctx.whisper.as_ref().map(|w| w.id);
             self.store
-                .call(move |s| s.release_turn(n, whisper.map(|id| (id, claimant.as_str()))))
+                .release_turn(n, whisper.map(|id| (id, claimant)))
                 .await?;
         } else {
             warn!(thread = p.thread(), error = %e, "proactive turn: the model failed; no follow-up for this quiet spell");
@@ -227,7 +227,7 @@ impl Engine {
                 proactive: true,
                 ..TurnRecord::default()
             };
-            self.store.call(move |s| s.commit_turn(&record)).await?;
+            self.store.commit_turn(record).await?;
         }
         tracing::Span::current().record("process", process.as_str());
         tracing::Span::current().record("outcome", "model_failed");
@@ -301,10 +301,7 @@ impl Engine {
         };
         let template = self.library.current().template.clone();
         let by = format!("the process rule into {process}");
-        let moved = self
-            .store
-            .call(move |s| Ok(crate::admin::request_state(s, &template, to, &by)))
-            .await?;
+        let moved = crate::admin::request_state(self.store.as_ref(), &template, to, &by).await;
         match moved {
             Ok(m) => info!(from = %m.from, to = %m.to, cause = %m.cause, "cognitive state moved"),
             Err(crate::admin::RequestError::Store(e)) => return Err(e.into()),

@@ -14,7 +14,7 @@ use tracing::{info, warn};
 
 use super::Engine;
 use crate::memory::dream::{Keep, ModelRefresh, Upkeep};
-use crate::memory::{now_ms, EntryType, NewMove, StoreError};
+use crate::memory::{move_state, now_ms, EntryType, NewMove, Quiet, StoreError};
 use crate::states::dream::{self as words, Item, Someone};
 use crate::states::shutdown;
 use crate::states::{Map, State};
@@ -77,7 +77,7 @@ impl Engine {
     pub async fn dream(
         &self,
         cause: &str,
-        quiet: Option<Option<i64>>,
+        quiet: Option<Quiet>,
     ) -> Result<DreamReport, DreamError> {
         let started = now_ms();
         let behaviors = self.library.current().template.behaviors.clone();
@@ -91,7 +91,7 @@ impl Engine {
         // Held while this dream runs: a DREAM state whose lock is free was left by a dreamer
         // that died (Ctrl-C or SIGKILL on `anima dream`), not by one still dreaming.
         let _dreaming = self.dream_lock()?;
-        let now = self.store.call(|s| s.cognitive_state()).await?;
+        let now = self.store.cognitive_state().await?;
         let mut from = State::from_name(&now.state).unwrap_or(State::Shutdown);
         if from == State::Dream {
             self.move_state(
@@ -125,10 +125,7 @@ impl Engine {
             }
         };
         let cause_owned = cause.to_string();
-        let id = self
-            .store
-            .call(move |s| s.begin_dream(&cause_owned))
-            .await?;
+        let id = self.store.begin_dream(&cause_owned).await?;
         let mut r = DreamReport {
             id,
             cause: cause.to_string(),
@@ -147,7 +144,7 @@ impl Engine {
         if r.yielded {
             r.upkeep_note = Some("skipped: the dream yielded".into());
         } else {
-            match self.store.call(|s| s.upkeep()).await {
+            match self.store.upkeep().await {
                 Ok(u) => {
                     if !u.vacuumed {
                         r.upkeep_note = Some(format!(
@@ -164,11 +161,7 @@ impl Engine {
         r.took_ms = now_ms() - started;
         let report = serde_json::to_value(&r).unwrap_or_default();
         let complete = r.complete;
-        if let Err(e) = self
-            .store
-            .call(move |s| s.finish_dream(id, complete, &report))
-            .await
-        {
+        if let Err(e) = self.store.finish_dream(id, complete, &report).await {
             warn!(error = %e, "the dream's report was not stored");
         }
         if dreaming_in == State::Dream {
@@ -226,33 +219,24 @@ impl Engine {
         from: State,
         to: State,
         cause: String,
-        quiet: Option<Option<i64>>,
+        quiet: Option<Quiet>,
     ) -> Result<(), DreamError> {
         let map = map.clone();
-        let moved = self
-            .store
-            .call(move |s| {
-                let decide = |row: &crate::memory::CognitiveRow| {
-                    let now = State::from_name(&row.state).unwrap_or(State::Shutdown);
-                    if now != from {
-                        return Err(format!("the soul is in {now} now, not {from}"));
-                    }
-                    map.check(from, to).map_err(|r| r.to_string())?;
-                    Ok(NewMove {
-                        to: to.name().into(),
-                        cause,
-                        detail: json!({ "by": "dream" }),
-                        degraded: false,
-                    })
-                };
-                match quiet {
-                    Some(newest) => {
-                        s.move_state_if_quiet(newest, "someone wrote meanwhile".into(), decide)
-                    }
-                    None => s.move_state(decide),
-                }
+        let busy = quiet.map(|q| (q, "someone wrote meanwhile".to_string()));
+        let moved = move_state(self.store.as_ref(), busy, move |row| {
+            let now = State::from_name(&row.state).unwrap_or(State::Shutdown);
+            if now != from {
+                return Err(format!("the soul is in {now} now, not {from}"));
+            }
+            map.check(from, to).map_err(|r| r.to_string())?;
+            Ok(NewMove {
+                to: to.name().into(),
+                cause,
+                detail: json!({ "by": "dream" }),
+                degraded: false,
             })
-            .await?;
+        })
+        .await?;
         match moved {
             Ok(m) => {
                 info!(from = %m.from, to = %m.to, cause = %m.cause, "cognitive state moved");
@@ -264,7 +248,7 @@ impl Engine {
 
     /// Whether the dream should stop: the soul left the state it dreams in.
     async fn interrupted(&self, dreaming_in: State) -> bool {
-        match self.store.call(|s| s.cognitive_state()).await {
+        match self.store.cognitive_state().await {
             Ok(row) => State::from_name(&row.state) != Some(dreaming_in),
             Err(_) => true,
         }
@@ -282,7 +266,7 @@ impl Engine {
     async fn consolidate_all(&self, r: &mut DreamReport, dreaming_in: State) {
         let timeout = std::time::Duration::from_secs(self.config.llm.timeout_secs);
         let keep = self.keep();
-        let threads = match self.store.call(move |s| s.dream_threads(keep)).await {
+        let threads = match self.store.dream_threads(keep).await {
             Ok(t) => t,
             Err(e) => {
                 r.errors.push(e.to_string());
@@ -301,7 +285,7 @@ impl Engine {
                 let keep = self.keep();
                 let backlog = match self
                     .store
-                    .call(move |s| s.backlog(&t, keep, BATCH_ENTRIES, BATCH_CHARS))
+                    .backlog(&t, keep, BATCH_ENTRIES, BATCH_CHARS)
                     .await
                 {
                     Ok(Some(b)) => b,
@@ -390,7 +374,7 @@ impl Engine {
                 let episodes = c.episodes.len() as u64;
                 let summarised = backlog.entries.len() as u64;
                 let keep = self.keep();
-                match self.store.call(move |s| s.consolidate(&c, keep)).await {
+                match self.store.consolidate(c, keep).await {
                     Ok(done) if done.written => {
                         if !done_any {
                             r.threads_consolidated += 1;
@@ -423,18 +407,17 @@ impl Engine {
         if r.yielded {
             // What is left, for the report: counted without a model call.
             let keep = self.keep();
-            let left = self
-                .store
-                .call(move |s| {
-                    let mut n = 0;
-                    for t in s.dream_threads(keep)? {
-                        if let Some(b) = s.backlog(&t, keep, usize::MAX, usize::MAX)? {
-                            n += b.entries.len() as u64;
-                        }
+            let store = &self.store;
+            let left = async {
+                let mut n = 0;
+                for t in store.dream_threads(keep).await? {
+                    if let Some(b) = store.backlog(&t, keep, usize::MAX, usize::MAX).await? {
+                        n += b.entries.len() as u64;
                     }
-                    Ok(n)
-                })
-                .await;
+                }
+                Ok::<_, StoreError>(n)
+            }
+            .await;
             r.backlog_left = left.unwrap_or(0);
         }
     }

@@ -41,6 +41,7 @@ use crate::config::Config;
 use crate::llm::select::{self, Environment, SelectError};
 use crate::llm::Provider;
 use crate::memory::model_repo::Exporter;
+use crate::memory::sqlite::Sqlite;
 use crate::memory::{Store, StoreError};
 use crate::metrics::Metrics;
 use crate::parse::Cognition;
@@ -123,7 +124,7 @@ pub enum BuildError {
 
 pub struct Engine {
     config: Arc<Config>,
-    store: Arc<Store>,
+    store: Arc<dyn Store>,
     library: Arc<Library>,
     provider: Arc<dyn Provider>,
     models: Arc<Exporter>,
@@ -140,7 +141,7 @@ pub struct Engine {
 impl Engine {
     pub fn new(
         config: Arc<Config>,
-        store: Arc<Store>,
+        store: Arc<dyn Store>,
         library: Arc<Library>,
         provider: Arc<dyn Provider>,
     ) -> Self {
@@ -283,8 +284,8 @@ impl Engine {
         );
         let library = Library::load(&config.soul_dir, &config.processes_dir)
             .map_err(|e| BuildError::Config(e.to_string()))?;
-        let store = match Store::open(&config.db_path()) {
-            Ok(s) => Arc::new(s),
+        let store = match Sqlite::open(&config.db_path()) {
+            Ok(s) => s.shared(),
             Err(e @ StoreError::TooNew { .. }) => return Err(BuildError::Config(e.to_string())),
             Err(e) => return Err(BuildError::Runtime(e.to_string())),
         };
@@ -299,7 +300,7 @@ impl Engine {
     /// An engine whose soul never changes and which runs only the built-in main process.
     pub fn with_soul(
         config: Arc<Config>,
-        store: Arc<Store>,
+        store: Arc<dyn Store>,
         soul: SoulFiles,
         provider: Arc<dyn Provider>,
     ) -> Self {
@@ -342,7 +343,7 @@ impl Engine {
         self.metrics.as_ref()
     }
 
-    pub fn store(&self) -> &Arc<Store> {
+    pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
     }
 
@@ -381,19 +382,14 @@ impl Engine {
     /// Threads quiet for `proactive_idle_minutes` at `now_ms` (a clock the caller controls).
     pub async fn quiet_threads(&self, now_ms: i64) -> Result<Vec<String>, EngineError> {
         let since = now_ms - self.config.proactive_idle_minutes as i64 * 60_000;
-        let rows = self.store.call(move |s| s.quiet_threads(since)).await?;
+        let rows = self.store.quiet_threads(since).await?;
         Ok(rows.into_iter().map(|(t, _)| t).collect())
     }
 
     /// Commits user models that SQLite has but git does not (after a crash between the two,
     /// or while the repository could not be written). Returns the commits made.
     pub async fn export_pending_models(&self) -> Result<usize, EngineError> {
-        let models = self.models.clone();
-        match self
-            .store
-            .call(move |s| Ok(models.export_pending(s)))
-            .await?
-        {
+        match self.models.export_pending(self.store.as_ref()).await {
             Ok(n) => Ok(n),
             Err(e) => {
                 warn!(error = %e, "user models not committed to git; they will be at the next change or start");

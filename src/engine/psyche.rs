@@ -55,28 +55,27 @@ impl Engine {
             .source
             .clone()
             .or_else(|| m.inbox_id.map(|id| format!("inbox:{id}")));
-        let result = self
-            .store
-            .call(move |s| {
-                match &key {
-                    // A message from the inbox may come again (a retried turn): once only.
-                    Some(key) => {
-                        s.psyche_event_once(
-                            &soul,
-                            &psyche,
-                            &rules,
-                            &event,
-                            &Place::default(),
-                            key,
-                        )?;
-                    }
-                    None => {
-                        s.psyche_event(&soul, &psyche, &rules, &event, &Place::default())?;
-                    }
+        let store = &self.store;
+        let place = Place::default();
+        let result = async {
+            match &key {
+                // A message from the inbox may come again (a retried turn): once only.
+                Some(key) => {
+                    store
+                        .psyche_event_once(&soul, &psyche, &rules, &event, &place, key)
+                        .await?;
                 }
-                s.psyche_packet(&soul, &psyche, &people, &event.text, event.at)
-            })
-            .await;
+                None => {
+                    store
+                        .psyche_event(&soul, &psyche, &rules, &event, &place)
+                        .await?;
+                }
+            }
+            store
+                .psyche_packet(&soul, &psyche, &people, &event.text, event.at)
+                .await
+        }
+        .await;
         match result {
             Ok(packet) => Some(packet),
             Err(e) => {
@@ -122,7 +121,7 @@ impl Engine {
         let now = now_ms();
         match self
             .store
-            .call(move |s| s.psyche_post_cognition(&soul, &psyche, &shifts, &updates, now))
+            .psyche_post_cognition(&soul, &psyche, &shifts, &updates, now)
             .await
         {
             Ok(applied) if !applied.is_empty() => {
@@ -184,7 +183,7 @@ impl Engine {
         let key = source.to_string();
         let heard = self
             .store
-            .call(move |s| s.psyche_event_once(&soul, &psyche, &rules, &event, &place, &key))
+            .psyche_event_once(&soul, &psyche, &rules, &event, &place, &key)
             .await?;
         Ok(heard.map(|(_, decision)| decision))
     }

@@ -1,9 +1,9 @@
 //! What an operator does to the store: close a thread's conversation, and the log of admin
 //! commands received by DM (each once).
 
-use super::{now_ms, Store, StoreError};
+use super::{now_ms, SqliteStore, StoreError};
 
-impl Store {
+impl SqliteStore {
     /// Closes a thread's conversation: its working memory stays, but the next message starts
     /// a new conversation (no history, turns from 0, its process from the start, a new
     /// provider session). False when the soul has no such thread.

@@ -92,7 +92,7 @@ mod tests {
     fn the_wal_reaches_the_database_file_without_a_commit_paying_for_it() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("anima.db");
-        let store = crate::memory::Store::open(&path).unwrap();
+        let store = crate::memory::SqliteStore::open(&path).unwrap();
         let before = std::fs::metadata(&path).unwrap().len();
         let text = "x".repeat(1024);
         for i in 0..300 {

@@ -16,7 +16,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::working::{self, Entry};
-use super::{now_ms, Store, StoreError};
+use super::{now_ms, SqliteStore, StoreError};
 
 /// What a dream leaves in each conversation's working memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -178,7 +178,7 @@ pub(super) fn summary(
         .optional()?)
 }
 
-impl Store {
+impl SqliteStore {
     /// Threads whose current conversation has a backlog (entries before what it keeps), the
     /// least recently active first.
     pub fn dream_threads(&self, keep: Keep) -> Result<Vec<String>, StoreError> {
@@ -455,14 +455,14 @@ mod tests {
         }
     }
 
-    fn store() -> (tempfile::TempDir, Store) {
+    fn store() -> (tempfile::TempDir, SqliteStore) {
         let dir = tempfile::tempdir().unwrap();
-        let s = Store::open(&dir.path().join("a.db")).unwrap();
+        let s = SqliteStore::open(&dir.path().join("a.db")).unwrap();
         (dir, s)
     }
 
     /// `n` exchanges in `thread`: a message and a reply each (2n entries).
-    fn talk(s: &Store, thread: &str, n: usize) {
+    fn talk(s: &SqliteStore, thread: &str, n: usize) {
         for i in 0..n {
             s.commit_turn(&TurnRecord {
                 thread: thread.into(),

@@ -5,7 +5,7 @@
 
 use rusqlite::OptionalExtension;
 
-use super::{now_ms, Store, StoreError};
+use super::{now_ms, SqliteStore, StoreError};
 
 /// A person's judgement of one reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -40,7 +40,7 @@ pub enum Judged {
     UnknownReply,
 }
 
-impl Store {
+impl SqliteStore {
     /// Records `person`'s verdict on the reply that went into the message `reference`, in one
     /// write transaction. `same_place` is asked about each candidate row's address (a
     /// reference is unique only within its place): the first row it accepts is judged.
@@ -103,13 +103,13 @@ mod tests {
     use super::*;
     use crate::memory::{Inbound, Intake};
 
-    fn store() -> (tempfile::TempDir, Store) {
+    fn store() -> (tempfile::TempDir, SqliteStore) {
         let dir = tempfile::tempdir().unwrap();
-        let s = Store::open(&dir.path().join("a.db")).unwrap();
+        let s = SqliteStore::open(&dir.path().join("a.db")).unwrap();
         (dir, s)
     }
 
-    fn answered(s: &Store, origin: &str, place: &str, reference: &str) -> i64 {
+    fn answered(s: &SqliteStore, origin: &str, place: &str, reference: &str) -> i64 {
         let Intake::Accepted(id) = s
             .accept_inbound(&Inbound {
                 origin: origin.into(),

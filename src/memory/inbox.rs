@@ -6,7 +6,7 @@
 //!
 //! Each pick-up that begins work on a row (its turn, or the delivery of its fixed reply) is
 //! an attempt, marked as under way by this store's instance. An attempt ends in a failure
-//! (recorded by [`Store::note_failure`]), or it was interrupted: the process that began it
+//! (recorded by [`SqliteStore::note_failure`]), or it was interrupted: the process that began it
 //! stopped first, and the next instance to claim the row counts the interruption. A row is
 //! given up after `MAX_FAILURES` failures (a poison message) or `MAX_INTERRUPTIONS`
 //! interruptions (a message that kills the process each time), whichever comes first.
@@ -16,7 +16,7 @@
 
 use rusqlite::{Connection, OptionalExtension, Row};
 
-use super::{now_ms, now_us, Store, StoreError};
+use super::{now_ms, now_us, SqliteStore, StoreError};
 
 /// A message to accept.
 #[derive(Debug, Clone, PartialEq)]
@@ -156,7 +156,7 @@ fn from_row(r: &Row) -> rusqlite::Result<InboxItem> {
     })
 }
 
-impl Store {
+impl SqliteStore {
     /// Writes an accepted message, unless it is a duplicate or needs a conversation the soul
     /// has not spoken in. One transaction, so two twins racing cannot both be accepted.
     pub fn accept_inbound(&self, m: &Inbound) -> Result<Intake, StoreError> {
@@ -371,7 +371,7 @@ impl Store {
     }
 
     /// Records a message that does not address the soul, heard in `place`, closed: Slack's
-    /// retries of it are duplicates, and nothing answers it unless [`Store::reopen_overheard`]
+    /// retries of it are duplicates, and nothing answers it unless [`SqliteStore::reopen_overheard`]
     /// makes it a message to answer.
     pub fn record_overheard(&self, m: &Inbound, place: &str) -> Result<Intake, StoreError> {
         self.write(|tx| {
@@ -521,9 +521,9 @@ mod tests {
         }
     }
 
-    fn store() -> (tempfile::TempDir, Store) {
+    fn store() -> (tempfile::TempDir, SqliteStore) {
         let dir = tempfile::tempdir().unwrap();
-        let s = Store::open(&dir.path().join("a.db")).unwrap();
+        let s = SqliteStore::open(&dir.path().join("a.db")).unwrap();
         (dir, s)
     }
 
@@ -657,16 +657,16 @@ mod tests {
     }
 
     /// Begins row `id`'s turn as the engine does (its attempt counted and marked as under way).
-    fn begin(s: &Store, id: i64) {
+    fn begin(s: &SqliteStore, id: i64) {
         s.begin_turn(&crate::memory::TurnStart {
-            thread: "C1:1.0",
-            user_id: "U1",
-            display_name: "Tom",
-            text: "hi",
-            source: Some(&format!("inbox:{id}")),
+            thread: "C1:1.0".into(),
+            user_id: "U1".into(),
+            display_name: "Tom".into(),
+            text: "hi".into(),
+            source: Some(format!("inbox:{id}")),
             inbox: Some(id),
             window: 20,
-            claimant: "c",
+            claimant: "c".into(),
             claim_until_ms: 0,
         })
         .unwrap();
@@ -676,7 +676,7 @@ mod tests {
     fn an_attempt_a_dying_process_left_is_an_interruption_and_a_caught_one_a_failure() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("a.db");
-        let first = Store::open(&path).unwrap();
+        let first = SqliteStore::open(&path).unwrap();
         let Intake::Accepted(id) = first.accept_inbound(&inbound("C1:1", 1.0)).unwrap() else {
             panic!()
         };
@@ -694,7 +694,7 @@ mod tests {
         );
         // The process dies in the turn: the next one counts an interruption, once.
         drop(first);
-        let second = Store::open(&path).unwrap();
+        let second = SqliteStore::open(&path).unwrap();
         let item = second.claim_next("C1:1.0").unwrap().unwrap();
         assert_eq!(
             (item.attempts, item.failures, item.interruptions),
@@ -708,7 +708,7 @@ mod tests {
         assert_eq!(second.note_failure(id).unwrap(), 1);
         assert_eq!(second.note_failure(id).unwrap(), 1, "no attempt under way");
         drop(second);
-        let third = Store::open(&path).unwrap();
+        let third = SqliteStore::open(&path).unwrap();
         let item = third.claim_next("C1:1.0").unwrap().unwrap();
         assert_eq!(
             (item.attempts, item.failures, item.interruptions),
@@ -722,7 +722,7 @@ mod tests {
     fn a_row_is_given_up_after_three_failures_or_ten_interruptions() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("a.db");
-        let s = Store::open(&path).unwrap();
+        let s = SqliteStore::open(&path).unwrap();
         let accept = |origin: &str, seq: f64| match s.accept_inbound(&inbound(origin, seq)) {
             Ok(Intake::Accepted(id)) => id,
             other => panic!("{other:?}"),
@@ -740,14 +740,14 @@ mod tests {
         drop(s);
 
         // A fixed reply whose delivery every process dies in: each start counts one.
-        let mut s = Store::open(&path).unwrap();
+        let mut s = SqliteStore::open(&path).unwrap();
         s.set_inbox_reply(crashing, "hi").unwrap();
         for n in 1..=MAX_INTERRUPTIONS {
             let item = s.claim_next("C1:1.0").unwrap().unwrap();
             assert_eq!((item.id, item.interruptions), (crashing, n - 1));
             assert!(!item.exhausted());
             drop(s);
-            s = Store::open(&path).unwrap();
+            s = SqliteStore::open(&path).unwrap();
         }
         let item = s.claim_next("C1:1.0").unwrap().unwrap();
         assert_eq!(

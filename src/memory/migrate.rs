@@ -93,7 +93,9 @@ mod tests {
             conn.pragma_update(None, "user_version", SCHEMA_VERSION + 1)
                 .unwrap();
         }
-        let err = crate::memory::Store::open(&path).err().expect("refused");
+        let err = crate::memory::SqliteStore::open(&path)
+            .err()
+            .expect("refused");
         let msg = err.to_string();
         assert!(msg.contains("newer than this anima"), "{msg}");
         assert!(msg.contains(&path.display().to_string()), "{msg}");
@@ -111,14 +113,14 @@ mod tests {
         let opened: Vec<_> = (0..6)
             .map(|_| {
                 let p = path.clone();
-                std::thread::spawn(move || crate::memory::Store::open(&p).map(|_| ()))
+                std::thread::spawn(move || crate::memory::SqliteStore::open(&p).map(|_| ()))
             })
             .collect();
         for h in opened {
             h.join().unwrap().expect("every opener succeeds");
         }
         assert_eq!(
-            crate::memory::Store::inspect(&path).unwrap(),
+            crate::memory::SqliteStore::inspect(&path).unwrap(),
             SCHEMA_VERSION
         );
     }
@@ -146,7 +148,7 @@ mod tests {
             .unwrap();
             tx.commit().unwrap();
         }
-        let store = crate::memory::Store::open(&path).unwrap();
+        let store = crate::memory::SqliteStore::open(&path).unwrap();
         let item = store.inbox_item(7).unwrap().unwrap();
         assert_eq!(item.origin, "D1:1700000000.000100");
         assert_eq!(item.conversation, "D1:1.0");
@@ -220,7 +222,7 @@ mod tests {
             .unwrap();
             tx.commit().unwrap();
         }
-        let store = crate::memory::Store::open(&path).unwrap();
+        let store = crate::memory::SqliteStore::open(&path).unwrap();
         let conn = store.conn();
         let ids = |sql: &str, soul: &str| -> Vec<i64> {
             conn.prepare(sql)
@@ -301,7 +303,7 @@ mod tests {
             }
             tx.commit().unwrap();
         }
-        let store = crate::memory::Store::open(&path).unwrap();
+        let store = crate::memory::SqliteStore::open(&path).unwrap();
         let conn = store.conn();
         let kept = |soul: &str, person: &str| -> (Option<i64>, f64, Option<i64>, f64) {
             conn.query_row(
@@ -321,11 +323,11 @@ mod tests {
     fn migrating_twice_is_a_no_op() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("anima.db");
-        drop(crate::memory::Store::open(&path).unwrap());
-        let store = crate::memory::Store::open(&path).unwrap();
+        drop(crate::memory::SqliteStore::open(&path).unwrap());
+        let store = crate::memory::SqliteStore::open(&path).unwrap();
         assert_eq!(store.interactions().unwrap(), 0);
         assert_eq!(
-            crate::memory::Store::inspect(&path).unwrap(),
+            crate::memory::SqliteStore::inspect(&path).unwrap(),
             SCHEMA_VERSION
         );
     }

@@ -1,16 +1,20 @@
-//! Durable memory: the SQLite store (working memory, soul state, users and their models,
+//! Durable memory: the store's faces (one async trait per concern, `faces`), and the SQLite
+//! store behind them (working memory, soul state, users and their models,
 //! counters, whispers, usage, the cognitive state and its moves, the journal, what dreams
 //! consolidated, the psychology substrate) and the git repository that versions user models.
 //!
-//! Owns the schema and every SQL statement. Blocking: async callers go through `Store::call`,
-//! which moves the work off the runtime. Knows nothing about prompts, providers or Slack.
+//! Owns the schema and every SQL statement. The rest of anima holds an `Arc<dyn Store>` and
+//! calls its faces; the blocking `SqliteStore` is reached only through them (`sqlite`), which
+//! move the work off the runtime. Knows nothing about prompts, providers or Slack.
 //!
-//! Every write goes through `Store::write`: a transaction that takes SQLite's write lock when
+//! Every write goes through `SqliteStore::write`: a transaction that takes SQLite's write lock when
 //! it begins (IMMEDIATE, so a second process waits for the lock instead of failing on an
 //! upgrade), and whose outcome is remembered for the health check.
 
 pub mod inbox;
 mod admin;
+pub mod faces;
+pub mod sqlite;
 mod checkpoint;
 pub mod dream;
 pub mod feedback;
@@ -34,6 +38,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 
+pub use faces::{move_state, Quiet, Store};
 pub use feedback::{Judged, Verdict};
 pub use health::WriteHealth;
 
@@ -80,9 +85,9 @@ pub enum StoreError {
     Task(String),
 }
 
-/// The SQLite store. One connection behind a mutex: SQLite serialises writers anyway, and a
+/// The blocking SQLite store. One connection behind a mutex: SQLite serialises writers anyway, and a
 /// turn's work is well under a millisecond.
-pub struct Store {
+pub struct SqliteStore {
     conn: Mutex<Connection>,
     path: PathBuf,
     health: WriteHealth,
@@ -103,9 +108,9 @@ fn instance_name() -> String {
     format!("{}:{}:{n}", std::process::id(), now_us())
 }
 
-impl Store {
+impl SqliteStore {
     /// Opens (creating if needed) and migrates the database at `path`.
-    pub fn open(path: &Path) -> Result<Store, StoreError> {
+    pub fn open(path: &Path) -> Result<SqliteStore, StoreError> {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(|source| StoreError::CreateDir {
                 path: dir.to_path_buf(),
@@ -124,7 +129,7 @@ impl Store {
         if checkpointer.is_some() {
             conn.pragma_update(None, "wal_autocheckpoint", 0)?;
         }
-        let mut store = Store::from_connection(conn, path);
+        let mut store = SqliteStore::from_connection(conn, path);
         store._checkpointer = checkpointer;
         // A database SQLite opened read-only (its file is not writable) fails here, at start,
         // not at the first message.
@@ -132,12 +137,12 @@ impl Store {
         Ok(store)
     }
 
-    fn from_connection(conn: Connection, path: &Path) -> Store {
+    fn from_connection(conn: Connection, path: &Path) -> SqliteStore {
         // Room for every statement the store prepares (rusqlite keeps 16 by default): past
         // that, statements are prepared again on every use, and those touching the psyche's
         // full-text index and triggers are costly to prepare.
         conn.set_prepared_statement_cache_capacity(128);
-        Store {
+        SqliteStore {
             conn: Mutex::new(conn),
             path: path.to_path_buf(),
             health: WriteHealth::default(),
@@ -151,7 +156,7 @@ impl Store {
     /// it. `store.call(|s| s.claim_next(&key)).await`.
     pub async fn call<T: Send + 'static>(
         self: &std::sync::Arc<Self>,
-        f: impl FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
+        f: impl FnOnce(&SqliteStore) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
         let store = self.clone();
         tokio::task::spawn_blocking(move || f(&store))
@@ -341,7 +346,7 @@ impl Store {
     }
 }
 
-/// Rolls back the transaction `Store::write` began when it is dropped still open: `f` failed
+/// Rolls back the transaction `SqliteStore::write` began when it is dropped still open: `f` failed
 /// or panicked, or COMMIT failed and left it open.
 struct RollbackUnlessDone<'a>(&'a Connection);
 
@@ -428,7 +433,7 @@ mod tests {
     #[test]
     fn a_cached_statement_is_not_compiled_again_for_new_values() {
         let dir = tempfile::tempdir().unwrap();
-        let store = super::Store::open(&dir.path().join("anima.db")).unwrap();
+        let store = super::SqliteStore::open(&dir.path().join("anima.db")).unwrap();
         let conn = store.conn();
         // A filter no index serves and a bound LIMIT: both used to be planned with the value.
         let sql = "SELECT count(*) FROM (SELECT 1 FROM counters WHERE +name = ?1 LIMIT ?2)";
@@ -445,7 +450,7 @@ mod tests {
     #[test]
     fn a_write_that_fails_or_panics_leaves_nothing_and_the_next_one_commits() {
         let dir = tempfile::tempdir().unwrap();
-        let store = super::Store::open(&dir.path().join("anima.db")).unwrap();
+        let store = super::SqliteStore::open(&dir.path().join("anima.db")).unwrap();
         let add = |tx: &rusqlite::Connection, name: &str| {
             tx.execute(
                 "INSERT INTO counters (name, value) VALUES (?1, 1)",

@@ -5,17 +5,17 @@
 //! The slug is the only part of a path that comes from outside, and `users::slug` admits only
 //! `a-z`, `0-9` and `-`.
 //!
-//! `Exporter` brings git up to date with SQLite: every version not yet committed, in order,
+//! `Exporter` brings git up to date with the store: every version not yet committed, in order,
 //! each with its own note, under a file lock so that processes sharing a home (`anima run`
 //! beside `anima chat`) never commit at once. A repository that cannot be written (for a
 //! while) only delays the export: the next export commits everything that waited.
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use git2::{Oid, Repository, Signature};
 
-use super::Store;
+use super::faces::Users;
 
 #[derive(Debug, thiserror::Error)]
 #[error("user-model repository {path}: {message}")]
@@ -146,6 +146,8 @@ impl ModelRepo {
 pub struct Exporter {
     root: PathBuf,
     repo: Mutex<Option<ModelRepo>>,
+    /// One export at a time within the process (the file lock keeps other processes out).
+    exporting: tokio::sync::Mutex<()>,
 }
 
 impl Exporter {
@@ -153,44 +155,74 @@ impl Exporter {
         Exporter {
             root: root.to_path_buf(),
             repo: Mutex::new(None),
+            exporting: tokio::sync::Mutex::new(()),
         }
     }
 
-    /// Commits every version of every user model that SQLite has and git does not, oldest
-    /// first, marking each exported as it goes. Returns the commits made. Blocking.
-    pub fn export_pending(&self, store: &Store) -> Result<usize, RepoError> {
+    /// Commits every version of every user model that the store has and git does not, oldest
+    /// first, marking each exported as it goes. Returns the commits made.
+    pub async fn export_pending(self: &Arc<Self>, store: &dyn Users) -> Result<usize, RepoError> {
         let err = |e: &dyn std::fmt::Display| RepoError {
             path: self.root.clone(),
             message: e.to_string(),
         };
-        if store.unexported_models().map_err(|e| err(&e))?.is_empty() {
+        if store
+            .unexported_models()
+            .await
+            .map_err(|e| err(&e))?
+            .is_empty()
+        {
             return Ok(0);
         }
-        let mut guard = self.repo.lock().unwrap_or_else(|e| e.into_inner());
+        let _one = self.exporting.lock().await;
         // One exporter at a time across processes (creating the repository included); what is
         // pending is read again under the lock.
-        let lock = std::fs::File::create(self.root.with_extension("lock")).map_err(|e| err(&e))?;
-        lock.lock().map_err(|e| err(&e))?;
-        if guard.is_none() {
-            *guard = Some(ModelRepo::open_or_init(&self.root)?);
-        }
-        let repo = guard.as_ref().expect("opened above");
+        let me = self.clone();
+        let _lock = tokio::task::spawn_blocking(move || -> Result<std::fs::File, RepoError> {
+            let err = |e: &dyn std::fmt::Display| RepoError {
+                path: me.root.clone(),
+                message: e.to_string(),
+            };
+            let lock =
+                std::fs::File::create(me.root.with_extension("lock")).map_err(|e| err(&e))?;
+            lock.lock().map_err(|e| err(&e))?;
+            Ok(lock)
+        })
+        .await
+        .map_err(|e| err(&e))??;
         let mut commits = 0;
-        for user in store.unexported_models().map_err(|e| err(&e))? {
+        for user in store.unexported_models().await.map_err(|e| err(&e))? {
             for (version, model, note) in store
                 .pending_model_versions(&user.user_id)
+                .await
                 .map_err(|e| err(&e))?
             {
-                if repo.commit_model(&user.slug, &model, &note)?.is_some() {
+                let (me, slug) = (self.clone(), user.slug.clone());
+                if tokio::task::spawn_blocking(move || me.commit(&slug, &model, &note))
+                    .await
+                    .map_err(|e| err(&e))??
+                {
                     commits += 1;
                 }
                 store
                     .mark_exported(&user.user_id, version)
+                    .await
                     .map_err(|e| err(&e))?;
                 tracing::info!(user = %user.slug, version, "user model committed");
             }
         }
         Ok(commits)
+    }
+
+    /// Commits one version, opening the repository on first use; false when git already had
+    /// exactly this text. Blocking.
+    fn commit(&self, slug: &str, model: &str, note: &str) -> Result<bool, RepoError> {
+        let mut guard = self.repo.lock().unwrap_or_else(|e| e.into_inner());
+        if guard.is_none() {
+            *guard = Some(ModelRepo::open_or_init(&self.root)?);
+        }
+        let repo = guard.as_ref().expect("opened above");
+        Ok(repo.commit_model(slug, model, note)?.is_some())
     }
 }
 

@@ -4,9 +4,9 @@
 
 use rusqlite::OptionalExtension;
 
-use super::{now_ms, Store, StoreError};
+use super::{now_ms, SqliteStore, StoreError};
 
-impl Store {
+impl SqliteStore {
     /// Records that `kind` is done for `place`: true the first time only, so a retried event
     /// or a restart never does it twice.
     pub fn first_time(&self, kind: &str, place: &str) -> Result<bool, StoreError> {
@@ -41,20 +41,20 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("a.db");
         {
-            let s = Store::open(&path).unwrap();
+            let s = SqliteStore::open(&path).unwrap();
             assert!(s.first_time("greeting", "D1").unwrap());
             assert!(!s.first_time("greeting", "D1").unwrap());
             assert!(s.first_time("title", "D1").unwrap(), "another kind");
             assert!(s.first_time("greeting", "D2").unwrap(), "another place");
         }
-        let s = Store::open(&path).unwrap();
+        let s = SqliteStore::open(&path).unwrap();
         assert!(!s.first_time("greeting", "D1").unwrap(), "remembered");
     }
 
     #[test]
     fn a_conversations_note() {
         let dir = tempfile::tempdir().unwrap();
-        let s = Store::open(&dir.path().join("a.db")).unwrap();
+        let s = SqliteStore::open(&dir.path().join("a.db")).unwrap();
         assert_eq!(s.conversation_note("C1:1.0").unwrap(), None);
         s.note_conversation("C1:1.0", "assistant").unwrap();
         assert_eq!(

@@ -3,7 +3,7 @@
 
 use rusqlite::{Connection, OptionalExtension};
 
-use super::{Store, StoreError};
+use super::{SqliteStore, StoreError};
 use crate::process::{ThreadProcess, TransitionRecord};
 
 /// A stored transition, with when it happened.
@@ -74,7 +74,7 @@ pub(super) fn save(
     Ok(())
 }
 
-impl Store {
+impl SqliteStore {
     /// A thread's process state, if it has one yet.
     pub fn thread_process(&self, thread: &str) -> Result<Option<ThreadProcess>, StoreError> {
         load(&self.conn(), thread)

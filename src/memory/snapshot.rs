@@ -6,7 +6,7 @@ use rusqlite::{Connection, OpenFlags};
 use serde::Serialize;
 
 use super::states::{self, CognitiveRow, StateMove};
-use super::{soul_state, Store, StoreError};
+use super::{soul_state, SqliteStore, StoreError};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Snapshot {
@@ -43,9 +43,9 @@ pub struct ConversationState {
     pub open: u64,
 }
 
-impl Store {
+impl SqliteStore {
     /// Opens an existing database read-only: no migration, no writes.
-    pub fn open_read_only(path: &std::path::Path) -> Result<Store, StoreError> {
+    pub fn open_read_only(path: &std::path::Path) -> Result<SqliteStore, StoreError> {
         let conn = Connection::open_with_flags(
             path,
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
@@ -70,7 +70,7 @@ impl Store {
                 supported: super::SCHEMA_VERSION,
             });
         }
-        Ok(Store::from_connection(conn, path))
+        Ok(SqliteStore::from_connection(conn, path))
     }
 
     /// The state an operator reads, in one read transaction.

@@ -10,7 +10,7 @@ use rusqlite::{Connection, OptionalExtension};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{now_ms, Store, StoreError};
+use super::{now_ms, SqliteStore, StoreError};
 
 /// Where the soul is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -79,7 +79,7 @@ pub(super) fn moves(conn: &Connection, limit: usize) -> Result<Vec<StateMove>, S
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
-/// A move in the caller's write transaction (see [`Store::move_state`]).
+/// A move in the caller's write transaction (see [`SqliteStore::move_state`]).
 fn apply<E>(
     tx: &Connection,
     decide: impl FnOnce(&CognitiveRow) -> Result<NewMove, E>,
@@ -113,7 +113,7 @@ fn newest_message_id(conn: &Connection) -> Result<Option<i64>, StoreError> {
         .query_row([], |r| r.get(0))?)
 }
 
-impl Store {
+impl SqliteStore {
     /// The state now.
     pub fn cognitive_state(&self) -> Result<CognitiveRow, StoreError> {
         current(&self.conn())
@@ -128,7 +128,7 @@ impl Store {
         self.write(|tx| apply(tx, decide))
     }
 
-    /// [`Store::move_state`], only if nobody has written since the newest message was
+    /// [`SqliteStore::move_state`], only if nobody has written since the newest message was
     /// `newest` (checked in the move's transaction: a message whose turn read the
     /// state before the move is seen here, and the move refused with `busy`).
     pub fn move_state_if_quiet<E>(
@@ -223,9 +223,9 @@ mod tests {
     use super::*;
     use crate::memory::{EntryType, NewEntry, TurnRecord};
 
-    fn store() -> (tempfile::TempDir, Store) {
+    fn store() -> (tempfile::TempDir, SqliteStore) {
         let dir = tempfile::tempdir().unwrap();
-        let s = Store::open(&dir.path().join("a.db")).unwrap();
+        let s = SqliteStore::open(&dir.path().join("a.db")).unwrap();
         (dir, s)
     }
 

@@ -7,7 +7,8 @@ use crate::process::ThreadProcess;
 
 use super::process_state;
 use super::{
-    now_ms, soul_state, users, working, Entry, NewEntry, SoulState, Store, StoreError, UserRecord,
+    now_ms, soul_state, users, working, Entry, NewEntry, SoulState, SqliteStore, StoreError,
+    UserRecord,
 };
 use crate::process::TransitionRecord;
 
@@ -48,18 +49,18 @@ pub struct Whisper {
 
 /// What a message turn starts from.
 #[derive(Debug, Clone)]
-pub struct TurnStart<'a> {
-    pub thread: &'a str,
-    pub user_id: &'a str,
-    pub display_name: &'a str,
-    pub text: &'a str,
+pub struct TurnStart {
+    pub thread: String,
+    pub user_id: String,
+    pub display_name: String,
+    pub text: String,
     /// Where the message came from (an inbox row): recorded once however often it is retried.
-    pub source: Option<&'a str>,
+    pub source: Option<String>,
     /// The inbox row this turn answers: its attempt is counted here, and marked as under way.
     pub inbox: Option<i64>,
     pub window: u32,
     /// Names this turn's claim on a whisper (unique per turn).
-    pub claimant: &'a str,
+    pub claimant: String,
     /// When the claim lapses (unix ms) if the turn neither commits nor releases it: a claim
     /// held by a process that died is freed then.
     pub claim_until_ms: i64,
@@ -109,7 +110,7 @@ pub struct TurnRecord {
     pub since_id: Option<i64>,
 }
 
-impl Store {
+impl SqliteStore {
     /// Writes the user's message to working memory (and remembers the user) before anything
     /// else happens, so a failed turn never loses it. A message with a `source` (an inbox
     /// row) is written once: recording it again returns the first entry's id.
@@ -132,11 +133,11 @@ impl Store {
         self.write(|tx| {
             let id = record_message(
                 tx,
-                t.thread,
-                t.user_id,
-                t.display_name,
-                t.text,
-                t.source,
+                &t.thread,
+                &t.user_id,
+                &t.display_name,
+                &t.text,
+                t.source.as_deref(),
             )?;
             let interaction: i64 = tx
                 .prepare_cached(
@@ -159,7 +160,7 @@ impl Store {
                                  ORDER BY id LIMIT 1)
                      RETURNING id, whisper, source",
                 )?
-                .query_row((t.claimant, t.claim_until_ms, now), |r| {
+                .query_row((&t.claimant, t.claim_until_ms, now), |r| {
                     Ok(Whisper {
                         id: r.get(0)?,
                         text: r.get(1)?,
@@ -167,7 +168,7 @@ impl Store {
                     })
                 })
                 .optional()?;
-            let mut ctx = context(tx, t.thread, t.user_id, t.display_name, t.window)?;
+            let mut ctx = context(tx, &t.thread, &t.user_id, &t.display_name, t.window)?;
             ctx.interaction = interaction as u64;
             ctx.whisper = whisper;
             Ok((id, ctx))
@@ -442,22 +443,22 @@ mod tests {
     use super::*;
     use crate::memory::EntryType;
 
-    fn store() -> (tempfile::TempDir, Store) {
+    fn store() -> (tempfile::TempDir, SqliteStore) {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("anima.db")).unwrap();
+        let store = SqliteStore::open(&dir.path().join("anima.db")).unwrap();
         (dir, store)
     }
 
-    fn start<'a>(thread: &'a str, text: &'a str, claimant: &'a str) -> TurnStart<'a> {
+    fn start(thread: &str, text: &str, claimant: &str) -> TurnStart {
         TurnStart {
-            thread,
-            user_id: "U1",
-            display_name: "Tom",
-            text,
+            thread: thread.into(),
+            user_id: "U1".into(),
+            display_name: "Tom".into(),
+            text: text.into(),
             source: None,
             inbox: None,
             window: 20,
-            claimant,
+            claimant: claimant.into(),
             claim_until_ms: now_ms() + 60_000,
         }
     }

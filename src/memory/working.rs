@@ -222,7 +222,7 @@ mod tests {
 
     fn conn() -> Connection {
         let dir = tempfile::tempdir().unwrap();
-        let store = crate::memory::Store::open(&dir.path().join("a.db")).unwrap();
+        let store = crate::memory::SqliteStore::open(&dir.path().join("a.db")).unwrap();
         drop(store);
         let c = Connection::open(dir.path().join("a.db")).unwrap();
         std::mem::forget(dir);

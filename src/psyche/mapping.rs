@@ -88,6 +88,9 @@ pub fn apply(
     let mut s = substrate.clone();
     let mut rels = relationships.clone();
     let mut applied = Vec::new();
+    // A pattern counts once per answer: repeating a stance in one answer is not a habit, and
+    // one answer never moves the personality.
+    let mut counted = std::collections::BTreeSet::new();
     for shift in shifts {
         let key = vocabulary_key(&shift.description);
         let Some(row) = psyche.stances.get(&key) else {
@@ -107,7 +110,9 @@ pub fn apply(
         if let Some(d) = row.drive {
             s.drives[d.index()] = s.drives[d.index()].nudge(row.drive_effect.get());
             let count = s.patterns.entry(key.clone()).or_insert(0);
-            *count += 1;
+            if counted.insert(key.clone()) {
+                *count += 1;
+            }
             if *count >= psyche.drift.pattern_repeats {
                 *count = 0;
                 let step = psyche.drift.pattern_step.get() * row.drive_effect.get().signum();

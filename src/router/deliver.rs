@@ -54,7 +54,7 @@ impl Router {
             loop {
                 if let (Some(r), None) = (row, &held) {
                     let id = r.item.id;
-                    held = Some(self.store.call(move |s| s.references_held(id)).await?);
+                    held = Some(self.store.references_held(id).await?);
                 }
                 let part = Part {
                     text,
@@ -86,9 +86,7 @@ impl Router {
                         if let Some(Row { item: r, .. }) = row {
                             let (id, last) = (r.id, i + 1 == parts.len());
                             self.store
-                                .call(move |s| {
-                                    s.mark_part_posted(id, i as i64 + 1, &reference, last)
-                                })
+                                .mark_part_posted(id, i as i64 + 1, &reference, last)
                                 .await?;
                             finished = last;
                         }
@@ -128,7 +126,7 @@ impl Router {
         if let (Some(Row { item: r, .. }), false) = (row, finished) {
             // Refused, or nothing (more) to deliver: the row is done all the same.
             let id = r.id;
-            self.store.call(move |s| s.mark_done(id)).await?;
+            self.store.mark_done(id).await?;
         }
         Ok(parts.len())
     }
@@ -137,11 +135,7 @@ impl Router {
     /// False when the conversation has no address.
     pub async fn say(&self, conversation: &str, text: &str) -> anyhow::Result<bool> {
         let key = conversation.to_string();
-        let Some((address, note)) = self
-            .store
-            .call(move |s| s.conversation_address(&key))
-            .await?
-        else {
+        let Some((address, note)) = self.store.conversation_address(&key).await? else {
             return Ok(false);
         };
         let to = Address {

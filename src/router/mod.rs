@@ -69,7 +69,7 @@ struct Active {
 }
 
 pub struct Router {
-    store: Arc<Store>,
+    store: Arc<dyn Store>,
     engine: Arc<Engine>,
     surface: Arc<dyn Surface>,
     permits: Arc<Semaphore>,
@@ -114,7 +114,7 @@ impl Router {
     /// and makes sure its conversation has a worker.
     pub async fn accept(self: &Arc<Self>, m: Inbound) -> Result<Intake, StoreError> {
         let (conversation, seq) = (m.conversation.clone(), m.seq);
-        let intake = self.store.call(move |s| s.accept_inbound(&m)).await?;
+        let intake = self.store.accept_inbound(&m).await?;
         if let Intake::Accepted(id) = intake {
             self.open_row(&conversation, seq, id);
         }
@@ -125,7 +125,7 @@ impl Router {
     /// its messages.
     pub async fn note_conversation(&self, key: &str, note: &str) -> Result<(), StoreError> {
         let (k, n) = (key.to_string(), note.to_string());
-        self.store.call(move |s| s.note_conversation(&k, &n)).await
+        self.store.note_conversation(&k, &n).await
     }
 
     /// Row `id` (at `seq`) of `conversation` is open to answer: a turn in progress there
@@ -177,7 +177,7 @@ impl Router {
 
     /// Resumes every conversation with open rows (after a restart).
     pub async fn resume(self: &Arc<Self>) -> Result<usize, StoreError> {
-        let keys = self.store.call(|s| s.open_conversations()).await?;
+        let keys = self.store.open_conversations().await?;
         for k in &keys {
             self.notify(k);
         }

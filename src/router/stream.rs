@@ -74,7 +74,7 @@ impl Streamer {
     /// it begins is told to `reference`.
     pub fn start(
         surface: Arc<dyn Surface>,
-        store: Arc<Store>,
+        store: Arc<dyn Store>,
         row: i64,
         to: Address,
         recipient: String,
@@ -108,7 +108,7 @@ impl Streamer {
 
 async fn run(
     surface: Arc<dyn Surface>,
-    store: Arc<Store>,
+    store: Arc<dyn Store>,
     row: i64,
     to: Address,
     recipient: String,
@@ -157,7 +157,7 @@ async fn run(
                     // It may have begun: if so, it is the unrecorded stream at `to` (never a
                     // message the inbox gave to another row).
                     Begun::Unknown { took } => {
-                        let held = store.call(move |st| st.references_held(row)).await;
+                        let held = store.references_held(row).await;
                         let found = match held {
                             Ok(held) => surface.find_unrecorded_stream(&to, &held).await,
                             Err(e) => {
@@ -181,7 +181,7 @@ async fn run(
                         // Stored before anything else happens: whatever follows (a crash, a
                         // retry), the reply goes into this message.
                         let r = reference.clone();
-                        if let Err(e) = store.call(move |st| st.set_stream_ref(row, &r)).await {
+                        if let Err(e) = store.set_stream_ref(row, &r).await {
                             error!(error = %e, "the stream's message was not recorded");
                         }
                         told.set(&reference);

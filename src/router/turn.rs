@@ -41,10 +41,10 @@ impl Router {
                 // recorded (anima stopped while Slack was answering). Its reply goes there,
                 // never into a message the inbox gave to another row.
                 let id = item.id;
-                let held = self.store.call(move |s| s.references_held(id)).await?;
+                let held = self.store.references_held(id).await?;
                 if let Some(found) = self.surface.find_unrecorded_stream(&to, &held).await {
                     let (id, r) = (item.id, found.clone());
-                    self.store.call(move |s| s.set_stream_ref(id, &r)).await?;
+                    self.store.set_stream_ref(id, &r).await?;
                     item.stream_ref = Some(found);
                 }
             }
@@ -108,9 +108,7 @@ impl Router {
                     outcome.reply = format!("{}\n\n{}", said.trim_end(), outcome.reply);
                 }
                 let (id, reply) = (item.id, outcome.reply.clone());
-                self.store
-                    .call(move |s| s.set_inbox_reply(id, &reply))
-                    .await?;
+                self.store.set_inbox_reply(id, &reply).await?;
             } else {
                 Metrics::inc(&self.metrics.turns_completed);
             }
@@ -148,7 +146,7 @@ impl Router {
         self.clear_sign_after(sign, to.clone());
         let (id, said) = (item.id, streamed.said());
         let text = said.clone();
-        let closed = self.store.call(move |s| s.mark_stopped(id, &text)).await?;
+        let closed = self.store.mark_stopped(id, &text).await?;
         if !closed {
             // The turn had fixed its reply and the stop cut nothing of it (part was out
             // already, or all of it was said): the worker delivers it to the end, and it

@@ -29,11 +29,7 @@ impl Router {
         let (conversation, seq) = (m.conversation.clone(), m.seq);
         let (user, text) = (m.user_id.clone(), m.text.clone());
         let place = channel.to_string();
-        let Intake::Accepted(id) = self
-            .store
-            .call(move |s| s.record_overheard(&m, &place))
-            .await?
-        else {
+        let Intake::Accepted(id) = self.store.record_overheard(&m, &place).await? else {
             return Ok(None);
         };
         // Keyed by the row's working-memory source: the turn that may answer it does not
@@ -70,7 +66,7 @@ impl Router {
     ) -> anyhow::Result<Option<crate::psyche::Verdict>> {
         let now = now_ms();
         let since_us = (now - reach.as_millis() as i64) * 1_000;
-        let last = self.store.call(move |s| s.last_overheard(since_us)).await?;
+        let last = self.store.last_overheard(since_us).await?;
         let happened = crate::engine::Happened {
             kind: crate::psyche::EventKind::Tick,
             channel: last.as_ref().map(|o| o.place.as_str()),
@@ -108,7 +104,7 @@ impl Router {
         if self.stopping.load(Ordering::SeqCst) {
             return Ok(false);
         }
-        if !self.store.call(move |s| s.reopen_overheard(id)).await? {
+        if !self.store.reopen_overheard(id).await? {
             return Ok(false);
         }
         self.open_row(conversation, seq, id);
@@ -171,11 +167,7 @@ impl Router {
 
     async fn quiet(&self, conversation: &str) -> anyhow::Result<()> {
         let key = conversation.to_string();
-        let Some((text, note)) = self
-            .store
-            .call(move |s| s.conversation_address(&key))
-            .await?
-        else {
+        let Some((text, note)) = self.store.conversation_address(&key).await? else {
             return Ok(());
         };
         // A quiet spell's model call counts against max_concurrent_turns like any other.

@@ -31,7 +31,7 @@ impl Router {
                 .unwrap_or_else(|e| e.into_inner())
                 .remove(key);
             let k = key.clone();
-            let item = match self.store.call(move |s| s.claim_next(&k)).await {
+            let item = match self.store.claim_next(&k).await {
                 Ok(Some(item)) => item,
                 Ok(None) => {
                     let mut active = self.active.lock().unwrap_or_else(|e| e.into_inner());
@@ -93,7 +93,7 @@ impl Router {
     /// claimed plus this one, if the store cannot say).
     async fn note_failure(&self, item: &InboxItem) -> i64 {
         let id = item.id;
-        match self.store.call(move |s| s.note_failure(id)).await {
+        match self.store.note_failure(id).await {
             Ok(n) => n,
             Err(e) => {
                 warn!(error = %e, inbox = id, "the failed attempt was not recorded");
@@ -127,7 +127,7 @@ impl Router {
         let mut apology = None;
         if item.parts_posted == 0 {
             let id = item.id;
-            let held = self.store.call(move |s| s.references_held(id)).await?;
+            let held = self.store.references_held(id).await?;
             let part = Part {
                 text: FAILED_REPLY,
                 mark: Some(PartMark {
@@ -158,9 +158,7 @@ impl Router {
                 item.failures, item.interruptions
             ),
         );
-        self.store
-            .call(move |s| s.mark_failed(id, &why, apology.as_deref()))
-            .await?;
+        self.store.mark_failed(id, &why, apology.as_deref()).await?;
         self.metrics.note_given_up();
         self.clear_working_sign(item);
         Ok(())

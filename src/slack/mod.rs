@@ -84,7 +84,7 @@ pub struct Gate {
     pub metrics: Arc<Metrics>,
     /// Answers admin commands in DMs.
     pub api: Arc<SlackApi>,
-    pub store: Arc<Store>,
+    pub store: Arc<dyn Store>,
     /// Slack user ids allowed to send admin commands.
     pub admins: Vec<String>,
     /// The soul's words for opening a conversation (hot-reloaded).
@@ -192,7 +192,7 @@ impl Gate {
         thread_ts: Option<String>,
     ) -> anyhow::Result<()> {
         let p = place.clone();
-        if !self.store.call(move |s| s.first_time(GREETING, &p)).await? {
+        if !self.store.first_time(GREETING, &p).await? {
             debug!(place = %place, "a conversation already greeted");
             return Ok(());
         }
@@ -213,14 +213,13 @@ impl Gate {
         let Some(title) = assistant::title_from(text) else {
             return;
         };
-        let k = key.clone();
-        let first = self
-            .store
-            .call(move |s| {
-                Ok(s.conversation_note(&k)?.as_deref() == Some(ASSISTANT)
-                    && s.first_time(TITLE, &k)?)
-            })
-            .await;
+        let first = async {
+            Ok::<_, crate::memory::StoreError>(
+                self.store.conversation_note(&key).await?.as_deref() == Some(ASSISTANT)
+                    && self.store.first_time(TITLE, &key).await?,
+            )
+        }
+        .await;
         match first {
             Ok(true) => {
                 let api = self.api.clone();
@@ -249,15 +248,13 @@ impl Gate {
                 verdict,
             } => (channel, message_ts, person, verdict),
         };
-        let (ch, ts, who) = (channel.clone(), message_ts.clone(), person.clone());
+        let ch = channel.clone();
+        let here = Box::new(move |address: &str| {
+            serde_json::from_str::<SlackAddress>(address).is_ok_and(|a| a.channel == ch)
+        });
         let judged = self
             .store
-            .call(move |s| {
-                let here = |address: &str| {
-                    serde_json::from_str::<SlackAddress>(address).is_ok_and(|a| a.channel == ch)
-                };
-                s.record_feedback(&ts, here, &who, verdict)
-            })
+            .record_feedback(&message_ts, here, &person, verdict)
             .await?;
         match judged {
             Judged::Stored { inbox, changed } => {
@@ -285,10 +282,7 @@ impl Gate {
         let allowed = self.admins.iter().any(|a| a == &m.user_id);
         let origin = format!("{}:{}", m.channel, m.ts);
         let (o, u, t) = (origin.clone(), m.user_id.clone(), m.text.clone());
-        let to_do = self
-            .store
-            .call(move |s| s.log_admin(&o, &u, &t, allowed))
-            .await?;
+        let to_do = self.store.log_admin(&o, &u, &t, allowed).await?;
         if !to_do {
             debug!(origin = %origin, "admin command already handled");
             return Ok(());
@@ -320,7 +314,7 @@ impl Gate {
                 warn!(error = %e, "the admin answer was not delivered");
             }
         }
-        self.store.call(move |s| s.admin_done(&origin)).await?;
+        self.store.admin_done(&origin).await?;
         Ok(())
     }
 }

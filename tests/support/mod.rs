@@ -710,8 +710,8 @@ impl Home {
         self.dir.path().join("data")
     }
 
-    pub fn store(&self) -> anima::memory::Store {
-        anima::memory::Store::open(&self.data().join("anima.db")).unwrap()
+    pub fn store(&self) -> anima::memory::SqliteStore {
+        anima::memory::SqliteStore::open(&self.data().join("anima.db")).unwrap()
     }
 
     /// Runs `anima` with these arguments and stdin, in a clean environment.
@@ -806,7 +806,9 @@ pub fn answer(dialogue: &str) -> String {
 pub fn engine(model: &FakeModel, home: &Home) -> anima::engine::Engine {
     let cfg = std::fs::read_to_string(home.config()).unwrap();
     let config = Arc::new(anima::config::parse(&cfg, &home.config(), home.dir.path()).unwrap());
-    let store = Arc::new(anima::memory::Store::open(&config.db_path()).unwrap());
+    let store = anima::memory::sqlite::Sqlite::open(&config.db_path())
+        .unwrap()
+        .shared();
     let library =
         Arc::new(anima::process::Library::load(&config.soul_dir, &config.processes_dir).unwrap());
     anima::tls::install();

@@ -12,7 +12,7 @@
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 
-use crate::memory::{Store, StoreError};
+use crate::memory::{SqliteStore, StoreError};
 use crate::psyche::gate::{Decision, GateInputs};
 use crate::psyche::{Event, Unit};
 
@@ -207,7 +207,7 @@ fn insert(conn: &Connection, soul: &str, l: &LoggedDecision) -> Result<(), Store
     Ok(())
 }
 
-impl Store {
+impl SqliteStore {
     /// The newest gate decisions, newest first.
     pub fn psyche_decisions(
         &self,

@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::gate_log::{decisions, LoggedDecision};
 use super::memories::{memory_rows, MEMORY_COLUMNS};
 use super::state::{facts_of, intentions, load_substrate, relationship_row};
-use crate::memory::{Store, StoreError};
+use crate::memory::{SqliteStore, StoreError};
 use crate::psyche::classify::Fact;
 use crate::psyche::{Intention, Memory, Psyche, Relationship, Substrate};
 
@@ -24,7 +24,7 @@ pub struct Mind {
     pub decisions: Vec<LoggedDecision>,
 }
 
-impl Store {
+impl SqliteStore {
     /// The substrate in numbers, for the operator: everything, or one person's part.
     pub fn psyche_mind(
         &self,

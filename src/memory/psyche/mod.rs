@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 
 use rusqlite::Connection;
 
-use super::{Store, StoreError};
+use super::{SqliteStore, StoreError};
 use crate::psyche::gate::{self, Decision, GateRules, Situation};
 use crate::psyche::mapping::{self, Applied, IntentionUpdate, StanceShift};
 use crate::psyche::packet::{Input, Packet, Present};
@@ -152,7 +152,7 @@ fn event_in(
     ))
 }
 
-impl Store {
+impl SqliteStore {
     /// Applies one event to `soul`'s substrate and decides whether it deserves cognition, in
     /// one write transaction; the decision is logged with its inputs. A `Speak` starts the
     /// cooldown.

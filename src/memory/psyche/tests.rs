@@ -7,9 +7,9 @@ use super::*;
 use crate::psyche::gate::{Silence, Verdict};
 use crate::psyche::EventKind;
 
-fn store() -> (tempfile::TempDir, Store) {
+fn store() -> (tempfile::TempDir, SqliteStore) {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(&dir.path().join("anima.db")).unwrap();
+    let store = SqliteStore::open(&dir.path().join("anima.db")).unwrap();
     (dir, store)
 }
 
@@ -85,7 +85,7 @@ fn an_event_with_a_key_is_applied_once() {
 }
 
 /// An overheard "ok" by U1 at `at`, keyed `key`: whether it was applied (not seen before).
-fn heard_once(s: &Store, p: &Psyche, key: &str, at: i64) -> bool {
+fn heard_once(s: &SqliteStore, p: &Psyche, key: &str, at: i64) -> bool {
     s.psyche_event_once(
         "Wren",
         p,
@@ -539,7 +539,7 @@ fn a_person_coming_back_makes_their_last_memory_more_salient_up_to_one() {
 }
 
 /// A memory's salience as retrieval reads it (with any boost waiting for it).
-fn salience_read(s: &Store, id: i64) -> f64 {
+fn salience_read(s: &SqliteStore, id: i64) -> f64 {
     memories::memory_rows(
         &s.conn(),
         &format!(
@@ -553,7 +553,7 @@ fn salience_read(s: &Store, id: i64) -> f64 {
         .get()
 }
 
-fn salience_stored(s: &Store, id: i64) -> f64 {
+fn salience_stored(s: &SqliteStore, id: i64) -> f64 {
     s.conn()
         .query_row(
             "SELECT salience FROM psyche_memories WHERE id = ?1",
@@ -564,7 +564,7 @@ fn salience_stored(s: &Store, id: i64) -> f64 {
 }
 
 /// What waits on `person`'s relationship row: the memory and its boost.
-fn waiting(s: &Store, person: &str) -> (Option<i64>, f64) {
+fn waiting(s: &SqliteStore, person: &str) -> (Option<i64>, f64) {
     s.conn()
         .query_row(
             "SELECT boost_memory, boost FROM psyche_relationships WHERE person = ?1",
@@ -575,7 +575,7 @@ fn waiting(s: &Store, person: &str) -> (Option<i64>, f64) {
 }
 
 /// Relationship rows whose newest memory's salience is not the one stored in the memory.
-fn stale_rows(s: &Store) -> i64 {
+fn stale_rows(s: &SqliteStore) -> i64 {
     s.conn()
         .query_row(
             "SELECT count(*) FROM psyche_relationships r JOIN psyche_memories m ON m.id = r.last_memory
@@ -869,7 +869,7 @@ fn the_upkeep_forgets_old_event_keys_and_merges_the_index_without_losing_a_memor
         .unwrap();
     }
     // The index's leaf pages, one per segment here (ids 1 and 10: its structure, its averages).
-    let segments = |s: &Store| -> i64 {
+    let segments = |s: &SqliteStore| -> i64 {
         s.conn()
             .query_row(
                 "SELECT count(*) FROM psyche_memories_fts_data WHERE id > 10",
@@ -949,7 +949,7 @@ fn the_soul_row_fits_its_page_with_both_lines_at_their_budget() {
     s.psyche_post_cognition("Wren", &p, &shifts, &[], at)
         .unwrap();
     // Events with long keys and a long person until the lines have just moved: both empty.
-    let lens = |s: &Store| -> (usize, usize) {
+    let lens = |s: &SqliteStore| -> (usize, usize) {
         s.conn()
             .query_row(
                 "SELECT length(CAST(recent_keys AS BLOB)), length(CAST(recent_decisions AS BLOB))

@@ -1,0 +1,540 @@
+//! The SQLite backend behind the store's faces: each operation runs the blocking store's own
+//! method off the async runtime (`SqliteStore::call`), its arguments moved along. What a
+//! method does inside (one IMMEDIATE transaction, cached statements, the page economics) stays
+//! in the blocking store; this file only carries calls across.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use super::dream::{Backlog, Consolidated, Consolidation, DreamRow, Episode, Keep, Upkeep};
+use super::faces::{self, Decide, Moved, Quiet, SamePlace};
+use super::process_state::TransitionRow;
+use super::psyche::{LoggedDecision, Mind, Place};
+use super::{
+    CognitiveRow, Entry, Inbound, InboxItem, Intake, JournalEntry, Judged, Overheard, Snapshot,
+    SoulState, SqliteStore, StateMove, StoreError, TurnContext, TurnRecord, TurnStart, UsageRecord,
+    UserRecord, Verdict, WriteHealth,
+};
+use crate::process::ThreadProcess;
+use crate::psyche::gate::{Decision, GateRules};
+use crate::psyche::mapping::{IntentionUpdate, StanceShift};
+use crate::psyche::packet::Packet;
+use crate::psyche::update::Effects;
+use crate::psyche::{Event, Psyche};
+
+type Result<T> = std::result::Result<T, StoreError>;
+
+/// The embedded store: one SQLite file under the soul's home.
+#[derive(Clone)]
+pub struct Sqlite(Arc<SqliteStore>);
+
+impl Sqlite {
+    /// Opens (creating and migrating if needed) the database at `path`.
+    pub fn open(path: &Path) -> Result<Sqlite> {
+        Ok(Sqlite(Arc::new(SqliteStore::open(path)?)))
+    }
+
+    /// Opens an existing database read-only: no migration, no writes.
+    pub fn open_read_only(path: &Path) -> Result<Sqlite> {
+        Ok(Sqlite(Arc::new(SqliteStore::open_read_only(path)?)))
+    }
+
+    /// Opens an existing database read-only and reports its schema version (for `anima check`).
+    pub fn inspect(path: &Path) -> Result<i64> {
+        SqliteStore::inspect(path)
+    }
+
+    /// The blocking store, for tests and benchmarks that measure SQLite itself.
+    pub fn blocking(&self) -> &Arc<SqliteStore> {
+        &self.0
+    }
+
+    /// This store as the rest of anima holds it.
+    pub fn shared(self) -> Arc<dyn faces::Store> {
+        Arc::new(self)
+    }
+}
+
+/// Runs `body` with the blocking store `s` off the runtime, after moving owned copies of the
+/// named arguments into it.
+macro_rules! off {
+    ($self:ident, [$($own:ident = $val:expr),*], |$s:ident| $body:expr) => {{
+        $(let $own = $val;)*
+        $self.0.call(move |$s| $body).await
+    }};
+}
+
+#[async_trait]
+impl faces::Inbox for Sqlite {
+    async fn accept_inbound(&self, m: &Inbound) -> Result<Intake> {
+        off!(self, [m = m.clone()], |s| s.accept_inbound(&m))
+    }
+    async fn claim_next(&self, conversation: &str) -> Result<Option<InboxItem>> {
+        off!(self, [c = conversation.to_owned()], |s| s.claim_next(&c))
+    }
+    async fn note_failure(&self, id: i64) -> Result<i64> {
+        off!(self, [], |s| s.note_failure(id))
+    }
+    async fn open_conversations(&self) -> Result<Vec<String>> {
+        off!(self, [], |s| s.open_conversations())
+    }
+    async fn inbox_depth(&self) -> Result<u64> {
+        off!(self, [], |s| s.inbox_depth())
+    }
+    async fn inbox_item(&self, id: i64) -> Result<Option<InboxItem>> {
+        off!(self, [], |s| s.inbox_item(id))
+    }
+    async fn set_inbox_reply(&self, id: i64, reply: &str) -> Result<()> {
+        off!(self, [r = reply.to_owned()], |s| s.set_inbox_reply(id, &r))
+    }
+    async fn mark_part_posted(
+        &self,
+        id: i64,
+        parts_posted: i64,
+        reference: &str,
+        last: bool,
+    ) -> Result<()> {
+        off!(self, [r = reference.to_owned()], |s| s.mark_part_posted(
+            id,
+            parts_posted,
+            &r,
+            last
+        ))
+    }
+    async fn references_held(&self, id: i64) -> Result<Vec<String>> {
+        off!(self, [], |s| s.references_held(id))
+    }
+    async fn set_stream_ref(&self, id: i64, reference: &str) -> Result<()> {
+        off!(self, [r = reference.to_owned()], |s| s
+            .set_stream_ref(id, &r))
+    }
+    async fn mark_stopped(&self, id: i64, said: &str) -> Result<bool> {
+        off!(self, [t = said.to_owned()], |s| s.mark_stopped(id, &t))
+    }
+    async fn mark_done(&self, id: i64) -> Result<()> {
+        off!(self, [], |s| s.mark_done(id))
+    }
+    async fn mark_failed(&self, id: i64, failure: &str, apology: Option<&str>) -> Result<()> {
+        off!(
+            self,
+            [f = failure.to_owned(), a = apology.map(str::to_owned)],
+            |s| s.mark_failed(id, &f, a.as_deref())
+        )
+    }
+    async fn conversation_address(
+        &self,
+        conversation: &str,
+    ) -> Result<Option<(String, Option<String>)>> {
+        off!(self, [c = conversation.to_owned()], |s| s
+            .conversation_address(&c))
+    }
+    async fn note_conversation(&self, key: &str, note: &str) -> Result<()> {
+        off!(self, [k = key.to_owned(), n = note.to_owned()], |s| s
+            .note_conversation(&k, &n))
+    }
+    async fn conversation_note(&self, key: &str) -> Result<Option<String>> {
+        off!(self, [k = key.to_owned()], |s| s.conversation_note(&k))
+    }
+    async fn record_overheard(&self, m: &Inbound, place: &str) -> Result<Intake> {
+        off!(self, [m = m.clone(), p = place.to_owned()], |s| s
+            .record_overheard(&m, &p))
+    }
+    async fn reopen_overheard(&self, id: i64) -> Result<bool> {
+        off!(self, [], |s| s.reopen_overheard(id))
+    }
+    async fn last_overheard(&self, since_us: i64) -> Result<Option<Overheard>> {
+        off!(self, [], |s| s.last_overheard(since_us))
+    }
+}
+
+#[async_trait]
+impl faces::Turns for Sqlite {
+    async fn begin_turn(&self, t: TurnStart) -> Result<(i64, TurnContext)> {
+        off!(self, [], |s| s.begin_turn(&t))
+    }
+    async fn commit_turn(&self, rec: TurnRecord) -> Result<Option<UserRecord>> {
+        off!(self, [], |s| s.commit_turn(&rec))
+    }
+    async fn release_turn(&self, interaction: u64, whisper: Option<(i64, String)>) -> Result<()> {
+        off!(self, [], |s| s.release_turn(
+            interaction,
+            whisper.as_ref().map(|(id, who)| (*id, who.as_str()))
+        ))
+    }
+    async fn load_turn(
+        &self,
+        thread: &str,
+        user_id: &str,
+        display_name: &str,
+        window: u32,
+    ) -> Result<TurnContext> {
+        off!(
+            self,
+            [
+                t = thread.to_owned(),
+                u = user_id.to_owned(),
+                n = display_name.to_owned()
+            ],
+            |s| s.load_turn(&t, &u, &n, window)
+        )
+    }
+    async fn record_user_message(
+        &self,
+        thread: &str,
+        user_id: &str,
+        display_name: &str,
+        text: &str,
+        source: Option<&str>,
+    ) -> Result<i64> {
+        off!(
+            self,
+            [
+                t = thread.to_owned(),
+                u = user_id.to_owned(),
+                n = display_name.to_owned(),
+                x = text.to_owned(),
+                src = source.map(str::to_owned)
+            ],
+            |s| s.record_user_message(&t, &u, &n, &x, src.as_deref())
+        )
+    }
+    async fn thread_entries(&self, thread: &str) -> Result<Vec<Entry>> {
+        off!(self, [t = thread.to_owned()], |s| s.thread_entries(&t))
+    }
+    async fn last_speaker(&self, thread: &str) -> Result<(String, String, i64)> {
+        off!(self, [t = thread.to_owned()], |s| s.last_speaker(&t))
+    }
+    async fn usage(&self, thread: &str) -> Result<Vec<UsageRecord>> {
+        off!(self, [t = thread.to_owned()], |s| s.usage(&t))
+    }
+    async fn claude_session(&self, thread: &str) -> Result<Option<String>> {
+        off!(self, [t = thread.to_owned()], |s| s.claude_session(&t))
+    }
+}
+
+#[async_trait]
+impl faces::Users for Sqlite {
+    async fn user(&self, user_id: &str) -> Result<Option<UserRecord>> {
+        off!(self, [u = user_id.to_owned()], |s| s.user(&u))
+    }
+    async fn users(&self) -> Result<Vec<UserRecord>> {
+        off!(self, [], |s| s.users())
+    }
+    async fn unexported_models(&self) -> Result<Vec<UserRecord>> {
+        off!(self, [], |s| s.unexported_models())
+    }
+    async fn mark_exported(&self, user_id: &str, version: i64) -> Result<()> {
+        off!(self, [u = user_id.to_owned()], |s| s
+            .mark_exported(&u, version))
+    }
+    async fn pending_model_versions(&self, user_id: &str) -> Result<Vec<(i64, String, String)>> {
+        off!(self, [u = user_id.to_owned()], |s| s
+            .pending_model_versions(&u))
+    }
+    async fn model_history(&self, user_id: &str) -> Result<Vec<(i64, String, i64)>> {
+        off!(self, [u = user_id.to_owned()], |s| s.model_history(&u))
+    }
+}
+
+#[async_trait]
+impl faces::SoulRecord for Sqlite {
+    async fn soul_state(&self) -> Result<SoulState> {
+        off!(self, [], |s| s.soul_state())
+    }
+    async fn interactions(&self) -> Result<u64> {
+        off!(self, [], |s| s.interactions())
+    }
+}
+
+#[async_trait]
+impl faces::Whispers for Sqlite {
+    async fn add_whisper(&self, whisper: &str, source: &str) -> Result<i64> {
+        off!(
+            self,
+            [w = whisper.to_owned(), src = source.to_owned()],
+            |s| s.add_whisper(&w, &src)
+        )
+    }
+}
+
+#[async_trait]
+impl faces::Processes for Sqlite {
+    async fn thread_process(&self, thread: &str) -> Result<Option<ThreadProcess>> {
+        off!(self, [t = thread.to_owned()], |s| s.thread_process(&t))
+    }
+    async fn transitions(&self, thread: &str) -> Result<Vec<TransitionRow>> {
+        off!(self, [t = thread.to_owned()], |s| s.transitions(&t))
+    }
+    async fn quiet_threads(&self, quiet_since: i64) -> Result<Vec<(String, i64)>> {
+        off!(self, [], |s| s.quiet_threads(quiet_since))
+    }
+}
+
+#[async_trait]
+impl faces::States for Sqlite {
+    async fn cognitive_state(&self) -> Result<CognitiveRow> {
+        off!(self, [], |s| s.cognitive_state())
+    }
+    async fn move_state(&self, quiet: Option<Quiet>, decide: Decide) -> Result<Moved> {
+        /// Why a move was not made.
+        enum Not {
+            Refused,
+            Quiet,
+        }
+        off!(self, [], |s| {
+            let decide = |row: &CognitiveRow| decide(row).ok_or(Not::Refused);
+            let moved = match quiet {
+                Some(Quiet(newest)) => s.move_state_if_quiet(newest, Not::Quiet, decide)?,
+                None => s.move_state(decide)?,
+            };
+            Ok(match moved {
+                Ok(m) => Moved::Moved(m),
+                Err(Not::Refused) => Moved::Refused,
+                Err(Not::Quiet) => Moved::NotQuiet,
+            })
+        })
+    }
+    async fn newest_message_id(&self) -> Result<Option<i64>> {
+        off!(self, [], |s| s.newest_message_id())
+    }
+    async fn last_message_ms(&self) -> Result<Option<i64>> {
+        off!(self, [], |s| s.last_message_ms())
+    }
+    async fn state_moves(&self, limit: usize) -> Result<Vec<StateMove>> {
+        off!(self, [], |s| s.state_moves(limit))
+    }
+    async fn add_journal(&self, entry: &str) -> Result<i64> {
+        off!(self, [e = entry.to_owned()], |s| s.add_journal(&e))
+    }
+    async fn journal(&self, limit: usize) -> Result<Vec<JournalEntry>> {
+        off!(self, [], |s| s.journal(limit))
+    }
+    async fn messages_since(&self, since_ms: i64) -> Result<Vec<(String, String)>> {
+        off!(self, [], |s| s.messages_since(since_ms))
+    }
+    async fn answered_yes_since(&self, question: &str, since_ms: i64) -> Result<bool> {
+        off!(self, [q = question.to_owned()], |s| s
+            .answered_yes_since(&q, since_ms))
+    }
+}
+
+#[async_trait]
+impl faces::Dreams for Sqlite {
+    async fn begin_dream(&self, cause: &str) -> Result<i64> {
+        off!(self, [c = cause.to_owned()], |s| s.begin_dream(&c))
+    }
+    async fn finish_dream(&self, id: i64, complete: bool, report: &Value) -> Result<()> {
+        off!(self, [r = report.clone()], |s| s
+            .finish_dream(id, complete, &r))
+    }
+    async fn last_dream(&self) -> Result<Option<DreamRow>> {
+        off!(self, [], |s| s.last_dream())
+    }
+    async fn dream_threads(&self, keep: Keep) -> Result<Vec<String>> {
+        off!(self, [], |s| s.dream_threads(keep))
+    }
+    async fn backlog(
+        &self,
+        thread: &str,
+        keep: Keep,
+        max_entries: usize,
+        max_chars: usize,
+    ) -> Result<Option<Backlog>> {
+        off!(self, [t = thread.to_owned()], |s| s.backlog(
+            &t,
+            keep,
+            max_entries,
+            max_chars
+        ))
+    }
+    async fn consolidate(&self, c: Consolidation, keep: Keep) -> Result<Consolidated> {
+        off!(self, [], |s| s.consolidate(&c, keep))
+    }
+    async fn thread_summary(&self, thread: &str) -> Result<Option<String>> {
+        off!(self, [t = thread.to_owned()], |s| s.thread_summary(&t))
+    }
+    async fn episodes(&self, thread: &str) -> Result<Vec<Episode>> {
+        off!(self, [t = thread.to_owned()], |s| s.episodes(&t))
+    }
+    async fn upkeep(&self) -> Result<Upkeep> {
+        off!(self, [], |s| s.upkeep())
+    }
+}
+
+#[async_trait]
+impl faces::Psychology for Sqlite {
+    async fn psyche_event(
+        &self,
+        soul: &str,
+        psyche: &Psyche,
+        rules: &GateRules,
+        event: &Event,
+        place: &Place,
+    ) -> Result<(Effects, Decision)> {
+        off!(
+            self,
+            [
+                soul = soul.to_owned(),
+                p = psyche.clone(),
+                r = rules.clone(),
+                e = event.clone(),
+                at = place.clone()
+            ],
+            |s| s.psyche_event(&soul, &p, &r, &e, &at)
+        )
+    }
+    async fn psyche_event_once(
+        &self,
+        soul: &str,
+        psyche: &Psyche,
+        rules: &GateRules,
+        event: &Event,
+        place: &Place,
+        key: &str,
+    ) -> Result<Option<(Effects, Decision)>> {
+        off!(
+            self,
+            [
+                soul = soul.to_owned(),
+                p = psyche.clone(),
+                r = rules.clone(),
+                e = event.clone(),
+                at = place.clone(),
+                k = key.to_owned()
+            ],
+            |s| s.psyche_event_once(&soul, &p, &r, &e, &at, &k)
+        )
+    }
+    async fn psyche_packet(
+        &self,
+        soul: &str,
+        psyche: &Psyche,
+        people: &[(String, String)],
+        query: &str,
+        now: i64,
+    ) -> Result<Packet> {
+        off!(
+            self,
+            [
+                soul = soul.to_owned(),
+                p = psyche.clone(),
+                who = people.to_vec(),
+                q = query.to_owned()
+            ],
+            |s| s.psyche_packet(&soul, &p, &who, &q, now)
+        )
+    }
+    async fn psyche_post_cognition(
+        &self,
+        soul: &str,
+        psyche: &Psyche,
+        shifts: &[StanceShift],
+        updates: &[IntentionUpdate],
+        now: i64,
+    ) -> Result<Vec<String>> {
+        off!(
+            self,
+            [
+                soul = soul.to_owned(),
+                p = psyche.clone(),
+                sh = shifts.to_vec(),
+                up = updates.to_vec()
+            ],
+            |s| s.psyche_post_cognition(&soul, &p, &sh, &up, now)
+        )
+    }
+    async fn psyche_mind(
+        &self,
+        soul: &str,
+        psyche: &Psyche,
+        person: Option<&str>,
+        now: i64,
+    ) -> Result<Mind> {
+        off!(
+            self,
+            [
+                soul = soul.to_owned(),
+                p = psyche.clone(),
+                who = person.map(str::to_owned)
+            ],
+            |s| s.psyche_mind(&soul, &p, who.as_deref(), now)
+        )
+    }
+    async fn psyche_decisions(&self, soul: &str, limit: usize) -> Result<Vec<LoggedDecision>> {
+        off!(self, [soul = soul.to_owned()], |s| s
+            .psyche_decisions(&soul, limit))
+    }
+}
+
+#[async_trait]
+impl faces::Feedback for Sqlite {
+    async fn record_feedback(
+        &self,
+        reference: &str,
+        same_place: SamePlace,
+        person: &str,
+        verdict: Verdict,
+    ) -> Result<Judged> {
+        off!(
+            self,
+            [r = reference.to_owned(), who = person.to_owned()],
+            |s| s.record_feedback(&r, same_place, &who, verdict)
+        )
+    }
+    async fn feedback_on(&self, reference: &str) -> Result<Vec<(String, Verdict)>> {
+        off!(self, [r = reference.to_owned()], |s| s.feedback_on(&r))
+    }
+    async fn first_time(&self, kind: &str, place: &str) -> Result<bool> {
+        off!(self, [k = kind.to_owned(), p = place.to_owned()], |s| s
+            .first_time(&k, &p))
+    }
+}
+
+#[async_trait]
+impl faces::Admin for Sqlite {
+    async fn reset_thread(&self, thread: &str) -> Result<bool> {
+        off!(self, [t = thread.to_owned()], |s| s.reset_thread(&t))
+    }
+    async fn log_admin(
+        &self,
+        origin: &str,
+        user_id: &str,
+        command: &str,
+        allowed: bool,
+    ) -> Result<bool> {
+        off!(
+            self,
+            [
+                o = origin.to_owned(),
+                u = user_id.to_owned(),
+                c = command.to_owned()
+            ],
+            |s| s.log_admin(&o, &u, &c, allowed)
+        )
+    }
+    async fn admin_done(&self, origin: &str) -> Result<()> {
+        off!(self, [o = origin.to_owned()], |s| s.admin_done(&o))
+    }
+    async fn snapshot(&self) -> Result<Snapshot> {
+        off!(self, [], |s| s.snapshot())
+    }
+}
+
+#[async_trait]
+impl faces::Health for Sqlite {
+    async fn probe(&self) -> Result<()> {
+        off!(self, [], |s| s.probe())
+    }
+    fn write_health(&self) -> &WriteHealth {
+        self.0.write_health()
+    }
+    fn write_transactions(&self) -> u64 {
+        self.0.write_transactions()
+    }
+    fn describe(&self) -> String {
+        format!("SQLite at {}", self.0.path().display())
+    }
+}
