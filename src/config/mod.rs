@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 pub use crate::toml_file::Problem;
 use crate::toml_file::TomlFile;
-pub use raw::{ProviderKind, RawConfig, SlackMode, StructuredOutput};
+pub use raw::{ProviderKind, RawConfig, SlackMode, StoreBackend, StructuredOutput};
 pub use tools::{is_server_name, ToolServer, ToolTransport};
 
 /// A validated configuration. Paths are absolute; numbers are in range.
@@ -46,7 +46,22 @@ pub struct Config {
     pub autonomy: AutonomyConfig,
     /// `[[tools.servers]]`: the MCP servers whose tools ISM actions may call.
     pub tools: Vec<ToolServer>,
+    pub store: StoreConfig,
 }
+
+/// `[store]`: which backend holds the soul. The PostgreSQL connection string is not here: it
+/// carries a password, so it comes only from `ANIMA_DATABASE_URL`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoreConfig {
+    pub backend: StoreBackend,
+    /// PostgreSQL: connections per anima process.
+    pub pool_size: u32,
+    /// PostgreSQL: how long a claim on a conversation outlives a daemon that died.
+    pub claim_lease_secs: u64,
+}
+
+/// The environment variable that holds the PostgreSQL connection string.
+pub const DATABASE_URL_VAR: &str = "ANIMA_DATABASE_URL";
 
 /// `[autonomy]`: when the soul may speak unasked.
 #[derive(Debug, Clone, PartialEq)]
@@ -426,6 +441,11 @@ fn validate(
             weights: weights(&raw.autonomy.weights),
         },
         listen,
+        store: StoreConfig {
+            backend: raw.store.backend,
+            pool_size: raw.store.pool_size,
+            claim_lease_secs: raw.store.claim_lease_secs,
+        },
     })
 }
 

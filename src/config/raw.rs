@@ -24,6 +24,37 @@ pub struct RawConfig {
     pub http: RawHttp,
     pub admin: RawAdmin,
     pub tools: super::tools::RawTools,
+    pub store: RawStore,
+}
+
+/// Where the soul's store lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize))]
+#[serde(rename_all = "lowercase")]
+pub enum StoreBackend {
+    /// `<home>/anima.db`, embedded.
+    Sqlite,
+    /// The database at `ANIMA_DATABASE_URL`.
+    Postgres,
+}
+
+#[derive(Debug, Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize))]
+#[serde(deny_unknown_fields, default)]
+pub struct RawStore {
+    pub backend: StoreBackend,
+    pub pool_size: u32,
+    pub claim_lease_secs: u64,
+}
+
+impl Default for RawStore {
+    fn default() -> Self {
+        Self {
+            backend: StoreBackend::Sqlite,
+            pool_size: 8,
+            claim_lease_secs: 30,
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]

@@ -206,6 +206,17 @@ pub(super) const KEYS: &[Key] = &[
     key("autonomy", "weights", Kind::Weights(5)),
     key("admin", "users", Kind::TextList),
     key("tools", "servers", Kind::Servers),
+    key("store", "backend", Kind::OneOf(&["sqlite", "postgres"])),
+    key("store", "pool_size", whole(1, 1000)),
+    key(
+        "store",
+        "claim_lease_secs",
+        Kind::Whole {
+            min: 5,
+            max: 86_400,
+            unit: "seconds",
+        },
+    ),
     key(
         "http",
         "listen",

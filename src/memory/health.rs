@@ -1,7 +1,6 @@
 //! Whether the store takes writes: the outcome of the last write, kept for `/healthz` and
 //! `/metrics`. An episode of failing writes is logged at error once, and its end at info.
 
-use std::path::Path;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Mutex;
 
@@ -19,19 +18,19 @@ pub struct WriteHealth {
 }
 
 impl WriteHealth {
-    pub(super) fn note<T>(&self, result: &Result<T, StoreError>, path: &Path) {
+    pub(super) fn note<T>(&self, result: &Result<T, StoreError>, place: &dyn std::fmt::Display) {
         let mut failing = self.failing.lock().unwrap_or_else(|e| e.into_inner());
         match result {
             Ok(_) => {
                 self.last_ok_ms.store(now_ms(), Ordering::Relaxed);
                 if failing.take().is_some() {
-                    info!(db = %path.display(), "the store takes writes again");
+                    info!(db = %place, "the store takes writes again");
                 }
             }
             Err(e) if cannot_write(e) => {
                 self.errors.fetch_add(1, Ordering::Relaxed);
                 if failing.is_none() {
-                    error!(db = %path.display(), error = %e, "the store cannot take writes: new messages cannot be recorded");
+                    error!(db = %place, error = %e, "the store cannot take writes: new messages cannot be recorded");
                 }
                 *failing = Some(e.to_string());
             }
@@ -75,7 +74,18 @@ fn cannot_write(e: &StoreError) -> bool {
                 | ErrorCode::NotADatabase
                 | ErrorCode::OutOfMemory
         ),
-        StoreError::CreateDir { .. } | StoreError::Open { .. } => true,
+        StoreError::CreateDir { .. } | StoreError::Open { .. } | StoreError::Connect { .. } => true,
+        // The connection went away, or the server is shutting down or out of room.
+        StoreError::Postgres(e) => {
+            e.is_closed()
+                || e.as_db_error().is_some_and(|d| {
+                    let class = &d.code().code()[..2];
+                    // 08: connection, 53: insufficient resources, 57: operator intervention,
+                    // 58: system error, 25006: a read-only transaction.
+                    matches!(class, "08" | "53" | "57" | "58") || d.code().code() == "25006"
+                })
+                || std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>())
+        }
         _ => false,
     }
 }

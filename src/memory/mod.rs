@@ -14,6 +14,7 @@
 pub mod inbox;
 mod admin;
 pub mod faces;
+pub mod postgres;
 pub mod sqlite;
 mod checkpoint;
 pub mod dream;
@@ -81,6 +82,24 @@ pub enum StoreError {
     },
     #[error("database error: {0}")]
     Sql(#[from] rusqlite::Error),
+    #[error("{place}: {why}")]
+    Connect { place: String, why: String },
+    #[error(
+        "{place} has schema version {found}, newer than this anima understands ({supported}); upgrade anima or point ANIMA_DATABASE_URL elsewhere"
+    )]
+    TooNewDatabase {
+        place: String,
+        found: i64,
+        supported: i64,
+    },
+    #[error("{place}: migration {version} failed: {why}")]
+    Migration {
+        place: String,
+        version: i64,
+        why: String,
+    },
+    #[error("PostgreSQL: {0}")]
+    Postgres(#[from] tokio_postgres::Error),
     #[error("a store task stopped: {0}")]
     Task(String),
 }
@@ -190,7 +209,7 @@ impl SqliteStore {
             Ok(value)
         })();
         drop(conn);
-        self.health.note(&result, &self.path);
+        self.health.note(&result, &self.path.display());
         result
     }
 

@@ -1,0 +1,450 @@
+//! The inbox on PostgreSQL (see `memory::inbox` for what each operation promises). A
+//! message's retries and twins meet at the unique origin (`ON CONFLICT DO NOTHING`); a row's
+//! counters move under its row lock, so two processes never count one attempt twice.
+
+use async_trait::async_trait;
+use tokio_postgres::Row;
+
+use super::Postgres;
+use crate::memory::faces::Inbox;
+use crate::memory::inbox::{Inbound, InboxItem, InboxStatus, Intake, Overheard};
+use crate::memory::{now_ms, now_us, StoreError};
+
+type Result<T> = std::result::Result<T, StoreError>;
+
+const COLUMNS: &str = "id, origin, conversation, address, note, user_id, text, status, reply,
+    parts_posted, reply_ref, anima_us(received_at), attempts, seq, stream_ref,
+    failures, interruptions";
+/// The column after `COLUMNS`.
+const NEXT: usize = 17;
+
+fn item(r: &Row) -> InboxItem {
+    InboxItem {
+        id: r.get(0),
+        origin: r.get(1),
+        conversation: r.get(2),
+        address: r.get(3),
+        note: r.get(4),
+        user_id: r.get(5),
+        text: r.get(6),
+        status: status(r.get(7)),
+        reply: r.get(8),
+        parts_posted: r.get(9),
+        reply_ref: r.get(10),
+        received_us: r.get(11),
+        attempts: r.get(12),
+        seq: r.get(13),
+        others_waiting: false,
+        stream_ref: r.get(14),
+        failures: r.get(15),
+        interruptions: r.get(16),
+    }
+}
+
+fn status(s: &str) -> InboxStatus {
+    match s {
+        "replying" => InboxStatus::Replying,
+        "done" => InboxStatus::Done,
+        "failed" => InboxStatus::Failed,
+        "stopped" => InboxStatus::Stopped,
+        "overheard" => InboxStatus::Overheard,
+        _ => InboxStatus::Pending,
+    }
+}
+
+/// Marks a row's conversation as one the soul has spoken in.
+const SPOKEN: &str = "INSERT INTO conversations (key, spoken)
+    SELECT conversation, true FROM inbox WHERE id = $1
+    ON CONFLICT (key) DO UPDATE SET spoken = true";
+
+impl Postgres {
+    async fn accept(
+        &self,
+        tx: &deadpool_postgres::Transaction<'_>,
+        m: &Inbound,
+    ) -> Result<Intake> {
+        let known = tx
+            .query_opt(
+                "SELECT spoken, note FROM conversations WHERE key = $1",
+                &[&m.conversation],
+            )
+            .await?;
+        let spoken = known.as_ref().is_some_and(|k| k.get::<_, bool>(0));
+        if m.requires_spoken && !spoken {
+            return Ok(Intake::NotParticipating);
+        }
+        let note: Option<String> = known.and_then(|k| k.get(1));
+        let row = tx
+            .query_opt(
+                "INSERT INTO inbox (origin, conversation, seq, address, note, user_id, text, received_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, anima_at_us($8))
+                 ON CONFLICT (origin) DO NOTHING
+                 RETURNING id",
+                &[
+                    &m.origin,
+                    &m.conversation,
+                    &m.seq,
+                    &m.address,
+                    &note,
+                    &m.user_id,
+                    &m.text,
+                    &now_us(),
+                ],
+            )
+            .await?;
+        Ok(match row {
+            Some(r) => Intake::Accepted(r.get(0)),
+            None => Intake::Duplicate,
+        })
+    }
+
+    /// One statement that writes, in its own transaction.
+    async fn exec(&self, sql: &str, params: &[&(dyn tokio_postgres::types::ToSql + Sync)]) -> Result<u64> {
+        let result = async {
+            let client = self.client().await?;
+            Ok(client.execute(sql, params).await?)
+        }
+        .await;
+        self.noted(result)
+    }
+}
+
+#[async_trait]
+impl Inbox for Postgres {
+    async fn accept_inbound(&self, m: &Inbound) -> Result<Intake> {
+        let result = async {
+            let mut client = self.client().await?;
+            let tx = client.transaction().await?;
+            let intake = self.accept(&tx, m).await?;
+            tx.commit().await?;
+            Ok(intake)
+        }
+        .await;
+        self.noted(result)
+    }
+
+    async fn claim_next(&self, conversation: &str) -> Result<Option<InboxItem>> {
+        let client = self.client().await?;
+        let next = client
+            .query_opt(
+                &format!(
+                    "SELECT {COLUMNS},
+                        (SELECT count(*) FROM inbox o
+                         WHERE o.conversation = $1 AND o.status IN ('pending', 'replying')),
+                        in_flight
+                     FROM inbox WHERE conversation = $1 AND status IN ('pending', 'replying')
+                     ORDER BY seq, id LIMIT 1"
+                ),
+                &[&conversation],
+            )
+            .await?;
+        let Some(row) = next else {
+            return Ok(None);
+        };
+        let mut found = item(&row);
+        found.others_waiting = row.get::<_, i64>(NEXT) > 1;
+        let in_flight: Option<String> = row.get(NEXT + 1);
+        let interrupted = in_flight.is_some_and(|by| by != self.instance());
+        let begins = found.status == InboxStatus::Replying;
+        if !interrupted && !begins {
+            return Ok(Some(found));
+        }
+        drop(client);
+        let result = async {
+            let mut client = self.client().await?;
+            let tx = client.transaction().await?;
+            let interrupted = tx
+                .query_opt(
+                    "UPDATE inbox SET interruptions = interruptions + 1, in_flight = NULL
+                     WHERE id = $1 AND in_flight IS NOT NULL AND in_flight <> $2
+                     RETURNING interruptions",
+                    &[&found.id, &self.instance()],
+                )
+                .await?
+                .map(|r| r.get::<_, i64>(0));
+            let mut counts = (found.attempts, interrupted.unwrap_or(found.interruptions));
+            let exhausted = InboxItem {
+                interruptions: counts.1,
+                ..found.clone()
+            }
+            .exhausted();
+            if begins && !exhausted {
+                counts.0 = tx
+                    .query_one(
+                        "UPDATE inbox SET attempts = attempts + 1, in_flight = $2 WHERE id = $1
+                         RETURNING attempts",
+                        &[&found.id, &self.instance()],
+                    )
+                    .await?
+                    .get(0);
+            }
+            tx.commit().await?;
+            Ok(counts)
+        }
+        .await;
+        let (attempts, interruptions) = self.noted(result)?;
+        found.attempts = attempts;
+        found.interruptions = interruptions;
+        Ok(Some(found))
+    }
+
+    async fn note_failure(&self, id: i64) -> Result<i64> {
+        let result = async {
+            let mut client = self.client().await?;
+            let tx = client.transaction().await?;
+            tx.execute(
+                "UPDATE inbox SET failures = failures + 1, in_flight = NULL
+                 WHERE id = $1 AND in_flight = $2",
+                &[&id, &self.instance()],
+            )
+            .await?;
+            let failures = tx
+                .query_opt("SELECT failures FROM inbox WHERE id = $1", &[&id])
+                .await?
+                .map_or(0, |r| r.get(0));
+            tx.commit().await?;
+            Ok(failures)
+        }
+        .await;
+        self.noted(result)
+    }
+
+    async fn open_conversations(&self) -> Result<Vec<String>> {
+        let client = self.client().await?;
+        Ok(client
+            .query(
+                "SELECT DISTINCT conversation FROM inbox WHERE status IN ('pending', 'replying')",
+                &[],
+            )
+            .await?
+            .iter()
+            .map(|r| r.get(0))
+            .collect())
+    }
+
+    async fn inbox_depth(&self) -> Result<u64> {
+        let client = self.client().await?;
+        let n: i64 = client
+            .query_one(
+                "SELECT count(*) FROM inbox WHERE status IN ('pending', 'replying')",
+                &[],
+            )
+            .await?
+            .get(0);
+        Ok(n as u64)
+    }
+
+    async fn inbox_item(&self, id: i64) -> Result<Option<InboxItem>> {
+        let client = self.client().await?;
+        Ok(client
+            .query_opt(&format!("SELECT {COLUMNS} FROM inbox WHERE id = $1"), &[&id])
+            .await?
+            .map(|r| item(&r)))
+    }
+
+    async fn set_inbox_reply(&self, id: i64, reply: &str) -> Result<()> {
+        self.exec(
+            "UPDATE inbox SET status = 'replying', reply = $2 WHERE id = $1 AND status = 'pending'",
+            &[&id, &reply],
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn mark_part_posted(
+        &self,
+        id: i64,
+        parts_posted: i64,
+        reference: &str,
+        last: bool,
+    ) -> Result<()> {
+        let result = async {
+            let mut client = self.client().await?;
+            let tx = client.transaction().await?;
+            tx.execute(
+                "UPDATE inbox SET parts_posted = $2, reply_ref = coalesce(reply_ref, $3),
+                     part_refs = part_refs || to_jsonb($3::text),
+                     status = CASE WHEN $4 THEN 'done' ELSE status END,
+                     done_at = CASE WHEN $4 THEN anima_at($5) ELSE done_at END
+                 WHERE id = $1",
+                &[&id, &parts_posted, &reference, &last, &now_ms()],
+            )
+            .await?;
+            tx.execute(SPOKEN, &[&id]).await?;
+            tx.commit().await?;
+            Ok(())
+        }
+        .await;
+        self.noted(result)
+    }
+
+    async fn references_held(&self, id: i64) -> Result<Vec<String>> {
+        let client = self.client().await?;
+        Ok(client
+            .query(
+                "WITH others AS (
+                     SELECT reply_ref, stream_ref, part_refs FROM inbox
+                     WHERE conversation = (SELECT conversation FROM inbox WHERE id = $1))
+                 SELECT reply_ref FROM others WHERE reply_ref IS NOT NULL
+                 UNION SELECT stream_ref FROM others WHERE stream_ref IS NOT NULL
+                 UNION SELECT p FROM others, jsonb_array_elements_text(others.part_refs) AS p",
+                &[&id],
+            )
+            .await?
+            .iter()
+            .map(|r| r.get(0))
+            .collect())
+    }
+
+    async fn set_stream_ref(&self, id: i64, reference: &str) -> Result<()> {
+        let result = async {
+            let mut client = self.client().await?;
+            let tx = client.transaction().await?;
+            tx.execute(
+                "UPDATE inbox SET stream_ref = $2 WHERE id = $1",
+                &[&id, &reference],
+            )
+            .await?;
+            tx.execute(SPOKEN, &[&id]).await?;
+            tx.commit().await?;
+            Ok(())
+        }
+        .await;
+        self.noted(result)
+    }
+
+    async fn mark_stopped(&self, id: i64, said: &str) -> Result<bool> {
+        let result = async {
+            let mut client = self.client().await?;
+            let tx = client.transaction().await?;
+            let fixed = tx
+                .query_opt(
+                    "SELECT status, reply, parts_posted FROM inbox WHERE id = $1 FOR UPDATE",
+                    &[&id],
+                )
+                .await?;
+            let open = fixed.is_some_and(|r| {
+                let (status, reply, parts): (&str, Option<&str>, i64) =
+                    (r.get(0), r.get(1), r.get(2));
+                parts == 0
+                    && (status == "pending"
+                        || (status == "replying" && reply.map(str::trim) != Some(said.trim())))
+            });
+            if open {
+                tx.execute(
+                    "UPDATE inbox SET status = 'stopped', reply = $2, done_at = anima_at($3)
+                     WHERE id = $1",
+                    &[&id, &said, &now_ms()],
+                )
+                .await?;
+            }
+            tx.commit().await?;
+            Ok(open)
+        }
+        .await;
+        self.noted(result)
+    }
+
+    async fn mark_done(&self, id: i64) -> Result<()> {
+        self.exec(
+            "UPDATE inbox SET status = 'done', done_at = anima_at($2) WHERE id = $1",
+            &[&id, &now_ms()],
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn mark_failed(&self, id: i64, failure: &str, apology: Option<&str>) -> Result<()> {
+        self.exec(
+            "UPDATE inbox SET status = 'failed', failure = $2, done_at = anima_at($3),
+                 part_refs = CASE WHEN $4::text IS NULL THEN part_refs
+                                  ELSE part_refs || to_jsonb($4::text) END
+             WHERE id = $1",
+            &[&id, &failure, &now_ms(), &apology],
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn conversation_address(
+        &self,
+        conversation: &str,
+    ) -> Result<Option<(String, Option<String>)>> {
+        let client = self.client().await?;
+        Ok(client
+            .query_opt(
+                "SELECT address, note FROM inbox WHERE conversation = $1 ORDER BY id DESC LIMIT 1",
+                &[&conversation],
+            )
+            .await?
+            .map(|r| (r.get(0), r.get(1))))
+    }
+
+    async fn note_conversation(&self, key: &str, note: &str) -> Result<()> {
+        self.exec(
+            "INSERT INTO conversations (key, spoken, note) VALUES ($1, true, $2)
+             ON CONFLICT (key) DO UPDATE SET spoken = true, note = excluded.note",
+            &[&key, &note],
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn conversation_note(&self, key: &str) -> Result<Option<String>> {
+        let client = self.client().await?;
+        Ok(client
+            .query_opt("SELECT note FROM conversations WHERE key = $1", &[&key])
+            .await?
+            .and_then(|r| r.get(0)))
+    }
+
+    async fn record_overheard(&self, m: &Inbound, place: &str) -> Result<Intake> {
+        let result = async {
+            let mut client = self.client().await?;
+            let tx = client.transaction().await?;
+            let intake = self.accept(&tx, m).await?;
+            if let Intake::Accepted(id) = intake {
+                tx.execute(
+                    "UPDATE inbox SET status = 'overheard', heard_in = $2, done_at = anima_at($3)
+                     WHERE id = $1",
+                    &[&id, &place, &now_ms()],
+                )
+                .await?;
+            }
+            tx.commit().await?;
+            Ok(intake)
+        }
+        .await;
+        self.noted(result)
+    }
+
+    async fn reopen_overheard(&self, id: i64) -> Result<bool> {
+        let n = self
+            .exec(
+                "UPDATE inbox SET status = 'pending', done_at = NULL
+                 WHERE id = $1 AND status = 'overheard'",
+                &[&id],
+            )
+            .await?;
+        Ok(n == 1)
+    }
+
+    async fn last_overheard(&self, since_us: i64) -> Result<Option<Overheard>> {
+        let client = self.client().await?;
+        let last = client
+            .query_opt(
+                &format!(
+                    "SELECT {COLUMNS}, heard_in FROM inbox WHERE heard_in IS NOT NULL
+                     ORDER BY id DESC LIMIT 1"
+                ),
+                &[],
+            )
+            .await?;
+        Ok(last
+            .map(|r| (item(&r), r.get::<_, String>(NEXT)))
+            .filter(|(item, _)| {
+                item.status == InboxStatus::Overheard && item.received_us >= since_us
+            })
+            .map(|(item, place)| Overheard { item, place }))
+    }
+}

@@ -1,0 +1,177 @@
+//! The PostgreSQL backend behind the store's faces: a pool of connections (deadpool-postgres
+//! over tokio-postgres), its own numbered migrations, and one file per concern implementing
+//! that concern's face.
+//!
+//! Owns every PostgreSQL statement. Promises what the SQLite store promises, by PostgreSQL's
+//! own means: a unique key makes a message's retries one row, row locks and `SKIP LOCKED`
+//! make counters and claims exact under concurrency, and what is one transaction on SQLite is
+//! one transaction here. Knows nothing about prompts, providers or Slack.
+
+mod inbox;
+mod migrate;
+
+use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
+use tokio_postgres::NoTls;
+
+use super::{StoreError, WriteHealth};
+
+pub use migrate::SCHEMA_VERSION;
+
+/// The store in a PostgreSQL database.
+pub struct Postgres {
+    pool: Pool,
+    /// "PostgreSQL user@host:port/db": for logs and `anima check`; never the password.
+    place: String,
+    health: WriteHealth,
+    writes: AtomicU64,
+    /// Names this opening of the store (see `SqliteStore::instance`).
+    instance: String,
+}
+
+impl Postgres {
+    /// Connects to the database at `url` with a pool of `pool_size` connections, and migrates
+    /// it (once, however many processes start together). Every failure says which part of the
+    /// connection string is wrong, and never shows the password.
+    pub async fn connect(url: &str, pool_size: usize) -> Result<Postgres, StoreError> {
+        let config = tokio_postgres::Config::from_str(url).map_err(|e| StoreError::Connect {
+            place: "ANIMA_DATABASE_URL".into(),
+            why: format!(
+                "not a PostgreSQL connection string ({})",
+                redact(&e.to_string(), url)
+            ),
+        })?;
+        Postgres::connect_with(config, pool_size).await
+    }
+
+    /// `connect`, with the connection string already read.
+    pub async fn connect_with(
+        config: tokio_postgres::Config,
+        pool_size: usize,
+    ) -> Result<Postgres, StoreError> {
+        let place = place(&config);
+        let manager = Manager::from_config(
+            config,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(pool_size.max(1))
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .build()
+            .map_err(|e| StoreError::Connect {
+                place: place.clone(),
+                why: e.to_string(),
+            })?;
+        let store = Postgres {
+            pool,
+            place,
+            health: WriteHealth::default(),
+            writes: AtomicU64::new(0),
+            instance: super::instance_name(),
+        };
+        let mut client = store.client().await?;
+        migrate::migrate(&mut client, &store.place).await?;
+        Ok(store)
+    }
+
+    /// A connection from the pool. A server that cannot be reached, a database that does not
+    /// exist or credentials it refuses is one clear error each.
+    pub(super) async fn client(&self) -> Result<Object, StoreError> {
+        self.pool.get().await.map_err(|e| StoreError::Connect {
+            place: self.place.clone(),
+            why: match e {
+                deadpool_postgres::PoolError::Backend(e) => connect_reason(&e),
+                e => e.to_string(),
+            },
+        })
+    }
+
+    /// Remembers a write's outcome for the health check, and counts it.
+    pub(super) fn noted<T>(&self, result: Result<T, StoreError>) -> Result<T, StoreError> {
+        self.writes.fetch_add(1, Ordering::Relaxed);
+        self.health.note(&result, &self.place);
+        result
+    }
+
+    pub(super) fn instance(&self) -> &str {
+        &self.instance
+    }
+
+    pub fn place(&self) -> &str {
+        &self.place
+    }
+
+    pub(super) fn health(&self) -> &WriteHealth {
+        &self.health
+    }
+
+    pub(super) fn writes(&self) -> u64 {
+        self.writes.load(Ordering::Relaxed)
+    }
+}
+
+/// "PostgreSQL postgres@127.0.0.1:5432/anima": who, where, which database; no password.
+fn place(c: &tokio_postgres::Config) -> String {
+    let host = c
+        .get_hosts()
+        .first()
+        .map(|h| match h {
+            tokio_postgres::config::Host::Tcp(name) => name.clone(),
+            tokio_postgres::config::Host::Unix(path) => path.display().to_string(),
+        })
+        .unwrap_or_else(|| "localhost".into());
+    let port = c.get_ports().first().copied().unwrap_or(5432);
+    format!(
+        "PostgreSQL {}@{host}:{port}/{}",
+        c.get_user().unwrap_or("?"),
+        c.get_dbname().unwrap_or(c.get_user().unwrap_or("?"))
+    )
+}
+
+/// Why a connection failed, in words that name the part of the string to fix.
+fn connect_reason(e: &tokio_postgres::Error) -> String {
+    if let Some(db) = e.as_db_error() {
+        use tokio_postgres::error::SqlState;
+        let code = db.code();
+        if *code == SqlState::INVALID_PASSWORD || *code == SqlState::INVALID_AUTHORIZATION_SPECIFICATION {
+            return format!("the server refused the user's credentials ({})", db.message());
+        }
+        if *code == SqlState::INVALID_CATALOG_NAME {
+            return format!("the database does not exist ({})", db.message());
+        }
+        return db.message().to_string();
+    }
+    let text = e.to_string();
+    let cause = std::error::Error::source(e)
+        .map(|s| s.to_string())
+        .unwrap_or_default();
+    if cause.is_empty() {
+        format!("cannot reach the server: {text}")
+    } else {
+        format!("cannot reach the server: {text}: {cause}")
+    }
+}
+
+/// An error text with the connection string's password taken out, if it was echoed.
+fn redact(text: &str, url: &str) -> String {
+    match password_of(url) {
+        Some(p) if !p.is_empty() => text.replace(p, "[redacted]"),
+        _ => text.to_string(),
+    }
+}
+
+/// The password of a `postgres://user:password@host/db` or `key=value` string, as written.
+fn password_of(url: &str) -> Option<&str> {
+    if let Some(rest) = url.split_once("://").map(|(_, r)| r) {
+        let userinfo = rest.rsplit_once('@')?.0;
+        return userinfo.split_once(':').map(|(_, p)| p);
+    }
+    url.split_whitespace()
+        .find_map(|kv| kv.strip_prefix("password="))
+        .map(|p| p.trim_matches('\''))
+}
