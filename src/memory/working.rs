@@ -40,7 +40,7 @@ impl EntryType {
         }
     }
 
-    fn parse(s: &str) -> Option<EntryType> {
+    pub(crate) fn parse(s: &str) -> Option<EntryType> {
         [
             EntryType::UserMessage,
             EntryType::InternalMonologue,
@@ -121,7 +121,7 @@ pub const MAX_ENTRY_CHARS: usize = 32_000;
 pub const CUT_MARK: &str = " […cut]";
 
 /// `text` cut to `MAX_ENTRY_CHARS` characters (never inside a character).
-fn capped(text: &str) -> std::borrow::Cow<'_, str> {
+pub(super) fn capped(text: &str) -> std::borrow::Cow<'_, str> {
     match text.char_indices().nth(MAX_ENTRY_CHARS) {
         None => std::borrow::Cow::Borrowed(text),
         Some((at, _)) => std::borrow::Cow::Owned(format!("{}{CUT_MARK}", &text[..at])),

@@ -1,6 +1,7 @@
 //! The backends a conformance test runs on, each store fresh and empty.
 
 use std::str::FromStr;
+use std::sync::Arc;
 
 use anima::memory::postgres::Postgres;
 use anima::memory::sqlite::Sqlite;
@@ -11,7 +12,7 @@ pub const POSTGRES_URL: &str = "ANIMA_TEST_POSTGRES_URL";
 /// One fresh store on one backend; the temporary folder lives as long as it does.
 pub struct Fresh<S> {
     pub name: &'static str,
-    pub store: S,
+    pub store: Arc<S>,
     _dir: Option<tempfile::TempDir>,
 }
 
@@ -21,7 +22,7 @@ pub fn sqlite() -> Fresh<Sqlite> {
     let store = Sqlite::open(&dir.path().join("anima.db")).unwrap();
     Fresh {
         name: "sqlite",
-        store,
+        store: Arc::new(store),
         _dir: Some(dir),
     }
 }
@@ -49,7 +50,7 @@ pub async fn postgres() -> Option<Fresh<Postgres>> {
     let store = Postgres::connect_with(config, 4).await.unwrap();
     Some(Fresh {
         name: "postgres",
-        store,
+        store: Arc::new(store),
         _dir: None,
     })
 }

@@ -58,11 +58,7 @@ const SPOKEN: &str = "INSERT INTO conversations (key, spoken)
     ON CONFLICT (key) DO UPDATE SET spoken = true";
 
 impl Postgres {
-    async fn accept(
-        &self,
-        tx: &deadpool_postgres::Transaction<'_>,
-        m: &Inbound,
-    ) -> Result<Intake> {
+    async fn accept(&self, tx: &deadpool_postgres::Transaction<'_>, m: &Inbound) -> Result<Intake> {
         let known = tx
             .query_opt(
                 "SELECT spoken, note FROM conversations WHERE key = $1",
@@ -99,7 +95,11 @@ impl Postgres {
     }
 
     /// One statement that writes, in its own transaction.
-    async fn exec(&self, sql: &str, params: &[&(dyn tokio_postgres::types::ToSql + Sync)]) -> Result<u64> {
+    async fn exec(
+        &self,
+        sql: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<u64> {
         let result = async {
             let client = self.client().await?;
             Ok(client.execute(sql, params).await?)
@@ -237,7 +237,10 @@ impl Inbox for Postgres {
     async fn inbox_item(&self, id: i64) -> Result<Option<InboxItem>> {
         let client = self.client().await?;
         Ok(client
-            .query_opt(&format!("SELECT {COLUMNS} FROM inbox WHERE id = $1"), &[&id])
+            .query_opt(
+                &format!("SELECT {COLUMNS} FROM inbox WHERE id = $1"),
+                &[&id],
+            )
             .await?
             .map(|r| item(&r)))
     }

@@ -38,11 +38,13 @@ pub(super) async fn migrate(client: &mut Object, place: &str) -> Result<(), Stor
         });
     }
     for (i, sql) in MIGRATIONS.iter().enumerate().skip(found as usize) {
-        tx.batch_execute(sql).await.map_err(|e| StoreError::Migration {
-            place: place.to_string(),
-            version: i as i64 + 1,
-            why: e.to_string(),
-        })?;
+        tx.batch_execute(sql)
+            .await
+            .map_err(|e| StoreError::Migration {
+                place: place.to_string(),
+                version: i as i64 + 1,
+                why: e.to_string(),
+            })?;
     }
     if found < SCHEMA_VERSION {
         tx.execute(

@@ -9,6 +9,9 @@
 
 mod inbox;
 mod migrate;
+mod operator;
+mod states;
+mod turns;
 
 use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -138,8 +141,13 @@ fn connect_reason(e: &tokio_postgres::Error) -> String {
     if let Some(db) = e.as_db_error() {
         use tokio_postgres::error::SqlState;
         let code = db.code();
-        if *code == SqlState::INVALID_PASSWORD || *code == SqlState::INVALID_AUTHORIZATION_SPECIFICATION {
-            return format!("the server refused the user's credentials ({})", db.message());
+        if *code == SqlState::INVALID_PASSWORD
+            || *code == SqlState::INVALID_AUTHORIZATION_SPECIFICATION
+        {
+            return format!(
+                "the server refused the user's credentials ({})",
+                db.message()
+            );
         }
         if *code == SqlState::INVALID_CATALOG_NAME {
             return format!("the database does not exist ({})", db.message());
