@@ -10,6 +10,8 @@ use crate::assistant;
 use crate::config::secret::Secret;
 use crate::config::{self, SlackMode};
 use crate::llm::select::{self, Environment};
+use crate::config::StoreBackend;
+use crate::memory::postgres::Postgres;
 use crate::memory::sqlite::Sqlite;
 use crate::process::{def, library};
 use crate::soul::{self, SoulFiles};
@@ -124,18 +126,7 @@ pub async fn run(config_path: Option<&Path>) -> CliResult {
         };
         check_tools(config, &defs, &mut problems, &mut notes, &mut warnings).await;
 
-        let db = config.db_path();
-        if db.exists() {
-            match Sqlite::inspect(&db) {
-                Ok(v) => notes.push(format!("database: {} (schema version {v})", db.display())),
-                Err(e) => problems.push(format!("{}: {e}", db.display())),
-            }
-        } else {
-            notes.push(format!(
-                "database: {} does not exist yet; it is created on first use",
-                db.display()
-            ));
-        }
+        check_store(config, &mut problems, &mut notes).await;
 
         // The provider, resolved exactly as `chat` and `run` resolve it at start.
         match select::select(&config.llm, &config.home, &Environment::from_process()).await {
@@ -320,4 +311,38 @@ fn slack_tokens_missing(config: &config::Config) -> Option<String> {
             }
         )
     })
+}
+
+/// The store `[store]` names: SQLite's file and schema, or PostgreSQL's server and schema.
+/// A missing connection string, a server that cannot be reached and refused credentials are
+/// one problem each, and the password is never shown.
+async fn check_store(config: &config::Config, problems: &mut Vec<String>, notes: &mut Vec<String>) {
+    if config.store.backend == StoreBackend::Postgres {
+        let url = match crate::memory::open::database_url() {
+            Ok(url) => url,
+            Err(e) => return problems.push(e.to_string()),
+        };
+        match Postgres::inspect(url.expose()).await {
+            Ok((place, server, 0)) => notes.push(format!(
+                "database: {place} (PostgreSQL {server}; empty: anima creates its schema at the first start)"
+            )),
+            Ok((place, server, v)) => notes.push(format!(
+                "database: {place} (PostgreSQL {server}, schema version {v})"
+            )),
+            Err(e) => problems.push(e.to_string()),
+        }
+        return;
+    }
+    let db = config.db_path();
+    if db.exists() {
+        match Sqlite::inspect(&db) {
+            Ok(v) => notes.push(format!("database: {} (schema version {v})", db.display())),
+            Err(e) => problems.push(format!("{}: {e}", db.display())),
+        }
+    } else {
+        notes.push(format!(
+            "database: {} does not exist yet; it is created on first use",
+            db.display()
+        ));
+    }
 }

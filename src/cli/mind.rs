@@ -29,7 +29,7 @@ pub async fn run(config_path: Option<&Path>, args: MindArgs) -> CliResult {
     let soul =
         SoulFiles::load_or_built_in(&config.soul_dir).map_err(|e| Failure::Usage(e.to_string()))?;
     let psyche = soul::load_psyche(&config.soul_dir).map_err(|e| Failure::Usage(e.to_string()))?;
-    let store = super::read_store(&config)?;
+    let store = super::read_store(&config).await?;
     let person = match &args.person {
         None => None,
         Some(name) => Some(resolve(store.as_ref(), name).await?),

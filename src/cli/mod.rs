@@ -13,6 +13,7 @@ mod processes;
 mod service;
 mod slack;
 mod state;
+mod store;
 mod tools;
 mod users;
 
@@ -24,6 +25,7 @@ use clap::{Parser, Subcommand};
 
 use crate::config::{self, Config};
 use crate::engine::BuildError;
+use crate::config::StoreBackend;
 use crate::memory::sqlite::Sqlite;
 use crate::memory::Store;
 use crate::telemetry::{self, LogFormat};
@@ -81,6 +83,11 @@ pub enum Command {
     Slack {
         #[command(subcommand)]
         command: slack::SlackCommand,
+    },
+    /// The store: copy a soul from SQLite into PostgreSQL.
+    Store {
+        #[command(subcommand)]
+        command: store::StoreCommand,
     },
     /// The MCP tool servers of `[[tools.servers]]` and their tools.
     Tools {
@@ -173,6 +180,7 @@ async fn dispatch(cli: Cli) -> CliResult {
         Command::Dream(args) => dream::run(config_path, args).await,
         Command::Mind(args) => mind::run(config_path, args).await,
         Command::Slack { command } => slack::run(config_path, command),
+        Command::Store { command } => store::run(config_path, command).await,
         Command::Tools { command } => tools::run(config_path, command).await,
     }
 }
@@ -192,19 +200,24 @@ pub(crate) fn plural(n: u64, noun: &str) -> String {
     }
 }
 
-/// Opens the store if the database exists, for commands that only read: they never create
-/// one.
-pub(crate) fn open_existing_store(config: &Config) -> Result<Option<Arc<dyn Store>>, Failure> {
-    if config.db_path().exists() {
-        open_store(config).map(Some)
-    } else {
-        Ok(None)
+/// Opens the store if it exists, for commands that only read: they never create a SQLite
+/// database (a PostgreSQL one is there to be used).
+pub(crate) async fn open_existing_store(
+    config: &Config,
+) -> Result<Option<Arc<dyn Store>>, Failure> {
+    if config.store.backend == StoreBackend::Sqlite && !config.db_path().exists() {
+        return Ok(None);
     }
+    open_store(config).await.map(Some)
 }
 
-/// Opens the existing store to read, without migrating it: a home with no database yet, or
-/// one another version wrote, is the person's to fix (exit 2 for the version).
-pub(crate) fn read_store(config: &Config) -> Result<Arc<dyn Store>, Failure> {
+/// Opens the existing store to read. SQLite's is opened without migrating it: a home with no
+/// database yet, or one another version wrote, is the person's to fix (exit 2 for the
+/// version).
+pub(crate) async fn read_store(config: &Config) -> Result<Arc<dyn Store>, Failure> {
+    if config.store.backend == StoreBackend::Postgres {
+        return open_store(config).await;
+    }
     let db = config.db_path();
     if !db.exists() {
         return Err(Failure::Runtime(format!(
@@ -214,18 +227,27 @@ pub(crate) fn read_store(config: &Config) -> Result<Arc<dyn Store>, Failure> {
     }
     Sqlite::open_read_only(&db)
         .map(Sqlite::shared)
-        .map_err(|e| match e {
-            e @ (crate::memory::StoreError::TooNew { .. }
-            | crate::memory::StoreError::Outdated { .. }) => Failure::Usage(e.to_string()),
-            e => Failure::runtime(e),
-        })
+        .map_err(store_failure)
 }
 
-/// Opens the store; a database from a newer anima is a configuration problem (exit 2).
-pub(crate) fn open_store(config: &Config) -> Result<Arc<dyn Store>, Failure> {
-    match Sqlite::open(&config.db_path()) {
-        Ok(s) => Ok(s.shared()),
-        Err(e @ crate::memory::StoreError::TooNew { .. }) => Err(Failure::Usage(e.to_string())),
-        Err(e) => Err(Failure::runtime(e)),
+/// Opens the store `[store]` names.
+pub(crate) async fn open_store(config: &Config) -> Result<Arc<dyn Store>, Failure> {
+    crate::memory::open::open(&config.store, &config.db_path())
+        .await
+        .map_err(store_failure)
+}
+
+/// A store that is newer than this anima, that cannot be reached or logged into, or whose
+/// address is missing is a configuration problem (exit 2); anything else a runtime failure.
+pub(crate) fn store_failure(e: crate::memory::StoreError) -> Failure {
+    use crate::memory::StoreError as E;
+    match e {
+        e @ (E::TooNew { .. }
+        | E::Outdated { .. }
+        | E::TooNewDatabase { .. }
+        | E::Connect { .. }
+        | E::Unreachable { .. }
+        | E::NotEmpty { .. }) => Failure::Usage(e.to_string()),
+        e => Failure::runtime(e),
     }
 }

@@ -101,7 +101,7 @@ pub async fn run(config_path: Option<&Path>, command: ProcessesCommand) -> CliRe
             }
         }
         ProcessesCommand::Show { thread } => {
-            let store = open_existing_store(&config)?;
+            let store = open_existing_store(&config).await?;
             let state = match &store {
                 Some(store) => store
                     .thread_process(&thread)

@@ -28,7 +28,7 @@ const JOURNAL_ENTRIES: usize = 50;
 
 pub async fn run(config_path: Option<&Path>, args: StateArgs) -> CliResult {
     let config = load_config(config_path)?;
-    let store = super::read_store(&config)?;
+    let store = super::read_store(&config).await?;
     if args.journal {
         let entries = store
             .journal(JOURNAL_ENTRIES)

@@ -20,7 +20,7 @@ pub enum UsersCommand {
 
 pub async fn run(config_path: Option<&Path>, command: UsersCommand) -> CliResult {
     let config = load_config(config_path)?;
-    let store = open_existing_store(&config)?;
+    let store = open_existing_store(&config).await?;
     let users = match &store {
         Some(store) => store.users().await.map_err(Failure::runtime)?,
         None => Vec::new(),

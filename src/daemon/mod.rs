@@ -12,6 +12,7 @@
 mod http;
 mod notify;
 pub mod states;
+mod waiting;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -93,6 +94,12 @@ fn tokens(config: &Config) -> Result<Tokens, DaemonError> {
 
 pub async fn run(config: Arc<Config>) -> Result<(), DaemonError> {
     let tokens = tokens(&config)?;
+    let (stop_tx, stop_rx) = watch::channel(false);
+    tokio::spawn(signals(stop_tx));
+    if !waiting::for_database(&config, &mut stop_rx.clone()).await? {
+        info!("stopped while waiting for the database");
+        return Ok(());
+    }
     let metrics = Arc::new(Metrics::default());
     let engine = Arc::new(
         Engine::build(&config)
@@ -102,9 +109,6 @@ pub async fn run(config: Arc<Config>) -> Result<(), DaemonError> {
     );
     let store = engine.store().clone();
     let waking = tokio::spawn(states::start(engine.clone()));
-
-    let (stop_tx, stop_rx) = watch::channel(false);
-    tokio::spawn(signals(stop_tx));
 
     let stopping = Arc::new(AtomicBool::new(false));
     let door = Arc::new(EventsDoor {

@@ -41,7 +41,6 @@ use crate::config::Config;
 use crate::llm::select::{self, Environment, SelectError};
 use crate::llm::Provider;
 use crate::memory::model_repo::Exporter;
-use crate::memory::sqlite::Sqlite;
 use crate::memory::{Store, StoreError};
 use crate::metrics::Metrics;
 use crate::parse::Cognition;
@@ -284,9 +283,14 @@ impl Engine {
         );
         let library = Library::load(&config.soul_dir, &config.processes_dir)
             .map_err(|e| BuildError::Config(e.to_string()))?;
-        let store = match Sqlite::open(&config.db_path()) {
-            Ok(s) => s.shared(),
-            Err(e @ StoreError::TooNew { .. }) => return Err(BuildError::Config(e.to_string())),
+        let store = match crate::memory::open::open(&config.store, &config.db_path()).await {
+            Ok(s) => s,
+            Err(
+                e @ (StoreError::TooNew { .. }
+                | StoreError::TooNewDatabase { .. }
+                | StoreError::Connect { .. }
+                | StoreError::Unreachable { .. }),
+            ) => return Err(BuildError::Config(e.to_string())),
             Err(e) => return Err(BuildError::Runtime(e.to_string())),
         };
         let engine = Engine::new(config.clone(), store, Arc::new(library), selected.provider);

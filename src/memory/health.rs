@@ -74,7 +74,10 @@ fn cannot_write(e: &StoreError) -> bool {
                 | ErrorCode::NotADatabase
                 | ErrorCode::OutOfMemory
         ),
-        StoreError::CreateDir { .. } | StoreError::Open { .. } | StoreError::Connect { .. } => true,
+        StoreError::CreateDir { .. }
+        | StoreError::Open { .. }
+        | StoreError::Connect { .. }
+        | StoreError::Unreachable { .. } => true,
         // The connection went away, or the server is shutting down or out of room.
         StoreError::Postgres(e) => {
             e.is_closed()

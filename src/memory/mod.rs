@@ -14,6 +14,7 @@
 pub mod inbox;
 mod admin;
 pub mod faces;
+pub mod open;
 pub mod postgres;
 pub mod sqlite;
 mod checkpoint;
@@ -84,6 +85,9 @@ pub enum StoreError {
     Sql(#[from] rusqlite::Error),
     #[error("{place}: {why}")]
     Connect { place: String, why: String },
+    /// The server could not be reached (it may come back: a daemon waits for it).
+    #[error("{place}: cannot reach the server: {why}")]
+    Unreachable { place: String, why: String },
     #[error(
         "{place} has schema version {found}, newer than this anima understands ({supported}); upgrade anima or point ANIMA_DATABASE_URL elsewhere"
     )]
@@ -98,6 +102,8 @@ pub enum StoreError {
         version: i64,
         why: String,
     },
+    #[error("{place} is not empty ({what}): copy into a new, empty database")]
+    NotEmpty { place: String, what: String },
     #[error("PostgreSQL: {0}")]
     Postgres(#[from] tokio_postgres::Error),
     #[error("a store task stopped: {0}")]

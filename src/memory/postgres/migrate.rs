@@ -60,7 +60,7 @@ pub(super) async fn migrate(client: &mut Object, place: &str) -> Result<(), Stor
 }
 
 /// The schema version of the database, without migrating it (for `anima check`).
-pub(super) async fn version(client: &Object) -> Result<i64, StoreError> {
+pub(super) async fn version(client: &tokio_postgres::Client) -> Result<i64, StoreError> {
     let exists: bool = client
         .query_one("SELECT to_regclass('anima_schema') IS NOT NULL", &[])
         .await?

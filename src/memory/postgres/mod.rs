@@ -7,6 +7,7 @@
 //! make counters and claims exact under concurrency, and what is one transaction on SQLite is
 //! one transaction here. Knows nothing about prompts, providers or Slack.
 
+mod copy;
 mod inbox;
 mod migrate;
 mod operator;
@@ -21,6 +22,7 @@ use tokio_postgres::NoTls;
 
 use super::{StoreError, WriteHealth};
 
+pub use copy::{copy_from_sqlite, Copied};
 pub use migrate::SCHEMA_VERSION;
 
 /// The store in a PostgreSQL database.
@@ -82,14 +84,47 @@ impl Postgres {
         Ok(store)
     }
 
+    /// Connects without migrating and reports the server's version and the schema's (for
+    /// `anima check`); a schema newer than this anima's is refused, as at start.
+    pub async fn inspect(url: &str) -> Result<(String, String, i64), StoreError> {
+        let mut config =
+            tokio_postgres::Config::from_str(url).map_err(|e| StoreError::Connect {
+                place: "ANIMA_DATABASE_URL".into(),
+                why: format!(
+                    "not a PostgreSQL connection string ({})",
+                    redact(&e.to_string(), url)
+                ),
+            })?;
+        config.connect_timeout(std::time::Duration::from_secs(5));
+        let place = place(&config);
+        let (client, connection) =
+            config
+                .connect(NoTls)
+                .await
+                .map_err(|e| connect_error(&place, &e))?;
+        let running = tokio::spawn(connection);
+        let server: String = client.query_one("SHOW server_version", &[]).await?.get(0);
+        let found = migrate::version(&client).await?;
+        drop(client);
+        running.abort();
+        if found > SCHEMA_VERSION {
+            return Err(StoreError::TooNewDatabase {
+                place,
+                found,
+                supported: SCHEMA_VERSION,
+            });
+        }
+        Ok((place, server, found))
+    }
+
     /// A connection from the pool. A server that cannot be reached, a database that does not
     /// exist or credentials it refuses is one clear error each.
     pub(super) async fn client(&self) -> Result<Object, StoreError> {
-        self.pool.get().await.map_err(|e| StoreError::Connect {
-            place: self.place.clone(),
-            why: match e {
-                deadpool_postgres::PoolError::Backend(e) => connect_reason(&e),
-                e => e.to_string(),
+        self.pool.get().await.map_err(|e| match e {
+            deadpool_postgres::PoolError::Backend(e) => connect_error(&self.place, &e),
+            e => StoreError::Unreachable {
+                place: self.place.clone(),
+                why: e.to_string(),
             },
         })
     }
@@ -136,32 +171,35 @@ fn place(c: &tokio_postgres::Config) -> String {
     )
 }
 
-/// Why a connection failed, in words that name the part of the string to fix.
-fn connect_reason(e: &tokio_postgres::Error) -> String {
+/// Why a connection failed, in words that name the part of the string to fix: refused
+/// credentials and a missing database are the configuration's; anything else is a server
+/// that cannot be reached (yet).
+fn connect_error(place: &str, e: &tokio_postgres::Error) -> StoreError {
+    use tokio_postgres::error::SqlState;
+    let place = place.to_string();
     if let Some(db) = e.as_db_error() {
-        use tokio_postgres::error::SqlState;
         let code = db.code();
-        if *code == SqlState::INVALID_PASSWORD
+        let why = if *code == SqlState::INVALID_PASSWORD
             || *code == SqlState::INVALID_AUTHORIZATION_SPECIFICATION
         {
-            return format!(
-                "the server refused the user's credentials ({})",
-                db.message()
-            );
-        }
-        if *code == SqlState::INVALID_CATALOG_NAME {
-            return format!("the database does not exist ({})", db.message());
-        }
-        return db.message().to_string();
+            format!("the server refused the user's credentials ({})", db.message())
+        } else if *code == SqlState::INVALID_CATALOG_NAME {
+            format!("the database does not exist ({})", db.message())
+        } else if code.code().starts_with("57") || code.code().starts_with("53") {
+            // Starting up, shutting down, too many connections: it may come back.
+            return StoreError::Unreachable {
+                place,
+                why: db.message().to_string(),
+            };
+        } else {
+            db.message().to_string()
+        };
+        return StoreError::Connect { place, why };
     }
-    let text = e.to_string();
-    let cause = std::error::Error::source(e)
-        .map(|s| s.to_string())
-        .unwrap_or_default();
-    if cause.is_empty() {
-        format!("cannot reach the server: {text}")
-    } else {
-        format!("cannot reach the server: {text}: {cause}")
+    let cause = std::error::Error::source(e).map_or_else(String::new, |s| format!(": {s}"));
+    StoreError::Unreachable {
+        place,
+        why: format!("{e}{cause}"),
     }
 }
 

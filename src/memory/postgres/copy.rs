@@ -1,0 +1,328 @@
+//! `anima store copy --to postgres`: everything a soul's SQLite store holds, copied into an
+//! empty PostgreSQL database in one transaction, so a copy that fails or is killed midway
+//! leaves the database as empty as it was.
+//!
+//! Each table is a list of columns and what each becomes: SQLite's unix milliseconds become
+//! timestamps, its 0/1 flags booleans, its JSON text jsonb. Row ids are kept (references
+//! between tables stay true), and each identity sequence is moved past the largest.
+
+use rusqlite::types::Value as Sql;
+use tokio_postgres::types::ToSql;
+
+use super::Postgres;
+use crate::memory::{SqliteStore, StoreError};
+
+type Result<T> = std::result::Result<T, StoreError>;
+
+/// What a SQLite column becomes.
+#[derive(Clone, Copy)]
+enum As {
+    Int,
+    /// An INTEGER that PostgreSQL keeps as `integer` (not bigint).
+    Int4,
+    Real,
+    Text,
+    /// Unix milliseconds → timestamptz.
+    Ms,
+    /// Unix microseconds → timestamptz.
+    Us,
+    Bool,
+    Json,
+}
+
+/// A table: its SQLite name, its PostgreSQL name, and (SQLite column, PostgreSQL column, as).
+struct Table {
+    from: &'static str,
+    to: &'static str,
+    columns: &'static [(&'static str, &'static str, As)],
+    /// Its id is an identity column: kept, and the sequence moved past it.
+    identity: bool,
+    /// The row is seeded by the schema: the copy replaces it (by this key).
+    upsert_on: Option<&'static str>,
+    /// A kind shown in the report.
+    kind: &'static str,
+}
+
+use As::*;
+
+const TABLES: &[Table] = &[
+    Table { from: "inbox", to: "inbox", kind: "messages", identity: true, upsert_on: None, columns: &[
+        ("id", "id", Int), ("origin", "origin", Text), ("conversation", "conversation", Text),
+        ("seq", "seq", Real), ("address", "address", Text), ("note", "note", Text),
+        ("user_id", "user_id", Text), ("text", "text", Text), ("status", "status", Text),
+        ("reply", "reply", Text), ("parts_posted", "parts_posted", Int),
+        ("part_refs", "part_refs", Json), ("reply_ref", "reply_ref", Text),
+        ("stream_ref", "stream_ref", Text), ("received_us", "received_at", Us),
+        ("attempts", "attempts", Int), ("failures", "failures", Int),
+        ("interruptions", "interruptions", Int), ("in_flight", "in_flight", Text),
+        ("failure", "failure", Text), ("heard_in", "heard_in", Text), ("done_at", "done_at", Ms)] },
+    Table { from: "conversations", to: "conversations", kind: "conversations", identity: false, upsert_on: None, columns: &[
+        ("key", "key", Text), ("spoken", "spoken", Bool), ("note", "note", Text)] },
+    Table { from: "openings", to: "openings", kind: "openings", identity: false, upsert_on: None, columns: &[
+        ("kind", "kind", Text), ("place", "place", Text), ("at_ms", "at", Ms)] },
+    Table { from: "feedback", to: "feedback", kind: "feedback", identity: false, upsert_on: None, columns: &[
+        ("inbox_id", "inbox_id", Int), ("person", "person", Text), ("value", "value", Text),
+        ("at_ms", "at", Ms)] },
+    Table { from: "admin_log", to: "admin_log", kind: "admin commands", identity: false, upsert_on: None, columns: &[
+        ("origin", "origin", Text), ("user_id", "user_id", Text), ("command", "command", Text),
+        ("allowed", "allowed", Bool), ("done", "done", Bool), ("at", "at", Ms)] },
+    Table { from: "working_memory", to: "working_memory", kind: "working-memory entries", identity: true, upsert_on: None, columns: &[
+        ("id", "id", Int), ("thread", "thread", Text), ("entry_type", "entry_type", Text),
+        ("content", "content", Text), ("verb", "verb", Text), ("user_id", "user_id", Text),
+        ("metadata", "metadata", Json), ("source", "source", Text), ("created_at", "created_at", Ms)] },
+    Table { from: "threads", to: "threads", kind: "threads", identity: false, upsert_on: None, columns: &[
+        ("thread", "thread", Text), ("turns", "turns", Int), ("claude_session", "claude_session", Text),
+        ("since_id", "since_id", Int), ("updated_at", "updated_at", Ms)] },
+    Table { from: "turn_usage", to: "turn_usage", kind: "model calls", identity: true, upsert_on: None, columns: &[
+        ("id", "id", Int), ("thread", "thread", Text), ("interaction", "interaction", Int),
+        ("provider", "provider", Text), ("model", "model", Text), ("input_tokens", "input_tokens", Int),
+        ("output_tokens", "output_tokens", Int), ("cache_creation_tokens", "cache_creation_tokens", Int),
+        ("cache_read_tokens", "cache_read_tokens", Int), ("latency_ms", "latency_ms", Int),
+        ("stop_reason", "stop_reason", Text), ("created_at", "created_at", Ms)] },
+    Table { from: "soul_memory", to: "soul_memory", kind: "soul-state keys", identity: false, upsert_on: Some("key"), columns: &[
+        ("key", "key", Text), ("value", "value", Text), ("updated_at", "updated_at", Ms)] },
+    Table { from: "counters", to: "counters", kind: "counters", identity: false, upsert_on: Some("name"), columns: &[
+        ("name", "name", Text), ("value", "value", Int)] },
+    Table { from: "whispers", to: "whispers", kind: "whispers", identity: true, upsert_on: None, columns: &[
+        ("id", "id", Int), ("whisper", "whisper", Text), ("source", "source", Text),
+        ("created_at", "created_at", Ms), ("claimed_by", "claimed_by", Text),
+        ("claimed_until", "claimed_until", Ms), ("consumed_at", "consumed_at", Ms),
+        ("consumed_by", "consumed_by", Text)] },
+    Table { from: "users", to: "users", kind: "users", identity: false, upsert_on: None, columns: &[
+        ("user_id", "user_id", Text), ("display_name", "display_name", Text), ("slug", "slug", Text),
+        ("turns", "turns", Int), ("injected_at_turn", "injected_at_turn", Int), ("model", "model", Text),
+        ("model_version", "model_version", Int), ("exported_version", "exported_version", Int),
+        ("updated_at", "updated_at", Ms)] },
+    Table { from: "user_model_history", to: "user_model_history", kind: "user-model versions", identity: false, upsert_on: None, columns: &[
+        ("user_id", "user_id", Text), ("version", "version", Int), ("model", "model", Text),
+        ("change_note", "change_note", Text), ("created_at", "created_at", Ms)] },
+    Table { from: "thread_process", to: "thread_process", kind: "thread processes", identity: false, upsert_on: None, columns: &[
+        ("thread", "thread", Text), ("current", "current", Text), ("previous", "previous", Text),
+        ("invocations", "invocations", Int), ("params", "params", Json), ("updated_at", "updated_at", Ms)] },
+    Table { from: "process_transitions", to: "process_transitions", kind: "process transitions", identity: true, upsert_on: None, columns: &[
+        ("id", "id", Int), ("thread", "thread", Text), ("interaction", "interaction", Int),
+        ("from_process", "from_process", Text), ("to_process", "to_process", Text), ("rule", "rule", Int4),
+        ("action", "action", Text), ("execute_now", "execute_now", Bool), ("params", "params", Json),
+        ("at", "at", Ms)] },
+    Table { from: "cognitive_state", to: "cognitive_state", kind: "cognitive state", identity: false, upsert_on: Some("id"), columns: &[
+        ("id", "id", Int4), ("state", "state", Text), ("since", "since", Ms), ("cause", "cause", Text),
+        ("degraded", "degraded", Bool)] },
+    Table { from: "state_moves", to: "state_moves", kind: "state moves", identity: true, upsert_on: None, columns: &[
+        ("id", "id", Int), ("from_state", "from_state", Text), ("to_state", "to_state", Text),
+        ("cause", "cause", Text), ("detail", "detail", Json), ("at", "at", Ms)] },
+    Table { from: "journal", to: "journal", kind: "journal entries", identity: true, upsert_on: None, columns: &[
+        ("id", "id", Int), ("entry", "entry", Text), ("at", "at", Ms)] },
+    Table { from: "thread_summaries", to: "thread_summaries", kind: "thread summaries", identity: false, upsert_on: None, columns: &[
+        ("thread", "thread", Text), ("since_id", "since_id", Int), ("summary", "summary", Text),
+        ("covers_through", "covers_through", Int), ("entries", "entries", Int), ("updated_at", "updated_at", Ms)] },
+    Table { from: "episodic_memories", to: "episodic_memories", kind: "episodic memories", identity: true, upsert_on: None, columns: &[
+        ("id", "id", Int), ("thread", "thread", Text), ("memory", "memory", Text),
+        ("importance", "importance", Int4), ("created_at", "created_at", Ms)] },
+    Table { from: "dreams", to: "dreams", kind: "dreams", identity: true, upsert_on: None, columns: &[
+        ("id", "id", Int), ("started_at", "started_at", Ms), ("finished_at", "finished_at", Ms),
+        ("complete", "complete", Bool), ("cause", "cause", Text), ("report", "report", Json)] },
+];
+
+/// What a copy wrote: (kind, rows), in the order copied.
+pub type Copied = Vec<(&'static str, u64)>;
+
+/// Copies everything in `from` into this database, which must hold nothing yet.
+pub async fn copy_from_sqlite(from: &SqliteStore, to: &Postgres) -> Result<Copied> {
+    let mut client = to.client().await?;
+    let tx = client.transaction().await?;
+    // No one else writes while the copy runs: a daemon started meanwhile waits.
+    tx.batch_execute("LOCK TABLE inbox, working_memory, users, counters IN EXCLUSIVE MODE")
+        .await?;
+    if let Some(what) = not_empty(&tx).await? {
+        return Err(StoreError::NotEmpty {
+            place: to.place().to_string(),
+            what,
+        });
+    }
+    let mut copied = Copied::new();
+    for table in TABLES {
+        let rows = read(from, table)?;
+        let n = rows.len() as u64;
+        for row in &rows {
+            insert(&tx, table, row).await?;
+        }
+        if table.identity {
+            tx.execute(
+                &format!(
+                    "SELECT setval(pg_get_serial_sequence('{0}', 'id'),
+                                   greatest((SELECT max(id) FROM {0}), 1),
+                                   (SELECT max(id) FROM {0}) IS NOT NULL)",
+                    table.to
+                ),
+                &[],
+            )
+            .await?;
+        }
+        // The counts must agree before anything is committed.
+        let there: i64 = tx
+            .query_one(&format!("SELECT count(*) FROM {}", table.to), &[])
+            .await?
+            .get(0);
+        let expected = if table.upsert_on.is_some() {
+            there.max(n as i64)
+        } else {
+            n as i64
+        };
+        if there != expected {
+            return Err(StoreError::Task(format!(
+                "{}: {n} rows read, {there} in the copy",
+                table.kind
+            )));
+        }
+        copied.push((table.kind, n));
+    }
+    tx.commit().await?;
+    Ok(copied)
+}
+
+/// What makes the database not empty, if anything: a row a soul would have written.
+async fn not_empty(tx: &deadpool_postgres::Transaction<'_>) -> Result<Option<String>> {
+    for table in TABLES.iter().filter(|t| t.upsert_on.is_none()) {
+        let any: bool = tx
+            .query_one(&format!("SELECT EXISTS (SELECT 1 FROM {})", table.to), &[])
+            .await?
+            .get(0);
+        if any {
+            return Ok(Some(format!("it holds {}", table.kind)));
+        }
+    }
+    let turns: i64 = tx
+        .query_one("SELECT value FROM counters WHERE name = 'interactions'", &[])
+        .await?
+        .get(0);
+    Ok((turns > 0).then(|| format!("its soul has had {turns} interactions")))
+}
+
+fn read(from: &SqliteStore, table: &Table) -> Result<Vec<Vec<Sql>>> {
+    let conn = from.conn();
+    let names: Vec<&str> = table.columns.iter().map(|c| c.0).collect();
+    let mut stmt = conn.prepare(&format!(
+        "SELECT {} FROM {} ORDER BY rowid",
+        names.join(", "),
+        table.from
+    ))?;
+    let rows = stmt.query_map([], |r| {
+        (0..names.len()).map(|i| r.get::<_, Sql>(i)).collect()
+    })?;
+    Ok(rows.collect::<std::result::Result<_, _>>()?)
+}
+
+async fn insert(
+    tx: &deadpool_postgres::Transaction<'_>,
+    table: &Table,
+    row: &[Sql],
+) -> Result<()> {
+    let mut params: Vec<Box<dyn ToSql + Sync + Send>> = Vec::with_capacity(row.len());
+    let mut slots = Vec::with_capacity(row.len());
+    for (i, ((name, _, kind), value)) in table.columns.iter().zip(row).enumerate() {
+        let n = i + 1;
+        let bad = || {
+            StoreError::Task(format!(
+                "{}.{name}: a value of the wrong kind ({value:?})",
+                table.from
+            ))
+        };
+        let (slot, param): (String, Box<dyn ToSql + Sync + Send>) = match (kind, value) {
+            (Int | Ms | Us, Sql::Integer(v)) => (format!("${n}"), Box::new(*v)),
+            (Int | Ms | Us | Int4 | Real | Text | Json | Bool, Sql::Null) => {
+                (format!("${n}::text"), Box::new(None::<String>))
+            }
+            (Int4, Sql::Integer(v)) => (
+                format!("${n}"),
+                Box::new(i32::try_from(*v).map_err(|_| bad())?),
+            ),
+            (Real, Sql::Real(v)) => (format!("${n}"), Box::new(*v)),
+            (Real, Sql::Integer(v)) => (format!("${n}"), Box::new(*v as f64)),
+            (Text, Sql::Text(v)) => (format!("${n}"), Box::new(v.clone())),
+            (Bool, Sql::Integer(v)) => (format!("${n}"), Box::new(*v != 0)),
+            (Json, Sql::Text(v)) => (
+                format!("${n}"),
+                Box::new(serde_json::from_str::<serde_json::Value>(v).map_err(|_| bad())?),
+            ),
+            _ => return Err(bad()),
+        };
+        let slot = match (kind, value) {
+            (_, Sql::Null) => format!("NULL::{}", pg_type(*kind)),
+            (Ms, _) => format!("anima_at({slot})"),
+            (Us, _) => format!("anima_at_us({slot})"),
+            _ => slot,
+        };
+        if !matches!(value, Sql::Null) {
+            params.push(param);
+        }
+        slots.push(slot);
+    }
+    // Placeholders are numbered by the values actually sent (NULLs are written inline).
+    let mut k = 0;
+    let slots: Vec<String> = slots
+        .into_iter()
+        .map(|s| {
+            if s.starts_with("NULL::") {
+                s
+            } else {
+                k += 1;
+                renumber(&s, k)
+            }
+        })
+        .collect();
+    let columns: Vec<&str> = table.columns.iter().map(|c| c.1).collect();
+    let overriding = if table.identity {
+        " OVERRIDING SYSTEM VALUE"
+    } else {
+        ""
+    };
+    let conflict = match table.upsert_on {
+        Some(key) => format!(
+            " ON CONFLICT ({key}) DO UPDATE SET {}",
+            columns
+                .iter()
+                .filter(|c| **c != key)
+                .map(|c| format!("{c} = excluded.{c}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        None => String::new(),
+    };
+    let sql = format!(
+        "INSERT INTO {} ({}){overriding} VALUES ({}){conflict}",
+        table.to,
+        columns.join(", "),
+        slots.join(", ")
+    );
+    let refs: Vec<&(dyn ToSql + Sync)> = params
+        .iter()
+        .map(|p| p.as_ref() as &(dyn ToSql + Sync))
+        .collect();
+    tx.execute(&sql, &refs).await?;
+    Ok(())
+}
+
+/// `$7`, `anima_at($7)` → the same with placeholder `k`.
+fn renumber(slot: &str, k: usize) -> String {
+    match slot.find('$') {
+        Some(at) => {
+            let end = slot[at + 1..]
+                .find(|c: char| !c.is_ascii_digit())
+                .map_or(slot.len(), |e| at + 1 + e);
+            format!("{}${k}{}", &slot[..at], &slot[end..])
+        }
+        None => slot.to_string(),
+    }
+}
+
+fn pg_type(kind: As) -> &'static str {
+    match kind {
+        Int => "bigint",
+        Int4 => "integer",
+        Real => "double precision",
+        Text => "text",
+        Ms | Us => "timestamptz",
+        Bool => "boolean",
+        Json => "jsonb",
+    }
+}
