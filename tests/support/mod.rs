@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod daemon;
+pub mod mcp;
 pub mod slack;
 
 use std::collections::VecDeque;
