@@ -240,7 +240,7 @@ fn bad_servers_are_named_with_what_is_wrong_and_the_others_work() {
             }
         }
         let many = report.iter().find(|s| s.name == "many").unwrap();
-        assert_eq!(many.tools.len(), 10_008);
+        assert_eq!(many.tools.len(), 10_009);
         let broken = report.iter().find(|s| s.name == "broken").unwrap();
         let t = broken.tools.iter().find(|t| t.name == "broken").unwrap();
         assert!(
@@ -685,7 +685,7 @@ fn check_names_an_unknown_server_and_an_unknown_tool_with_file_and_line() {
         )),
         "{all}"
     );
-    assert!(all.contains("tool server kb: started, 8 tools"), "{all}");
+    assert!(all.contains("tool server kb: started, 9 tools"), "{all}");
     let listed = home.run(&["tools", "list", "--json"], "");
     assert_eq!(listed.status, 0, "{}", listed.stderr);
     let v: Value = serde_json::from_str(&listed.stdout).unwrap();

@@ -1,6 +1,7 @@
 //! MCP tool servers in the running daemon (`anima run` against the fake Slack, the fake model
 //! and the fake stdio MCP server): a SIGHUP puts a rewritten `[[tools.servers]]` in force
-//! (added, removed, changed, untouched) and refuses a broken config.
+//! (added, removed, changed, untouched) and refuses a broken config; a SIGKILL while a tool
+//! call is in flight still leaves one reply per message.
 
 mod support;
 
@@ -15,7 +16,7 @@ use support::slack::FakeSlack;
 use support::*;
 
 /// A research process whose tool actions call `lookup` on the servers `a`, `b` and `c`
-/// (each may be configured or not).
+/// (each may be configured or not), and `wait` on `kb`.
 const RESEARCH: &str = r#"name = "research"
 kind = "ism"
 goal = "Answer with what the tools say"
@@ -38,6 +39,12 @@ name = "UseC"
 description = "Look it up in C"
 effect = "tool"
 tool = "c.lookup"
+
+[[actions]]
+name = "Wait"
+description = "Wait for the slow page"
+effect = "tool"
+tool = "kb.wait"
 
 [[actions]]
 name = "Respond"
@@ -73,9 +80,11 @@ fn respond_by_calling(model: &FakeModel, actions: &'static [&'static str]) {
         if !is_selection(turn) {
             return said(&format!("re: {message}"));
         }
-        match actions.iter().find(|a| !tool_returned(turn, a)) {
+        let next = actions.iter().find(|a| !tool_returned(turn, a));
+        match next {
+            Some(&"Wait") if message.starts_with("slow") => select("Wait", None),
+            Some(&"Wait") | None => select("Respond", None),
             Some(a) => select(a, Some(r#"{"term": "rust"}"#)),
-            None => select("Respond", None),
         }
     });
 }
@@ -254,4 +263,72 @@ fn a_config_broken_on_reload_changes_nothing_and_its_problems_are_logged() {
     slack.wait(30, "the answer", |s| s.posts().len() == 1);
     assert_eq!(posted(&slack, "D1"), ["re: still there?"]);
     assert_eq!(called(&log), ["lookup"], "A's tool still answers");
+}
+
+#[test]
+fn a_sigkill_mid_tool_call_still_gives_each_message_exactly_one_reply() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("calls-kb");
+    let release = dir.path().join("release");
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    respond_by_calling(&model, &["Wait"]);
+    let (home, base) = research_home(&model, &slack);
+    let server = server_toml("kb", &log, &["--release", &release.display().to_string()]);
+    std::fs::write(home.config(), format!("{base}{server}")).unwrap();
+    let mut d = Daemon::start(&home);
+    slack.wait_connected_or(|| d.log());
+
+    slack.send_event(dm("D1", "U1", "1700000000.000100", "quick one"), "Ev1", 0);
+    slack.wait(30, "the first answer", |s| s.posts().len() == 1);
+    slack.send_event(dm("D2", "U2", "1700000000.000200", "slow two"), "Ev2", 0);
+    assert!(
+        eventually(30, || called(&log) == ["wait"]),
+        "the call is in flight: {}",
+        d.log()
+    );
+    // One more message, taken in (acknowledged) but perhaps not answered before the kill.
+    let envelope = slack.send_event(dm("D3", "U3", "1700000000.000300", "quick three"), "Ev3", 0);
+    slack.wait(10, "the third message's ack", |s| {
+        s.acks().contains(&envelope)
+    });
+    d.kill9();
+    assert!(
+        posted(&slack, "D2").is_empty(),
+        "no reply while the call hung"
+    );
+
+    std::fs::write(&release, "").unwrap();
+    let d = Daemon::start(&home);
+    slack.wait(20, "a new Socket Mode connection", |s| s.sockets() > 0);
+    slack.send_event(dm("D4", "U4", "1700000000.000400", "quick four"), "Ev4", 0);
+    slack.wait(30, "four answers", |s| s.posts().len() >= 4);
+    std::thread::sleep(Duration::from_millis(800));
+    for (channel, text) in [
+        ("D1", "quick one"),
+        ("D2", "slow two"),
+        ("D3", "quick three"),
+        ("D4", "quick four"),
+    ] {
+        assert_eq!(
+            posted(&slack, channel),
+            [format!("re: {text}")],
+            "exactly one reply in {channel}: {}",
+            d.log()
+        );
+    }
+    let waits = called(&log);
+    assert!(
+        !waits.is_empty() && waits.len() <= 2 && waits.iter().all(|w| w == "wait"),
+        "the call was made, and repeated at most once: {waits:?}"
+    );
+    drop(d);
+    // The first daemon's server was orphaned by the SIGKILL; released, it ends by itself.
+    // Whatever of ours is left is ended by its id.
+    if !eventually(10, || processes_with(&needle(&log)) == 0) {
+        for pid in pids_with(&needle(&log)) {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+        }
+    }
 }
