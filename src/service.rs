@@ -109,6 +109,7 @@ After=network-online.target
 Type=notify
 NotifyAccess=main
 {run_as}ExecStart={exec}
+ExecReload=/bin/kill -HUP $MAINPID
 EnvironmentFile=-{env}
 Restart=on-failure
 RestartSec=5

@@ -12,21 +12,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anima::config::{ToolServer, ToolTransport};
-use anima::tools::{Outcome, Tools};
+use anima::tools::{Outcome, Reloaded, Tools};
 use serde_json::{json, Value};
+use support::mcp::*;
 use support::*;
-
-const FAKE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/fake_mcp.py");
-
-/// The Python interpreter itself (not a shim that needs an environment of its own: a stdio
-/// server gets only the variables its config names).
-fn python() -> String {
-    let out = std::process::Command::new("python3")
-        .args(["-c", "import sys; print(sys.executable)"])
-        .output()
-        .expect("python3 is on the PATH");
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
-}
 
 /// The fake stdio server with `flags`, logging its calls to `log`.
 fn fake(name: &str, log: &Path, flags: &[&str]) -> ToolServer {
@@ -48,21 +37,6 @@ fn fake(name: &str, log: &Path, flags: &[&str]) -> ToolServer {
         timeout: Duration::from_secs(10),
         max_result_chars: 16_000,
     }
-}
-
-/// The calls the fake received: (tool, arguments).
-fn received(log: &Path) -> Vec<(String, Value)> {
-    std::fs::read_to_string(log)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| {
-            let v: Value = serde_json::from_str(l).unwrap();
-            (
-                v["name"].as_str().unwrap().to_string(),
-                v["arguments"].clone(),
-            )
-        })
-        .collect()
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -266,7 +240,7 @@ fn bad_servers_are_named_with_what_is_wrong_and_the_others_work() {
             }
         }
         let many = report.iter().find(|s| s.name == "many").unwrap();
-        assert_eq!(many.tools.len(), 10_008);
+        assert_eq!(many.tools.len(), 10_009);
         let broken = report.iter().find(|s| s.name == "broken").unwrap();
         let t = broken.tools.iter().find(|t| t.name == "broken").unwrap();
         assert!(
@@ -328,6 +302,85 @@ fn tools_are_listed_again_when_the_server_says_they_changed() {
             assert!(tools.tool("kb", "grown").is_ok());
         },
     );
+}
+
+#[test]
+fn a_reload_starts_stops_and_restarts_only_what_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = |name: &str| dir.path().join(format!("calls-{name}"));
+    let running = |name: &str| pids_with(&log(name).display().to_string());
+    let servers = vec![
+        fake("a", &log("a"), &[]),
+        fake("c", &log("c-old"), &[]),
+        fake("d", &log("d"), &[]),
+    ];
+    with_tools(servers, |tools| async move {
+        let d = running("d");
+        assert_eq!(
+            (running("a").len(), running("c-old").len(), d.len()),
+            (1, 1, 1)
+        );
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let done = tools
+            .reload(&[
+                fake("b", &log("b"), &[]),
+                fake("c", &log("c-new"), &[]),
+                fake("d", &log("d"), &[]),
+            ])
+            .await;
+        assert_eq!(
+            done,
+            Reloaded {
+                added: names(&["b"]),
+                removed: names(&["a"]),
+                restarted: names(&["c"]),
+                unchanged: names(&["d"]),
+            }
+        );
+        // Stopped before the reload returns (a zombie has no command line).
+        assert!(eventually(2, || running("a").is_empty() && running("c-old").is_empty()));
+        let c = tools.call("c", "lookup", Some("{\"term\": \"c\"}")).await;
+        assert_eq!(c.outcome, Outcome::Ok, "{}", c.text);
+        let c = tools.call("b", "lookup", Some("{\"term\": \"b\"}")).await;
+        assert_eq!(c.outcome, Outcome::Ok, "{}", c.text);
+        let c = tools.call("a", "lookup", Some("{\"term\": \"a\"}")).await;
+        assert_eq!(c.outcome, Outcome::Unknown, "{}", c.text);
+        assert_eq!(running("d"), d, "d untouched");
+        let listed: Vec<String> = tools.report().into_iter().map(|s| s.name).collect();
+        assert_eq!(listed, ["b", "c", "d"]);
+
+        // Any setting counts: a tool allowed, a timeout.
+        let mut d2 = fake("d", &log("d"), &[]);
+        d2.allow = vec!["delete".into()];
+        let mut b2 = fake("b", &log("b"), &[]);
+        b2.timeout = Duration::from_secs(11);
+        let done = tools.reload(&[b2, fake("c", &log("c-new"), &[]), d2]).await;
+        assert_eq!(done.restarted, names(&["b", "d"]));
+        assert_eq!(done.unchanged, names(&["c"]));
+        let c = tools.call("d", "delete", Some("{\"page\": \"x\"}")).await;
+        assert_eq!(c.outcome, Outcome::Ok, "allowed now: {}", c.text);
+        assert_ne!(running("d"), d, "d restarted");
+        assert_eq!(running("d").len(), 1, "one child of d, never two");
+    });
+    assert_eq!(called(&log("a")), Vec::<String>::new());
+    assert_eq!(called(&log("b")), ["lookup"]);
+    assert_eq!(called(&log("c-old")), Vec::<String>::new());
+    assert_eq!(called(&log("c-new")), ["lookup"]);
+    assert_eq!(called(&log("d")), ["delete"]);
+}
+
+#[test]
+fn after_shutdown_a_reload_starts_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("calls-late");
+    runtime().block_on(async {
+        let tools = Tools::start(&[]);
+        tools.shutdown().await;
+        let done = tools.reload(&[fake("late", &log, &[])]).await;
+        assert_eq!(done, Reloaded::default());
+        assert!(tools.is_empty());
+    });
+    assert_eq!(processes_with(&log.display().to_string()), 0);
 }
 
 /// A streamable-HTTP MCP server in this process: JSON answers, a session id, the bearer
@@ -500,17 +553,6 @@ fn research_home(model: &FakeModel, log: &Path) -> Home {
     home
 }
 
-fn select(action: &str, arguments: Option<&str>) -> String {
-    let args = arguments
-        .map(|a| format!("<arguments>{a}</arguments>"))
-        .unwrap_or_default();
-    format!("<action_selection><reasoning>next</reasoning><action>{action}</action>{args}</action_selection>")
-}
-
-fn said(text: &str) -> String {
-    format!("<external_dialogue verb=\"said\">{text}</external_dialogue>")
-}
-
 #[test]
 fn a_tool_using_ism_in_chat_gives_one_reply_per_message_and_a_result_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
@@ -643,7 +685,7 @@ fn check_names_an_unknown_server_and_an_unknown_tool_with_file_and_line() {
         )),
         "{all}"
     );
-    assert!(all.contains("tool server kb: started, 8 tools"), "{all}");
+    assert!(all.contains("tool server kb: started, 9 tools"), "{all}");
     let listed = home.run(&["tools", "list", "--json"], "");
     assert_eq!(listed.status, 0, "{}", listed.stderr);
     let v: Value = serde_json::from_str(&listed.stdout).unwrap();
@@ -693,18 +735,6 @@ fn the_bearer_token_is_never_logged() {
     );
     assert!(!r.stderr.contains(token), "{}", r.stderr);
     assert!(!r.stdout.contains(token), "{}", r.stdout);
-}
-
-/// The processes whose command line holds `needle` (Linux: /proc).
-fn processes_with(needle: &str) -> usize {
-    std::fs::read_dir("/proc")
-        .map(|dir| {
-            dir.flatten()
-                .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
-                .filter(|c| String::from_utf8_lossy(c).contains(needle))
-                .count()
-        })
-        .unwrap_or(0)
 }
 
 #[test]

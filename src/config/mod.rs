@@ -4,6 +4,7 @@
 //! Owns the lookup order (`--config`, `$ANIMA_CONFIG`, `./anima.toml`, defaults), path
 //! resolution and every cross-key rule. Secrets never pass through here: see `secret`.
 
+mod diff;
 mod raw;
 mod schema;
 pub mod secret;
@@ -15,6 +16,7 @@ use std::path::{Path, PathBuf};
 
 pub use crate::toml_file::Problem;
 use crate::toml_file::TomlFile;
+pub use diff::changed_sections;
 pub use raw::{ProviderKind, RawConfig, SlackMode, StoreBackend, StructuredOutput};
 pub use tools::{is_server_name, ToolServer, ToolTransport};
 
@@ -82,7 +84,7 @@ impl AutonomyConfig {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct LlmConfig {
     pub provider: ProviderKind,
     pub model: String,
@@ -96,7 +98,7 @@ pub struct LlmConfig {
 }
 
 /// `[ism]`: implicit semantic machines.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IsmConfig {
     /// False: an ism process runs as a fixed one (its answering steps, one call).
     pub enabled: bool,
@@ -108,7 +110,7 @@ pub struct IsmConfig {
 
 /// `[states]`, `[dream]`, `[guardrails]`: what the cognitive states read at run time (the
 /// soul's template says which states there are).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct StatesConfig {
     pub solitude_after_idle_minutes: u64,
     /// Working-memory entries per thread a dream never consolidates away.
@@ -117,7 +119,7 @@ pub struct StatesConfig {
     pub crisis_keywords: Vec<String>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PipelineConfig {
     pub soul_state_interval: u64,
     pub user_model_interval: u64,
@@ -125,7 +127,7 @@ pub struct PipelineConfig {
     pub max_response_chars: usize,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct SlackConfig {
     pub mode: SlackMode,
     pub api_base_url: String,

@@ -6,11 +6,13 @@
 //! unreachable) → router (resuming unfinished messages) → Socket Mode or Events API intake.
 //! SIGTERM/SIGINT: stop intake; the shutdown protocol (consent, as the template says) and
 //! the turns in flight end within `shutdown_grace_secs`; exit 0; unfinished inbox rows wait
-//! for the next start. Under systemd, the service manager
-//! hears READY, WATCHDOG and STOPPING (`notify`).
+//! for the next start. SIGHUP: the config is read again and its tool servers put in force
+//! (`reload`). Under systemd, the service manager hears READY, WATCHDOG and STOPPING
+//! (`notify`).
 
 mod http;
 mod notify;
+mod reload;
 pub mod states;
 mod waiting;
 
@@ -94,6 +96,8 @@ fn tokens(config: &Config) -> Result<Tokens, DaemonError> {
 
 pub async fn run(config: Arc<Config>) -> Result<(), DaemonError> {
     let tokens = tokens(&config)?;
+    // Before anything slow: from here a SIGHUP waits to be handled rather than ending anima.
+    let hangups = reload::listen();
     let (stop_tx, stop_rx) = watch::channel(false);
     tokio::spawn(signals(stop_tx));
     if !waiting::for_database(&config, &mut stop_rx.clone()).await? {
@@ -109,6 +113,13 @@ pub async fn run(config: Arc<Config>) -> Result<(), DaemonError> {
     );
     let store = engine.store().clone();
     let waking = tokio::spawn(states::start(engine.clone()));
+
+    tokio::spawn(reload::on_hangup(
+        hangups,
+        engine.clone(),
+        config.clone(),
+        stop_rx.clone(),
+    ));
 
     let stopping = Arc::new(AtomicBool::new(false));
     let door = Arc::new(EventsDoor {

@@ -314,10 +314,8 @@ impl Engine {
 
     /// Starts the config's tool servers (`[[tools.servers]]`), for `chat` and `run`. Each
     /// starts on its own task: none holds up the engine, Slack's connection or the others.
+    /// With none configured there is still a (empty) set, which a config reload can add to.
     pub fn start_tools(self) -> Self {
-        if self.config.tools.is_empty() {
-            return self;
-        }
         let tools = crate::tools::Tools::start(&self.config.tools);
         self.with_tools(tools)
     }

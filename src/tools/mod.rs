@@ -1,8 +1,10 @@
 //! MCP tool servers (`[[tools.servers]]`): started in parallel at start, each on its own task
-//! (a slow or broken one holds nothing else up), and the one door through which an ISM's tool
-//! action reaches them: [`Tools::call`] checks the tool may run (read-only by the server's
-//! annotations, or allowed by the config), checks the arguments against the tool's schema
-//! before anything is sent, bounds the call by the server's timeout and cuts the result.
+//! (a slow or broken one holds nothing else up); brought in line with a new list when the
+//! config is reloaded (servers added or removed, changed ones restarted, the rest untouched);
+//! and the one door through which an ISM's tool action reaches them: [`Tools::call`] checks
+//! the tool may run (read-only by the server's annotations, or allowed by the config), checks
+//! the arguments against the tool's schema before anything is sent, bounds the call by the
+//! server's timeout and cuts the result.
 //!
 //! Knows nothing of Slack, prompts, the store or the engine: the engine calls it, and treats
 //! what comes back as untrusted text. Never panics on what a server sends.
@@ -12,31 +14,42 @@ pub mod schema;
 mod server;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use rmcp::model::CallToolRequestParams;
 use serde::Serialize;
-use tokio::sync::watch;
 use tracing::Instrument;
 
 use crate::config::ToolServer;
 pub use result::cut;
-use server::State;
 pub use server::ToolInfo;
+use server::{Handle, State};
 
-/// The running servers.
+/// The running servers. A reload ([`Tools::reload`]) changes which servers there are while
+/// calls go on: a call holds on to the server it began with.
 pub struct Tools {
-    servers: BTreeMap<String, Server>,
-    stop: watch::Sender<bool>,
-    tasks: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    servers: RwLock<BTreeMap<String, Arc<Handle>>>,
+    /// Set by [`Tools::shutdown`]: a reload after it starts nothing.
+    closed: AtomicBool,
 }
 
-struct Server {
-    config: ToolServer,
-    state: watch::Receiver<State>,
-    /// The supervisor's, shared so a call that finds the connection closed can say so.
-    sender: Arc<watch::Sender<State>>,
+/// What a reload did, by server name.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Reloaded {
+    pub added: Vec<String>,
+    pub removed: Vec<String>,
+    /// Their settings changed: stopped, and started again with the new ones.
+    pub restarted: Vec<String>,
+    /// Left running, untouched.
+    pub unchanged: Vec<String>,
+}
+
+impl Reloaded {
+    pub fn changed_anything(&self) -> bool {
+        !(self.added.is_empty() && self.removed.is_empty() && self.restarted.is_empty())
+    }
 }
 
 /// How a call ended (the metrics' `outcome` label).
@@ -119,40 +132,84 @@ pub struct ToolReport {
 impl Tools {
     /// Starts every server on its own task and returns at once.
     pub fn start(servers: &[ToolServer]) -> Arc<Tools> {
-        let (stop, stop_rx) = watch::channel(false);
-        let mut map = BTreeMap::new();
-        let mut tasks = Vec::new();
-        for s in servers {
-            let (tx, rx) = watch::channel(State::Starting);
-            let tx = Arc::new(tx);
-            let span = tracing::info_span!("tool_server", server = %s.name);
-            tasks.push(tokio::spawn(
-                server::supervise(s.clone(), tx.clone(), stop_rx.clone()).instrument(span),
-            ));
-            map.insert(
-                s.name.clone(),
-                Server {
-                    config: s.clone(),
-                    state: rx,
-                    sender: tx,
-                },
-            );
-        }
+        let map = servers
+            .iter()
+            .map(|s| (s.name.clone(), Arc::new(Handle::spawn(s, None))))
+            .collect();
         Arc::new(Tools {
-            servers: map,
-            stop,
-            tasks: std::sync::Mutex::new(tasks),
+            servers: RwLock::new(map),
+            closed: AtomicBool::new(false),
         })
     }
 
+    fn get(&self, name: &str) -> Option<Arc<Handle>> {
+        self.read().get(name).cloned()
+    }
+
+    fn all(&self) -> Vec<Arc<Handle>> {
+        self.read().values().cloned().collect()
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Arc<Handle>>> {
+        self.servers.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<String, Arc<Handle>>> {
+        self.servers.write().unwrap_or_else(|p| p.into_inner())
+    }
+
     pub fn is_empty(&self) -> bool {
-        self.servers.is_empty()
+        self.read().is_empty()
+    }
+
+    /// Makes the running servers those of `servers`, by name: a server not there before is
+    /// started, one no longer there is stopped (its child ends), one whose settings differ in
+    /// any way is stopped and started anew with them, and the rest keep running untouched.
+    /// Calls made from now on see the new set at once (a server starting is waited for, as
+    /// at start); returns once the servers gone are stopped.
+    pub async fn reload(&self, servers: &[ToolServer]) -> Reloaded {
+        let mut done = Reloaded::default();
+        let mut stopping = Vec::new();
+        {
+            let mut map = self.write();
+            if self.closed.load(Ordering::SeqCst) {
+                return done;
+            }
+            let wanted: BTreeMap<&str, &ToolServer> =
+                servers.iter().map(|s| (s.name.as_str(), s)).collect();
+            map.retain(|name, old| {
+                let keep = wanted.contains_key(name.as_str());
+                if !keep {
+                    done.removed.push(name.clone());
+                    stopping.push(old.clone());
+                }
+                keep
+            });
+            for (name, config) in wanted {
+                match map.get(name) {
+                    Some(old) if old.config == *config => done.unchanged.push(name.to_string()),
+                    Some(old) => {
+                        let old = old.clone();
+                        stopping.push(old.clone());
+                        map.insert(name.to_string(), Arc::new(Handle::spawn(config, Some(old))));
+                        done.restarted.push(name.to_string());
+                    }
+                    None => {
+                        map.insert(name.to_string(), Arc::new(Handle::spawn(config, None)));
+                        done.added.push(name.to_string());
+                    }
+                }
+            }
+        }
+        futures_util::future::join_all(stopping.iter().map(|h| h.stop())).await;
+        done
     }
 
     /// Waits until no server is still starting, or `within` has passed.
     pub async fn settled(&self, within: Duration) {
+        let servers = self.all();
         let all = async {
-            for s in self.servers.values() {
+            for s in &servers {
                 let mut rx = s.state.clone();
                 let _ = rx.wait_for(|st| !matches!(st, State::Starting)).await;
             }
@@ -163,7 +220,7 @@ impl Tools {
     /// Waits until `server` is no longer starting, at most its timeout (a turn that needs
     /// its tools waits for a server still starting, never for one that is down).
     pub async fn settle(&self, server: &str) {
-        if let Some(s) = self.servers.get(server) {
+        if let Some(s) = self.get(server) {
             let mut rx = s.state.clone();
             let _ = tokio::time::timeout(
                 s.config.timeout,
@@ -174,23 +231,25 @@ impl Tools {
         }
     }
 
-    /// Stops every server (children are ended) and waits a little for them.
+    /// Stops every server (children are ended) and waits a little for them; a reload after
+    /// this starts nothing.
     pub async fn shutdown(&self) {
-        self.stop.send_replace(true);
-        let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|p| p.into_inner()));
-        for t in tasks {
-            let _ = tokio::time::timeout(Duration::from_secs(5), t).await;
-        }
+        let servers: Vec<Arc<Handle>> = {
+            let map = self.write();
+            self.closed.store(true, Ordering::SeqCst);
+            map.values().cloned().collect()
+        };
+        futures_util::future::join_all(servers.iter().map(|h| h.stop())).await;
     }
 
     /// The server named `name`'s config.
-    pub fn server(&self, name: &str) -> Option<&ToolServer> {
-        self.servers.get(name).map(|s| &s.config)
+    pub fn server(&self, name: &str) -> Option<ToolServer> {
+        self.get(name).map(|s| s.config.clone())
     }
 
     /// The tool, when its server is running and lists it; `Err` says why not.
     pub fn tool(&self, server: &str, tool: &str) -> Result<Arc<ToolInfo>, (Outcome, String)> {
-        let s = self.servers.get(server).ok_or_else(|| {
+        let s = self.get(server).ok_or_else(|| {
             (
                 Outcome::Unknown,
                 format!("there is no tool server `{server}`"),
@@ -217,10 +276,7 @@ impl Tools {
 
     /// Whether `tool` of `server` may run: read-only by its annotations, or allowed.
     pub fn may_run(&self, server: &str, tool: &ToolInfo) -> bool {
-        tool.read_only
-            || self
-                .server(server)
-                .is_some_and(|s| s.allow.iter().any(|a| a == &tool.name))
+        self.get(server).is_some_and(|s| may_run(&s.config, tool))
     }
 
     /// Calls `server.tool` with the arguments the selection gave (`None`: none). Never sends
@@ -250,7 +306,7 @@ impl Tools {
         tool: &str,
         arguments: Option<&str>,
     ) -> (Outcome, String, Option<String>) {
-        let Some(s) = self.servers.get(server) else {
+        let Some(s) = self.get(server) else {
             return (
                 Outcome::Unknown,
                 format!("there is no tool server `{server}`"),
@@ -277,7 +333,7 @@ impl Tools {
             Ok(t) => t,
             Err((o, why)) => return (o, why, None),
         };
-        if !self.may_run(server, &info) {
+        if !may_run(&s.config, &info) {
             tracing::warn!(server = %server, tool = %tool, "tool refused: not read-only and not allowed");
             return (
                 Outcome::Refused,
@@ -332,9 +388,10 @@ impl Tools {
 
     /// Every server and its tools, as they stand.
     pub fn report(&self) -> Vec<ServerReport> {
-        self.servers
+        self.all()
             .iter()
-            .map(|(name, s)| {
+            .map(|s| {
+                let name = &s.config.name;
                 let state = s.state.borrow().clone();
                 match state {
                     State::Ready { tools, order, .. } => ServerReport {
@@ -349,7 +406,7 @@ impl Tools {
                                 description: t.description.clone(),
                                 input_schema: t.input_schema.clone(),
                                 read_only: t.read_only,
-                                may_run: self.may_run(name, t),
+                                may_run: may_run(&s.config, t),
                                 problem: t.compiled().as_ref().err().cloned(),
                             })
                             .collect(),
@@ -370,4 +427,9 @@ impl Tools {
             })
             .collect()
     }
+}
+
+/// Whether `tool` may run on `server`: read-only by its annotations, or allowed.
+fn may_run(server: &ToolServer, tool: &ToolInfo) -> bool {
+    tool.read_only || server.allow.iter().any(|a| a == &tool.name)
 }

@@ -1,7 +1,8 @@
 //! One MCP server's life: started (a child process with only the environment it is given, or
 //! a streamable HTTP session), its tools listed, listed again when it says they changed,
-//! restarted with backoff when it dies, stopped at shutdown. What the rest of anima sees is
-//! the server's [`State`], published on a watch channel.
+//! restarted with backoff when it dies, stopped at shutdown or when a reload removes or
+//! replaces it. What the rest of anima sees is the server's [`State`], published on a watch
+//! channel, and a [`Handle`] that stops it.
 //!
 //! Never logs a bearer token or a server's environment values.
 
@@ -15,7 +16,7 @@ use rmcp::service::{NotificationContext, RunningService};
 use rmcp::{ClientHandler, Peer, RoleClient, ServiceExt};
 use tokio::io::AsyncReadExt;
 use tokio::sync::{watch, Notify};
-use tracing::{debug, info, warn};
+use tracing::{debug, info, warn, Instrument};
 
 use super::schema::{self, Compiled};
 use crate::config::{ToolServer, ToolTransport};
@@ -77,6 +78,68 @@ const MAX_BACKOFF: Duration = Duration::from_secs(60);
 /// Stderr reads logged per start (the rest are counted).
 const STDERR_PIECES: u32 = 20;
 
+/// How long a stop waits for the server to end by itself before its task is aborted (which
+/// kills a child all the same).
+const STOP_WAIT: Duration = Duration::from_secs(5);
+
+/// One supervised server: its config, its state, and the way to stop it.
+pub struct Handle {
+    pub config: ToolServer,
+    pub state: watch::Receiver<State>,
+    /// The supervisor's, shared so a call that finds the connection closed can say so.
+    pub sender: Arc<watch::Sender<State>>,
+    stop: watch::Sender<bool>,
+    /// True once the supervisor has returned (its child is gone).
+    done: watch::Receiver<bool>,
+    task: tokio::task::AbortHandle,
+}
+
+impl Handle {
+    /// Supervises `config` on its own task, once `replaces` (the server it takes the place
+    /// of, after a reload changed it) has stopped: two children of one server never run
+    /// side by side. Meanwhile it is starting, and calls wait for it.
+    pub fn spawn(config: &ToolServer, replaces: Option<Arc<Handle>>) -> Handle {
+        let (tx, rx) = watch::channel(State::Starting);
+        let sender = Arc::new(tx);
+        let (stop, stop_rx) = watch::channel(false);
+        let (done_tx, done) = watch::channel(false);
+        let span = tracing::info_span!("tool_server", server = %config.name);
+        let run = {
+            let (config, sender) = (config.clone(), sender.clone());
+            async move {
+                if let Some(old) = replaces {
+                    old.stop().await;
+                }
+                supervise(config, sender, stop_rx).await;
+                done_tx.send_replace(true);
+            }
+        };
+        let task = tokio::spawn(run.instrument(span)).abort_handle();
+        Handle {
+            config: config.clone(),
+            state: rx,
+            sender,
+            stop,
+            done,
+            task,
+        }
+    }
+
+    /// Stops the server and waits until it has ended (its child process with it), at most
+    /// [`STOP_WAIT`]; then its task is aborted. Any number of callers may wait.
+    pub async fn stop(&self) {
+        self.stop.send_replace(true);
+        let mut done = self.done.clone();
+        if tokio::time::timeout(STOP_WAIT, done.wait_for(|d| *d))
+            .await
+            .is_err()
+        {
+            warn!(server = %self.config.name, "tool server did not stop in time; ended");
+            self.task.abort();
+        }
+    }
+}
+
 /// Tells the supervisor that the server's tools changed.
 struct Handler {
     changed: Arc<Notify>,
@@ -89,7 +152,7 @@ impl ClientHandler for Handler {
 }
 
 /// Runs `server` until `stop` says so, publishing its state on `state`.
-pub async fn supervise(
+async fn supervise(
     server: ToolServer,
     state: Arc<watch::Sender<State>>,
     mut stop: watch::Receiver<bool>,

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod daemon;
+pub mod mcp;
 pub mod slack;
 
 use std::collections::VecDeque;
@@ -130,7 +131,12 @@ struct Inner {
     /// `owned_by`): "llama.cpp", "llama-cpp-python", "vllm 0.11.0", "vllm 0.9.1", "ollama"; none
     /// by default (then it says nothing).
     identity: Option<String>,
+    /// With an empty script: the answer to a conversation turn, from its turn text (before
+    /// echo and the default).
+    responder: Option<Arc<Responder>>,
 }
+
+type Responder = dyn Fn(&str) -> String + Send + Sync;
 
 /// The kind of a cognitive state's call (`wakeup`, `shutdown`, `solitude`), if it is one.
 pub fn state_call_kind(rec: &Recorded) -> Option<String> {
@@ -279,6 +285,13 @@ impl FakeModel {
         self
     }
 
+    /// With an empty script, answer each conversation turn with `f(its turn text)`: the
+    /// answer follows what is asked, whatever order concurrent turns come in.
+    pub fn respond_with(&self, f: impl Fn(&str) -> String + Send + Sync + 'static) -> &Self {
+        self.inner.lock().unwrap().responder = Some(Arc::new(f));
+        self
+    }
+
     /// Echo, each answer after `ms`.
     pub fn slow_echo(&self, ms: u64) -> &Self {
         let mut inner = self.inner.lock().unwrap();
@@ -333,7 +346,11 @@ fn take(state: &Arc<Mutex<Inner>>, path: &str, headers: &HeaderMap, body: &Bytes
             .unwrap_or_else(|| Script::Reply(state_default(&kind)));
     }
     let echo = inner.echo.then(|| current_message(&rec.turn_text()));
+    let responded = inner.responder.as_ref().map(|f| f(&rec.turn_text()));
     inner.recorded.push(rec);
+    if let (true, Some(text)) = (inner.script.is_empty(), responded) {
+        return Script::Reply(text);
+    }
     let delay = inner.echo_delay_ms;
     inner.script.pop_front().unwrap_or_else(|| match echo {
         Some(m) => {
