@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 
 use anima::engine::{gate_input, spoken, Engine, Message, Perception};
 use anima::llm::{BoxFuture, ChatRequest, Completion, Deltas, LlmError, Provider, Usage};
+use anima::memory::faces::Turns;
 use anima::memory::sqlite::Sqlite;
 use anima::memory::{EntryType, NewEntry, SoulState, SqliteStore, TurnRecord, TurnStart};
 use anima::parse::parse_response;
@@ -373,6 +374,54 @@ fn main() {
     let fixed_median = median(&fixed);
     stats("Engine::perceive, zero-latency model (incl. git)", fixed);
 
+    // The store's part of a turn through its faces (begin, then commit), on each backend.
+    let sqlite = Sqlite::open(&dir.path().join("faces.db")).unwrap().shared();
+    stats(
+        "store per turn, faces (begin + commit), SQLite",
+        faces_turn(&rt, &sqlite),
+    );
+    if let Some(url) = postgres_url() {
+        let pg: Arc<dyn anima::memory::Store> = Arc::new(
+            rt.block_on(anima::memory::postgres::Postgres::connect(&url, 8))
+                .unwrap(),
+        );
+        stats(
+            "store per turn, faces (begin + commit), PostgreSQL",
+            faces_turn(&rt, &pg),
+        );
+        let url2 = rt.block_on(fresh_database_async(&url));
+        let pg_engine_store: Arc<dyn anima::memory::Store> = Arc::new(
+            rt.block_on(anima::memory::postgres::Postgres::connect(&url2, 8))
+                .unwrap(),
+        );
+        let pg_cfg = format!(
+            "[paths]\nhome = \"{}\"\n",
+            dir.path().join("engine-pg").display()
+        );
+        let pg_config =
+            Arc::new(anima::config::parse(&pg_cfg, Path::new("bench.toml"), dir.path()).unwrap());
+        let pg_engine = Engine::with_soul(
+            pg_config,
+            pg_engine_store,
+            soul.clone(),
+            Arc::new(Instant0({
+                let output = output.clone();
+                move |_: &str| output.clone()
+            })),
+        );
+        let mut n = 0u64;
+        stats(
+            "Engine::perceive, zero-latency model, PostgreSQL",
+            time(1_000, || {
+                n += 1;
+                rt.block_on(pg_engine.perceive(&asked(&format!("C2:{}.0", n % 50))))
+                    .unwrap()
+            }),
+        );
+    } else {
+        println!("PostgreSQL figures skipped: set ANIMA_BENCH_POSTGRES_URL (a server the bench may create databases on)");
+    }
+
     let ism_cfg = format!("[paths]\nhome = \"{}\"\n", dir.path().join("ism").display());
     let config =
         Arc::new(anima::config::parse(&ism_cfg, Path::new("bench.toml"), dir.path()).unwrap());
@@ -430,4 +479,82 @@ fn median(samples: &[Duration]) -> Duration {
     let mut s = samples.to_vec();
     s.sort();
     s[s.len() / 2]
+}
+
+/// The server the bench may create a database on, as a fresh database's URL.
+fn postgres_url() -> Option<String> {
+    let url = std::env::var("ANIMA_BENCH_POSTGRES_URL")
+        .ok()
+        .filter(|u| !u.is_empty())?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    Some(rt.block_on(fresh_database_async(&url)))
+}
+
+/// A new, empty database on the server at `url`; its URL.
+async fn fresh_database_async(url: &str) -> String {
+    use std::str::FromStr;
+    let config = tokio_postgres::Config::from_str(url).unwrap();
+    let (client, connection) = config.connect(tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection);
+    let name = format!("anima_bench_{}", uuid::Uuid::new_v4().simple());
+    client
+        .batch_execute(&format!("CREATE DATABASE {name}"))
+        .await
+        .unwrap();
+    let mut fresh = config.clone();
+    fresh.dbname(&name);
+    let (client2, connection2) = fresh.connect(tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection2);
+    drop(client2);
+    let (base, query) = url.split_once('?').map_or((url, ""), |(b, q)| (b, q));
+    let root = &base[..base.rfind('/').unwrap()];
+    if query.is_empty() {
+        format!("{root}/{name}")
+    } else {
+        format!("{root}/{name}?{query}")
+    }
+}
+
+/// A turn's store operations through the faces: a message begun, a reply committed.
+fn faces_turn(
+    rt: &tokio::runtime::Runtime,
+    store: &Arc<dyn anima::memory::Store>,
+) -> Vec<Duration> {
+    let mut n = 0u64;
+    time(2_000, || {
+        n += 1;
+        let thread = format!("C1:{}.0", n % 50);
+        rt.block_on(async {
+            let (_, ctx) = store
+                .begin_turn(TurnStart {
+                    thread: thread.clone(),
+                    user_id: "U1".into(),
+                    display_name: "Tom".into(),
+                    text: "What's the status of the port?".into(),
+                    source: None,
+                    inbox: None,
+                    window: 20,
+                    claimant: "bench".into(),
+                    claim_until_ms: 0,
+                })
+                .await
+                .unwrap();
+            store
+                .commit_turn(TurnRecord {
+                    thread,
+                    user_id: "U1".into(),
+                    interaction: ctx.interaction,
+                    entries: vec![
+                        NewEntry::new(EntryType::InternalMonologue, "Thinking about the port."),
+                        NewEntry::new(EntryType::ExternalDialog, "The port is at 93%."),
+                    ],
+                    ..Default::default()
+                })
+                .await
+                .unwrap()
+        })
+    })
 }

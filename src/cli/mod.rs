@@ -23,9 +23,9 @@ use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 
+use crate::config::StoreBackend;
 use crate::config::{self, Config};
 use crate::engine::BuildError;
-use crate::config::StoreBackend;
 use crate::memory::sqlite::Sqlite;
 use crate::memory::Store;
 use crate::telemetry::{self, LogFormat};

@@ -28,7 +28,9 @@ pub enum Target {
 }
 
 pub async fn run(config_path: Option<&Path>, command: StoreCommand) -> CliResult {
-    let StoreCommand::Copy { to: Target::Postgres } = command;
+    let StoreCommand::Copy {
+        to: Target::Postgres,
+    } = command;
     let config = load_config(config_path)?;
     let db = config.db_path();
     if !db.exists() {

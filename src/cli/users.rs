@@ -5,7 +5,6 @@ use std::path::Path;
 use clap::Subcommand;
 
 use super::{load_config, open_existing_store, plural, CliResult, Failure};
-use crate::memory::model_repo::ModelRepo;
 use crate::memory::UserRecord;
 
 #[derive(Debug, Subcommand)]
@@ -54,20 +53,25 @@ pub async fn run(config_path: Option<&Path>, command: UsersCommand) -> CliResult
         }
         UsersCommand::Log { name } => {
             let u = find(users, &name)?;
-            let revisions = match ModelRepo::open_existing(&config.memory_dir()) {
-                Some(repo) => repo.log(&u.slug).map_err(Failure::runtime)?,
+            // The store holds every version with its note (the git repository is the audit
+            // trail beside it): the same history from either backend, newest first.
+            let mut history = match &store {
+                Some(store) => store
+                    .model_history(&u.user_id)
+                    .await
+                    .map_err(Failure::runtime)?,
                 None => Vec::new(),
             };
-            if revisions.is_empty() {
+            history.reverse();
+            if history.is_empty() {
                 println!("no history for {} yet", u.display_name);
             }
-            for r in revisions {
+            for (version, note, at_ms) in history {
+                let version = format!("v{version}");
                 println!(
-                    "{}  {}  {}",
-                    &r.id[..10],
-                    format_time(r.time),
-                    r.message
-                        .replace('\n', "\n                                  ")
+                    "{version:<5} {}  {}",
+                    format_time(at_ms.div_euclid(1000)),
+                    note.trim_end().replace('\n', &format!("\n{:28}", ""))
                 );
             }
             Ok(())

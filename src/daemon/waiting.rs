@@ -33,8 +33,10 @@ pub async fn for_database(
     }
     let url = crate::memory::open::database_url().map_err(|e| DaemonError::Usage(e.to_string()))?;
     let reason = Arc::new(Mutex::new(String::new()));
-    let mut health: Option<(tokio::task::JoinHandle<()>, tokio::sync::oneshot::Sender<()>)> =
-        None;
+    let mut health: Option<(
+        tokio::task::JoinHandle<()>,
+        tokio::sync::oneshot::Sender<()>,
+    )> = None;
     let mut wait = Duration::from_secs(1);
     let outcome = loop {
         match Postgres::inspect(url.expose()).await {
@@ -70,7 +72,10 @@ pub async fn for_database(
 async fn serve_waiting(
     config: &Config,
     reason: Arc<Mutex<String>>,
-) -> Option<(tokio::task::JoinHandle<()>, tokio::sync::oneshot::Sender<()>)> {
+) -> Option<(
+    tokio::task::JoinHandle<()>,
+    tokio::sync::oneshot::Sender<()>,
+)> {
     let listener = match tokio::net::TcpListener::bind(config.listen).await {
         Ok(l) => l,
         Err(e) => {
@@ -78,6 +83,9 @@ async fn serve_waiting(
             return None;
         }
     };
+    if let Ok(addr) = listener.local_addr() {
+        info!(addr = %addr, "health answers 503 until the database does");
+    }
     let routes = axum::Router::new()
         .route(
             "/healthz",

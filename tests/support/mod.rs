@@ -5,6 +5,7 @@
 
 pub mod daemon;
 pub mod mcp;
+pub mod postgres;
 pub mod slack;
 
 use std::collections::VecDeque;

@@ -20,6 +20,8 @@ enum As {
     Int,
     /// An INTEGER that PostgreSQL keeps as `integer` (not bigint).
     Int4,
+    /// An INTEGER that PostgreSQL keeps as `smallint`.
+    Int2,
     Real,
     Text,
     /// Unix milliseconds → timestamptz.
@@ -46,81 +48,330 @@ struct Table {
 use As::*;
 
 const TABLES: &[Table] = &[
-    Table { from: "inbox", to: "inbox", kind: "messages", identity: true, upsert_on: None, columns: &[
-        ("id", "id", Int), ("origin", "origin", Text), ("conversation", "conversation", Text),
-        ("seq", "seq", Real), ("address", "address", Text), ("note", "note", Text),
-        ("user_id", "user_id", Text), ("text", "text", Text), ("status", "status", Text),
-        ("reply", "reply", Text), ("parts_posted", "parts_posted", Int),
-        ("part_refs", "part_refs", Json), ("reply_ref", "reply_ref", Text),
-        ("stream_ref", "stream_ref", Text), ("received_us", "received_at", Us),
-        ("attempts", "attempts", Int), ("failures", "failures", Int),
-        ("interruptions", "interruptions", Int), ("in_flight", "in_flight", Text),
-        ("failure", "failure", Text), ("heard_in", "heard_in", Text), ("done_at", "done_at", Ms)] },
-    Table { from: "conversations", to: "conversations", kind: "conversations", identity: false, upsert_on: None, columns: &[
-        ("key", "key", Text), ("spoken", "spoken", Bool), ("note", "note", Text)] },
-    Table { from: "openings", to: "openings", kind: "openings", identity: false, upsert_on: None, columns: &[
-        ("kind", "kind", Text), ("place", "place", Text), ("at_ms", "at", Ms)] },
-    Table { from: "feedback", to: "feedback", kind: "feedback", identity: false, upsert_on: None, columns: &[
-        ("inbox_id", "inbox_id", Int), ("person", "person", Text), ("value", "value", Text),
-        ("at_ms", "at", Ms)] },
-    Table { from: "admin_log", to: "admin_log", kind: "admin commands", identity: false, upsert_on: None, columns: &[
-        ("origin", "origin", Text), ("user_id", "user_id", Text), ("command", "command", Text),
-        ("allowed", "allowed", Bool), ("done", "done", Bool), ("at", "at", Ms)] },
-    Table { from: "working_memory", to: "working_memory", kind: "working-memory entries", identity: true, upsert_on: None, columns: &[
-        ("id", "id", Int), ("thread", "thread", Text), ("entry_type", "entry_type", Text),
-        ("content", "content", Text), ("verb", "verb", Text), ("user_id", "user_id", Text),
-        ("metadata", "metadata", Json), ("source", "source", Text), ("created_at", "created_at", Ms)] },
-    Table { from: "threads", to: "threads", kind: "threads", identity: false, upsert_on: None, columns: &[
-        ("thread", "thread", Text), ("turns", "turns", Int), ("claude_session", "claude_session", Text),
-        ("since_id", "since_id", Int), ("updated_at", "updated_at", Ms)] },
-    Table { from: "turn_usage", to: "turn_usage", kind: "model calls", identity: true, upsert_on: None, columns: &[
-        ("id", "id", Int), ("thread", "thread", Text), ("interaction", "interaction", Int),
-        ("provider", "provider", Text), ("model", "model", Text), ("input_tokens", "input_tokens", Int),
-        ("output_tokens", "output_tokens", Int), ("cache_creation_tokens", "cache_creation_tokens", Int),
-        ("cache_read_tokens", "cache_read_tokens", Int), ("latency_ms", "latency_ms", Int),
-        ("stop_reason", "stop_reason", Text), ("created_at", "created_at", Ms)] },
-    Table { from: "soul_memory", to: "soul_memory", kind: "soul-state keys", identity: false, upsert_on: Some("key"), columns: &[
-        ("key", "key", Text), ("value", "value", Text), ("updated_at", "updated_at", Ms)] },
-    Table { from: "counters", to: "counters", kind: "counters", identity: false, upsert_on: Some("name"), columns: &[
-        ("name", "name", Text), ("value", "value", Int)] },
-    Table { from: "whispers", to: "whispers", kind: "whispers", identity: true, upsert_on: None, columns: &[
-        ("id", "id", Int), ("whisper", "whisper", Text), ("source", "source", Text),
-        ("created_at", "created_at", Ms), ("claimed_by", "claimed_by", Text),
-        ("claimed_until", "claimed_until", Ms), ("consumed_at", "consumed_at", Ms),
-        ("consumed_by", "consumed_by", Text)] },
-    Table { from: "users", to: "users", kind: "users", identity: false, upsert_on: None, columns: &[
-        ("user_id", "user_id", Text), ("display_name", "display_name", Text), ("slug", "slug", Text),
-        ("turns", "turns", Int), ("injected_at_turn", "injected_at_turn", Int), ("model", "model", Text),
-        ("model_version", "model_version", Int), ("exported_version", "exported_version", Int),
-        ("updated_at", "updated_at", Ms)] },
-    Table { from: "user_model_history", to: "user_model_history", kind: "user-model versions", identity: false, upsert_on: None, columns: &[
-        ("user_id", "user_id", Text), ("version", "version", Int), ("model", "model", Text),
-        ("change_note", "change_note", Text), ("created_at", "created_at", Ms)] },
-    Table { from: "thread_process", to: "thread_process", kind: "thread processes", identity: false, upsert_on: None, columns: &[
-        ("thread", "thread", Text), ("current", "current", Text), ("previous", "previous", Text),
-        ("invocations", "invocations", Int), ("params", "params", Json), ("updated_at", "updated_at", Ms)] },
-    Table { from: "process_transitions", to: "process_transitions", kind: "process transitions", identity: true, upsert_on: None, columns: &[
-        ("id", "id", Int), ("thread", "thread", Text), ("interaction", "interaction", Int),
-        ("from_process", "from_process", Text), ("to_process", "to_process", Text), ("rule", "rule", Int4),
-        ("action", "action", Text), ("execute_now", "execute_now", Bool), ("params", "params", Json),
-        ("at", "at", Ms)] },
-    Table { from: "cognitive_state", to: "cognitive_state", kind: "cognitive state", identity: false, upsert_on: Some("id"), columns: &[
-        ("id", "id", Int4), ("state", "state", Text), ("since", "since", Ms), ("cause", "cause", Text),
-        ("degraded", "degraded", Bool)] },
-    Table { from: "state_moves", to: "state_moves", kind: "state moves", identity: true, upsert_on: None, columns: &[
-        ("id", "id", Int), ("from_state", "from_state", Text), ("to_state", "to_state", Text),
-        ("cause", "cause", Text), ("detail", "detail", Json), ("at", "at", Ms)] },
-    Table { from: "journal", to: "journal", kind: "journal entries", identity: true, upsert_on: None, columns: &[
-        ("id", "id", Int), ("entry", "entry", Text), ("at", "at", Ms)] },
-    Table { from: "thread_summaries", to: "thread_summaries", kind: "thread summaries", identity: false, upsert_on: None, columns: &[
-        ("thread", "thread", Text), ("since_id", "since_id", Int), ("summary", "summary", Text),
-        ("covers_through", "covers_through", Int), ("entries", "entries", Int), ("updated_at", "updated_at", Ms)] },
-    Table { from: "episodic_memories", to: "episodic_memories", kind: "episodic memories", identity: true, upsert_on: None, columns: &[
-        ("id", "id", Int), ("thread", "thread", Text), ("memory", "memory", Text),
-        ("importance", "importance", Int4), ("created_at", "created_at", Ms)] },
-    Table { from: "dreams", to: "dreams", kind: "dreams", identity: true, upsert_on: None, columns: &[
-        ("id", "id", Int), ("started_at", "started_at", Ms), ("finished_at", "finished_at", Ms),
-        ("complete", "complete", Bool), ("cause", "cause", Text), ("report", "report", Json)] },
+    Table {
+        from: "inbox",
+        to: "inbox",
+        kind: "messages",
+        identity: true,
+        upsert_on: None,
+        columns: &[
+            ("id", "id", Int),
+            ("origin", "origin", Text),
+            ("conversation", "conversation", Text),
+            ("seq", "seq", Real),
+            ("address", "address", Text),
+            ("note", "note", Text),
+            ("user_id", "user_id", Text),
+            ("text", "text", Text),
+            ("status", "status", Text),
+            ("reply", "reply", Text),
+            ("parts_posted", "parts_posted", Int),
+            ("part_refs", "part_refs", Json),
+            ("reply_ref", "reply_ref", Text),
+            ("stream_ref", "stream_ref", Text),
+            ("received_us", "received_at", Us),
+            ("attempts", "attempts", Int),
+            ("failures", "failures", Int),
+            ("interruptions", "interruptions", Int),
+            ("in_flight", "in_flight", Text),
+            ("failure", "failure", Text),
+            ("heard_in", "heard_in", Text),
+            ("done_at", "done_at", Ms),
+        ],
+    },
+    Table {
+        from: "conversations",
+        to: "conversations",
+        kind: "conversations",
+        identity: false,
+        upsert_on: None,
+        columns: &[
+            ("key", "key", Text),
+            ("spoken", "spoken", Bool),
+            ("note", "note", Text),
+        ],
+    },
+    Table {
+        from: "openings",
+        to: "openings",
+        kind: "openings",
+        identity: false,
+        upsert_on: None,
+        columns: &[
+            ("kind", "kind", Text),
+            ("place", "place", Text),
+            ("at_ms", "at", Ms),
+        ],
+    },
+    Table {
+        from: "feedback",
+        to: "feedback",
+        kind: "feedback",
+        identity: false,
+        upsert_on: None,
+        columns: &[
+            ("inbox_id", "inbox_id", Int),
+            ("person", "person", Text),
+            ("value", "value", Text),
+            ("at_ms", "at", Ms),
+        ],
+    },
+    Table {
+        from: "admin_log",
+        to: "admin_log",
+        kind: "admin commands",
+        identity: false,
+        upsert_on: None,
+        columns: &[
+            ("origin", "origin", Text),
+            ("user_id", "user_id", Text),
+            ("command", "command", Text),
+            ("allowed", "allowed", Bool),
+            ("done", "done", Bool),
+            ("at", "at", Ms),
+        ],
+    },
+    Table {
+        from: "working_memory",
+        to: "working_memory",
+        kind: "working-memory entries",
+        identity: true,
+        upsert_on: None,
+        columns: &[
+            ("id", "id", Int),
+            ("thread", "thread", Text),
+            ("entry_type", "entry_type", Text),
+            ("content", "content", Text),
+            ("verb", "verb", Text),
+            ("user_id", "user_id", Text),
+            ("metadata", "metadata", Json),
+            ("source", "source", Text),
+            ("created_at", "created_at", Ms),
+        ],
+    },
+    Table {
+        from: "threads",
+        to: "threads",
+        kind: "threads",
+        identity: false,
+        upsert_on: None,
+        columns: &[
+            ("thread", "thread", Text),
+            ("turns", "turns", Int),
+            ("claude_session", "claude_session", Text),
+            ("since_id", "since_id", Int),
+            ("updated_at", "updated_at", Ms),
+        ],
+    },
+    Table {
+        from: "turn_usage",
+        to: "turn_usage",
+        kind: "model calls",
+        identity: true,
+        upsert_on: None,
+        columns: &[
+            ("id", "id", Int),
+            ("thread", "thread", Text),
+            ("interaction", "interaction", Int),
+            ("provider", "provider", Text),
+            ("model", "model", Text),
+            ("input_tokens", "input_tokens", Int),
+            ("output_tokens", "output_tokens", Int),
+            ("cache_creation_tokens", "cache_creation_tokens", Int),
+            ("cache_read_tokens", "cache_read_tokens", Int),
+            ("latency_ms", "latency_ms", Int),
+            ("stop_reason", "stop_reason", Text),
+            ("created_at", "created_at", Ms),
+        ],
+    },
+    Table {
+        from: "soul_memory",
+        to: "soul_memory",
+        kind: "soul-state keys",
+        identity: false,
+        upsert_on: Some("key"),
+        columns: &[
+            ("key", "key", Text),
+            ("value", "value", Text),
+            ("updated_at", "updated_at", Ms),
+        ],
+    },
+    Table {
+        from: "counters",
+        to: "counters",
+        kind: "counters",
+        identity: false,
+        upsert_on: Some("name"),
+        columns: &[("name", "name", Text), ("value", "value", Int)],
+    },
+    Table {
+        from: "whispers",
+        to: "whispers",
+        kind: "whispers",
+        identity: true,
+        upsert_on: None,
+        columns: &[
+            ("id", "id", Int),
+            ("whisper", "whisper", Text),
+            ("source", "source", Text),
+            ("created_at", "created_at", Ms),
+            ("claimed_by", "claimed_by", Text),
+            ("claimed_until", "claimed_until", Ms),
+            ("consumed_at", "consumed_at", Ms),
+            ("consumed_by", "consumed_by", Text),
+        ],
+    },
+    Table {
+        from: "users",
+        to: "users",
+        kind: "users",
+        identity: false,
+        upsert_on: None,
+        columns: &[
+            ("user_id", "user_id", Text),
+            ("display_name", "display_name", Text),
+            ("slug", "slug", Text),
+            ("turns", "turns", Int),
+            ("injected_at_turn", "injected_at_turn", Int),
+            ("model", "model", Text),
+            ("model_version", "model_version", Int),
+            ("exported_version", "exported_version", Int),
+            ("updated_at", "updated_at", Ms),
+        ],
+    },
+    Table {
+        from: "user_model_history",
+        to: "user_model_history",
+        kind: "user-model versions",
+        identity: false,
+        upsert_on: None,
+        columns: &[
+            ("user_id", "user_id", Text),
+            ("version", "version", Int),
+            ("model", "model", Text),
+            ("change_note", "change_note", Text),
+            ("created_at", "created_at", Ms),
+        ],
+    },
+    Table {
+        from: "thread_process",
+        to: "thread_process",
+        kind: "thread processes",
+        identity: false,
+        upsert_on: None,
+        columns: &[
+            ("thread", "thread", Text),
+            ("current", "current", Text),
+            ("previous", "previous", Text),
+            ("invocations", "invocations", Int),
+            ("params", "params", Json),
+            ("updated_at", "updated_at", Ms),
+        ],
+    },
+    Table {
+        from: "process_transitions",
+        to: "process_transitions",
+        kind: "process transitions",
+        identity: true,
+        upsert_on: None,
+        columns: &[
+            ("id", "id", Int),
+            ("thread", "thread", Text),
+            ("interaction", "interaction", Int),
+            ("from_process", "from_process", Text),
+            ("to_process", "to_process", Text),
+            ("rule", "rule", Int4),
+            ("action", "action", Text),
+            ("execute_now", "execute_now", Bool),
+            ("params", "params", Json),
+            ("at", "at", Ms),
+        ],
+    },
+    Table {
+        from: "cognitive_state",
+        to: "cognitive_state",
+        kind: "cognitive state",
+        identity: false,
+        upsert_on: Some("id"),
+        columns: &[
+            ("id", "id", Int2),
+            ("state", "state", Text),
+            ("since", "since", Ms),
+            ("cause", "cause", Text),
+            ("degraded", "degraded", Bool),
+        ],
+    },
+    Table {
+        from: "state_moves",
+        to: "state_moves",
+        kind: "state moves",
+        identity: true,
+        upsert_on: None,
+        columns: &[
+            ("id", "id", Int),
+            ("from_state", "from_state", Text),
+            ("to_state", "to_state", Text),
+            ("cause", "cause", Text),
+            ("detail", "detail", Json),
+            ("at", "at", Ms),
+        ],
+    },
+    Table {
+        from: "journal",
+        to: "journal",
+        kind: "journal entries",
+        identity: true,
+        upsert_on: None,
+        columns: &[
+            ("id", "id", Int),
+            ("entry", "entry", Text),
+            ("at", "at", Ms),
+        ],
+    },
+    Table {
+        from: "thread_summaries",
+        to: "thread_summaries",
+        kind: "thread summaries",
+        identity: false,
+        upsert_on: None,
+        columns: &[
+            ("thread", "thread", Text),
+            ("since_id", "since_id", Int),
+            ("summary", "summary", Text),
+            ("covers_through", "covers_through", Int),
+            ("entries", "entries", Int),
+            ("updated_at", "updated_at", Ms),
+        ],
+    },
+    Table {
+        from: "episodic_memories",
+        to: "episodic_memories",
+        kind: "episodic memories",
+        identity: true,
+        upsert_on: None,
+        columns: &[
+            ("id", "id", Int),
+            ("thread", "thread", Text),
+            ("memory", "memory", Text),
+            ("importance", "importance", Int2),
+            ("created_at", "created_at", Ms),
+        ],
+    },
+    Table {
+        from: "dreams",
+        to: "dreams",
+        kind: "dreams",
+        identity: true,
+        upsert_on: None,
+        columns: &[
+            ("id", "id", Int),
+            ("started_at", "started_at", Ms),
+            ("finished_at", "finished_at", Ms),
+            ("complete", "complete", Bool),
+            ("cause", "cause", Text),
+            ("report", "report", Json),
+        ],
+    },
 ];
 
 /// What a copy wrote: (kind, rows), in the order copied.
@@ -192,7 +443,10 @@ async fn not_empty(tx: &deadpool_postgres::Transaction<'_>) -> Result<Option<Str
         }
     }
     let turns: i64 = tx
-        .query_one("SELECT value FROM counters WHERE name = 'interactions'", &[])
+        .query_one(
+            "SELECT value FROM counters WHERE name = 'interactions'",
+            &[],
+        )
         .await?
         .get(0);
     Ok((turns > 0).then(|| format!("its soul has had {turns} interactions")))
@@ -212,11 +466,7 @@ fn read(from: &SqliteStore, table: &Table) -> Result<Vec<Vec<Sql>>> {
     Ok(rows.collect::<std::result::Result<_, _>>()?)
 }
 
-async fn insert(
-    tx: &deadpool_postgres::Transaction<'_>,
-    table: &Table,
-    row: &[Sql],
-) -> Result<()> {
+async fn insert(tx: &deadpool_postgres::Transaction<'_>, table: &Table, row: &[Sql]) -> Result<()> {
     let mut params: Vec<Box<dyn ToSql + Sync + Send>> = Vec::with_capacity(row.len());
     let mut slots = Vec::with_capacity(row.len());
     for (i, ((name, _, kind), value)) in table.columns.iter().zip(row).enumerate() {
@@ -229,12 +479,16 @@ async fn insert(
         };
         let (slot, param): (String, Box<dyn ToSql + Sync + Send>) = match (kind, value) {
             (Int | Ms | Us, Sql::Integer(v)) => (format!("${n}"), Box::new(*v)),
-            (Int | Ms | Us | Int4 | Real | Text | Json | Bool, Sql::Null) => {
+            (Int | Ms | Us | Int4 | Int2 | Real | Text | Json | Bool, Sql::Null) => {
                 (format!("${n}::text"), Box::new(None::<String>))
             }
             (Int4, Sql::Integer(v)) => (
                 format!("${n}"),
                 Box::new(i32::try_from(*v).map_err(|_| bad())?),
+            ),
+            (Int2, Sql::Integer(v)) => (
+                format!("${n}"),
+                Box::new(i16::try_from(*v).map_err(|_| bad())?),
             ),
             (Real, Sql::Real(v)) => (format!("${n}"), Box::new(*v)),
             (Real, Sql::Integer(v)) => (format!("${n}"), Box::new(*v as f64)),
@@ -319,6 +573,7 @@ fn pg_type(kind: As) -> &'static str {
     match kind {
         Int => "bigint",
         Int4 => "integer",
+        Int2 => "smallint",
         Real => "double precision",
         Text => "text",
         Ms | Us => "timestamptz",

@@ -97,11 +97,10 @@ impl Postgres {
             })?;
         config.connect_timeout(std::time::Duration::from_secs(5));
         let place = place(&config);
-        let (client, connection) =
-            config
-                .connect(NoTls)
-                .await
-                .map_err(|e| connect_error(&place, &e))?;
+        let (client, connection) = config
+            .connect(NoTls)
+            .await
+            .map_err(|e| connect_error(&place, &e))?;
         let running = tokio::spawn(connection);
         let server: String = client.query_one("SHOW server_version", &[]).await?.get(0);
         let found = migrate::version(&client).await?;
@@ -182,7 +181,10 @@ fn connect_error(place: &str, e: &tokio_postgres::Error) -> StoreError {
         let why = if *code == SqlState::INVALID_PASSWORD
             || *code == SqlState::INVALID_AUTHORIZATION_SPECIFICATION
         {
-            format!("the server refused the user's credentials ({})", db.message())
+            format!(
+                "the server refused the user's credentials ({})",
+                db.message()
+            )
         } else if *code == SqlState::INVALID_CATALOG_NAME {
             format!("the database does not exist ({})", db.message())
         } else if code.code().starts_with("57") || code.code().starts_with("53") {

@@ -1,0 +1,279 @@
+//! anima on PostgreSQL through the real binary: chat, check, state and users on a database of
+//! their own, and a soul that grew up on SQLite copied across. Each test runs when
+//! `ANIMA_TEST_POSTGRES_URL` names a server, and says it was skipped otherwise.
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::json;
+use support::daemon::Daemon;
+use support::postgres::{fresh_database, query, with_database};
+use support::slack::FakeSlack;
+use support::*;
+
+const ON_POSTGRES: &str = "[store]\nbackend = \"postgres\"\n";
+
+fn postgres_home(model: &FakeModel) -> Home {
+    Home::new("anthropic", &model.url(), &format!("\n{ON_POSTGRES}"))
+}
+
+#[test]
+fn a_soul_on_postgres_chats_remembers_and_reports_from_any_process() {
+    let Some(url) = fresh_database() else { return };
+    let model = FakeModel::start();
+    model.reply(&answer("Bonjour, Zoë !"));
+    model.reply(&answer("Toujours là."));
+    let home = postgres_home(&model);
+    let env = [("ANIMA_DATABASE_URL", url.as_str())];
+    let r = home.run_env(&["chat", "--user", "Zoë"], "Salut 👋\n", &env);
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    assert_eq!(replies(&r.stdout), ["Bonjour, Zoë !"]);
+    // A second process sees the first one's conversation.
+    let r = home.run_env(&["chat", "--user", "Zoë"], "Encore ?\n", &env);
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    assert!(
+        model.requests()[1]
+            .body
+            .to_string()
+            .contains("Bonjour, Zoë !"),
+        "the history came from PostgreSQL"
+    );
+    assert!(
+        !home.data().join("anima.db").exists(),
+        "no SQLite file is made"
+    );
+    let state = home.run_env(&["state", "--json"], "", &env);
+    assert_eq!(state.status, 0, "{}", state.stderr);
+    let report: serde_json::Value = serde_json::from_str(&state.stdout).unwrap();
+    assert_eq!(report["interactions"], 2, "{report}");
+    assert_eq!(
+        query(
+            &url,
+            "SELECT value::text FROM counters WHERE name = 'interactions'"
+        ),
+        ["2"]
+    );
+    let check = home.run_env(&["check"], "", &env);
+    assert_eq!(check.status, 0, "{}{}", check.stdout, check.stderr);
+    assert!(
+        check.stdout.contains("schema version 1") && check.stdout.contains("PostgreSQL 1"),
+        "{}",
+        check.stdout
+    );
+}
+
+#[test]
+fn check_names_what_is_wrong_with_the_database_and_never_the_password() {
+    let Some(url) = fresh_database() else { return };
+    let model = FakeModel::start();
+    let home = postgres_home(&model);
+    let missing = home.run(&["check"], "");
+    assert_eq!(missing.status, 2, "{}", missing.stdout);
+    assert!(
+        missing.stdout.contains("ANIMA_DATABASE_URL") && missing.stdout.contains("not set"),
+        "{}",
+        missing.stdout
+    );
+    let wrong_password = url.replacen("://postgres:", "://postgres:not-the-password-42@", 1);
+    let wrong_password = match wrong_password.split_once("-42@") {
+        // postgres://postgres:not-the-password-42@<old password>@host → drop the old one.
+        Some((head, rest)) => format!("{head}-42@{}", rest.split_once('@').map_or(rest, |r| r.1)),
+        None => wrong_password,
+    };
+    let refused = home.run_env(&["check"], "", &[("ANIMA_DATABASE_URL", &wrong_password)]);
+    assert_eq!(refused.status, 2, "{}", refused.stdout);
+    assert!(refused.stdout.contains("credentials"), "{}", refused.stdout);
+    let all = format!("{}{}", refused.stdout, refused.stderr);
+    assert!(!all.contains("not-the-password-42"), "{all}");
+    let nowhere = with_database(&url, "anima_no_such_db");
+    let no_db = home.run_env(&["check"], "", &[("ANIMA_DATABASE_URL", &nowhere)]);
+    assert_eq!(no_db.status, 2, "{}", no_db.stdout);
+    assert!(no_db.stdout.contains("does not exist"), "{}", no_db.stdout);
+    let closed = "postgres://postgres:secret-77@127.0.0.1:9/anima";
+    let unreachable = home.run_env(&["check"], "", &[("ANIMA_DATABASE_URL", closed)]);
+    assert_eq!(unreachable.status, 2, "{}", unreachable.stdout);
+    assert!(
+        unreachable.stdout.contains("cannot reach"),
+        "{}",
+        unreachable.stdout
+    );
+    assert!(!unreachable.stdout.contains("secret-77"));
+}
+
+#[test]
+fn a_soul_that_grew_up_on_sqlite_moves_to_postgres_whole_and_only_once() {
+    let Some(url) = fresh_database() else { return };
+    let model = FakeModel::start();
+    model.reply(&answer("Hello Tom."));
+    model.reply(&answer("Still here, Tom."));
+    let sqlite = Home::new("anthropic", &model.url(), "");
+    let r = sqlite.run(&["chat", "--user", "Tom"], "hi ✨\n");
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    // The same home, now on PostgreSQL: the copy reads the SQLite file under [paths] home.
+    std::fs::write(
+        sqlite.config(),
+        std::fs::read_to_string(sqlite.config()).unwrap() + "\n" + ON_POSTGRES,
+    )
+    .unwrap();
+    let env = [("ANIMA_DATABASE_URL", url.as_str())];
+    let copy = sqlite.run_env(&["store", "copy", "--to", "postgres"], "", &env);
+    assert_eq!(copy.status, 0, "{}", copy.stderr);
+    assert!(
+        copy.stdout.contains("working-memory entries"),
+        "{}",
+        copy.stdout
+    );
+    assert!(
+        copy.stdout.contains("every count checked"),
+        "{}",
+        copy.stdout
+    );
+    assert!(
+        !copy.stdout.contains(url.split('@').next().unwrap()),
+        "no password"
+    );
+    // The soul goes on where it was.
+    let r = sqlite.run_env(&["chat", "--user", "Tom"], "again\n", &env);
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    assert!(model.requests()[1].body.to_string().contains("Hello Tom."));
+    assert_eq!(
+        query(
+            &url,
+            "SELECT value::text FROM counters WHERE name = 'interactions'"
+        ),
+        ["2"]
+    );
+    // Not twice.
+    let again = sqlite.run_env(&["store", "copy", "--to", "postgres"], "", &env);
+    assert_eq!(again.status, 2, "{}", again.stdout);
+    assert!(again.stderr.contains("not empty"), "{}", again.stderr);
+}
+
+#[test]
+fn a_copy_that_fails_midway_leaves_the_database_empty() {
+    let Some(url) = fresh_database() else { return };
+    let model = FakeModel::start();
+    model.reply(&answer("Hi."));
+    let home = Home::new("anthropic", &model.url(), "");
+    assert_eq!(home.run(&["chat", "--user", "Tom"], "hi\n").status, 0);
+    // A late table holds a value that cannot be copied: the earlier ones were written first.
+    home.store().add_journal("a day").unwrap();
+    rusqlite::Connection::open(home.data().join("anima.db"))
+        .unwrap()
+        .execute("UPDATE journal SET at = 'noon'", [])
+        .unwrap();
+    let env = [("ANIMA_DATABASE_URL", url.as_str())];
+    let copy = home.run_env(&["store", "copy", "--to", "postgres"], "", &env);
+    assert_ne!(copy.status, 0, "{}", copy.stdout);
+    assert_eq!(
+        query(&url, "SELECT count(*)::text FROM working_memory"),
+        ["0"],
+        "nothing half-copied"
+    );
+    // Nothing to copy from.
+    let empty = Home::new("anthropic", &model.url(), "");
+    let none = empty.run_env(&["store", "copy", "--to", "postgres"], "", &env);
+    assert_eq!(none.status, 2, "{}", none.stderr);
+    assert!(none.stderr.contains("no SQLite store"), "{}", none.stderr);
+}
+
+fn dm(channel: &str, ts: &str, text: &str) -> serde_json::Value {
+    json!({"type":"message","channel":channel,"user":"U061F7AUR","text":text,"ts":ts,"event_ts":ts,"channel_type":"im"})
+}
+
+/// A daemon home on Slack's fake, its store in the database at `url`.
+fn daemon_home(model: &FakeModel, slack: &FakeSlack) -> Home {
+    let home = support::daemon::home(model, slack, "socket", "");
+    let cfg = std::fs::read_to_string(home.config()).unwrap();
+    std::fs::write(home.config(), format!("{cfg}\n{ON_POSTGRES}")).unwrap();
+    home
+}
+
+#[test]
+fn the_daemon_on_postgres_answers_each_message_once_and_in_its_place() {
+    let Some(url) = fresh_database() else { return };
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    model.respond_with(|turn| {
+        let word = turn
+            .rsplit("number ")
+            .next()
+            .unwrap_or("?")
+            .split_whitespace()
+            .next()
+            .unwrap_or("?");
+        answer(&format!("Got number {word}"))
+    });
+    let home = daemon_home(&model, &slack);
+    let d = Daemon::start_env(&home, &[("ANIMA_DATABASE_URL", &url)]);
+    slack.wait_connected_or(|| d.log());
+    for i in 0..6 {
+        slack.send_event(
+            dm(
+                &format!("D{i}"),
+                &format!("1700000000.00000{i}"),
+                &format!("number {i} ✨"),
+            ),
+            &format!("Ev{i}"),
+            0,
+        );
+    }
+    slack.wait(30, "six replies", |s| s.posts().len() >= 6);
+    std::thread::sleep(Duration::from_millis(500));
+    let posts = slack.posts();
+    assert_eq!(posts.len(), 6, "{posts:?}");
+    for i in 0..6 {
+        let here: Vec<_> = posts
+            .iter()
+            .filter(|p| p.channel == format!("D{i}"))
+            .collect();
+        assert_eq!(here.len(), 1, "one reply in D{i}: {posts:?}");
+        assert!(
+            here[0].text.contains(&format!("Got number {i}")),
+            "{:?}",
+            here[0]
+        );
+    }
+    assert_eq!(
+        query(
+            &url,
+            "SELECT count(*)::text FROM inbox WHERE status = 'done'"
+        ),
+        ["6"]
+    );
+    assert!(!home.data().join("anima.db").exists());
+    let health = support::daemon::http("GET", &d.url("/healthz"), &[], "");
+    assert_eq!(health.0, 200, "{}", health.1);
+}
+
+#[test]
+fn a_daemon_waits_for_a_database_it_cannot_reach_and_says_why() {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    let home = daemon_home(&model, &slack);
+    let mut d = Daemon::spawn(
+        &home,
+        &[(
+            "ANIMA_DATABASE_URL",
+            "postgres://anima:secret-55@127.0.0.1:9/anima",
+        )],
+    );
+    let line = d.wait_log("health answers 503", 20);
+    let addr = line
+        .split("addr=")
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap();
+    let (status, body) = support::daemon::http("GET", &format!("http://{addr}/healthz"), &[], "");
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("waiting for the database"), "{body}");
+    assert!(!body.contains("secret-55") && !d.log().contains("secret-55"));
+    assert_eq!(
+        slack.sockets(),
+        0,
+        "no door to Slack before the store can take events"
+    );
+    assert!(slack.calls("auth.test").is_empty());
+    assert_eq!(d.terminate(), 0, "{}", d.log());
+}

@@ -1,0 +1,69 @@
+//! A database of its own on the test PostgreSQL server (`ANIMA_TEST_POSTGRES_URL`), for the
+//! tests that run anima on PostgreSQL; they say so and pass when no server is configured.
+
+use std::str::FromStr;
+
+pub const POSTGRES_URL: &str = "ANIMA_TEST_POSTGRES_URL";
+
+/// The connection string of a new, empty database, or `None` (said on stderr) when no test
+/// server is configured.
+pub fn fresh_database() -> Option<String> {
+    let Some(url) = std::env::var(POSTGRES_URL).ok().filter(|u| !u.is_empty()) else {
+        eprintln!("PostgreSQL skipped: {POSTGRES_URL} is not set");
+        return None;
+    };
+    let name = format!("anima_test_{}", uuid::Uuid::new_v4().simple());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let config = tokio_postgres::Config::from_str(&url).expect("a connection string");
+        let (client, connection) = config
+            .connect(tokio_postgres::NoTls)
+            .await
+            .expect("the test server answers");
+        tokio::spawn(connection);
+        client
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .await
+            .expect("a test database");
+    });
+    Some(with_database(&url, &name))
+}
+
+/// `url` with its database replaced by `name`.
+pub fn with_database(url: &str, name: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, format!("?{q}")),
+        None => (url, String::new()),
+    };
+    let root = match base.rfind('/') {
+        Some(at) if base[..at].contains("//") && at > base.find("//").unwrap() + 1 => &base[..at],
+        _ => base,
+    };
+    format!("{root}/{name}{query}")
+}
+
+/// Runs SQL on the database at `url` and returns the first column of each row, as text.
+pub fn query(url: &str, sql: &str) -> Vec<String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let config = tokio_postgres::Config::from_str(url).unwrap();
+        let (client, connection) = config.connect(tokio_postgres::NoTls).await.unwrap();
+        tokio::spawn(connection);
+        client
+            .simple_query(sql)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter_map(|m| match m {
+                tokio_postgres::SimpleQueryMessage::Row(r) => r.get(0).map(str::to_string),
+                _ => None,
+            })
+            .collect()
+    })
+}
