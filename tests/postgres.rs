@@ -61,6 +61,18 @@ fn a_soul_on_postgres_chats_remembers_and_reports_from_any_process() {
         "{}",
         check.stdout
     );
+    let mind = home.run_env(&["mind", "--json"], "", &env);
+    assert_eq!(mind.status, 0, "{}", mind.stderr);
+    let log = home.run_env(&["users", "log", "Zoë"], "", &env);
+    assert_eq!(log.status, 0, "{}", log.stderr);
+    // A schema from a newer anima is refused, by every command.
+    query(&url, "UPDATE anima_schema SET version = 99");
+    let newer = home.run_env(&["chat", "--user", "Zoë"], "hm\n", &env);
+    assert_eq!(newer.status, 2, "{}", newer.stderr);
+    assert!(newer.stderr.contains("newer than this anima"), "{}", newer.stderr);
+    let check = home.run_env(&["check"], "", &env);
+    assert_eq!(check.status, 2);
+    assert!(check.stdout.contains("schema version 99"), "{}", check.stdout);
 }
 
 #[test]
