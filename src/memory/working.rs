@@ -40,7 +40,8 @@ impl EntryType {
         }
     }
 
-    fn parse(s: &str) -> Option<EntryType> {
+    /// The type `as_str` names (a backend reading its rows back).
+    pub(crate) fn parse(s: &str) -> Option<EntryType> {
         [
             EntryType::UserMessage,
             EntryType::InternalMonologue,
