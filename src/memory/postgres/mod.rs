@@ -9,6 +9,7 @@
 
 mod inbox;
 mod migrate;
+mod psyche;
 
 use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
