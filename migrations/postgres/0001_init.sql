@@ -246,7 +246,7 @@ CREATE TABLE episodic_memories (
     importance  smallint    NOT NULL CHECK (importance BETWEEN 1 AND 10),
     created_at  timestamptz NOT NULL
 );
-CREATE INDEX episodic_memories_by_thread ON episodic_memories (thread, importance);
+CREATE INDEX episodic_memories_by_thread ON episodic_memories (thread, importance DESC, id);
 
 CREATE TABLE dreams (
     id           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
