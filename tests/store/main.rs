@@ -3,3 +3,5 @@
 //! (each test gets a database of its own there), and the run says when it is skipped.
 
 mod backends;
+mod dreams;
+mod psyche;
