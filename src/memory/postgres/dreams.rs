@@ -414,24 +414,23 @@ impl Dreams for Postgres {
             .collect())
     }
 
-    /// What a dream's upkeep means on PostgreSQL: in one transaction, the keys of psyche events
-    /// applied before `SEEN_KEEP_MS` are forgotten (as on SQLite; boosts of salience never wait
+    /// What a dream's upkeep means on PostgreSQL: the keys of psyche events applied before
+    /// `SEEN_KEEP_MS` are forgotten (as on SQLite; boosts of salience never wait
     /// and there is no full-text index to merge here); then, outside any transaction (VACUUM
     /// cannot run in one), `VACUUM` of the tables a dream deletes from and `ANALYZE`.
     /// `auto_vacuum` reports the server's autovacuum (`autovacuum` or `none`); PostgreSQL has
     /// no free-page list, so both page counts are 0.
     async fn upkeep(&self) -> Result<Upkeep> {
         let result = async {
-            let mut client = self.client().await?;
-            let tx = client.transaction().await?;
-            let forgotten = tx
+            let client = self.client().await?;
+            let forgotten = client
                 .execute(
                     "DELETE FROM psyche_seen WHERE at < anima_at($1)",
                     &[&now_ms().saturating_sub(SEEN_KEEP_MS)],
                 )
                 .await?;
-            tx.commit().await?;
-            // One statement each: several in one string would run as one transaction.
+            // Outside any transaction, one statement each (several in one string would run as
+            // one transaction, which VACUUM refuses).
             client
                 .batch_execute("VACUUM working_memory, psyche_seen, psyche_gate_log")
                 .await?;

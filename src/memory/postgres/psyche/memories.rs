@@ -102,7 +102,7 @@ pub(super) async fn candidates(
     // stays bounded however common it is); the rarest `QUERY_TERMS` make the query.
     let matching = c
         .prepare_cached(&format!(
-            "WITH counted AS (
+            "WITH counted AS MATERIALIZED (
                  SELECT t, (SELECT count(*) FROM (
                      SELECT 1 FROM psyche_memories WHERE soul = $1 AND search @@ t::tsquery
                      LIMIT $3) hits) AS docs

@@ -230,25 +230,24 @@ impl Psychology for Postgres {
     ) -> Result<Packet> {
         let mut client = self.client().await?;
         let tx = snapshot(&mut client).await?;
-        let substrate = rows::load_substrate(&tx, soul, psyche, now).await?;
-        let mut rels = Vec::with_capacity(people.len());
-        for (id, _) in people {
-            rels.push(rows::load_relationship(&tx, soul, id).await?);
-        }
         let ids: Vec<&str> = people.iter().map(|(id, _)| id.as_str()).collect();
-        let facts = rows::facts_of(&tx, soul, &ids).await?;
-        // What happened before now: the memory the current message just became is not recalled.
-        let mut memories = memories::candidates(&tx, soul, query).await?;
-        memories.retain(|m| m.at < now);
-        let intentions = rows::intentions(&tx, soul).await?;
+        // Sent together: reads of one snapshot, in any order.
+        let (substrate, rels, facts, mut memories, intentions) = tokio::try_join!(
+            rows::load_substrate(&tx, soul, psyche, now),
+            rows::relationships_with(&tx, soul, &ids),
+            rows::facts_of(&tx, soul, &ids),
+            memories::candidates(&tx, soul, query),
+            rows::intentions(&tx, soul),
+        )?;
         tx.commit().await?;
+        // What happened before now: the memory the current message just became is not recalled.
+        memories.retain(|m| m.at < now);
         let present: Vec<Present> = people
             .iter()
-            .zip(&rels)
-            .map(|((id, name), rel)| Present {
+            .map(|(id, name)| Present {
                 id,
                 name,
-                relationship: rel.as_ref(),
+                relationship: rels.get(id),
                 facts: facts.get(id).map_or(&[][..], Vec::as_slice),
             })
             .collect();
@@ -275,14 +274,11 @@ impl Psychology for Postgres {
             let mut client = self.client().await?;
             let tx = client.transaction().await?;
             let state = lock(&tx, soul, psyche, now).await?;
-            let mut rels = BTreeMap::new();
-            for s in shifts {
-                let who = s.target.trim();
-                if let Some(r) = rows::load_relationship(&tx, soul, who).await? {
-                    rels.insert(who.to_string(), r);
-                }
-            }
-            let before = rows::intentions(&tx, soul).await?;
+            let targets: Vec<&str> = shifts.iter().map(|s| s.target.trim()).collect();
+            let (rels, before) = tokio::try_join!(
+                rows::relationships_with(&tx, soul, &targets),
+                rows::intentions(&tx, soul),
+            )?;
             let Applied {
                 substrate,
                 relationships,

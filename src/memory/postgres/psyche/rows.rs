@@ -84,15 +84,24 @@ pub(super) fn relationship(r: &Row) -> Relationship {
     }
 }
 
-pub(super) async fn load_relationship(
+/// The relationships with `people` the soul has, by person.
+pub(super) async fn relationships_with(
     c: &impl GenericClient,
     soul: &str,
-    person: &str,
-) -> Result<Option<Relationship>> {
-    let st = c.prepare_cached(RELATIONSHIP).await?;
-    Ok(c.query_opt(&st, &[&soul, &person])
+    people: &[&str],
+) -> Result<BTreeMap<String, Relationship>> {
+    let st = c
+        .prepare_cached(
+            "SELECT warmth, trust, tension, comfort, volatility, exchanges, anima_ms(last_seen),
+                 person
+             FROM psyche_relationships WHERE soul = $1 AND person = ANY($2)",
+        )
+        .await?;
+    Ok(c.query(&st, &[&soul, &people])
         .await?
-        .map(|r| relationship(&r)))
+        .iter()
+        .map(|r| (r.get(7), relationship(r)))
+        .collect())
 }
 
 /// The parameters of `SAVE_RELATIONSHIP`.
