@@ -72,11 +72,11 @@ async fn snapshot(client: &mut Object) -> Result<Transaction<'_>> {
 /// Locks `soul`'s substrate row until `tx` ends (inserting it first if missing) and reads the
 /// state under the lock, in one round trip.
 async fn lock(tx: &Transaction<'_>, soul: &str, psyche: &Psyche, now: i64) -> Result<Substrate> {
-    let ensure = tx.prepare_cached(rows::ENSURE).await?;
-    let lock = tx.prepare_cached(rows::LOCK).await?;
+    let ensure_row = tx.prepare_cached(rows::ENSURE).await?;
+    let lock_row = tx.prepare_cached(rows::LOCK).await?;
     let (_, row) = try_join(
-        tx.execute(&ensure, &[&soul, &now]),
-        tx.query_one(&lock, &[&soul]),
+        tx.execute(&ensure_row, &[&soul, &now]),
+        tx.query_one(&lock_row, &[&soul]),
     )
     .await?;
     Ok(rows::substrate(Some(row.get(0)), psyche, now))
@@ -95,15 +95,15 @@ impl Postgres {
     ) -> Result<Option<(Effects, Decision)>> {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
-        let ensure = tx.prepare_cached(rows::ENSURE).await?;
-        let lock = tx.prepare_cached(rows::LOCK).await?;
+        let ensure_row = tx.prepare_cached(rows::ENSURE).await?;
+        let lock_row = tx.prepare_cached(rows::LOCK).await?;
         let relationship = tx.prepare_cached(rows::RELATIONSHIP).await?;
         let claim = tx.prepare_cached(CLAIM).await?;
         // Sent together, run in order: the row made sure of and locked, then the author's
         // relationship read and the key claimed under the lock.
         let (_, state, rel, new) = try_join4(
-            tx.execute(&ensure, &[&soul, &event.at]),
-            tx.query_one(&lock, &[&soul]),
+            tx.execute(&ensure_row, &[&soul, &event.at]),
+            tx.query_one(&lock_row, &[&soul]),
             async {
                 match &event.person {
                     Some(p) => tx.query_opt(&relationship, &[&soul, p]).await,
