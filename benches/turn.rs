@@ -22,7 +22,6 @@ use std::time::{Duration, Instant};
 
 use anima::engine::{gate_input, spoken, Engine, Message, Perception};
 use anima::llm::{BoxFuture, ChatRequest, Completion, Deltas, LlmError, Provider, Usage};
-use anima::memory::faces::Turns;
 use anima::memory::sqlite::Sqlite;
 use anima::memory::{EntryType, NewEntry, SoulState, SqliteStore, TurnRecord, TurnStart};
 use anima::parse::parse_response;

@@ -246,7 +246,7 @@ CREATE TABLE episodic_memories (
     importance  smallint    NOT NULL CHECK (importance BETWEEN 1 AND 10),
     created_at  timestamptz NOT NULL
 );
-CREATE INDEX episodic_memories_by_thread ON episodic_memories (thread, importance);
+CREATE INDEX episodic_memories_by_thread ON episodic_memories (thread, importance DESC, id);
 
 CREATE TABLE dreams (
     id           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -258,13 +258,17 @@ CREATE TABLE dreams (
 );
 
 ------------------------------------------------------------------------ the psyche
--- The substrate is one jsonb document per soul; retrieval's candidates come from
--- PostgreSQL's full-text search (the `search` column), re-ranked by BM25 in Rust.
+-- PostgreSQL's own layout: one row per thing (no lines packed into the soul's row, no list
+-- kept by triggers). An event locks its soul's substrate row (SELECT ... FOR UPDATE) for its
+-- whole transaction, so two events never interleave, from one process or many.
+--
+-- The substrate is one JSON document per soul, the same document SQLite stores (every float
+-- as its IEEE-754 bits, so it reads back exactly); '{}' until the soul's first event writes it
+-- (the row exists to be locked).
 CREATE TABLE psyche_substrate (
-    soul              text PRIMARY KEY,
-    state             jsonb       NOT NULL,
-    recent_keys       jsonb       NOT NULL DEFAULT '[]',
-    updated_at        timestamptz NOT NULL
+    soul        text PRIMARY KEY,
+    state       jsonb       NOT NULL,
+    updated_at  timestamptz NOT NULL
 );
 
 CREATE TABLE psyche_relationships (
@@ -279,24 +283,31 @@ CREATE TABLE psyche_relationships (
     last_seen      timestamptz,
     PRIMARY KEY (soul, person)
 );
+CREATE INDEX psyche_relationships_by_last_seen ON psyche_relationships (soul, last_seen DESC NULLS LAST);
 
+-- Retrieval's candidates come from full-text search on `search`, re-ranked by BM25 in Rust.
+-- anima writes `search` itself, as the words `psyche::text::words` finds (the words BM25
+-- scores: Unicode case folding, one token per character of scripts written without spaces),
+-- so that what the index matches never depends on the server's locale or parser.
 CREATE TABLE psyche_memories (
     id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     soul        text             NOT NULL,
     text        text             NOT NULL,
-    search      tsvector GENERATED ALWAYS AS (to_tsvector('simple', text)) STORED,
+    search      tsvector         NOT NULL,
     importance  double precision NOT NULL,
     salience    double precision NOT NULL,
     at          timestamptz      NOT NULL
 );
-CREATE INDEX psyche_memories_recent ON psyche_memories (soul, at);
+CREATE INDEX psyche_memories_recent ON psyche_memories (soul, at, id);
 CREATE INDEX psyche_memories_salient ON psyche_memories (soul, salience DESC, id DESC);
 CREATE INDEX psyche_memories_search ON psyche_memories USING gin (search);
 
+-- The people in a memory; a person's newest is the one their return makes more salient.
 CREATE TABLE psyche_memory_people (
+    soul    text   NOT NULL,
     person  text   NOT NULL,
     memory  bigint NOT NULL REFERENCES psyche_memories (id) ON DELETE CASCADE,
-    PRIMARY KEY (person, memory)
+    PRIMARY KEY (soul, person, memory)
 );
 CREATE INDEX psyche_memory_people_by_memory ON psyche_memory_people (memory);
 
@@ -321,12 +332,15 @@ CREATE TABLE psyche_intentions (
 );
 CREATE INDEX psyche_intentions_by_soul ON psyche_intentions (soul);
 
+-- The keys of events applied (a message's inbox row, a tick's period): a key once per soul,
+-- ever (until a dream's upkeep forgets it, after `SEEN_KEEP_MS`).
 CREATE TABLE psyche_seen (
     soul  text        NOT NULL,
     key   text        NOT NULL,
     at    timestamptz NOT NULL,
     PRIMARY KEY (soul, key)
 );
+CREATE INDEX psyche_seen_by_time ON psyche_seen (at);
 
 CREATE TABLE psyche_gate_log (
     id                  bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -348,3 +362,4 @@ CREATE TABLE psyche_gate_log (
     listened            boolean          NOT NULL
 );
 CREATE INDEX psyche_gate_log_by_soul ON psyche_gate_log (soul, id DESC);
+CREATE INDEX psyche_gate_log_by_person ON psyche_gate_log (soul, person, id DESC);

@@ -124,6 +124,21 @@ pub struct DreamRow {
     pub report: Value,
 }
 
+/// How many of a backlog's oldest entries make one batch: at most `max_entries`, cut once they
+/// hold `max_chars` characters (one at least). Every backend cuts batches here.
+pub(crate) fn batch_len(backlog: &[Entry], max_entries: usize, max_chars: usize) -> usize {
+    let mut chars = 0;
+    let mut take = 0;
+    for e in backlog.iter().take(max_entries.max(1)) {
+        if take > 0 && chars + e.content.chars().count() > max_chars {
+            break;
+        }
+        chars += e.content.chars().count();
+        take += 1;
+    }
+    take
+}
+
 fn since_id(conn: &Connection, thread: &str) -> Result<i64, StoreError> {
     Ok(conn
         .prepare_cached("SELECT since_id FROM threads WHERE thread = ?1")?
@@ -226,15 +241,7 @@ impl SqliteStore {
             .filter(|e| e.id > since && e.id < oldest)
             .collect();
         let total = entries.len();
-        let mut chars = 0;
-        let mut take = 0;
-        for e in entries.iter().take(max_entries.max(1)) {
-            if take > 0 && chars + e.content.chars().count() > max_chars {
-                break;
-            }
-            chars += e.content.chars().count();
-            take += 1;
-        }
+        let take = batch_len(&entries, max_entries, max_chars);
         entries.truncate(take);
         let mut people: Vec<Person> = Vec::new();
         for e in &entries {

@@ -40,6 +40,7 @@ impl EntryType {
         }
     }
 
+    /// The type `as_str` names (a backend reading its rows back).
     pub(crate) fn parse(s: &str) -> Option<EntryType> {
         [
             EntryType::UserMessage,

@@ -8,9 +8,11 @@
 //! one transaction here. Knows nothing about prompts, providers or Slack.
 
 mod copy;
+mod dreams;
 mod inbox;
 mod migrate;
 mod operator;
+mod psyche;
 mod states;
 mod turns;
 

@@ -46,7 +46,7 @@ pub struct LoggedDecision {
 }
 
 impl LoggedDecision {
-    pub(super) fn new(event: &Event, place: &Place, d: &Decision) -> LoggedDecision {
+    pub(crate) fn new(event: &Event, place: &Place, d: &Decision) -> LoggedDecision {
         LoggedDecision {
             at: d.situation.now,
             event_kind: event.kind.name().to_string(),

@@ -24,7 +24,7 @@ use crate::psyche::{Memory, Unit};
 
 /// Candidates fetched for retrieval: by full-text match, by recency and by salience, each.
 /// The list of the most salient (migration 14) keeps this many: more needs a migration.
-pub(super) const CANDIDATES: usize = 20;
+pub(crate) const CANDIDATES: usize = 20;
 
 pub(super) fn memory_rows(
     conn: &Connection,
@@ -66,23 +66,30 @@ pub(super) const MEMORY_COLUMNS: &str = concat!(
 );
 
 /// Words the full-text query may use: at most this many, the rarest first.
-pub(super) const QUERY_TERMS: usize = 4;
+pub(crate) const QUERY_TERMS: usize = 4;
 /// A word held by more memories than this says little about which ones matter; leaving it out
 /// keeps the index's work bounded as memories accumulate.
-pub(super) const COMMON_WORD_DOCS: i64 = 100;
+pub(crate) const COMMON_WORD_DOCS: i64 = 100;
 
 /// Words of the query counted against the index, the longest first (long words are the rare
 /// ones, as a rule).
 pub(super) const COUNTED_TERMS: usize = 5;
 
-/// The query's words, each quoted so that nothing in it is FTS5 syntax: the longest
-/// `COUNTED_TERMS`, in a fixed order.
-pub(super) fn fts_terms(text: &str) -> Vec<String> {
+/// The query's words that are counted against the index: the longest `COUNTED_TERMS`, in a
+/// fixed order (every backend picks the same).
+pub(crate) fn counted_terms(text: &str) -> Vec<String> {
     let mut w = words(text);
     w.sort_by(|a, b| b.chars().count().cmp(&a.chars().count()).then(a.cmp(b)));
     w.dedup();
-    w.into_iter()
-        .take(COUNTED_TERMS)
+    w.truncate(COUNTED_TERMS);
+    w
+}
+
+/// The query's words, each quoted so that nothing in it is FTS5 syntax: the longest
+/// `COUNTED_TERMS`, in a fixed order.
+pub(super) fn fts_terms(text: &str) -> Vec<String> {
+    counted_terms(text)
+        .into_iter()
         .map(|t| format!("\"{}\"", t.replace('"', "\"\"")))
         .collect()
 }

@@ -32,11 +32,13 @@ use crate::psyche::{Event, Psyche};
 use gate_log::log_decision;
 pub use gate_log::{LoggedDecision, GATE_LOG_KEEP};
 use memories::{candidates, Shared};
+pub(crate) use memories::{counted_terms, CANDIDATES, COMMON_WORD_DOCS, QUERY_TERMS};
 pub use mind::Mind;
 use state::{
     facts_of, intentions, load_relationship, load_relationship_row, load_row, load_substrate,
     save_fact, save_intentions, save_relationship, save_row, save_substrate, Row,
 };
+pub(crate) use state::{stored_json, substrate_of};
 
 /// How long the key of an applied event is kept: a message whose turn is retried later than
 /// this (a home stopped for a month with a turn half done) would move the substrate again.

@@ -80,10 +80,15 @@ pub(super) fn load_substrate(
 }
 
 /// The state as stored; a row this build cannot read (hand-edited, older shape) starts the
-/// soul afresh.
-fn substrate_of(json: &str, psyche: &Psyche, now: i64) -> Substrate {
+/// soul afresh. (Every backend stores the same JSON.)
+pub(crate) fn substrate_of(json: &str, psyche: &Psyche, now: i64) -> Substrate {
     serde_json::from_str::<Stored>(json)
         .map_or_else(|_| Substrate::new(psyche, now), Stored::into_substrate)
+}
+
+/// The state as `substrate_of` reads it back exactly (every backend stores this JSON).
+pub(crate) fn stored_json(s: &Substrate) -> String {
+    serde_json::to_string(&Stored::from(s)).expect("a substrate serialises")
 }
 
 /// The soul's row as an event reads and writes it, once each: its state, and the lines of

@@ -1,0 +1,368 @@
+//! The psychology substrate on PostgreSQL (see `memory::psyche` for what each operation
+//! promises). Every number is computed by `psyche`'s pure functions, the same calls SQLite
+//! makes; this module owns the SQL only.
+//!
+//! An event is one transaction that locks the soul's substrate row first (`SELECT … FOR
+//! UPDATE`, the row inserted empty beforehand if missing, `ON CONFLICT DO NOTHING`), reads the
+//! state and the author's relationship under that lock, runs `psyche::update::apply` and
+//! `psyche::gate::decide`, and writes everything back: two events never interleave, from one
+//! process or many, and post-cognition takes the same lock. An event with a key claims it in
+//! `psyche_seen` (unique per soul, `ON CONFLICT DO NOTHING`) under the lock, so a key is
+//! applied once ever. Statements of one step go to the server together (tokio-postgres
+//! pipelines them; it runs them in the order sent), so an event is a few round trips.
+//! `rows` holds the state, relationships, facts and intentions; `memories` the episodic
+//! memories and retrieval's candidates; `log` the gate decisions.
+
+mod log;
+mod memories;
+mod rows;
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+use deadpool_postgres::{GenericClient, Object, Transaction};
+use futures_util::future::{try_join, try_join4, try_join_all};
+use tokio_postgres::types::ToSql;
+use tokio_postgres::IsolationLevel;
+
+use super::Postgres;
+use crate::memory::faces::Psychology;
+use crate::memory::psyche::{LoggedDecision, Mind, Place};
+use crate::memory::StoreError;
+use crate::psyche::gate::{self, Decision, GateRules, Situation};
+use crate::psyche::mapping::{self, Applied, IntentionUpdate, StanceShift};
+use crate::psyche::packet::{Input, Packet, Present};
+use crate::psyche::update::{apply, Effects};
+use crate::psyche::{Event, Psyche, Substrate};
+
+type Result<T> = std::result::Result<T, StoreError>;
+
+/// A statement's parameter, owned, for statements sent together (`pipeline`).
+pub(super) type Param = Box<dyn ToSql + Sync + Send>;
+
+/// Claims an event's key for the soul: a row when the key is new, none when it was applied.
+const CLAIM: &str = "INSERT INTO psyche_seen (soul, key, at) VALUES ($1, $2, anima_at($3))
+    ON CONFLICT (soul, key) DO NOTHING RETURNING 1";
+
+/// Sends `writes` to the server together, to run in this order in `tx`. (Fewer than 30
+/// statements: `try_join_all` then polls them in order, so they are sent in order.)
+async fn pipeline(tx: &Transaction<'_>, writes: Vec<(&str, Vec<Param>)>) -> Result<()> {
+    let mut prepared = Vec::with_capacity(writes.len());
+    for (sql, params) in writes {
+        prepared.push((tx.prepare_cached(sql).await?, params));
+    }
+    try_join_all(prepared.iter().map(|(st, params)| {
+        tx.execute_raw(st, params.iter().map(|p| &**p as &(dyn ToSql + Sync)))
+    }))
+    .await?;
+    Ok(())
+}
+
+/// A read-only transaction whose statements all see one snapshot (SQLite's reads run under its
+/// lock: one state, never half of an event).
+async fn snapshot(client: &mut Object) -> Result<Transaction<'_>> {
+    Ok(client
+        .build_transaction()
+        .isolation_level(IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .await?)
+}
+
+/// Locks `soul`'s substrate row until `tx` ends (inserting it first if missing) and reads the
+/// state under the lock, in one round trip.
+async fn lock(tx: &Transaction<'_>, soul: &str, psyche: &Psyche, now: i64) -> Result<Substrate> {
+    let ensure_row = tx.prepare_cached(rows::ENSURE).await?;
+    let lock_row = tx.prepare_cached(rows::LOCK).await?;
+    let (_, row) = try_join(
+        tx.execute(&ensure_row, &[&soul, &now]),
+        tx.query_one(&lock_row, &[&soul]),
+    )
+    .await?;
+    Ok(rows::substrate(Some(row.get(0)), psyche, now))
+}
+
+impl Postgres {
+    /// One event in one transaction (see the module's docs); `None` when `key` was applied.
+    async fn event(
+        &self,
+        soul: &str,
+        psyche: &Psyche,
+        rules: &GateRules,
+        event: &Event,
+        place: &Place,
+        key: Option<&str>,
+    ) -> Result<Option<(Effects, Decision)>> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let ensure_row = tx.prepare_cached(rows::ENSURE).await?;
+        let lock_row = tx.prepare_cached(rows::LOCK).await?;
+        let relationship = tx.prepare_cached(rows::RELATIONSHIP).await?;
+        let claim = tx.prepare_cached(CLAIM).await?;
+        // Sent together, run in order: the row made sure of and locked, then the author's
+        // relationship read and the key claimed under the lock.
+        let (_, state, rel, new) = try_join4(
+            tx.execute(&ensure_row, &[&soul, &event.at]),
+            tx.query_one(&lock_row, &[&soul]),
+            async {
+                match &event.person {
+                    Some(p) => tx.query_opt(&relationship, &[&soul, p]).await,
+                    None => Ok(None),
+                }
+            },
+            async {
+                match key {
+                    Some(k) => Ok(tx
+                        .query_opt(&claim, &[&soul, &k, &event.at])
+                        .await?
+                        .is_some()),
+                    None => Ok(true),
+                }
+            },
+        )
+        .await?;
+        if !new {
+            tx.rollback().await?;
+            return Ok(None);
+        }
+        let substrate = rows::substrate(Some(state.get(0)), psyche, event.at);
+        let rel = rel.map(|r| rows::relationship(&r));
+        let fx = apply(&substrate, rel.as_ref(), event, psyche);
+        let d = gate::decide(
+            fx.gate,
+            Situation {
+                kind: event.kind,
+                trivial: fx.classification.trivial,
+                choice: fx.choice,
+                listened: place.listened,
+                last_unasked_at: substrate.last_unasked_at,
+                now: fx.substrate.updated_at,
+            },
+            rules,
+        );
+        let mut after = fx.substrate.clone();
+        if d.verdict == gate::Verdict::Speak {
+            after.last_unasked_at = Some(after.updated_at);
+        }
+        let mut writes: Vec<(&str, Vec<Param>)> = Vec::new();
+        match &fx.relationship {
+            Some((person, r)) => {
+                // The boost goes to the memory the author left behind: before this event's own.
+                if let Some((_, boost)) = fx.salience_boost.as_ref().filter(|(w, _)| w == person) {
+                    writes.push((
+                        memories::BOOST,
+                        memories::boost_params(soul, person, *boost),
+                    ));
+                }
+                if let Some(m) = &fx.memory {
+                    writes.push((memories::INSERT, memories::insert_params(soul, m)));
+                }
+                writes.push((
+                    rows::SAVE_RELATIONSHIP,
+                    rows::relationship_params(soul, person, r),
+                ));
+                let facts = &fx.classification.facts;
+                if !facts.is_empty() {
+                    let at = fx.substrate.updated_at;
+                    writes.push((
+                        rows::SAVE_FACTS,
+                        rows::facts_params(soul, person, facts, at),
+                    ));
+                }
+            }
+            None => {
+                if let Some(m) = &fx.memory {
+                    writes.push((memories::INSERT, memories::insert_params(soul, m)));
+                }
+            }
+        }
+        writes.push((log::LOG, log::log_params(soul, event, place, &d)));
+        writes.push((rows::SAVE_STATE, rows::state_params(soul, &after)));
+        pipeline(&tx, writes).await?;
+        tx.commit().await?;
+        Ok(Some((
+            Effects {
+                substrate: after,
+                ..fx
+            },
+            d,
+        )))
+    }
+}
+
+#[async_trait]
+impl Psychology for Postgres {
+    async fn psyche_event(
+        &self,
+        soul: &str,
+        psyche: &Psyche,
+        rules: &GateRules,
+        event: &Event,
+        place: &Place,
+    ) -> Result<(Effects, Decision)> {
+        let result = self.event(soul, psyche, rules, event, place, None).await;
+        let applied = self.noted(result)?;
+        applied.ok_or_else(|| StoreError::Task("an event without a key was refused".into()))
+    }
+
+    async fn psyche_event_once(
+        &self,
+        soul: &str,
+        psyche: &Psyche,
+        rules: &GateRules,
+        event: &Event,
+        place: &Place,
+        key: &str,
+    ) -> Result<Option<(Effects, Decision)>> {
+        let result = self
+            .event(soul, psyche, rules, event, place, Some(key))
+            .await;
+        self.noted(result)
+    }
+
+    async fn psyche_packet(
+        &self,
+        soul: &str,
+        psyche: &Psyche,
+        people: &[(String, String)],
+        query: &str,
+        now: i64,
+    ) -> Result<Packet> {
+        let mut client = self.client().await?;
+        let tx = snapshot(&mut client).await?;
+        let ids: Vec<&str> = people.iter().map(|(id, _)| id.as_str()).collect();
+        // Sent together: reads of one snapshot, in any order.
+        let (substrate, rels, facts, mut memories, intentions) = tokio::try_join!(
+            rows::load_substrate(&tx, soul, psyche, now),
+            rows::relationships_with(&tx, soul, &ids),
+            rows::facts_of(&tx, soul, &ids),
+            memories::candidates(&tx, soul, query),
+            rows::intentions(&tx, soul),
+        )?;
+        tx.commit().await?;
+        // What happened before now: the memory the current message just became is not recalled.
+        memories.retain(|m| m.at < now);
+        let present: Vec<Present> = people
+            .iter()
+            .map(|(id, name)| Present {
+                id,
+                name,
+                relationship: rels.get(id),
+                facts: facts.get(id).map_or(&[][..], Vec::as_slice),
+            })
+            .collect();
+        Ok(Packet::build(&Input {
+            substrate: &substrate,
+            psyche,
+            people: &present,
+            query,
+            memories: &memories,
+            intentions: &intentions,
+            now,
+        }))
+    }
+
+    async fn psyche_post_cognition(
+        &self,
+        soul: &str,
+        psyche: &Psyche,
+        shifts: &[StanceShift],
+        updates: &[IntentionUpdate],
+        now: i64,
+    ) -> Result<Vec<String>> {
+        let result = async {
+            let mut client = self.client().await?;
+            let tx = client.transaction().await?;
+            let state = lock(&tx, soul, psyche, now).await?;
+            let targets: Vec<&str> = shifts.iter().map(|s| s.target.trim()).collect();
+            let (rels, before) = tokio::try_join!(
+                rows::relationships_with(&tx, soul, &targets),
+                rows::intentions(&tx, soul),
+            )?;
+            let Applied {
+                substrate,
+                relationships,
+                intentions,
+                applied,
+            } = mapping::apply(&state, &rels, &before, shifts, updates, psyche, now);
+            let mut writes = vec![(rows::SAVE_STATE, rows::state_params(soul, &substrate))];
+            for (who, r) in &relationships {
+                writes.push((
+                    rows::SAVE_RELATIONSHIP,
+                    rows::relationship_params(soul, who, r),
+                ));
+            }
+            pipeline(&tx, writes).await?;
+            rows::save_intentions(&tx, soul, &intentions).await?;
+            tx.commit().await?;
+            Ok(applied)
+        }
+        .await;
+        self.noted(result)
+    }
+
+    async fn psyche_mind(
+        &self,
+        soul: &str,
+        psyche: &Psyche,
+        person: Option<&str>,
+        now: i64,
+    ) -> Result<Mind> {
+        let mut client = self.client().await?;
+        let tx = snapshot(&mut client).await?;
+        let substrate = rows::load_substrate(&tx, soul, psyche, now).await?;
+        let relationships: BTreeMap<String, _> = tx
+            .query(
+                "SELECT warmth, trust, tension, comfort, volatility, exchanges,
+                     anima_ms(last_seen), person
+                 FROM psyche_relationships WHERE soul = $1 AND ($2::text IS NULL OR person = $2)
+                 ORDER BY last_seen DESC NULLS LAST LIMIT 50",
+                &[&soul, &person],
+            )
+            .await?
+            .iter()
+            .map(|r| (r.get(7), rows::relationship(r)))
+            .collect();
+        let who: Vec<&str> = relationships.keys().map(String::as_str).collect();
+        let facts = rows::facts_of(&tx, soul, &who).await?;
+        let memories: i64 = tx
+            .query_one(
+                "SELECT count(*) FROM psyche_memories WHERE soul = $1",
+                &[&soul],
+            )
+            .await?
+            .get(0);
+        let recent_memories = tx
+            .query(
+                &format!(
+                    "SELECT {} FROM psyche_memories m WHERE m.soul = $1
+                     AND ($2::text IS NULL OR m.id IN (
+                         SELECT memory FROM psyche_memory_people WHERE soul = $1 AND person = $2))
+                     ORDER BY m.at DESC, m.id DESC LIMIT 10",
+                    memories::COLUMNS
+                ),
+                &[&soul, &person],
+            )
+            .await?
+            .iter()
+            .map(memories::memory)
+            .collect();
+        let decisions = log::decisions(&tx, soul, person, 10).await?;
+        let intentions = rows::intentions(&tx, soul).await?;
+        tx.commit().await?;
+        Ok(Mind {
+            substrate,
+            relationships,
+            facts,
+            intentions,
+            memories,
+            recent_memories,
+            decisions,
+        })
+    }
+
+    async fn psyche_decisions(&self, soul: &str, limit: usize) -> Result<Vec<LoggedDecision>> {
+        let client = self.client().await?;
+        log::decisions(&client, soul, None, limit).await
+    }
+}
