@@ -69,10 +69,18 @@ fn a_soul_on_postgres_chats_remembers_and_reports_from_any_process() {
     query(&url, "UPDATE anima_schema SET version = 99");
     let newer = home.run_env(&["chat", "--user", "Zoë"], "hm\n", &env);
     assert_eq!(newer.status, 2, "{}", newer.stderr);
-    assert!(newer.stderr.contains("newer than this anima"), "{}", newer.stderr);
+    assert!(
+        newer.stderr.contains("newer than this anima"),
+        "{}",
+        newer.stderr
+    );
     let check = home.run_env(&["check"], "", &env);
     assert_eq!(check.status, 2);
-    assert!(check.stdout.contains("schema version 99"), "{}", check.stdout);
+    assert!(
+        check.stdout.contains("schema version 99"),
+        "{}",
+        check.stdout
+    );
 }
 
 #[test]
@@ -145,6 +153,37 @@ fn a_soul_that_grew_up_on_sqlite_moves_to_postgres_whole_and_only_once() {
         !copy.stdout.contains(url.split('@').next().unwrap()),
         "no password"
     );
+    // Every table holds as many rows on PostgreSQL as on SQLite, the psyche's included.
+    let sqlite_db = rusqlite::Connection::open(sqlite.data().join("anima.db")).unwrap();
+    for table in [
+        "working_memory",
+        "users",
+        "user_model_history",
+        "threads",
+        "psyche_substrate",
+        "psyche_relationships",
+        "psyche_memories",
+        "psyche_memory_people",
+        "psyche_gate_log",
+        "state_moves",
+    ] {
+        let here: i64 = sqlite_db
+            .query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(
+            query(&url, &format!("SELECT count(*)::text FROM {table}")),
+            [here.to_string()],
+            "{table}"
+        );
+    }
+    let decided: i64 = sqlite_db
+        .query_row("SELECT count(*) FROM psyche_gate_log", [], |r| r.get(0))
+        .unwrap();
+    assert!(
+        decided > 0,
+        "the decisions kept in the soul's row came along"
+    );
+    drop(sqlite_db);
     // The soul goes on where it was.
     let r = sqlite.run_env(&["chat", "--user", "Tom"], "again\n", &env);
     assert_eq!(r.status, 0, "{}", r.stderr);

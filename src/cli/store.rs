@@ -39,7 +39,7 @@ pub async fn run(config_path: Option<&Path>, command: StoreCommand) -> CliResult
             db.display()
         )));
     }
-    let from = Sqlite::open_read_only(&db).map_err(super::store_failure)?;
+    let from = Sqlite::open(&db).map_err(super::store_failure)?;
     let url = crate::memory::open::database_url().map_err(super::store_failure)?;
     let to = Postgres::connect(url.expose(), 2)
         .await

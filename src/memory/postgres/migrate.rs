@@ -13,7 +13,7 @@ const MIGRATIONS: &[&str] = &[include_str!("../../../migrations/postgres/0001_in
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 /// The advisory lock every anima takes to migrate (any fixed number: "anima" in ASCII).
-const MIGRATION_LOCK: i64 = 0x616e_696d_61;
+const MIGRATION_LOCK: i64 = 0x0061_6e69_6d61;
 
 pub(super) async fn migrate(client: &mut Object, place: &str) -> Result<(), StoreError> {
     let tx = client.transaction().await?;

@@ -56,6 +56,28 @@ pub(crate) fn upkeep(tx: &Connection, now: i64) -> Result<i64, StoreError> {
     Ok(forgotten)
 }
 
+/// Everything the psyche keeps inline, written out to its tables for every soul (what events
+/// and a dream's upkeep do in time): the boosts of salience waiting on relationship rows into
+/// their memories, and the lines of the latest keys and gate decisions into `psyche_seen` and
+/// `psyche_gate_log`. The psyche means the same before and after; a copy to another store
+/// reads the tables.
+pub(crate) fn write_out(tx: &Connection) -> Result<(), StoreError> {
+    memories::write_waiting(tx)?;
+    let rows: Vec<(String, String, String)> = tx
+        .prepare("SELECT soul, recent_keys, recent_decisions FROM psyche_substrate")?
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+        .collect::<Result<_, _>>()?;
+    for (soul, mut keys, mut decisions) in rows {
+        gate_log::move_to_table(tx, &soul, &mut decisions)?;
+        seen::move_to_table(tx, &soul, &mut keys)?;
+        tx.execute(
+            "UPDATE psyche_substrate SET recent_keys = '', recent_decisions = '' WHERE soul = ?1",
+            [&soul],
+        )?;
+    }
+    Ok(())
+}
+
 /// The soul's row as an event leaves it, its lines settled: once the keys' or the decisions'
 /// lines reach their budget, both move to their tables, so that one event in a dozen writes
 /// those pages and the others write only the row and the relationship.

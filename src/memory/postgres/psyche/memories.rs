@@ -72,7 +72,7 @@ pub(super) fn insert_params(soul: &str, m: &NewMemory) -> Vec<Param> {
 }
 
 /// A text's words for the index, each once.
-fn lexemes(text: &str) -> Vec<String> {
+pub(in crate::memory::postgres) fn lexemes(text: &str) -> Vec<String> {
     let mut w = words(text);
     w.retain(|w| w.len() <= LONGEST_WORD);
     w.sort();

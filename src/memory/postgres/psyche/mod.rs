@@ -15,6 +15,7 @@
 
 mod log;
 mod memories;
+pub(super) use memories::lexemes;
 mod rows;
 
 use std::collections::BTreeMap;
