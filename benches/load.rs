@@ -17,6 +17,9 @@
 //! ten heated, on the soul's arcs): the model calls they cost (only what the gate lets
 //! through) and the paced overhead of the addressed messages under the flood.
 //! `ANIMA_LOAD_FLOOD=none`: the same minute without the flood, to compare.
+//!
+//! With `ANIMA_BENCH_POSTGRES_URL` (a server the bench may create a database on), the soul's
+//! store is PostgreSQL instead of SQLite (`[store] backend = "postgres"`).
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -146,8 +149,21 @@ fn main() {
         ev
     };
 
+    let mut env = vec![("ANIMA_LOG", "anima=warn,anima::daemon=info".to_string())];
+    if let Ok(server) = std::env::var("ANIMA_BENCH_POSTGRES_URL") {
+        let url = support::postgres::fresh_database_on(&server);
+        let cfg = std::fs::read_to_string(home.config()).unwrap();
+        std::fs::write(
+            home.config(),
+            format!("{cfg}\n[store]\nbackend = \"postgres\"\n"),
+        )
+        .unwrap();
+        env.push(("ANIMA_DATABASE_URL", url));
+        println!("store                    PostgreSQL");
+    }
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let started = Instant::now();
-    let d = Daemon::start_env(&home, &[("ANIMA_LOG", "anima=warn,anima::daemon=info")]);
+    let d = Daemon::start_env(&home, &env);
     slack.wait(20, "a Socket Mode connection", |s| s.sockets() > 0);
     let connected = started.elapsed();
     std::thread::sleep(Duration::from_secs(1));

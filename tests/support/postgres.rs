@@ -12,6 +12,12 @@ pub fn fresh_database() -> Option<String> {
         eprintln!("PostgreSQL skipped: {POSTGRES_URL} is not set");
         return None;
     };
+    Some(fresh_database_on(&url))
+}
+
+/// The connection string of a new, empty database on the server at `url`.
+pub fn fresh_database_on(url: &str) -> String {
+    let url = url.to_string();
     let name = format!("anima_test_{}", uuid::Uuid::new_v4().simple());
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -29,7 +35,7 @@ pub fn fresh_database() -> Option<String> {
             .await
             .expect("a test database");
     });
-    Some(with_database(&url, &name))
+    with_database(&url, &name)
 }
 
 /// `url` with its database replaced by `name`.

@@ -162,7 +162,7 @@ pub type Copied = Vec<(&'static str, u64)>;
 pub async fn copy_from_sqlite(from: &SqliteStore, to: &Postgres) -> Result<Copied> {
     // What the SQLite store keeps inline (the psyche's latest keys and decisions, boosts
     // waiting on relationships) goes to its tables first, as events and dreams do in time.
-    from.write(|tx| crate::memory::psyche::write_out(tx))?;
+    from.write(crate::memory::psyche::write_out)?;
     let mut client = to.client().await?;
     let tx = client.transaction().await?;
     // No one else writes while the copy runs: a daemon started meanwhile waits.
