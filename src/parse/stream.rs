@@ -19,6 +19,10 @@ use crate::steps::Step;
 
 /// Characters of the dialogue's start held back to tell a `Name said:` prefix.
 const HEAD: usize = 64;
+/// Characters of a dialogue that opens with a quote held back, in case the quotes wrap all of
+/// it (the reply drops them): a short reply then streams as it will stand. Quotes around a
+/// longer one are only known at its end, and the final message corrects it.
+const QUOTED_HEAD: usize = 40;
 /// The longest entity `decode_entities` reads (`&` + 12 + `;`).
 const ENTITY: usize = 14;
 
@@ -289,7 +293,8 @@ fn undecided(head: &str) -> bool {
                     .is_empty()
         }
     };
-    example || prefix
+    let quoted = t.starts_with(['"', '\'', '“', '‘']) && t.chars().count() < QUOTED_HEAD;
+    example || prefix || quoted
 }
 
 fn is_placeholder(text: &str) -> bool {
@@ -430,7 +435,7 @@ mod tests {
             prop_assume!(reply.reply_source == crate::parse::ReplySource::Dialogue);
             // Quotes around a long dialogue are only known to wrap it at its end: the final
             // message corrects that one (see the surfaces).
-            prop_assume!(dialogue.chars().count() < 40 || !dialogue.trim().starts_with(['"', '\'', '“', '‘']));
+            prop_assume!(dialogue.chars().count() < QUOTED_HEAD || !dialogue.trim().starts_with(['"', '\'', '“', '‘']));
             // The final parse may still tidy (quotes, blank lines); what streamed is where
             // it starts, and never the thought.
             prop_assert!(!shown.contains("THOUGHT"), "{}", shown);
