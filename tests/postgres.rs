@@ -328,3 +328,114 @@ fn a_daemon_waits_for_a_database_it_cannot_reach_and_says_why() {
     assert!(slack.calls("auth.test").is_empty());
     assert_eq!(d.terminate(), 0, "{}", d.log());
 }
+
+/// A TCP relay to `to` whose connections can all be cut at once: the database going away
+/// under a running daemon (a restart, a failover, a network blip), as the daemon sees it.
+struct Relay {
+    addr: std::net::SocketAddr,
+    cut: std::sync::Arc<std::sync::Mutex<Vec<std::net::TcpStream>>>,
+}
+
+impl Relay {
+    fn start(to: std::net::SocketAddr) -> Relay {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let cut = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let open = cut.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                let Ok(server) = std::net::TcpStream::connect(to) else {
+                    continue;
+                };
+                open.lock()
+                    .unwrap()
+                    .extend([client.try_clone().unwrap(), server.try_clone().unwrap()]);
+                for (mut from, mut into) in [
+                    (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                    (server, client),
+                ] {
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut into);
+                        let _ = into.shutdown(std::net::Shutdown::Both);
+                    });
+                }
+            }
+        });
+        Relay { addr, cut }
+    }
+
+    /// Every connection through the relay is broken, as a restarting server breaks them.
+    fn cut_all(&self) {
+        for s in self.cut.lock().unwrap().drain(..) {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
+
+#[test]
+fn the_database_going_away_mid_load_loses_nothing_and_answers_nothing_twice() {
+    let Some(url) = fresh_database() else { return };
+    let server = {
+        let config: tokio_postgres::Config = url.parse().unwrap();
+        let host = match &config.get_hosts()[0] {
+            tokio_postgres::config::Host::Tcp(h) => h.clone(),
+            _ => return eprintln!("skipped: the test server is not on TCP"),
+        };
+        format!("{host}:{}", config.get_ports()[0])
+    };
+    let relay = Relay::start(
+        std::net::ToSocketAddrs::to_socket_addrs(&server)
+            .unwrap()
+            .next()
+            .unwrap(),
+    );
+    let through = url.replacen(&server, &relay.addr.to_string(), 1);
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    model.respond_with(|turn| {
+        let n = turn
+            .rsplit("number ")
+            .next()
+            .unwrap_or("?")
+            .split_whitespace()
+            .next()
+            .unwrap_or("?");
+        answer(&format!("Got number {n}"))
+    });
+    let home = daemon_home(&model, &slack);
+    let d = Daemon::start_env(&home, &[("ANIMA_DATABASE_URL", &through)]);
+    slack.wait_connected_or(|| d.log());
+    let total = 20;
+    for i in 0..total {
+        slack.send_event(
+            dm(
+                &format!("D{i}"),
+                &format!("1700000000.{i:06}"),
+                &format!("number {i}"),
+            ),
+            &format!("Ev{i}"),
+            0,
+        );
+        if i == total / 2 {
+            relay.cut_all();
+        }
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    relay.cut_all();
+    slack.wait(60, "a reply to every message", |s| s.posts().len() >= total);
+    std::thread::sleep(Duration::from_secs(1));
+    let posts = slack.posts();
+    for i in 0..total {
+        let here = posts
+            .iter()
+            .filter(|p| p.channel == format!("D{i}"))
+            .count();
+        assert_eq!(here, 1, "D{i} answered once: {posts:#?}\n{}", d.log());
+    }
+    assert_eq!(
+        query(
+            &url,
+            "SELECT count(*)::text FROM inbox WHERE status = 'done'"
+        ),
+        [total.to_string()]
+    );
+}

@@ -13,8 +13,10 @@ mod inbox;
 mod migrate;
 mod operator;
 mod psyche;
+mod records;
 mod states;
 mod turns;
+mod working;
 
 use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};

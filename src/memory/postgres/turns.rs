@@ -1,6 +1,5 @@
-//! Turns and working memory, users and their models, the soul's state and counters, whispers
-//! and each thread's process, on PostgreSQL (see `memory::turn` and its neighbours for what
-//! each operation promises). The interaction counter moves with `UPDATE … RETURNING` under its
+//! Turns and working memory on PostgreSQL (see `memory::turn` and its neighbours for what
+//! each operation promises); `records` reads and writes what turns leave. The interaction counter moves with `UPDATE … RETURNING` under its
 //! row lock and a whisper is claimed with `FOR UPDATE SKIP LOCKED`, so turns running at once,
 //! in one process or several, get distinct numbers and distinct whispers.
 
@@ -8,10 +7,9 @@ use async_trait::async_trait;
 use deadpool_postgres::{GenericClient, Transaction};
 use tokio_postgres::Row;
 
+use super::working::{entry, insert_entry, recent, ENTRY};
 use super::Postgres;
-use crate::memory::faces::{Processes, SoulRecord, Turns, Users, Whispers};
-use crate::memory::process_state::TransitionRow;
-use crate::memory::working::capped;
+use crate::memory::faces::Turns;
 use crate::memory::Whisper;
 use crate::memory::{
     now_ms, users, Entry, EntryType, NewEntry, SoulState, StoreError, TurnContext, TurnRecord,
@@ -21,28 +19,10 @@ use crate::process::{ThreadProcess, TransitionRecord};
 
 type Result<T> = std::result::Result<T, StoreError>;
 
-const ENTRY: &str =
-    "id, thread, entry_type, content, verb, user_id, metadata, anima_ms(created_at)";
-
-fn entry(r: &Row) -> Result<Entry> {
-    let kind: &str = r.get(2);
-    Ok(Entry {
-        id: r.get(0),
-        thread: r.get(1),
-        entry_type: EntryType::parse(kind)
-            .ok_or_else(|| StoreError::Task(format!("unknown entry_type {kind}")))?,
-        content: r.get(3),
-        verb: r.get(4),
-        user_id: r.get(5),
-        metadata: r.get(6),
-        created_at: r.get(7),
-    })
-}
-
-const USER: &str =
+pub(super) const USER: &str =
     "user_id, display_name, slug, turns, injected_at_turn, model, model_version, exported_version";
 
-fn user(r: &Row) -> UserRecord {
+pub(super) fn user(r: &Row) -> UserRecord {
     UserRecord {
         user_id: r.get(0),
         display_name: r.get(1),
@@ -55,30 +35,7 @@ fn user(r: &Row) -> UserRecord {
     }
 }
 
-pub(super) async fn insert_entry(
-    c: &impl GenericClient,
-    thread: &str,
-    e: &NewEntry,
-    now: i64,
-) -> Result<i64> {
-    Ok(c.query_one(
-        "INSERT INTO working_memory (thread, entry_type, content, verb, user_id, metadata, created_at)
-         VALUES ($1, $2, $3, $4, $5, $6, anima_at($7)) RETURNING id",
-        &[
-            &thread,
-            &e.entry_type.as_str(),
-            &capped(&e.content).as_ref(),
-            &e.verb,
-            &e.user_id,
-            &e.metadata,
-            &now,
-        ],
-    )
-    .await?
-    .get(0))
-}
-
-async fn get_user(c: &impl GenericClient, user_id: &str) -> Result<Option<UserRecord>> {
+pub(super) async fn get_user(c: &impl GenericClient, user_id: &str) -> Result<Option<UserRecord>> {
     Ok(c.query_opt(
         &format!("SELECT {USER} FROM users WHERE user_id = $1"),
         &[&user_id],
@@ -87,7 +44,7 @@ async fn get_user(c: &impl GenericClient, user_id: &str) -> Result<Option<UserRe
     .map(|r| user(&r)))
 }
 
-async fn soul_state(c: &impl GenericClient) -> Result<SoulState> {
+pub(super) async fn soul_state(c: &impl GenericClient) -> Result<SoulState> {
     let mut state = SoulState::default();
     for r in c.query("SELECT key, value FROM soul_memory", &[]).await? {
         state.set(r.get(0), r.get(1));
@@ -95,7 +52,10 @@ async fn soul_state(c: &impl GenericClient) -> Result<SoulState> {
     Ok(state)
 }
 
-async fn thread_process(c: &impl GenericClient, thread: &str) -> Result<Option<ThreadProcess>> {
+pub(super) async fn thread_process(
+    c: &impl GenericClient,
+    thread: &str,
+) -> Result<Option<ThreadProcess>> {
     Ok(c.query_opt(
         "SELECT current, previous, invocations, params FROM thread_process WHERE thread = $1",
         &[&thread],
@@ -107,42 +67,6 @@ async fn thread_process(c: &impl GenericClient, thread: &str) -> Result<Option<T
         invocations: r.get::<_, i64>(2).max(0) as u64,
         params: serde_json::from_value(r.get(3)).unwrap_or_default(),
     }))
-}
-
-/// The thread's recent entries: the window counts what was said (see `memory::working`).
-async fn recent(
-    c: &impl GenericClient,
-    thread: &str,
-    messages: u32,
-    since_id: i64,
-) -> Result<Vec<Entry>> {
-    if messages == 0 {
-        return Ok(Vec::new());
-    }
-    let said: i64 = c
-        .query_one(
-            "SELECT count(*) FROM working_memory WHERE thread = $1 AND id > $2
-             AND entry_type IN ('userMessage', 'externalDialog')",
-            &[&thread, &since_id],
-        )
-        .await?
-        .get(0);
-    let step = (i64::from(messages) / 2).max(1);
-    let skip = ((said - i64::from(messages)).max(0) / step) * step;
-    c.query(
-        &format!(
-            "SELECT {ENTRY} FROM working_memory WHERE thread = $1 AND id > $3 AND id >= coalesce(
-                 (SELECT id FROM working_memory WHERE thread = $1 AND id > $3
-                  AND entry_type IN ('userMessage', 'externalDialog')
-                  ORDER BY id LIMIT 1 OFFSET $2), 0)
-             ORDER BY id"
-        ),
-        &[&thread, &skip, &since_id],
-    )
-    .await?
-    .iter()
-    .map(entry)
-    .collect()
 }
 
 /// What a turn reads; `interaction` is the number the next message would take.
@@ -639,171 +563,5 @@ impl Turns for Postgres {
             )
             .await?
             .and_then(|r| r.get(0)))
-    }
-}
-
-#[async_trait]
-impl Users for Postgres {
-    async fn user(&self, user_id: &str) -> Result<Option<UserRecord>> {
-        get_user(&self.client().await?, user_id).await
-    }
-
-    async fn users(&self) -> Result<Vec<UserRecord>> {
-        let client = self.client().await?;
-        Ok(client
-            .query(&format!("SELECT {USER} FROM users ORDER BY slug"), &[])
-            .await?
-            .iter()
-            .map(user)
-            .collect())
-    }
-
-    async fn unexported_models(&self) -> Result<Vec<UserRecord>> {
-        let client = self.client().await?;
-        Ok(client
-            .query(
-                &format!(
-                    "SELECT {USER} FROM users WHERE model_version > exported_version ORDER BY user_id"
-                ),
-                &[],
-            )
-            .await?
-            .iter()
-            .map(user)
-            .collect())
-    }
-
-    async fn mark_exported(&self, user_id: &str, version: i64) -> Result<()> {
-        let result = async {
-            let client = self.client().await?;
-            client
-                .execute(
-                    "UPDATE users SET exported_version = greatest(exported_version, $2)
-                     WHERE user_id = $1",
-                    &[&user_id, &version],
-                )
-                .await?;
-            Ok(())
-        }
-        .await;
-        self.noted(result)
-    }
-
-    async fn pending_model_versions(&self, user_id: &str) -> Result<Vec<(i64, String, String)>> {
-        let client = self.client().await?;
-        Ok(client
-            .query(
-                "SELECT h.version, h.model, h.change_note
-                 FROM user_model_history h JOIN users u USING (user_id)
-                 WHERE h.user_id = $1 AND h.version > u.exported_version ORDER BY h.version",
-                &[&user_id],
-            )
-            .await?
-            .iter()
-            .map(|r| (r.get(0), r.get(1), r.get(2)))
-            .collect())
-    }
-
-    async fn model_history(&self, user_id: &str) -> Result<Vec<(i64, String, i64)>> {
-        let client = self.client().await?;
-        Ok(client
-            .query(
-                "SELECT version, change_note, anima_ms(created_at) FROM user_model_history
-                 WHERE user_id = $1 ORDER BY version",
-                &[&user_id],
-            )
-            .await?
-            .iter()
-            .map(|r| (r.get(0), r.get(1), r.get(2)))
-            .collect())
-    }
-}
-
-#[async_trait]
-impl SoulRecord for Postgres {
-    async fn soul_state(&self) -> Result<SoulState> {
-        soul_state(&self.client().await?).await
-    }
-
-    async fn interactions(&self) -> Result<u64> {
-        let client = self.client().await?;
-        let n: i64 = client
-            .query_one(
-                "SELECT value FROM counters WHERE name = 'interactions'",
-                &[],
-            )
-            .await?
-            .get(0);
-        Ok(n as u64)
-    }
-}
-
-#[async_trait]
-impl Whispers for Postgres {
-    async fn add_whisper(&self, whisper: &str, source: &str) -> Result<i64> {
-        let result = async {
-            let client = self.client().await?;
-            Ok(client
-                .query_one(
-                    "INSERT INTO whispers (whisper, source, created_at) VALUES ($1, $2, anima_at($3))
-                     RETURNING id",
-                    &[&whisper, &source, &now_ms()],
-                )
-                .await?
-                .get(0))
-        }
-        .await;
-        self.noted(result)
-    }
-}
-
-#[async_trait]
-impl Processes for Postgres {
-    async fn thread_process(&self, thread: &str) -> Result<Option<ThreadProcess>> {
-        thread_process(&self.client().await?, thread).await
-    }
-
-    async fn transitions(&self, thread: &str) -> Result<Vec<TransitionRow>> {
-        let client = self.client().await?;
-        Ok(client
-            .query(
-                "SELECT interaction, from_process, to_process, rule, execute_now, params,
-                        anima_ms(at), action
-                 FROM process_transitions WHERE thread = $1 ORDER BY id",
-                &[&thread],
-            )
-            .await?
-            .iter()
-            .map(|r| TransitionRow {
-                interaction: r.get(0),
-                record: TransitionRecord {
-                    from: r.get(1),
-                    to: r.get(2),
-                    rule: r.get::<_, Option<i32>>(3).map(|v| v as usize),
-                    execute_now: r.get(4),
-                    params: serde_json::from_value(r.get(5)).unwrap_or_default(),
-                    action: r.get(7),
-                },
-                at: r.get(6),
-            })
-            .collect())
-    }
-
-    async fn quiet_threads(&self, quiet_since: i64) -> Result<Vec<(String, i64)>> {
-        let client = self.client().await?;
-        Ok(client
-            .query(
-                "SELECT w.thread, anima_ms(w.created_at) FROM working_memory w
-                 JOIN (SELECT thread, max(id) AS id FROM working_memory GROUP BY thread) last
-                   ON last.id = w.id
-                 JOIN threads t ON t.thread = w.thread AND t.turns > 0
-                 WHERE w.created_at <= anima_at($1)
-                   AND coalesce((w.metadata->>'proactive')::boolean, false) = false",
-                &[&quiet_since],
-            )
-            .await?
-            .iter()
-            .map(|r| (r.get(0), r.get(1)))
-            .collect())
     }
 }
