@@ -11,6 +11,7 @@
 
 use std::fmt::Write;
 
+use super::budget::Bounds;
 use super::{limits, Shape};
 use crate::prompt::fence;
 use crate::steps::{
@@ -18,29 +19,27 @@ use crate::steps::{
     MONOLOGUE_VERBS, REASONING, SOUL_STATE_KEYS,
 };
 
-/// The grammar of `shape`; its first rule is `root`.
-pub fn grammar(shape: &Shape) -> String {
+/// The grammar of `shape`, its texts held to `b`; its first rule is `root`.
+pub fn grammar(shape: &Shape, b: &Bounds) -> String {
     let mut g = Grammar::default();
     match shape {
         Shape::Turn {
-            steps,
-            questions,
-            reply_chars,
-        } => turn(&mut g, steps, questions, *reply_chars),
-        Shape::Selection { actions } => selection(&mut g, actions),
+            steps, questions, ..
+        } => turn(&mut g, steps, questions, b),
+        Shape::Selection { actions } => selection(&mut g, actions, b),
         Shape::Wakeup => {
-            g.text("affirmation-text", limits::AFFIRMATION);
+            g.text("affirmation-text", b.affirmation);
             g.rule(
                 "root",
                 "\"<affirmation>\" affirmation-text \"</affirmation>\"".into(),
             );
         }
         Shape::Journal => {
-            g.text("journal-text", limits::JOURNAL);
+            g.text("journal-text", b.journal);
             g.rule("root", "\"<journal>\" journal-text \"</journal>\"".into());
         }
-        Shape::Consent => consent(&mut g),
-        Shape::Dream { people } => dream(&mut g, people),
+        Shape::Consent => consent(&mut g, b),
+        Shape::Dream { people } => dream(&mut g, people, b),
     }
     g.finish()
 }
@@ -126,7 +125,7 @@ fn close(name: &str) -> String {
     format!("</{name}>")
 }
 
-fn turn(g: &mut Grammar, steps: &[Step], questions: &[String], reply_chars: usize) {
+fn turn(g: &mut Grammar, steps: &[Step], questions: &[String], b: &Bounds) {
     let dialogue_only = [Step::ExternalDialogue];
     let steps = if steps.is_empty() {
         &dialogue_only[..]
@@ -137,19 +136,19 @@ fn turn(g: &mut Grammar, steps: &[Step], questions: &[String], reply_chars: usiz
     let root = plan.sequence(0, None, None, true);
     g.rule("root", root);
     for step in steps {
-        element(g, *step, questions, reply_chars);
+        element(g, *step, questions, b);
     }
 }
 
 /// Writes the rules of one step's section.
-fn element(g: &mut Grammar, step: Step, questions: &[String], reply_chars: usize) {
+fn element(g: &mut Grammar, step: Step, questions: &[String], b: &Bounds) {
     let name = step.name();
     match step {
         Step::InternalMonologue | Step::ExternalDialogue => {
             let (rule, verbs, max): (&str, &[&str], usize) = if step == Step::InternalMonologue {
-                ("monologue", &MONOLOGUE_VERBS, limits::MONOLOGUE)
+                ("monologue", &MONOLOGUE_VERBS, b.monologue)
             } else {
-                ("dialogue", &DIALOGUE_VERBS, reply_chars)
+                ("dialogue", &DIALOGUE_VERBS, b.dialogue)
             };
             g.choice(&format!("{rule}-verb"), verbs);
             g.text(&format!("{rule}-text"), max);
@@ -190,8 +189,8 @@ fn element(g: &mut Grammar, step: Step, questions: &[String], reply_chars: usize
             );
         }
         Step::UserModelUpdate => {
-            g.text("user-model-text", limits::USER_MODEL);
-            g.text("note-text", limits::NOTE);
+            g.text("user-model-text", b.user_model);
+            g.text("note-text", b.note);
             g.rule(
                 "user-model-update",
                 format!(
@@ -206,10 +205,7 @@ fn element(g: &mut Grammar, step: Step, questions: &[String], reply_chars: usize
             let others: Vec<&str> = SOUL_STATE_KEYS[1..].to_vec();
             g.choice("emotional-state", &EMOTIONAL_STATES);
             g.choice("state-key", &others);
-            g.rule(
-                "state-value",
-                format!("[^<\\n\\r]{{0,{}}}", limits::STATE_VALUE),
-            );
+            g.rule("state-value", format!("[^<\\n\\r]{{0,{}}}", b.state_value));
             g.rule(
                 "state-line",
                 format!(
@@ -294,7 +290,7 @@ impl Plan<'_> {
     }
 }
 
-fn selection(g: &mut Grammar, actions: &[String]) {
+fn selection(g: &mut Grammar, actions: &[String], b: &Bounds) {
     let most = actions.len().clamp(1, limits::ACTIONS);
     g.rule(
         "root",
@@ -306,7 +302,7 @@ fn selection(g: &mut Grammar, actions: &[String]) {
             literal(&format!("\n{}", close(ACTION_SELECTION)))
         ),
     );
-    g.text("reasoning-text", limits::REASONING);
+    g.text("reasoning-text", b.reasoning);
     g.rule(
         "action",
         format!(
@@ -328,7 +324,7 @@ fn selection(g: &mut Grammar, actions: &[String]) {
     }
 }
 
-fn consent(g: &mut Grammar) {
+fn consent(g: &mut Grammar, b: &Bounds) {
     g.rule(
         "root",
         "\"<consent>yes</consent>\" closing? | \"<consent>no</consent>\\n<reason>\" note-text \"</reason>\" closing?"
@@ -338,10 +334,10 @@ fn consent(g: &mut Grammar) {
         "closing",
         "\"\\n<closing_note>\" note-text \"</closing_note>\"".into(),
     );
-    g.text("note-text", limits::CONSENT_NOTE);
+    g.text("note-text", b.consent_note);
 }
 
-fn dream(g: &mut Grammar, people: &[String]) {
+fn dream(g: &mut Grammar, people: &[String], b: &Bounds) {
     let mut root = format!(
         "\"<summary>\" summary-text \"</summary>\" memory{{0,{}}}",
         limits::MEMORIES
@@ -350,8 +346,8 @@ fn dream(g: &mut Grammar, people: &[String]) {
         let _ = write!(root, " person{{0,{}}}", people.len());
     }
     g.rule("root", root);
-    g.text("summary-text", limits::SUMMARY);
-    g.text("memory-text", limits::MEMORY);
+    g.text("summary-text", b.summary);
+    g.text("memory-text", b.memory);
     g.rule(
         "memory",
         "\"\\n<memory importance=\\\"\" importance \"\\\">\" memory-text \"</memory>\"".into(),
@@ -384,11 +380,14 @@ mod tests {
 
     #[test]
     fn the_main_turn_branches_on_its_checks() {
-        let g = grammar(&Shape::Turn {
-            steps: MAIN_STEPS.to_vec(),
-            questions: vec![],
-            reply_chars: 3000,
-        });
+        let g = grammar(
+            &Shape::Turn {
+                steps: MAIN_STEPS.to_vec(),
+                questions: vec![],
+                reply_chars: 3000,
+            },
+            &Bounds::largest(3000),
+        );
         let root = g.lines().next().unwrap();
         assert!(root.starts_with("root ::= monologue \"\\n\" dialogue ( \"\\n\" \"<user_model_check>true</user_model_check>\" \"\\n\" user-model-update"), "{root}");
         assert_eq!(root.matches("soul-state-update").count(), 2, "{root}");
