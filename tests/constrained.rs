@@ -592,6 +592,45 @@ fn auto_sends_ollama_a_schema_and_reads_the_json_answer_as_tags() {
 }
 
 #[test]
+fn json_schema_goes_to_llama_cpp_python_as_its_json_object_and_to_others_as_json_schema() {
+    for (who, kind, pointer) in [
+        ("llama-cpp-python", "json_object", "/response_format/schema"),
+        (
+            "llama.cpp",
+            "json_schema",
+            "/response_format/json_schema/schema",
+        ),
+        (
+            "vllm 0.11.0",
+            "json_schema",
+            "/response_format/json_schema/schema",
+        ),
+    ] {
+        let model = FakeModel::start();
+        model.identify_as(who);
+        model.reply(JSON_ANSWER);
+        let home = openai_home(&model, "structured_output = \"json_schema\"");
+        let r = home.run(&["chat"], "hello\n");
+        assert_eq!(r.status, 0, "{who}: {}", r.stderr);
+        assert_eq!(
+            replies(&r.stdout),
+            ["Write </external_dialogue> as text, café 🦀."],
+            "{who}"
+        );
+        let body = &model.requests()[0].body;
+        assert_eq!(body["response_format"]["type"], kind, "{who}: {body}");
+        let schema = body
+            .pointer(pointer)
+            .unwrap_or_else(|| panic!("{who}: {body}"));
+        assert!(
+            schema["properties"]["external_dialogue"].is_object(),
+            "{who}: {body}"
+        );
+        assert!(body.get("grammar").is_none(), "{who}");
+    }
+}
+
+#[test]
 fn a_streamed_json_answer_shows_only_its_dialogue() {
     let model = FakeModel::start();
     model.identify_as("ollama");

@@ -54,6 +54,9 @@ pub enum Dialect {
     /// `response_format: {"type": "json_schema", …}`: OpenAI and the servers that copy it
     /// (Ollama, vLLM, llama.cpp).
     ResponseFormat,
+    /// `response_format: {"type": "json_object", "schema": …}`: llama-cpp-python, which takes
+    /// no other type but `text`.
+    JsonObject,
     /// Anthropic: `output_config: {"format": {"type": "json_schema", "schema": …}}`.
     AnthropicSchema,
 }
@@ -62,7 +65,9 @@ impl Dialect {
     pub fn form(self) -> Form {
         match self {
             Dialect::Grammar | Dialect::VllmStructured | Dialect::VllmGuided => Form::Gbnf,
-            Dialect::ResponseFormat | Dialect::AnthropicSchema => Form::JsonSchema,
+            Dialect::ResponseFormat | Dialect::JsonObject | Dialect::AnthropicSchema => {
+                Form::JsonSchema
+            }
         }
     }
 
@@ -72,7 +77,7 @@ impl Dialect {
             Dialect::Grammar => "grammar",
             Dialect::VllmStructured => "structured_outputs",
             Dialect::VllmGuided => "guided_grammar",
-            Dialect::ResponseFormat => "response_format",
+            Dialect::ResponseFormat | Dialect::JsonObject => "response_format",
             Dialect::AnthropicSchema => "output_config",
         }
     }
@@ -131,6 +136,9 @@ impl Structured {
                     "type": "json_schema",
                     "json_schema": { "name": "answer", "schema": &**s, "strict": true },
                 })
+            }
+            (Dialect::JsonObject, Constraint::JsonSchema(s)) => {
+                body["response_format"] = json!({ "type": "json_object", "schema": &**s })
             }
             (Dialect::AnthropicSchema, Constraint::JsonSchema(s)) => {
                 body["output_config"] =
@@ -230,9 +238,9 @@ fn anthropic_schema(schema: &Value) -> Value {
     }
 }
 
-/// The dialect for an OpenAI-compatible server: from the setting, and (for `auto` and
-/// `grammar`) what the server says it is. `hosted`: OpenAI's own API (no `base_url`), which
-/// gets nothing unless the config asks for a schema.
+/// The dialect for an OpenAI-compatible server: from the setting, and what the server says
+/// it is. `hosted`: OpenAI's own API (no `base_url`), which is not asked and gets nothing
+/// unless the config asks for a schema.
 pub async fn choose(
     setting: StructuredOutput,
     hosted: bool,
@@ -241,11 +249,13 @@ pub async fn choose(
 ) -> Option<Dialect> {
     match setting {
         StructuredOutput::Off => None,
-        StructuredOutput::JsonSchema => Some(Dialect::ResponseFormat),
+        StructuredOutput::JsonSchema if hosted => Some(Dialect::ResponseFormat),
         StructuredOutput::Auto if hosted => None,
-        StructuredOutput::Grammar | StructuredOutput::Auto => {
+        StructuredOutput::Grammar | StructuredOutput::Auto | StructuredOutput::JsonSchema => {
             let server = identify(base, key).await;
             let dialect = match (&server, setting) {
+                (Server::LlamaCppPython, StructuredOutput::JsonSchema) => Some(Dialect::JsonObject),
+                (_, StructuredOutput::JsonSchema) => Some(Dialect::ResponseFormat),
                 (Server::Vllm(version), _) => Some(vllm(version.as_deref())),
                 (_, StructuredOutput::Grammar) => Some(Dialect::Grammar),
                 (Server::LlamaCpp | Server::LlamaCppPython, _) => Some(Dialect::Grammar),
@@ -355,6 +365,7 @@ mod tests {
                 &s,
                 "/response_format/json_schema/schema/type",
             ),
+            (Dialect::JsonObject, &s, "/response_format/schema/type"),
             (
                 Dialect::AnthropicSchema,
                 &s,
