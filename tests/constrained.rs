@@ -526,6 +526,41 @@ fn every_calls_longest_answer_fits_its_token_budget() {
     }
 }
 
+#[test]
+fn no_grammar_repeats_more_than_llama_cpp_takes() {
+    // llama.cpp's grammar parser refuses a repetition above 2,000, and with it the grammar.
+    let mut shapes = turn_shapes();
+    shapes.push((
+        "dream".into(),
+        Shape::Dream {
+            people: vec!["U1".into()],
+        },
+    ));
+    shapes.push(("journal".into(), Shape::Journal));
+    let mut longest = 0;
+    for (name, shape) in shapes {
+        let anima::prompt::shape::Built::Gbnf(g) = shape.build(Form::Gbnf, MAX_TOKENS) else {
+            unreachable!()
+        };
+        for (at, _) in g.match_indices('{') {
+            let inner = &g[at + 1..][..g[at + 1..].find('}').unwrap()];
+            for n in inner.split(',').filter(|n| !n.is_empty()) {
+                let n: usize = n.parse().unwrap_or_else(|_| panic!("{name}: {inner}"));
+                assert!(
+                    n <= anima::prompt::shape::gbnf::PIECE,
+                    "{name}: {{{inner}}} in {g}"
+                );
+                longest = longest.max(n);
+            }
+        }
+    }
+    assert_eq!(
+        longest,
+        anima::prompt::shape::gbnf::PIECE,
+        "long texts come in pieces"
+    );
+}
+
 /// A home for the OpenAI-compatible fake at `model`, with these `[llm]` lines.
 fn openai_home(model: &FakeModel, extra: &str) -> Home {
     Home::new(

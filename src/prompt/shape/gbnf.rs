@@ -49,6 +49,11 @@ pub fn grammar(shape: &Shape, b: &Bounds) -> String {
 const FIRST: &str =
     "[^<\\x09-\\x0D\\x20\\x85\\xA0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]";
 
+/// The longest repetition a grammar writes. llama.cpp's grammar parser refuses a repetition
+/// above 2,000 (`{0,2999}` included: "number of repetitions exceeds sane defaults"), and
+/// with it the whole grammar; a longer text is written in pieces.
+pub const PIECE: usize = 1_000;
+
 /// Rules in the order written, `root` first when written.
 #[derive(Default)]
 struct Grammar {
@@ -66,10 +71,29 @@ impl Grammar {
     /// trimmed text is never empty), then up to `max - 1` more that are not `<`; an opening
     /// line break is allowed.
     fn text(&mut self, name: &str, max: usize) {
-        self.rule(
-            name,
-            format!("\"\\n\"? {FIRST} [^<]{{0,{}}}", max.max(1) - 1),
-        );
+        let rest = self.run(name, max.max(1) - 1);
+        self.rule(name, format!("\"\\n\"? {FIRST} {rest}"));
+    }
+
+    /// Up to `n` characters that are not `<`, as an expression: `[^<]{0,n}`, or past
+    /// [`PIECE`] a chain of rules `name-1`, `name-2` … each either a piece and the next, or
+    /// less than a piece (`name-1 ::= [^<]{1000} name-2 | [^<]{0,999}`), the last up to what
+    /// is left: the same texts, and no repetition above a piece.
+    fn run(&mut self, name: &str, n: usize) -> String {
+        if n <= PIECE {
+            return format!("[^<]{{0,{n}}}");
+        }
+        let (mut left, mut i) = (n, 1);
+        while left > PIECE {
+            self.rule(
+                &format!("{name}-{i}"),
+                format!("[^<]{{{PIECE}}} {name}-{} | [^<]{{0,{}}}", i + 1, PIECE - 1),
+            );
+            left -= PIECE;
+            i += 1;
+        }
+        self.rule(&format!("{name}-{i}"), format!("[^<]{{0,{left}}}"));
+        format!("{name}-1")
     }
 
     /// One of `words`, as literals.
@@ -393,8 +417,30 @@ mod tests {
         assert_eq!(root.matches("soul-state-update").count(), 2, "{root}");
         assert!(
             g.contains(&format!(
-                "dialogue-text ::= \"\\n\"? {FIRST} [^<]{{0,2999}}"
+                "dialogue-text ::= \"\\n\"? {FIRST} dialogue-text-1\n"
             )),
+            "{g}"
+        );
+        for (rule, body) in [
+            (
+                "dialogue-text-1",
+                "[^<]{1000} dialogue-text-2 | [^<]{0,999}",
+            ),
+            (
+                "dialogue-text-2",
+                "[^<]{1000} dialogue-text-3 | [^<]{0,999}",
+            ),
+            ("dialogue-text-3", "[^<]{0,999}"),
+            (
+                "monologue-text-1",
+                "[^<]{1000} monologue-text-2 | [^<]{0,999}",
+            ),
+            ("monologue-text-2", "[^<]{0,999}"),
+        ] {
+            assert!(g.contains(&format!("\n{rule} ::= {body}\n")), "{rule}: {g}");
+        }
+        assert!(
+            g.contains("\nnote-text ::= \"\\n\"? ") && g.contains(" [^<]{0,299}\n"),
             "{g}"
         );
         assert!(
