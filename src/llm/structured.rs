@@ -138,7 +138,8 @@ impl Structured {
                 })
             }
             (Dialect::JsonObject, Constraint::JsonSchema(s)) => {
-                body["response_format"] = json!({ "type": "json_object", "schema": &**s })
+                body["response_format"] =
+                    json!({ "type": "json_object", "schema": json_object_schema(s) })
             }
             (Dialect::AnthropicSchema, Constraint::JsonSchema(s)) => {
                 body["output_config"] =
@@ -208,32 +209,51 @@ impl Structured {
 /// A schema as Anthropic's structured outputs take it: without the length, range and
 /// item-count bounds they do not support (the text is bounded by max_tokens there).
 fn anthropic_schema(schema: &Value) -> Value {
-    let bound = |k: &str, v: &Value| {
-        matches!(
+    edit_keywords(schema, &|k, v| {
+        let bound = matches!(
             k,
             "minLength" | "maxLength" | "minimum" | "maximum" | "maxItems"
-        ) || (k == "minItems" && v.as_u64().is_some_and(|n| n > 1))
-    };
+        ) || (k == "minItems" && v.as_u64().is_some_and(|n| n > 1));
+        (!bound).then(|| v.clone())
+    })
+}
+
+/// The longest text llama-cpp-python's schema-to-grammar takes: it writes a text of at most
+/// n characters as n nested optional groups, and its grammar parser refuses more than 1,000
+/// of them ("number of rules that are going to be repeated … exceeds sane defaults"; the
+/// server then failed outright, found against the real server).
+pub const JSON_OBJECT_MAX_LENGTH: u64 = 1_000;
+
+/// A schema as llama-cpp-python takes it: no `maxLength` above [`JSON_OBJECT_MAX_LENGTH`].
+fn json_object_schema(schema: &Value) -> Value {
+    edit_keywords(schema, &|k, v| match (k, v.as_u64()) {
+        ("maxLength", Some(n)) => Some(json!(n.min(JSON_OBJECT_MAX_LENGTH))),
+        _ => Some(v.clone()),
+    })
+}
+
+/// `schema` with each keyword whose value is neither an object nor a list as `edit` gives it
+/// (`None`: dropped), at every depth; property names are names, whatever they say.
+fn edit_keywords(schema: &Value, edit: &dyn Fn(&str, &Value) -> Option<Value>) -> Value {
     match schema {
         Value::Object(o) => Value::Object(
             o.iter()
-                .filter(|(k, v)| !bound(k, v))
-                .map(|(k, v)| {
+                .filter_map(|(k, v)| {
                     let v = match (k.as_str(), v) {
-                        // Property names are names, whatever they say: only their schemas go.
                         ("properties", Value::Object(props)) => Value::Object(
                             props
                                 .iter()
-                                .map(|(name, p)| (name.clone(), anthropic_schema(p)))
+                                .map(|(name, p)| (name.clone(), edit_keywords(p, edit)))
                                 .collect(),
                         ),
-                        _ => anthropic_schema(v),
+                        (_, Value::Object(_) | Value::Array(_)) => edit_keywords(v, edit),
+                        _ => edit(k, v)?,
                     };
-                    (k.clone(), v)
+                    Some((k.clone(), v))
                 })
                 .collect(),
         ),
-        Value::Array(items) => Value::Array(items.iter().map(anthropic_schema).collect()),
+        Value::Array(items) => Value::Array(items.iter().map(|i| edit_keywords(i, edit)).collect()),
         other => other.clone(),
     }
 }
@@ -419,6 +439,30 @@ mod tests {
                 "maxLength": {"type": "boolean"},
                 "list": {"type": "array", "items": {"type": "string"}, "minItems": 1},
             }, "required": ["text", "n", "list"], "additionalProperties": false})
+        );
+    }
+
+    #[test]
+    fn llama_cpp_python_gets_no_text_longer_than_it_takes() {
+        let st = Structured::default();
+        st.set(Some(Dialect::JsonObject));
+        let schema = json!({"type": "object", "properties": {
+            "long": {"type": "string", "minLength": 1, "maxLength": 1270},
+            "short": {"type": "string", "maxLength": 300},
+            "maxLength": {"type": "integer", "maximum": 5000},
+            "list": {"type": "array", "items": {"anyOf": [{"type": "string", "maxLength": 4000}, {"type": "null"}]}, "maxItems": 12},
+        }, "required": ["long"]});
+        let mut body = json!({});
+        assert!(st.apply(&mut body, &Constraint::JsonSchema(Arc::new(schema))));
+        assert_eq!(body["response_format"]["type"], "json_object");
+        assert_eq!(
+            body["response_format"]["schema"],
+            json!({"type": "object", "properties": {
+                "long": {"type": "string", "minLength": 1, "maxLength": 1000},
+                "short": {"type": "string", "maxLength": 300},
+                "maxLength": {"type": "integer", "maximum": 5000},
+                "list": {"type": "array", "items": {"anyOf": [{"type": "string", "maxLength": 1000}, {"type": "null"}]}, "maxItems": 12},
+            }, "required": ["long"]})
         );
     }
 
