@@ -256,7 +256,9 @@ fn main() {
     );
     // Constrained output: a call's shape from its prompt input, then its grammar or
     // schema; the engine keeps one cache for all its calls. Without constraints none of this
-    // runs (the provider's `structured()` is `None`).
+    // runs (the provider's `structured()` is `None`). The token budget is the default
+    // `[llm] max_tokens`, short enough that the texts' bounds are fitted to it.
+    const MAX_TOKENS: u32 = 2048;
     let shapes = anima::prompt::shape::Cache::default();
     for (name, form) in [
         ("answer grammar (GBNF), cached", Form::Gbnf),
@@ -265,20 +267,20 @@ fn main() {
         stats(
             name,
             time(20_000, || {
-                shapes.get(anima::prompt::answer_shape(&input, 3000), form)
+                shapes.get(anima::prompt::answer_shape(&input, 3000), form, MAX_TOKENS)
             }),
         );
     }
     stats(
         "answer grammar (GBNF), built uncached",
         time(5_000, || {
-            anima::prompt::answer_shape(&input, 3000).build(Form::Gbnf)
+            anima::prompt::answer_shape(&input, 3000).build(Form::Gbnf, MAX_TOKENS)
         }),
     );
     stats(
         "answer schema (JSON Schema), built uncached",
         time(5_000, || {
-            anima::prompt::answer_shape(&input, 3000).build(Form::JsonSchema)
+            anima::prompt::answer_shape(&input, 3000).build(Form::JsonSchema, MAX_TOKENS)
         }),
     );
     let json_output = anima::parse::render_json(&parse_response(&output, 3000));

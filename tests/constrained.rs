@@ -22,9 +22,11 @@ use support::{replies, FakeModel, Home, Script};
 
 const REPLY_CHARS: usize = 3000;
 const ANSWERS: u64 = 60;
+/// A budget that leaves every text its usual bound.
+const MAX_TOKENS: u32 = 1_000_000;
 
 fn grammar(shape: &Shape) -> Grammar {
-    let text = match shape.build(Form::Gbnf) {
+    let text = match shape.build(Form::Gbnf, MAX_TOKENS) {
         anima::prompt::shape::Built::Gbnf(g) => g.to_string(),
         other => panic!("{other:?}"),
     };
@@ -32,7 +34,7 @@ fn grammar(shape: &Shape) -> Grammar {
 }
 
 fn schema(shape: &Shape) -> Value {
-    match shape.build(Form::JsonSchema) {
+    match shape.build(Form::JsonSchema, MAX_TOKENS) {
         anima::prompt::shape::Built::JsonSchema(s) => (*s).clone(),
         other => panic!("{other:?}"),
     }
@@ -422,6 +424,143 @@ fn every_schema_instance_reads_as_the_steps_asked() {
     }
 }
 
+/// The longest instance of a schema of the kinds `prompt::shape` writes: every text at its
+/// `maxLength`, every list at its `maxItems`, the longest choice.
+fn longest_instance(s: &Value) -> Value {
+    let longest = |options: Vec<Value>| {
+        options
+            .into_iter()
+            .max_by_key(|v| spaced(v).chars().count())
+            .unwrap()
+    };
+    if let Some(options) = s.get("anyOf").and_then(Value::as_array) {
+        return longest(options.iter().map(longest_instance).collect());
+    }
+    if let Some(e) = s.get("enum").and_then(Value::as_array) {
+        return longest(e.clone());
+    }
+    let at = |k: &str| s.get(k).and_then(Value::as_u64).unwrap_or(0);
+    match s["type"].as_str() {
+        Some("object") => Value::Object(
+            s["properties"]
+                .as_object()
+                .unwrap()
+                .iter()
+                .map(|(k, v)| (k.clone(), longest_instance(v)))
+                .collect(),
+        ),
+        Some("array") => Value::Array(
+            (0..at("maxItems"))
+                .map(|_| longest_instance(&s["items"]))
+                .collect(),
+        ),
+        Some("string") => Value::String("x".repeat(at("maxLength") as usize)),
+        Some("boolean") => json!(false),
+        Some("null") => Value::Null,
+        Some("integer") => longest(vec![s["minimum"].clone(), s["maximum"].clone()]),
+        other => panic!("{other:?} in {s}"),
+    }
+}
+
+/// `v` as JSON with a blank after each token, as much as llama.cpp's grammars for a schema
+/// let through (`"{" space kv ("," space kv)* "}" space`).
+fn spaced(v: &Value) -> String {
+    match v {
+        Value::Object(o) => {
+            let pairs: Vec<String> = o
+                .iter()
+                .map(|(k, v)| format!("{} : {}", Value::from(k.as_str()), spaced(v)))
+                .collect();
+            format!("{{ {}}} ", pairs.join(", "))
+        }
+        Value::Array(items) => {
+            let items: Vec<String> = items.iter().map(spaced).collect();
+            format!("[ {}] ", items.join(", "))
+        }
+        scalar => format!("{scalar} "),
+    }
+}
+
+#[test]
+fn every_calls_longest_answer_fits_its_token_budget() {
+    let mut shapes = turn_shapes();
+    for shape in [
+        Shape::Wakeup,
+        Shape::Consent,
+        Shape::Journal,
+        Shape::Dream {
+            people: vec!["U1".into(), "U0123456789".into()],
+        },
+    ] {
+        shapes.push((format!("{shape:?}"), shape));
+    }
+    let longest = |shape: &Shape, form, tokens| match shape.build(form, tokens) {
+        anima::prompt::shape::Built::Gbnf(g) => Grammar::parse(&g)
+            .unwrap()
+            .longest()
+            .unwrap_or_else(|| panic!("{shape:?}: unbounded")),
+        anima::prompt::shape::Built::JsonSchema(s) => spaced(&longest_instance(&s)).chars().count(),
+    };
+    for (name, shape) in &shapes {
+        for form in [Form::Gbnf, Form::JsonSchema] {
+            let usual = longest(shape, form, MAX_TOKENS);
+            for tokens in [512, 1024, 2048, 4096, 8192] {
+                let budget = tokens as usize * anima::prompt::shape::budget::CHARS_PER_TOKEN;
+                let n = longest(shape, form, tokens);
+                assert!(
+                    n <= budget,
+                    "{name} {form:?} {tokens} tokens: {n} > {budget} characters"
+                );
+                assert!(
+                    n <= usual,
+                    "{name} {form:?} {tokens}: above the usual bounds"
+                );
+                // The bounds leave little of the budget unused.
+                assert!(
+                    n * 10 >= usual.min(budget) * 9,
+                    "{name} {form:?} {tokens} tokens: {n} of {}",
+                    usual.min(budget)
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn no_grammar_repeats_more_than_llama_cpp_takes() {
+    // llama.cpp's grammar parser refuses a repetition above 2,000, and with it the grammar.
+    let mut shapes = turn_shapes();
+    shapes.push((
+        "dream".into(),
+        Shape::Dream {
+            people: vec!["U1".into()],
+        },
+    ));
+    shapes.push(("journal".into(), Shape::Journal));
+    let mut longest = 0;
+    for (name, shape) in shapes {
+        let anima::prompt::shape::Built::Gbnf(g) = shape.build(Form::Gbnf, MAX_TOKENS) else {
+            unreachable!()
+        };
+        for (at, _) in g.match_indices('{') {
+            let inner = &g[at + 1..][..g[at + 1..].find('}').unwrap()];
+            for n in inner.split(',').filter(|n| !n.is_empty()) {
+                let n: usize = n.parse().unwrap_or_else(|_| panic!("{name}: {inner}"));
+                assert!(
+                    n <= anima::prompt::shape::gbnf::PIECE,
+                    "{name}: {{{inner}}} in {g}"
+                );
+                longest = longest.max(n);
+            }
+        }
+    }
+    assert_eq!(
+        longest,
+        anima::prompt::shape::gbnf::PIECE,
+        "long texts come in pieces"
+    );
+}
+
 /// A home for the OpenAI-compatible fake at `model`, with these `[llm]` lines.
 fn openai_home(model: &FakeModel, extra: &str) -> Home {
     Home::new(
@@ -485,6 +624,45 @@ fn auto_sends_ollama_a_schema_and_reads_the_json_answer_as_tags() {
         "the steps in order on the wire"
     );
     assert!(body.get("grammar").is_none());
+}
+
+#[test]
+fn json_schema_goes_to_llama_cpp_python_as_its_json_object_and_to_others_as_json_schema() {
+    for (who, kind, pointer) in [
+        ("llama-cpp-python", "json_object", "/response_format/schema"),
+        (
+            "llama.cpp",
+            "json_schema",
+            "/response_format/json_schema/schema",
+        ),
+        (
+            "vllm 0.11.0",
+            "json_schema",
+            "/response_format/json_schema/schema",
+        ),
+    ] {
+        let model = FakeModel::start();
+        model.identify_as(who);
+        model.reply(JSON_ANSWER);
+        let home = openai_home(&model, "structured_output = \"json_schema\"");
+        let r = home.run(&["chat"], "hello\n");
+        assert_eq!(r.status, 0, "{who}: {}", r.stderr);
+        assert_eq!(
+            replies(&r.stdout),
+            ["Write </external_dialogue> as text, café 🦀."],
+            "{who}"
+        );
+        let body = &model.requests()[0].body;
+        assert_eq!(body["response_format"]["type"], kind, "{who}: {body}");
+        let schema = body
+            .pointer(pointer)
+            .unwrap_or_else(|| panic!("{who}: {body}"));
+        assert!(
+            schema["properties"]["external_dialogue"].is_object(),
+            "{who}: {body}"
+        );
+        assert!(body.get("grammar").is_none(), "{who}");
+    }
 }
 
 #[test]

@@ -241,8 +241,8 @@ impl Engine {
         out
     }
 
-    /// The constraint for a call of `shape` in the form the server takes, built once per
-    /// shape.
+    /// The constraint for a call of `shape` in the form the server takes, its texts bounded
+    /// so that the longest answer fits `[llm] max_tokens`; built once per shape.
     pub(crate) fn constraint(
         &self,
         shape: crate::prompt::shape::Shape,
@@ -253,7 +253,7 @@ impl Engine {
             crate::llm::Form::Gbnf => Form::Gbnf,
             crate::llm::Form::JsonSchema => Form::JsonSchema,
         };
-        match self.shapes.get(shape, form) {
+        match self.shapes.get(shape, form, self.config.llm.max_tokens) {
             Built::Gbnf(g) => crate::llm::Constraint::Gbnf(g),
             Built::JsonSchema(s) => crate::llm::Constraint::JsonSchema(s),
         }

@@ -54,6 +54,9 @@ pub enum Dialect {
     /// `response_format: {"type": "json_schema", …}`: OpenAI and the servers that copy it
     /// (Ollama, vLLM, llama.cpp).
     ResponseFormat,
+    /// `response_format: {"type": "json_object", "schema": …}`: llama-cpp-python, which takes
+    /// no other type but `text`.
+    JsonObject,
     /// Anthropic: `output_config: {"format": {"type": "json_schema", "schema": …}}`.
     AnthropicSchema,
 }
@@ -62,7 +65,9 @@ impl Dialect {
     pub fn form(self) -> Form {
         match self {
             Dialect::Grammar | Dialect::VllmStructured | Dialect::VllmGuided => Form::Gbnf,
-            Dialect::ResponseFormat | Dialect::AnthropicSchema => Form::JsonSchema,
+            Dialect::ResponseFormat | Dialect::JsonObject | Dialect::AnthropicSchema => {
+                Form::JsonSchema
+            }
         }
     }
 
@@ -72,7 +77,7 @@ impl Dialect {
             Dialect::Grammar => "grammar",
             Dialect::VllmStructured => "structured_outputs",
             Dialect::VllmGuided => "guided_grammar",
-            Dialect::ResponseFormat => "response_format",
+            Dialect::ResponseFormat | Dialect::JsonObject => "response_format",
             Dialect::AnthropicSchema => "output_config",
         }
     }
@@ -131,6 +136,10 @@ impl Structured {
                     "type": "json_schema",
                     "json_schema": { "name": "answer", "schema": &**s, "strict": true },
                 })
+            }
+            (Dialect::JsonObject, Constraint::JsonSchema(s)) => {
+                body["response_format"] =
+                    json!({ "type": "json_object", "schema": json_object_schema(s) })
             }
             (Dialect::AnthropicSchema, Constraint::JsonSchema(s)) => {
                 body["output_config"] =
@@ -200,39 +209,58 @@ impl Structured {
 /// A schema as Anthropic's structured outputs take it: without the length, range and
 /// item-count bounds they do not support (the text is bounded by max_tokens there).
 fn anthropic_schema(schema: &Value) -> Value {
-    let bound = |k: &str, v: &Value| {
-        matches!(
+    edit_keywords(schema, &|k, v| {
+        let bound = matches!(
             k,
             "minLength" | "maxLength" | "minimum" | "maximum" | "maxItems"
-        ) || (k == "minItems" && v.as_u64().is_some_and(|n| n > 1))
-    };
+        ) || (k == "minItems" && v.as_u64().is_some_and(|n| n > 1));
+        (!bound).then(|| v.clone())
+    })
+}
+
+/// The longest text llama-cpp-python's schema-to-grammar takes: it writes a text of at most
+/// n characters as n nested optional groups, and its grammar parser refuses more than 1,000
+/// of them ("number of rules that are going to be repeated … exceeds sane defaults"; the
+/// server then failed outright, found against the real server).
+pub const JSON_OBJECT_MAX_LENGTH: u64 = 1_000;
+
+/// A schema as llama-cpp-python takes it: no `maxLength` above [`JSON_OBJECT_MAX_LENGTH`].
+fn json_object_schema(schema: &Value) -> Value {
+    edit_keywords(schema, &|k, v| match (k, v.as_u64()) {
+        ("maxLength", Some(n)) => Some(json!(n.min(JSON_OBJECT_MAX_LENGTH))),
+        _ => Some(v.clone()),
+    })
+}
+
+/// `schema` with each keyword whose value is neither an object nor a list as `edit` gives it
+/// (`None`: dropped), at every depth; property names are names, whatever they say.
+fn edit_keywords(schema: &Value, edit: &dyn Fn(&str, &Value) -> Option<Value>) -> Value {
     match schema {
         Value::Object(o) => Value::Object(
             o.iter()
-                .filter(|(k, v)| !bound(k, v))
-                .map(|(k, v)| {
+                .filter_map(|(k, v)| {
                     let v = match (k.as_str(), v) {
-                        // Property names are names, whatever they say: only their schemas go.
                         ("properties", Value::Object(props)) => Value::Object(
                             props
                                 .iter()
-                                .map(|(name, p)| (name.clone(), anthropic_schema(p)))
+                                .map(|(name, p)| (name.clone(), edit_keywords(p, edit)))
                                 .collect(),
                         ),
-                        _ => anthropic_schema(v),
+                        (_, Value::Object(_) | Value::Array(_)) => edit_keywords(v, edit),
+                        _ => edit(k, v)?,
                     };
-                    (k.clone(), v)
+                    Some((k.clone(), v))
                 })
                 .collect(),
         ),
-        Value::Array(items) => Value::Array(items.iter().map(anthropic_schema).collect()),
+        Value::Array(items) => Value::Array(items.iter().map(|i| edit_keywords(i, edit)).collect()),
         other => other.clone(),
     }
 }
 
-/// The dialect for an OpenAI-compatible server: from the setting, and (for `auto` and
-/// `grammar`) what the server says it is. `hosted`: OpenAI's own API (no `base_url`), which
-/// gets nothing unless the config asks for a schema.
+/// The dialect for an OpenAI-compatible server: from the setting, and what the server says
+/// it is. `hosted`: OpenAI's own API (no `base_url`), which is not asked and gets nothing
+/// unless the config asks for a schema.
 pub async fn choose(
     setting: StructuredOutput,
     hosted: bool,
@@ -241,11 +269,13 @@ pub async fn choose(
 ) -> Option<Dialect> {
     match setting {
         StructuredOutput::Off => None,
-        StructuredOutput::JsonSchema => Some(Dialect::ResponseFormat),
+        StructuredOutput::JsonSchema if hosted => Some(Dialect::ResponseFormat),
         StructuredOutput::Auto if hosted => None,
-        StructuredOutput::Grammar | StructuredOutput::Auto => {
+        StructuredOutput::Grammar | StructuredOutput::Auto | StructuredOutput::JsonSchema => {
             let server = identify(base, key).await;
             let dialect = match (&server, setting) {
+                (Server::LlamaCppPython, StructuredOutput::JsonSchema) => Some(Dialect::JsonObject),
+                (_, StructuredOutput::JsonSchema) => Some(Dialect::ResponseFormat),
                 (Server::Vllm(version), _) => Some(vllm(version.as_deref())),
                 (_, StructuredOutput::Grammar) => Some(Dialect::Grammar),
                 (Server::LlamaCpp | Server::LlamaCppPython, _) => Some(Dialect::Grammar),
@@ -355,6 +385,7 @@ mod tests {
                 &s,
                 "/response_format/json_schema/schema/type",
             ),
+            (Dialect::JsonObject, &s, "/response_format/schema/type"),
             (
                 Dialect::AnthropicSchema,
                 &s,
@@ -408,6 +439,30 @@ mod tests {
                 "maxLength": {"type": "boolean"},
                 "list": {"type": "array", "items": {"type": "string"}, "minItems": 1},
             }, "required": ["text", "n", "list"], "additionalProperties": false})
+        );
+    }
+
+    #[test]
+    fn llama_cpp_python_gets_no_text_longer_than_it_takes() {
+        let st = Structured::default();
+        st.set(Some(Dialect::JsonObject));
+        let schema = json!({"type": "object", "properties": {
+            "long": {"type": "string", "minLength": 1, "maxLength": 1270},
+            "short": {"type": "string", "maxLength": 300},
+            "maxLength": {"type": "integer", "maximum": 5000},
+            "list": {"type": "array", "items": {"anyOf": [{"type": "string", "maxLength": 4000}, {"type": "null"}]}, "maxItems": 12},
+        }, "required": ["long"]});
+        let mut body = json!({});
+        assert!(st.apply(&mut body, &Constraint::JsonSchema(Arc::new(schema))));
+        assert_eq!(body["response_format"]["type"], "json_object");
+        assert_eq!(
+            body["response_format"]["schema"],
+            json!({"type": "object", "properties": {
+                "long": {"type": "string", "minLength": 1, "maxLength": 1000},
+                "short": {"type": "string", "maxLength": 300},
+                "maxLength": {"type": "integer", "maximum": 5000},
+                "list": {"type": "array", "items": {"anyOf": [{"type": "string", "maxLength": 1000}, {"type": "null"}]}, "maxItems": 12},
+            }, "required": ["long"]})
         );
     }
 

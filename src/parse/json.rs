@@ -8,6 +8,9 @@
 //! goes. An answer that is not such a JSON object (a server that ignored the schema) goes to
 //! the tag parser, exactly as without one. Pure.
 
+use std::borrow::Cow;
+use std::fmt::Write;
+
 use serde_json::{Map, Value};
 
 use super::EMPTY_REPLY_APOLOGY;
@@ -32,6 +35,7 @@ pub fn answer_object(raw: &str) -> Option<Map<String, Value>> {
     if !body.starts_with('{') {
         return None;
     }
+    let body = &*escape_controls(body);
     let mut values = serde_json::Deserializer::from_str(body).into_iter::<Value>();
     let value = match values.next()? {
         Ok(v) => v,
@@ -233,6 +237,42 @@ pub fn json_as_tags(raw: &str) -> Option<String> {
 
 /// Closes JSON cut off mid-way: an open string, a dangling escape, a key without its value, a
 /// half-written literal, a trailing comma, then every open object and list.
+/// `text` with the control characters inside its strings escaped. JSON forbids them there,
+/// but a server's grammar may let them through: llama-cpp-python's string rule takes any
+/// character but `"` and `\`, and a model held to it writes line breaks (an answer lost whole
+/// to one, found against the real server).
+fn escape_controls(text: &str) -> Cow<'_, str> {
+    let mut out: Option<String> = None;
+    let (mut in_string, mut escaped) = (false, false);
+    for (at, c) in text.char_indices() {
+        if in_string && !escaped && c < ' ' {
+            let out = out.get_or_insert_with(|| text[..at].to_string());
+            match c {
+                '\n' => out.push_str("\\n"),
+                '\r' => out.push_str("\\r"),
+                '\t' => out.push_str("\\t"),
+                c => {
+                    let _ = write!(out, "\\u{:04x}", c as u32);
+                }
+            }
+            continue;
+        }
+        if let Some(out) = &mut out {
+            out.push(c);
+        }
+        if !in_string {
+            in_string = c == '"';
+        } else if escaped {
+            escaped = false;
+        } else if c == '\\' {
+            escaped = true;
+        } else if c == '"' {
+            in_string = false;
+        }
+    }
+    out.map_or(Cow::Borrowed(text), Cow::Owned)
+}
+
 fn close_cut(text: &str) -> String {
     // (closer, an object whose next string is a key)
     let mut stack: Vec<(char, bool)> = Vec::new();
@@ -324,6 +364,31 @@ mod tests {
     use crate::steps::{DIALOGUE_VERBS, MONOLOGUE_VERBS, SOUL_STATE_KEYS};
 
     const ANSWER: &str = r##"{"internal_monologue":{"verb":"pondered","text":"They want </external_dialogue> help."},"external_dialogue":{"verb":"explained","text":"Wren said: a < b & \"c\" 🦀"},"mental_query":{"Is it late?":true},"user_model_check":true,"user_model_update":{"model":"# Tom\n- likes crabs","model_change_note":"Crabs."},"soul_state_check":false,"soul_state_update":null}"##;
+
+    #[test]
+    fn line_breaks_and_tabs_written_raw_inside_a_string_are_text() {
+        let raw = "{ \"internal_monologue\": { \"verb\": \"mused\", \"text\": \"One\nTwo\" },\n \"external_dialogue\": { \"verb\": \"said\", \"text\": \"Line one.\r\n\tLine \\\"two\\\".\u{1}\" }, \"user_model_check\": false }";
+        let c = parse_json_response(raw, 3000);
+        assert_eq!(c.reply_source, ReplySource::Dialogue, "{c:#?}");
+        assert_eq!(c.monologue.unwrap().text, "One\nTwo");
+        assert_eq!(
+            c.dialogue.unwrap().text,
+            "Line one.\r\n\tLine \"two\".\u{1}"
+        );
+        assert_eq!(c.user_model_check, Some(false));
+        assert_eq!(
+            escape_controls(ANSWER),
+            ANSWER,
+            "nothing to escape: as it was"
+        );
+        assert!(matches!(escape_controls(ANSWER), Cow::Borrowed(_)));
+        // Cut off inside a string that holds a raw line break: closed and read as far as it goes.
+        let cut = parse_json_response(
+            "{\"external_dialogue\":{\"verb\":\"said\",\"text\":\"Half\nway",
+            3000,
+        );
+        assert_eq!(cut.reply, "Half\nway");
+    }
 
     #[test]
     fn the_json_form_reads_as_the_tags_would() {

@@ -295,6 +295,42 @@ impl Grammar {
         m.rule("root", 0).contains(&input.len())
     }
 
+    /// The length in characters of the longest text in the language; `None` when there is
+    /// no longest (an unbounded repetition, or a rule that refers to itself).
+    pub fn longest(&self) -> Option<usize> {
+        self.longest_rule("root", &mut Vec::new())
+    }
+
+    fn longest_rule<'a>(&'a self, name: &'a str, stack: &mut Vec<&'a str>) -> Option<usize> {
+        if stack.contains(&name) {
+            return None;
+        }
+        stack.push(name);
+        let n = self.longest_alts(&self.rules[name], stack);
+        stack.pop();
+        n
+    }
+
+    fn longest_alts<'a>(&'a self, alts: &'a [Vec<Rep>], stack: &mut Vec<&'a str>) -> Option<usize> {
+        let mut most = 0;
+        for seq in alts {
+            let mut n = 0;
+            for rep in seq {
+                let one = match &rep.item {
+                    Item::Lit(l) => l.len(),
+                    Item::Class { .. } => 1,
+                    Item::Ref(name) => self.longest_rule(name, stack)?,
+                    Item::Group(inner) => self.longest_alts(inner, stack)?,
+                };
+                if one > 0 {
+                    n += rep.max? * one;
+                }
+            }
+            most = most.max(n);
+        }
+        Some(most)
+    }
+
     /// A random text in the language, from `seed`.
     pub fn generate(&self, seed: u64) -> String {
         let mut rng = fastrand::Rng::with_seed(seed);
@@ -448,6 +484,14 @@ fn the_reader_reads_gbnf_and_decides_membership() {
         let t = g.generate(seed);
         assert!(g.accepts(&t), "{t:?}");
     }
+    assert_eq!(g.longest(), None, "`\"x\"+` has no end");
+    assert_eq!(
+        Grammar::parse("root ::= \"é\"? [a-z]{2,4} (\"x\" | \"yy\")")
+            .unwrap()
+            .longest(),
+        Some(7)
+    );
+    assert_eq!(Grammar::parse("root ::= [a-z]*").unwrap().longest(), None);
     assert!(Grammar::parse("root ::= missing").is_err());
     assert!(Grammar::parse("a ::= \"x\"").is_err());
 }

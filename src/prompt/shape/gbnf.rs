@@ -11,6 +11,7 @@
 
 use std::fmt::Write;
 
+use super::budget::Bounds;
 use super::{limits, Shape};
 use crate::prompt::fence;
 use crate::steps::{
@@ -18,29 +19,27 @@ use crate::steps::{
     MONOLOGUE_VERBS, REASONING, SOUL_STATE_KEYS,
 };
 
-/// The grammar of `shape`; its first rule is `root`.
-pub fn grammar(shape: &Shape) -> String {
+/// The grammar of `shape`, its texts held to `b`; its first rule is `root`.
+pub fn grammar(shape: &Shape, b: &Bounds) -> String {
     let mut g = Grammar::default();
     match shape {
         Shape::Turn {
-            steps,
-            questions,
-            reply_chars,
-        } => turn(&mut g, steps, questions, *reply_chars),
-        Shape::Selection { actions } => selection(&mut g, actions),
+            steps, questions, ..
+        } => turn(&mut g, steps, questions, b),
+        Shape::Selection { actions } => selection(&mut g, actions, b),
         Shape::Wakeup => {
-            g.text("affirmation-text", limits::AFFIRMATION);
+            g.text("affirmation-text", b.affirmation);
             g.rule(
                 "root",
                 "\"<affirmation>\" affirmation-text \"</affirmation>\"".into(),
             );
         }
         Shape::Journal => {
-            g.text("journal-text", limits::JOURNAL);
+            g.text("journal-text", b.journal);
             g.rule("root", "\"<journal>\" journal-text \"</journal>\"".into());
         }
-        Shape::Consent => consent(&mut g),
-        Shape::Dream { people } => dream(&mut g, people),
+        Shape::Consent => consent(&mut g, b),
+        Shape::Dream { people } => dream(&mut g, people, b),
     }
     g.finish()
 }
@@ -49,6 +48,11 @@ pub fn grammar(shape: &Shape) -> String {
 /// counts it.
 const FIRST: &str =
     "[^<\\x09-\\x0D\\x20\\x85\\xA0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]";
+
+/// The longest repetition a grammar writes. llama.cpp's grammar parser refuses a repetition
+/// above 2,000 (`{0,2999}` included: "number of repetitions exceeds sane defaults"), and
+/// with it the whole grammar; a longer text is written in pieces.
+pub const PIECE: usize = 1_000;
 
 /// Rules in the order written, `root` first when written.
 #[derive(Default)]
@@ -67,10 +71,29 @@ impl Grammar {
     /// trimmed text is never empty), then up to `max - 1` more that are not `<`; an opening
     /// line break is allowed.
     fn text(&mut self, name: &str, max: usize) {
-        self.rule(
-            name,
-            format!("\"\\n\"? {FIRST} [^<]{{0,{}}}", max.max(1) - 1),
-        );
+        let rest = self.run(name, max.max(1) - 1);
+        self.rule(name, format!("\"\\n\"? {FIRST} {rest}"));
+    }
+
+    /// Up to `n` characters that are not `<`, as an expression: `[^<]{0,n}`, or past
+    /// [`PIECE`] a chain of rules `name-1`, `name-2` … each either a piece and the next, or
+    /// less than a piece (`name-1 ::= [^<]{1000} name-2 | [^<]{0,999}`), the last up to what
+    /// is left: the same texts, and no repetition above a piece.
+    fn run(&mut self, name: &str, n: usize) -> String {
+        if n <= PIECE {
+            return format!("[^<]{{0,{n}}}");
+        }
+        let (mut left, mut i) = (n, 1);
+        while left > PIECE {
+            self.rule(
+                &format!("{name}-{i}"),
+                format!("[^<]{{{PIECE}}} {name}-{} | [^<]{{0,{}}}", i + 1, PIECE - 1),
+            );
+            left -= PIECE;
+            i += 1;
+        }
+        self.rule(&format!("{name}-{i}"), format!("[^<]{{0,{left}}}"));
+        format!("{name}-1")
     }
 
     /// One of `words`, as literals.
@@ -126,7 +149,7 @@ fn close(name: &str) -> String {
     format!("</{name}>")
 }
 
-fn turn(g: &mut Grammar, steps: &[Step], questions: &[String], reply_chars: usize) {
+fn turn(g: &mut Grammar, steps: &[Step], questions: &[String], b: &Bounds) {
     let dialogue_only = [Step::ExternalDialogue];
     let steps = if steps.is_empty() {
         &dialogue_only[..]
@@ -137,19 +160,19 @@ fn turn(g: &mut Grammar, steps: &[Step], questions: &[String], reply_chars: usiz
     let root = plan.sequence(0, None, None, true);
     g.rule("root", root);
     for step in steps {
-        element(g, *step, questions, reply_chars);
+        element(g, *step, questions, b);
     }
 }
 
 /// Writes the rules of one step's section.
-fn element(g: &mut Grammar, step: Step, questions: &[String], reply_chars: usize) {
+fn element(g: &mut Grammar, step: Step, questions: &[String], b: &Bounds) {
     let name = step.name();
     match step {
         Step::InternalMonologue | Step::ExternalDialogue => {
             let (rule, verbs, max): (&str, &[&str], usize) = if step == Step::InternalMonologue {
-                ("monologue", &MONOLOGUE_VERBS, limits::MONOLOGUE)
+                ("monologue", &MONOLOGUE_VERBS, b.monologue)
             } else {
-                ("dialogue", &DIALOGUE_VERBS, reply_chars)
+                ("dialogue", &DIALOGUE_VERBS, b.dialogue)
             };
             g.choice(&format!("{rule}-verb"), verbs);
             g.text(&format!("{rule}-text"), max);
@@ -190,8 +213,8 @@ fn element(g: &mut Grammar, step: Step, questions: &[String], reply_chars: usize
             );
         }
         Step::UserModelUpdate => {
-            g.text("user-model-text", limits::USER_MODEL);
-            g.text("note-text", limits::NOTE);
+            g.text("user-model-text", b.user_model);
+            g.text("note-text", b.note);
             g.rule(
                 "user-model-update",
                 format!(
@@ -206,10 +229,7 @@ fn element(g: &mut Grammar, step: Step, questions: &[String], reply_chars: usize
             let others: Vec<&str> = SOUL_STATE_KEYS[1..].to_vec();
             g.choice("emotional-state", &EMOTIONAL_STATES);
             g.choice("state-key", &others);
-            g.rule(
-                "state-value",
-                format!("[^<\\n\\r]{{0,{}}}", limits::STATE_VALUE),
-            );
+            g.rule("state-value", format!("[^<\\n\\r]{{0,{}}}", b.state_value));
             g.rule(
                 "state-line",
                 format!(
@@ -294,7 +314,7 @@ impl Plan<'_> {
     }
 }
 
-fn selection(g: &mut Grammar, actions: &[String]) {
+fn selection(g: &mut Grammar, actions: &[String], b: &Bounds) {
     let most = actions.len().clamp(1, limits::ACTIONS);
     g.rule(
         "root",
@@ -306,7 +326,7 @@ fn selection(g: &mut Grammar, actions: &[String]) {
             literal(&format!("\n{}", close(ACTION_SELECTION)))
         ),
     );
-    g.text("reasoning-text", limits::REASONING);
+    g.text("reasoning-text", b.reasoning);
     g.rule(
         "action",
         format!(
@@ -328,7 +348,7 @@ fn selection(g: &mut Grammar, actions: &[String]) {
     }
 }
 
-fn consent(g: &mut Grammar) {
+fn consent(g: &mut Grammar, b: &Bounds) {
     g.rule(
         "root",
         "\"<consent>yes</consent>\" closing? | \"<consent>no</consent>\\n<reason>\" note-text \"</reason>\" closing?"
@@ -338,10 +358,10 @@ fn consent(g: &mut Grammar) {
         "closing",
         "\"\\n<closing_note>\" note-text \"</closing_note>\"".into(),
     );
-    g.text("note-text", limits::CONSENT_NOTE);
+    g.text("note-text", b.consent_note);
 }
 
-fn dream(g: &mut Grammar, people: &[String]) {
+fn dream(g: &mut Grammar, people: &[String], b: &Bounds) {
     let mut root = format!(
         "\"<summary>\" summary-text \"</summary>\" memory{{0,{}}}",
         limits::MEMORIES
@@ -350,8 +370,8 @@ fn dream(g: &mut Grammar, people: &[String]) {
         let _ = write!(root, " person{{0,{}}}", people.len());
     }
     g.rule("root", root);
-    g.text("summary-text", limits::SUMMARY);
-    g.text("memory-text", limits::MEMORY);
+    g.text("summary-text", b.summary);
+    g.text("memory-text", b.memory);
     g.rule(
         "memory",
         "\"\\n<memory importance=\\\"\" importance \"\\\">\" memory-text \"</memory>\"".into(),
@@ -384,18 +404,43 @@ mod tests {
 
     #[test]
     fn the_main_turn_branches_on_its_checks() {
-        let g = grammar(&Shape::Turn {
-            steps: MAIN_STEPS.to_vec(),
-            questions: vec![],
-            reply_chars: 3000,
-        });
+        let g = grammar(
+            &Shape::Turn {
+                steps: MAIN_STEPS.to_vec(),
+                questions: vec![],
+                reply_chars: 3000,
+            },
+            &Bounds::largest(3000),
+        );
         let root = g.lines().next().unwrap();
         assert!(root.starts_with("root ::= monologue \"\\n\" dialogue ( \"\\n\" \"<user_model_check>true</user_model_check>\" \"\\n\" user-model-update"), "{root}");
         assert_eq!(root.matches("soul-state-update").count(), 2, "{root}");
         assert!(
             g.contains(&format!(
-                "dialogue-text ::= \"\\n\"? {FIRST} [^<]{{0,2999}}"
+                "dialogue-text ::= \"\\n\"? {FIRST} dialogue-text-1\n"
             )),
+            "{g}"
+        );
+        for (rule, body) in [
+            (
+                "dialogue-text-1",
+                "[^<]{1000} dialogue-text-2 | [^<]{0,999}",
+            ),
+            (
+                "dialogue-text-2",
+                "[^<]{1000} dialogue-text-3 | [^<]{0,999}",
+            ),
+            ("dialogue-text-3", "[^<]{0,999}"),
+            (
+                "monologue-text-1",
+                "[^<]{1000} monologue-text-2 | [^<]{0,999}",
+            ),
+            ("monologue-text-2", "[^<]{0,999}"),
+        ] {
+            assert!(g.contains(&format!("\n{rule} ::= {body}\n")), "{rule}: {g}");
+        }
+        assert!(
+            g.contains("\nnote-text ::= \"\\n\"? ") && g.contains(" [^<]{0,299}\n"),
             "{g}"
         );
         assert!(

@@ -5,10 +5,15 @@
 //! question attributes the instructions show, the user-model and soul-state updates only
 //! after their check said true; an ISM selection's action names; a cognitive state's tags.
 //!
+//! Each free text is bounded so that the longest answer admitted fits the call's token
+//! budget (`budget`): held to a grammar, a model that fills every section still reaches the
+//! last one before `max_tokens`.
+//!
 //! Owns the shapes and a cache of what was built for each. Pure: text in, text out. Knows
 //! nothing of which server takes which form (that is `llm`'s) nor of reading the answer
 //! (`parse` reads both forms into the same values).
 
+pub mod budget;
 pub mod gbnf;
 pub mod schema;
 
@@ -23,7 +28,8 @@ use crate::steps::Step;
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Shape {
     /// A conversation call: these steps, in this order; `questions` are the mental queries
-    /// as the process wrote them; the dialogue holds at most `reply_chars` characters.
+    /// as the process wrote them; the dialogue holds at most `reply_chars` characters (fewer
+    /// when the token budget is short).
     Turn {
         steps: Vec<Step>,
         questions: Vec<String>,
@@ -56,11 +62,12 @@ pub enum Built {
 }
 
 impl Shape {
-    /// Builds the shape in `form`, without the cache.
-    pub fn build(&self, form: Form) -> Built {
+    /// Builds the shape in `form` for an answer of at most `max_tokens`, without the cache.
+    pub fn build(&self, form: Form, max_tokens: u32) -> Built {
+        let bounds = budget::Bounds::fit(self, form, max_tokens);
         match form {
-            Form::Gbnf => Built::Gbnf(gbnf::grammar(self).into()),
-            Form::JsonSchema => Built::JsonSchema(Arc::new(schema::schema(self))),
+            Form::Gbnf => Built::Gbnf(gbnf::grammar(self, &bounds).into()),
+            Form::JsonSchema => Built::JsonSchema(Arc::new(schema::schema(self, &bounds))),
         }
     }
 }
@@ -69,34 +76,37 @@ impl Shape {
 /// reached in practice; past it the cache starts again.
 const CAPACITY: usize = 256;
 
-/// What was built, by form and shape.
+/// What was built, by form, shape and token budget.
 #[derive(Debug, Default)]
 pub struct Cache {
-    gbnf: Mutex<HashMap<Shape, Built>>,
-    schema: Mutex<HashMap<Shape, Built>>,
+    gbnf: Mutex<HashMap<(Shape, u32), Built>>,
+    schema: Mutex<HashMap<(Shape, u32), Built>>,
 }
 
 impl Cache {
-    /// `shape` in `form`, built once.
-    pub fn get(&self, shape: Shape, form: Form) -> Built {
+    /// `shape` in `form` for an answer of at most `max_tokens`, built once.
+    pub fn get(&self, shape: Shape, form: Form, max_tokens: u32) -> Built {
         let map = match form {
             Form::Gbnf => &self.gbnf,
             Form::JsonSchema => &self.schema,
         };
         let mut built = map.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(b) = built.get(&shape) {
+        let key = (shape, max_tokens);
+        if let Some(b) = built.get(&key) {
             return b.clone();
         }
         if built.len() >= CAPACITY {
             built.clear();
         }
-        let b = shape.build(form);
-        built.insert(shape, b.clone());
+        let b = key.0.build(form, max_tokens);
+        built.insert(key, b.clone());
         b
     }
 }
 
-/// The longest text of each section, in characters (the dialogue's is the reply's limit).
+/// The longest text of each section, in characters (the dialogue's is the reply's limit),
+/// when the token budget leaves room for them all (`budget` shortens them when not); the
+/// readers cut at the same lengths.
 pub mod limits {
     pub const MONOLOGUE: usize = 2_000;
     pub const USER_MODEL: usize = 6_000;
@@ -127,14 +137,21 @@ mod tests {
         };
         let cache = Cache::default();
         for form in [Form::Gbnf, Form::JsonSchema] {
-            let a = cache.get(shape.clone(), form);
-            let b = cache.get(shape.clone(), form);
-            assert_eq!(a, shape.build(form));
-            match (a, b) {
-                (Built::Gbnf(a), Built::Gbnf(b)) => assert!(Arc::ptr_eq(&a, &b)),
-                (Built::JsonSchema(a), Built::JsonSchema(b)) => assert!(Arc::ptr_eq(&a, &b)),
+            let a = cache.get(shape.clone(), form, 1024);
+            let b = cache.get(shape.clone(), form, 1024);
+            assert_eq!(a, shape.build(form, 1024));
+            match (&a, b) {
+                (Built::Gbnf(a), Built::Gbnf(b)) => assert!(Arc::ptr_eq(a, &b)),
+                (Built::JsonSchema(a), Built::JsonSchema(b)) => assert!(Arc::ptr_eq(a, &b)),
                 _ => panic!("the form changed"),
             }
+            let short = cache.get(shape.clone(), form, 200);
+            assert_eq!(
+                short,
+                shape.build(form, 200),
+                "the budget is part of the key"
+            );
+            assert_ne!(short, a, "a shorter budget, shorter bounds");
         }
     }
 }

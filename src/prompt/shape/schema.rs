@@ -11,22 +11,21 @@
 
 use serde_json::{json, Map, Value};
 
+use super::budget::Bounds;
 use super::{limits, Shape};
 use crate::steps::{
     field, Step, DIALOGUE_VERBS, EMOTIONAL_STATES, MODEL_CHANGE_NOTE, MONOLOGUE_VERBS, REASONING,
     SOUL_STATE_KEYS,
 };
 
-/// The schema of `shape`.
-pub fn schema(shape: &Shape) -> Value {
+/// The schema of `shape`, its texts held to `b`.
+pub fn schema(shape: &Shape, b: &Bounds) -> Value {
     match shape {
         Shape::Turn {
-            steps,
-            questions,
-            reply_chars,
-        } => turn(steps, questions, *reply_chars),
+            steps, questions, ..
+        } => turn(steps, questions, b),
         Shape::Selection { actions } => object(vec![
-            (REASONING, text(limits::REASONING)),
+            (REASONING, text(b.reasoning)),
             (
                 field::ACTIONS,
                 json!({
@@ -37,19 +36,19 @@ pub fn schema(shape: &Shape) -> Value {
                 }),
             ),
         ]),
-        Shape::Wakeup => object(vec![("affirmation", text(limits::AFFIRMATION))]),
-        Shape::Journal => object(vec![("journal", text(limits::JOURNAL))]),
+        Shape::Wakeup => object(vec![("affirmation", text(b.affirmation))]),
+        Shape::Journal => object(vec![("journal", text(b.journal))]),
         Shape::Consent => object(vec![
             (
                 "consent",
                 json!({ "type": "string", "enum": ["yes", "no"] }),
             ),
-            ("reason", any_text(limits::CONSENT_NOTE)),
-            ("closing_note", any_text(limits::CONSENT_NOTE)),
+            ("reason", any_text(b.consent_note)),
+            ("closing_note", any_text(b.consent_note)),
         ]),
         Shape::Dream { people } => {
             let mut keys = vec![
-                ("summary", text(limits::SUMMARY)),
+                ("summary", text(b.summary)),
                 (
                     "memory",
                     list(
@@ -58,7 +57,7 @@ pub fn schema(shape: &Shape) -> Value {
                                 "importance",
                                 json!({ "type": "integer", "minimum": 1, "maximum": 10 }),
                             ),
-                            (field::TEXT, text(limits::MEMORY)),
+                            (field::TEXT, text(b.memory)),
                         ]),
                         limits::MEMORIES,
                     ),
@@ -70,7 +69,7 @@ pub fn schema(shape: &Shape) -> Value {
                     list(
                         object(vec![
                             ("id", json!({ "type": "string", "enum": people })),
-                            (field::TEXT, text(limits::MEMORY)),
+                            (field::TEXT, text(b.memory)),
                         ]),
                         people.len(),
                     ),
@@ -81,7 +80,7 @@ pub fn schema(shape: &Shape) -> Value {
     }
 }
 
-fn turn(steps: &[Step], questions: &[String], reply_chars: usize) -> Value {
+fn turn(steps: &[Step], questions: &[String], b: &Bounds) -> Value {
     let dialogue_only = [Step::ExternalDialogue];
     let steps = if steps.is_empty() {
         &dialogue_only[..]
@@ -91,8 +90,8 @@ fn turn(steps: &[Step], questions: &[String], reply_chars: usize) -> Value {
     let mut keys = Vec::new();
     for step in steps {
         let value = match step {
-            Step::InternalMonologue => said(&MONOLOGUE_VERBS, limits::MONOLOGUE),
-            Step::ExternalDialogue => said(&DIALOGUE_VERBS, reply_chars),
+            Step::InternalMonologue => said(&MONOLOGUE_VERBS, b.monologue),
+            Step::ExternalDialogue => said(&DIALOGUE_VERBS, b.dialogue),
             Step::MentalQuery if questions.is_empty() => continue,
             Step::MentalQuery => {
                 let mut props = Map::new();
@@ -108,8 +107,8 @@ fn turn(steps: &[Step], questions: &[String], reply_chars: usize) -> Value {
             }
             Step::UserModelCheck | Step::SoulStateCheck => json!({ "type": "boolean" }),
             Step::UserModelUpdate => nullable(object(vec![
-                (field::MODEL, text(limits::USER_MODEL)),
-                (MODEL_CHANGE_NOTE, text(limits::NOTE)),
+                (field::MODEL, text(b.user_model)),
+                (MODEL_CHANGE_NOTE, text(b.note)),
             ])),
             Step::SoulStateUpdate => nullable(non_empty(list(
                 json!({
@@ -120,7 +119,7 @@ fn turn(steps: &[Step], questions: &[String], reply_chars: usize) -> Value {
                         ]),
                         object(vec![
                             (field::KEY, json!({ "type": "string", "enum": SOUL_STATE_KEYS[1..] })),
-                            (field::VALUE, json!({ "type": "string", "maxLength": limits::STATE_VALUE })),
+                            (field::VALUE, json!({ "type": "string", "maxLength": b.state_value })),
                         ]),
                     ]
                 }),
@@ -185,7 +184,7 @@ mod tests {
 
     #[test]
     fn a_turns_keys_are_its_steps_in_order() {
-        let s = schema(&Shape::Turn {
+        let shape = Shape::Turn {
             steps: vec![
                 Step::InternalMonologue,
                 Step::ExternalDialogue,
@@ -194,7 +193,8 @@ mod tests {
             ],
             questions: vec!["Is it <late>?".into(), "Done?".into()],
             reply_chars: 100,
-        });
+        };
+        let s = schema(&shape, &Bounds::largest(100));
         let keys: Vec<&String> = s["properties"].as_object().unwrap().keys().collect();
         assert_eq!(
             keys,
