@@ -28,23 +28,31 @@ pub fn parse_json_response(raw: &str, max_reply_chars: usize) -> Cognition {
 }
 
 /// The JSON object an answer holds: after any reasoning block, inside any code fence, closed
-/// where it was cut off. `None` when the answer does not begin with an object.
+/// where it was cut off, with control characters its strings hold raw escaped. `None` when
+/// the answer does not begin with an object.
 pub fn answer_object(raw: &str) -> Option<Map<String, Value>> {
     let reasoned = text::strip_reasoning(raw);
     let body = text::unwrap_fence(&reasoned).trim();
     if !body.starts_with('{') {
         return None;
     }
-    let body = &*escape_controls(body);
-    let mut values = serde_json::Deserializer::from_str(body).into_iter::<Value>();
-    let value = match values.next()? {
-        Ok(v) => v,
-        Err(e) if e.is_eof() => serde_json::from_str(&close_cut(body)).ok()?,
-        Err(_) => return None,
-    };
+    let value = first_value(body).or_else(|| match escape_controls(body) {
+        Cow::Owned(escaped) => first_value(&escaped),
+        Cow::Borrowed(_) => None,
+    })?;
     match value {
         Value::Object(m) => Some(m),
         _ => None,
+    }
+}
+
+/// The JSON value `body` begins with, closed where it was cut off.
+fn first_value(body: &str) -> Option<Value> {
+    let mut values = serde_json::Deserializer::from_str(body).into_iter::<Value>();
+    match values.next()? {
+        Ok(v) => Some(v),
+        Err(e) if e.is_eof() => serde_json::from_str(&close_cut(body)).ok(),
+        Err(_) => None,
     }
 }
 
