@@ -58,7 +58,8 @@ pub struct StoreConfig {
     pub backend: StoreBackend,
     /// PostgreSQL: connections per anima process.
     pub pool_size: u32,
-    /// PostgreSQL: how long a claim on a conversation outlives a daemon that died.
+    /// Reserved for several daemons sharing one database: how long a claim on a conversation
+    /// would outlive a daemon that died. Nothing reads it yet.
     pub claim_lease_secs: u64,
 }
 
