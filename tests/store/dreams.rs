@@ -52,8 +52,8 @@ fn ids(entries: &[(i64, String)]) -> Vec<i64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_consolidation_deletes_exactly_its_batch_and_never_the_newest() {
     on_every_backend!(|s, name| {
-        talk(s, "t1", 10).await;
-        talk(s, "t2", 2).await;
+        talk(s.as_ref(), "t1", 10).await;
+        talk(s.as_ref(), "t2", 2).await;
         assert_eq!(
             s.dream_threads(keep(6)).await.unwrap(),
             ["t1"],
@@ -126,7 +126,7 @@ async fn a_consolidation_deletes_exactly_its_batch_and_never_the_newest() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_that_reaches_into_the_kept_entries_is_cut_and_a_repeated_one_is_skipped() {
     on_every_backend!(|s, name| {
-        talk(s, "t1", 5).await;
+        talk(s.as_ref(), "t1", 5).await;
         let all = s.entries("t1").await;
         let b = s
             .backlog("t1", keep(4), 100, 100_000)
@@ -162,11 +162,11 @@ async fn a_batch_that_reaches_into_the_kept_entries_is_cut_and_a_repeated_one_is
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dream_keeps_the_last_hour_however_many_entries_it_holds() {
     on_every_backend!(|s, name| {
-        talk(s, "t1", 4).await;
+        talk(s.as_ref(), "t1", 4).await;
         tokio::time::sleep(Duration::from_millis(20)).await;
         let hour_began = now_ms();
         tokio::time::sleep(Duration::from_millis(20)).await;
-        talk(s, "t1", 6).await;
+        talk(s.as_ref(), "t1", 6).await;
         let all = s.entries("t1").await;
         let recent = Keep {
             entries: 4,
@@ -217,7 +217,7 @@ async fn a_consolidation_that_fails_at_its_last_step_leaves_everything_as_it_was
     on_every_backend!(|s, name| {
         s.say("t1", "U1", "hi").await;
         s.set_model("U1", "# Tom\n", "met Tom").await;
-        talk(s, "t1", 6).await;
+        talk(s.as_ref(), "t1", 6).await;
         let before = s.entries("t1").await;
         let b = s
             .backlog("t1", keep(4), 100, 100_000)
@@ -264,7 +264,7 @@ async fn a_consolidation_that_fails_at_its_last_step_leaves_everything_as_it_was
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_read_before_an_operator_reset_deletes_nothing_of_the_closed_conversation() {
     on_every_backend!(|s, name| {
-        talk(s, "t1", 6).await;
+        talk(s.as_ref(), "t1", 6).await;
         s.say("t1", "U1", "hi").await;
         let before = s.entries("t1").await;
         let b = s
@@ -292,7 +292,7 @@ async fn a_batch_read_before_an_operator_reset_deletes_nothing_of_the_closed_con
 async fn a_model_refresh_is_versioned_unless_a_turn_changed_the_model_meanwhile() {
     on_every_backend!(|s, name| {
         s.say("t1", "U1", "hi").await;
-        talk(s, "t1", 4).await;
+        talk(s.as_ref(), "t1", 4).await;
         s.set_model("U1", "# Tom\n", "met Tom").await;
         let b = s
             .backlog("t1", keep(2), 100, 100_000)
@@ -326,7 +326,7 @@ async fn a_model_refresh_is_versioned_unless_a_turn_changed_the_model_meanwhile(
             "{name}: a version with its note, as a turn saves one"
         );
         // A dream that read version 2 while a turn made version 3: the turn's stands.
-        talk(s, "t1", 3).await;
+        talk(s.as_ref(), "t1", 3).await;
         let b = s
             .backlog("t1", keep(2), 100, 100_000)
             .await
@@ -344,7 +344,7 @@ async fn a_model_refresh_is_versioned_unless_a_turn_changed_the_model_meanwhile(
         let done = s.consolidate(c, keep(2)).await.unwrap();
         assert!(done.written && done.models.is_empty(), "{name}");
         assert_eq!(s.history("U1").await.len(), 3, "{name}");
-        talk(s, "t1", 2).await;
+        talk(s.as_ref(), "t1", 2).await;
         let b = s
             .backlog("t1", keep(2), 100, 100_000)
             .await
@@ -364,7 +364,7 @@ async fn two_dreams_consolidating_one_batch_at_once_write_it_once() {
         // Connections open first, so that the two dreams below do run at once.
         let _ = tokio::join!(s.episodes("a"), s.episodes("b"), s.episodes("c"));
         for thread in ["t1", "t2", "t3"] {
-            talk(s, thread, 8).await;
+            talk(s.as_ref(), thread, 8).await;
             let before = s.entries(thread).await;
             let b = s
                 .backlog(thread, keep(4), 100, 100_000)
