@@ -308,3 +308,65 @@ async fn feedback_is_one_value_per_person_and_reply() {
         assert!(s.quiet_threads(0).await.unwrap().is_empty());
     });
 }
+
+/// The window counts what was said and moves `window / 2` messages at a time (so a prompt's
+/// beginning stays put between moves), with every thought in between; the conversation an
+/// operator closed is not in it.
+#[tokio::test]
+async fn a_turns_window_counts_what_was_said_and_moves_in_steps() {
+    on_every_backend!(|s, name| {
+        let window = 4;
+        let mut said = Vec::new();
+        for i in 1..=9 {
+            let mut t = start("C1:1.0", &format!("message {i} 👋"), &format!("c{i}"));
+            t.window = window;
+            let (message, ctx) = s.begin_turn(t).await.unwrap();
+            said.push(message);
+            // Messages said so far, before this turn's reply: 2i - 1. The window keeps from the
+            // said entry at index ((said - 4).max(0) / 2) * 2.
+            let total = 2 * i - 1;
+            let skip = ((total as i64 - 4).max(0) / 2 * 2) as usize;
+            let first = ctx.recent.first().map(|e| e.id);
+            assert_eq!(first, Some(said[skip]), "{name}: turn {i}");
+            assert!(
+                ctx.recent.iter().all(|e| e.id >= said[skip]),
+                "{name}: turn {i}"
+            );
+            let thoughts = ctx
+                .recent
+                .iter()
+                .filter(|e| e.entry_type == EntryType::InternalMonologue)
+                .count();
+            let replies_kept = said[skip..].len() / 2;
+            assert_eq!(
+                thoughts, replies_kept,
+                "{name}: turn {i}: every thought kept"
+            );
+            s.commit_turn(TurnRecord {
+                thread: "C1:1.0".into(),
+                user_id: "U1".into(),
+                interaction: ctx.interaction,
+                entries: vec![
+                    NewEntry::new(EntryType::InternalMonologue, format!("thinking {i}")),
+                    NewEntry::new(EntryType::ExternalDialog, format!("reply {i} ✨")),
+                ],
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+            let replies = s.thread_entries("C1:1.0").await.unwrap();
+            said.push(replies.last().unwrap().id);
+        }
+        let ctx = s.load_turn("C1:1.0", "U1", "Zoë", window).await.unwrap();
+        // 18 said: the window starts at index ((18 - 4) / 2) * 2 = 14.
+        assert_eq!(ctx.recent.first().map(|e| e.id), Some(said[14]), "{name}");
+        assert_eq!(ctx.recent.last().unwrap().content, "reply 9 ✨", "{name}");
+        assert_eq!(ctx.thread_turns, 9, "{name}");
+        // A closed conversation is behind the window: a new one starts empty.
+        s.reset_thread("C1:1.0").await.unwrap();
+        let ctx = s.load_turn("C1:1.0", "U1", "Zoë", window).await.unwrap();
+        assert!(ctx.recent.is_empty(), "{name}: {:?}", ctx.recent);
+        let ctx = s.load_turn("C1:1.0", "U1", "Zoë", 0).await.unwrap();
+        assert!(ctx.recent.is_empty(), "{name}");
+    });
+}

@@ -10,6 +10,7 @@
 //! one. Reads of several statements run in one read-only REPEATABLE READ transaction: one
 //! snapshot, as SQLite's reads under its lock.
 
+use super::Prepared;
 use async_trait::async_trait;
 use deadpool_postgres::{GenericClient, Object, Transaction};
 use serde_json::Value;
@@ -53,7 +54,7 @@ fn entry(r: &Row) -> Result<Entry> {
 /// The conversation a thread is in: entries up to this id belong to one an operator closed.
 async fn since_id(c: &impl GenericClient, thread: &str) -> Result<i64> {
     Ok(
-        c.query_opt("SELECT since_id FROM threads WHERE thread = $1", &[&thread])
+        c.maybe_row("SELECT since_id FROM threads WHERE thread = $1", &[&thread])
             .await?
             .map_or(0, |r| r.get(0)),
     )
@@ -70,7 +71,7 @@ async fn oldest_kept(
 ) -> Result<Option<i64>> {
     let skip = i64::from(keep.entries.max(1)) - 1;
     let recent = keep.since_ms.clamp(-FAR_MS, FAR_MS);
-    Ok(c.query_opt(
+    Ok(c.maybe_row(
         "WITH newest AS (
                  SELECT id FROM working_memory WHERE thread = $1 AND id > $2
                  ORDER BY id DESC LIMIT 1 OFFSET $3),
@@ -88,7 +89,7 @@ async fn oldest_kept(
 }
 
 async fn summary(c: &impl GenericClient, thread: &str, since: i64) -> Result<Option<String>> {
-    Ok(c.query_opt(
+    Ok(c.maybe_row(
         "SELECT summary FROM thread_summaries WHERE thread = $1 AND since_id = $2",
         &[&thread, &since],
     )
@@ -106,26 +107,13 @@ pub(super) async fn save_model_if(
     note: &str,
     now: i64,
 ) -> Result<bool> {
-    let saved = tx
-        .query_opt(
-            "UPDATE users SET model = $2, model_version = model_version + 1,
-                 updated_at = anima_at($4)
-             WHERE user_id = $1 AND model_version = $3
-             RETURNING model_version",
-            &[&user_id, &model, &version, &now],
+    Ok(tx
+        .row(
+            "SELECT anima_save_model($1, $2, $3, $4, $5)",
+            &[&user_id, &model, &note, &now, &version],
         )
-        .await?;
-    let Some(saved) = saved else {
-        return Ok(false);
-    };
-    let new_version: i64 = saved.get(0);
-    tx.execute(
-        "INSERT INTO user_model_history (user_id, version, model, change_note, created_at)
-         VALUES ($1, $2, $3, $4, anima_at($5))",
-        &[&user_id, &new_version, &model, &note, &now],
-    )
-    .await?;
-    Ok(true)
+        .await?
+        .get(0))
 }
 
 /// A read-only transaction whose statements all see one snapshot.
@@ -146,13 +134,13 @@ impl Postgres {
         c: &Consolidation,
         keep: Keep,
     ) -> Result<Consolidated> {
-        tx.execute(
+        tx.run(
             "SELECT pg_advisory_xact_lock($1, hashtext($2))",
             &[&DREAM_LOCK, &c.thread],
         )
         .await?;
         let since: i64 = tx
-            .query_opt(
+            .maybe_row(
                 "SELECT since_id FROM threads WHERE thread = $1 FOR SHARE",
                 &[&c.thread],
             )
@@ -163,7 +151,7 @@ impl Postgres {
             return Ok(Consolidated::default());
         }
         let covered: Option<i64> = tx
-            .query_opt(
+            .maybe_row(
                 "SELECT covers_through FROM thread_summaries WHERE thread = $1 AND since_id = $2",
                 &[&c.thread, &c.since_id],
             )
@@ -182,7 +170,7 @@ impl Postgres {
             return Ok(Consolidated::default());
         }
         let now = now_ms();
-        tx.execute(
+        tx.run(
             "INSERT INTO thread_summaries (thread, since_id, summary, covers_through, entries, updated_at)
              SELECT $1, $2, $3, $5, count(*), anima_at($6) FROM working_memory
              WHERE thread = $1 AND id BETWEEN $4 AND $5
@@ -198,7 +186,7 @@ impl Postgres {
             .iter()
             .map(|(m, i)| (m.as_str(), i16::from((*i).clamp(1, 10))))
             .unzip();
-        tx.execute(
+        tx.run(
             "INSERT INTO episodic_memories (thread, memory, importance, created_at)
              SELECT $1, m, i, anima_at($4) FROM unnest($2::text[], $3::smallint[]) AS e (m, i)",
             &[&c.thread, &memories, &importance, &now],
@@ -212,7 +200,7 @@ impl Postgres {
             }
         }
         let pruned = tx
-            .execute(
+            .run(
                 "DELETE FROM working_memory WHERE thread = $1 AND id BETWEEN $2 AND $3",
                 &[&c.thread, &c.first_id, &through],
             )
@@ -231,7 +219,7 @@ impl Dreams for Postgres {
         let result = async {
             let client = self.client().await?;
             let row = client
-                .query_one(
+                .row(
                     "INSERT INTO dreams (started_at, cause) VALUES (anima_at($1), $2) RETURNING id",
                     &[&now_ms(), &cause],
                 )
@@ -246,7 +234,7 @@ impl Dreams for Postgres {
         let result = async {
             let client = self.client().await?;
             client
-                .execute(
+                .run(
                     "UPDATE dreams SET finished_at = anima_at($2), complete = $3, report = $4
                      WHERE id = $1",
                     &[&id, &now_ms(), &complete, report],
@@ -261,7 +249,7 @@ impl Dreams for Postgres {
     async fn last_dream(&self) -> Result<Option<DreamRow>> {
         let client = self.client().await?;
         Ok(client
-            .query_opt(
+            .maybe_row(
                 "SELECT id, anima_ms(started_at), anima_ms(finished_at), complete, cause, report
                  FROM dreams ORDER BY id DESC LIMIT 1",
                 &[],
@@ -282,7 +270,7 @@ impl Dreams for Postgres {
         let mut client = self.client().await?;
         let tx = snapshot(&mut client).await?;
         let rows = tx
-            .query(
+            .rows(
                 "SELECT w.thread, coalesce(t.since_id, 0) FROM working_memory w
                  LEFT JOIN threads t ON t.thread = w.thread
                  WHERE w.id > coalesce(t.since_id, 0)
@@ -316,7 +304,7 @@ impl Dreams for Postgres {
             return Ok(None);
         };
         let mut entries = tx
-            .query(
+            .rows(
                 &format!(
                     "SELECT {ENTRY_COLUMNS} FROM working_memory
                      WHERE thread = $1 AND id > $2 AND id < $3 ORDER BY id"
@@ -337,7 +325,7 @@ impl Dreams for Postgres {
             }
         }
         let found = tx
-            .query(
+            .rows(
                 "SELECT user_id, display_name, model, model_version FROM users
                  WHERE user_id = ANY($1)",
                 &[&ids],
@@ -385,7 +373,7 @@ impl Dreams for Postgres {
     async fn thread_summary(&self, thread: &str) -> Result<Option<String>> {
         let client = self.client().await?;
         Ok(client
-            .query_opt(
+            .maybe_row(
                 "SELECT s.summary FROM thread_summaries s
                  WHERE s.thread = $1 AND s.since_id =
                      coalesce((SELECT since_id FROM threads WHERE thread = $1), 0)",
@@ -398,7 +386,7 @@ impl Dreams for Postgres {
     async fn episodes(&self, thread: &str) -> Result<Vec<Episode>> {
         let client = self.client().await?;
         Ok(client
-            .query(
+            .rows(
                 "SELECT thread, memory, importance, anima_ms(created_at) FROM episodic_memories
                  WHERE thread = $1 ORDER BY importance DESC, id",
                 &[&thread],
@@ -424,7 +412,7 @@ impl Dreams for Postgres {
         let result = async {
             let client = self.client().await?;
             let forgotten = client
-                .execute(
+                .run(
                     "DELETE FROM psyche_seen WHERE at < anima_at($1)",
                     &[&now_ms().saturating_sub(SEEN_KEEP_MS)],
                 )
@@ -436,7 +424,7 @@ impl Dreams for Postgres {
                 .await?;
             client.batch_execute("ANALYZE").await?;
             let autovacuum: String = client
-                .query_one("SELECT current_setting('autovacuum')", &[])
+                .row("SELECT current_setting('autovacuum')", &[])
                 .await?
                 .get(0);
             Ok(Upkeep {

@@ -2,6 +2,7 @@
 //! message's retries and twins meet at the unique origin (`ON CONFLICT DO NOTHING`); a row's
 //! counters move under its row lock, so two processes never count one attempt twice.
 
+use super::Prepared;
 use async_trait::async_trait;
 use tokio_postgres::Row;
 
@@ -60,7 +61,7 @@ const SPOKEN: &str = "INSERT INTO conversations (key, spoken)
 impl Postgres {
     async fn accept(&self, tx: &deadpool_postgres::Transaction<'_>, m: &Inbound) -> Result<Intake> {
         let known = tx
-            .query_opt(
+            .maybe_row(
                 "SELECT spoken, note FROM conversations WHERE key = $1",
                 &[&m.conversation],
             )
@@ -71,7 +72,7 @@ impl Postgres {
         }
         let note: Option<String> = known.and_then(|k| k.get(1));
         let row = tx
-            .query_opt(
+            .maybe_row(
                 "INSERT INTO inbox (origin, conversation, seq, address, note, user_id, text, received_at)
                  VALUES ($1, $2, $3, $4, $5, $6, $7, anima_at_us($8))
                  ON CONFLICT (origin) DO NOTHING
@@ -102,7 +103,7 @@ impl Postgres {
     ) -> Result<u64> {
         let result = async {
             let client = self.client().await?;
-            Ok(client.execute(sql, params).await?)
+            Ok(client.run(sql, params).await?)
         }
         .await;
         self.noted(result)
@@ -126,7 +127,7 @@ impl Inbox for Postgres {
     async fn claim_next(&self, conversation: &str) -> Result<Option<InboxItem>> {
         let client = self.client().await?;
         let next = client
-            .query_opt(
+            .maybe_row(
                 &format!(
                     "SELECT {COLUMNS},
                         (SELECT count(*) FROM inbox o
@@ -154,7 +155,7 @@ impl Inbox for Postgres {
             let mut client = self.client().await?;
             let tx = client.transaction().await?;
             let interrupted = tx
-                .query_opt(
+                .maybe_row(
                     "UPDATE inbox SET interruptions = interruptions + 1, in_flight = NULL
                      WHERE id = $1 AND in_flight IS NOT NULL AND in_flight <> $2
                      RETURNING interruptions",
@@ -170,7 +171,7 @@ impl Inbox for Postgres {
             .exhausted();
             if begins && !exhausted {
                 counts.0 = tx
-                    .query_one(
+                    .row(
                         "UPDATE inbox SET attempts = attempts + 1, in_flight = $2 WHERE id = $1
                          RETURNING attempts",
                         &[&found.id, &self.instance()],
@@ -192,14 +193,14 @@ impl Inbox for Postgres {
         let result = async {
             let mut client = self.client().await?;
             let tx = client.transaction().await?;
-            tx.execute(
+            tx.run(
                 "UPDATE inbox SET failures = failures + 1, in_flight = NULL
                  WHERE id = $1 AND in_flight = $2",
                 &[&id, &self.instance()],
             )
             .await?;
             let failures = tx
-                .query_opt("SELECT failures FROM inbox WHERE id = $1", &[&id])
+                .maybe_row("SELECT failures FROM inbox WHERE id = $1", &[&id])
                 .await?
                 .map_or(0, |r| r.get(0));
             tx.commit().await?;
@@ -212,7 +213,7 @@ impl Inbox for Postgres {
     async fn open_conversations(&self) -> Result<Vec<String>> {
         let client = self.client().await?;
         Ok(client
-            .query(
+            .rows(
                 "SELECT DISTINCT conversation FROM inbox WHERE status IN ('pending', 'replying')",
                 &[],
             )
@@ -225,7 +226,7 @@ impl Inbox for Postgres {
     async fn inbox_depth(&self) -> Result<u64> {
         let client = self.client().await?;
         let n: i64 = client
-            .query_one(
+            .row(
                 "SELECT count(*) FROM inbox WHERE status IN ('pending', 'replying')",
                 &[],
             )
@@ -237,7 +238,7 @@ impl Inbox for Postgres {
     async fn inbox_item(&self, id: i64) -> Result<Option<InboxItem>> {
         let client = self.client().await?;
         Ok(client
-            .query_opt(
+            .maybe_row(
                 &format!("SELECT {COLUMNS} FROM inbox WHERE id = $1"),
                 &[&id],
             )
@@ -264,7 +265,7 @@ impl Inbox for Postgres {
         let result = async {
             let mut client = self.client().await?;
             let tx = client.transaction().await?;
-            tx.execute(
+            tx.run(
                 "UPDATE inbox SET parts_posted = $2, reply_ref = coalesce(reply_ref, $3),
                      part_refs = part_refs || to_jsonb($3::text),
                      status = CASE WHEN $4 THEN 'done' ELSE status END,
@@ -273,7 +274,7 @@ impl Inbox for Postgres {
                 &[&id, &parts_posted, &reference, &last, &now_ms()],
             )
             .await?;
-            tx.execute(SPOKEN, &[&id]).await?;
+            tx.run(SPOKEN, &[&id]).await?;
             tx.commit().await?;
             Ok(())
         }
@@ -284,7 +285,7 @@ impl Inbox for Postgres {
     async fn references_held(&self, id: i64) -> Result<Vec<String>> {
         let client = self.client().await?;
         Ok(client
-            .query(
+            .rows(
                 "WITH others AS (
                      SELECT reply_ref, stream_ref, part_refs FROM inbox
                      WHERE conversation = (SELECT conversation FROM inbox WHERE id = $1))
@@ -303,12 +304,12 @@ impl Inbox for Postgres {
         let result = async {
             let mut client = self.client().await?;
             let tx = client.transaction().await?;
-            tx.execute(
+            tx.run(
                 "UPDATE inbox SET stream_ref = $2 WHERE id = $1",
                 &[&id, &reference],
             )
             .await?;
-            tx.execute(SPOKEN, &[&id]).await?;
+            tx.run(SPOKEN, &[&id]).await?;
             tx.commit().await?;
             Ok(())
         }
@@ -321,7 +322,7 @@ impl Inbox for Postgres {
             let mut client = self.client().await?;
             let tx = client.transaction().await?;
             let fixed = tx
-                .query_opt(
+                .maybe_row(
                     "SELECT status, reply, parts_posted FROM inbox WHERE id = $1 FOR UPDATE",
                     &[&id],
                 )
@@ -334,7 +335,7 @@ impl Inbox for Postgres {
                         || (status == "replying" && reply.map(str::trim) != Some(said.trim())))
             });
             if open {
-                tx.execute(
+                tx.run(
                     "UPDATE inbox SET status = 'stopped', reply = $2, done_at = anima_at($3)
                      WHERE id = $1",
                     &[&id, &said, &now_ms()],
@@ -375,7 +376,7 @@ impl Inbox for Postgres {
     ) -> Result<Option<(String, Option<String>)>> {
         let client = self.client().await?;
         Ok(client
-            .query_opt(
+            .maybe_row(
                 "SELECT address, note FROM inbox WHERE conversation = $1 ORDER BY id DESC LIMIT 1",
                 &[&conversation],
             )
@@ -396,7 +397,7 @@ impl Inbox for Postgres {
     async fn conversation_note(&self, key: &str) -> Result<Option<String>> {
         let client = self.client().await?;
         Ok(client
-            .query_opt("SELECT note FROM conversations WHERE key = $1", &[&key])
+            .maybe_row("SELECT note FROM conversations WHERE key = $1", &[&key])
             .await?
             .and_then(|r| r.get(0)))
     }
@@ -407,7 +408,7 @@ impl Inbox for Postgres {
             let tx = client.transaction().await?;
             let intake = self.accept(&tx, m).await?;
             if let Intake::Accepted(id) = intake {
-                tx.execute(
+                tx.run(
                     "UPDATE inbox SET status = 'overheard', heard_in = $2, done_at = anima_at($3)
                      WHERE id = $1",
                     &[&id, &place, &now_ms()],
@@ -435,7 +436,7 @@ impl Inbox for Postgres {
     async fn last_overheard(&self, since_us: i64) -> Result<Option<Overheard>> {
         let client = self.client().await?;
         let last = client
-            .query_opt(
+            .maybe_row(
                 &format!(
                     "SELECT {COLUMNS}, heard_in FROM inbox WHERE heard_in IS NOT NULL
                      ORDER BY id DESC LIMIT 1"

@@ -8,7 +8,10 @@ use deadpool_postgres::Object;
 use crate::memory::StoreError;
 
 /// The migrations, in order; the schema version is how many have been applied.
-const MIGRATIONS: &[&str] = &[include_str!("../../../migrations/postgres/0001_init.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("../../../migrations/postgres/0001_init.sql"),
+    include_str!("../../../migrations/postgres/0002_turn_functions.sql"),
+];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 

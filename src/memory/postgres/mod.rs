@@ -16,13 +16,15 @@ mod psyche;
 mod records;
 mod states;
 mod turns;
+mod wire;
 mod working;
 
 use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
-use tokio_postgres::NoTls;
+use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Object, Pool, RecyclingMethod};
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{NoTls, Row};
 
 use super::{StoreError, WriteHealth};
 
@@ -155,6 +157,50 @@ impl Postgres {
         self.writes.load(Ordering::Relaxed)
     }
 }
+
+/// Statements prepared once per connection and kept with it (deadpool's cache), so each is one
+/// round trip, not a prepare and then an execute. Every statement the faces send goes through
+/// these; the copy's, built per row, and the migrations' do not.
+#[async_trait::async_trait]
+pub(super) trait Prepared: GenericClient {
+    async fn rows(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, tokio_postgres::Error> {
+        let statement = self.prepare_cached(sql).await?;
+        self.query(&statement, params).await
+    }
+
+    async fn row(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Row, tokio_postgres::Error> {
+        let statement = self.prepare_cached(sql).await?;
+        self.query_one(&statement, params).await
+    }
+
+    async fn maybe_row(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Option<Row>, tokio_postgres::Error> {
+        let statement = self.prepare_cached(sql).await?;
+        self.query_opt(&statement, params).await
+    }
+
+    async fn run(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<u64, tokio_postgres::Error> {
+        let statement = self.prepare_cached(sql).await?;
+        self.execute(&statement, params).await
+    }
+}
+
+impl<T: GenericClient> Prepared for T {}
 
 /// "PostgreSQL postgres@127.0.0.1:5432/anima": who, where, which database; no password.
 fn place(c: &tokio_postgres::Config) -> String {

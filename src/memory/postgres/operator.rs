@@ -2,6 +2,7 @@
 //! the store's health, on PostgreSQL (see `memory::admin`, `feedback`, `openings`,
 //! `snapshot`).
 
+use super::Prepared;
 use async_trait::async_trait;
 
 use super::Postgres;
@@ -21,7 +22,7 @@ impl Admin for Postgres {
             let mut client = self.client().await?;
             let tx = client.transaction().await?;
             let changed = tx
-                .execute(
+                .run(
                     "UPDATE threads SET turns = 0, claude_session = NULL,
                          since_id = (SELECT coalesce(max(id), 0) FROM working_memory
                                      WHERE thread = $1),
@@ -30,7 +31,7 @@ impl Admin for Postgres {
                     &[&thread, &now_ms()],
                 )
                 .await?;
-            tx.execute("DELETE FROM thread_process WHERE thread = $1", &[&thread])
+            tx.run("DELETE FROM thread_process WHERE thread = $1", &[&thread])
                 .await?;
             tx.commit().await?;
             Ok(changed > 0)
@@ -49,14 +50,14 @@ impl Admin for Postgres {
         let result = async {
             let mut client = self.client().await?;
             let tx = client.transaction().await?;
-            tx.execute(
+            tx.run(
                 "INSERT INTO admin_log (origin, user_id, command, allowed, at)
                  VALUES ($1, $2, $3, $4, anima_at($5)) ON CONFLICT (origin) DO NOTHING",
                 &[&origin, &user_id, &command, &allowed, &now_ms()],
             )
             .await?;
             let done: bool = tx
-                .query_one(
+                .row(
                     "SELECT done FROM admin_log WHERE origin = $1 FOR UPDATE",
                     &[&origin],
                 )
@@ -73,7 +74,7 @@ impl Admin for Postgres {
         let result = async {
             let client = self.client().await?;
             client
-                .execute(
+                .run(
                     "UPDATE admin_log SET done = true WHERE origin = $1",
                     &[&origin],
                 )
@@ -94,7 +95,7 @@ impl Admin for Postgres {
             .await?;
         let count = |sql: &'static str| {
             let tx = &tx;
-            async move { Ok::<_, StoreError>(tx.query_one(sql, &[]).await?.get::<_, i64>(0) as u64) }
+            async move { Ok::<_, StoreError>(tx.row(sql, &[]).await?.get::<_, i64>(0) as u64) }
         };
         let interactions = count("SELECT value FROM counters WHERE name = 'interactions'").await?;
         let inbox_depth =
@@ -104,14 +105,14 @@ impl Admin for Postgres {
             count("SELECT count(*) FROM whispers WHERE consumed_at IS NULL").await?;
         let journal_entries = count("SELECT count(*) FROM journal").await?;
         let last_turn_ms: Option<i64> = tx
-            .query_one(
+            .row(
                 "SELECT anima_ms(max(updated_at)) FROM threads WHERE turns > 0",
                 &[],
             )
             .await?
             .get(0);
         let conversations = tx
-            .query(
+            .rows(
                 "SELECT t.thread, p.current, t.turns, anima_ms(t.updated_at),
                         (SELECT count(*) FROM inbox i WHERE i.conversation = t.thread
                          AND i.status IN ('pending', 'replying'))
@@ -130,7 +131,7 @@ impl Admin for Postgres {
             })
             .collect();
         let mut soul = crate::memory::SoulState::default();
-        for r in tx.query("SELECT key, value FROM soul_memory", &[]).await? {
+        for r in tx.rows("SELECT key, value FROM soul_memory", &[]).await? {
             soul.set(r.get(0), r.get(1));
         }
         let soul_state = soul
@@ -141,7 +142,7 @@ impl Admin for Postgres {
         let cognitive = super::states::current(&tx, false).await?;
         let recent_moves = super::states::moves(&tx, RECENT_MOVES).await?;
         let last_dream = tx
-            .query_opt(
+            .maybe_row(
                 "SELECT id, anima_ms(started_at), anima_ms(finished_at), complete, cause, report
                  FROM dreams ORDER BY id DESC LIMIT 1",
                 &[],
@@ -188,7 +189,7 @@ impl Feedback for Postgres {
             let mut client = self.client().await?;
             let tx = client.transaction().await?;
             let rows = tx
-                .query(
+                .rows(
                     "SELECT id, address FROM inbox WHERE reply_ref = $1
                      UNION SELECT id, address FROM inbox WHERE stream_ref = $1
                      ORDER BY id",
@@ -203,13 +204,13 @@ impl Feedback for Postgres {
                 return Ok(Judged::UnknownReply);
             };
             let before: Option<String> = tx
-                .query_opt(
+                .maybe_row(
                     "SELECT value FROM feedback WHERE inbox_id = $1 AND person = $2 FOR UPDATE",
                     &[&inbox, &person],
                 )
                 .await?
                 .map(|r| r.get(0));
-            tx.execute(
+            tx.run(
                 "INSERT INTO feedback (inbox_id, person, value, at) VALUES ($1, $2, $3, anima_at($4))
                  ON CONFLICT (inbox_id, person) DO UPDATE SET value = excluded.value, at = excluded.at",
                 &[&inbox, &person, &verdict.as_str(), &now_ms()],
@@ -228,7 +229,7 @@ impl Feedback for Postgres {
     async fn feedback_on(&self, reference: &str) -> Result<Vec<(String, Verdict)>> {
         let client = self.client().await?;
         Ok(client
-            .query(
+            .rows(
                 "SELECT f.person, f.value FROM feedback f JOIN inbox i ON i.id = f.inbox_id
                  WHERE i.reply_ref = $1 OR i.stream_ref = $1 ORDER BY f.person",
                 &[&reference],
@@ -243,7 +244,7 @@ impl Feedback for Postgres {
         let result = async {
             let client = self.client().await?;
             Ok(client
-                .execute(
+                .run(
                     "INSERT INTO openings (kind, place, at) VALUES ($1, $2, anima_at($3))
                      ON CONFLICT (kind, place) DO NOTHING",
                     &[&kind, &place, &now_ms()],
@@ -262,7 +263,7 @@ impl Health for Postgres {
         let result = async {
             let client = self.client().await?;
             client
-                .execute(
+                .run(
                     "INSERT INTO store_probe (id, at) VALUES (1, now())
                      ON CONFLICT (id) DO UPDATE SET at = excluded.at",
                     &[],

@@ -1,6 +1,7 @@
 //! What turns leave, read and written on their own, on PostgreSQL: users and their model
 //! versions, the soul's state and counters, whispers, each thread's process.
 
+use super::Prepared;
 use async_trait::async_trait;
 
 use super::turns::{get_user, soul_state, thread_process, user, USER};
@@ -21,7 +22,7 @@ impl Users for Postgres {
     async fn users(&self) -> Result<Vec<UserRecord>> {
         let client = self.client().await?;
         Ok(client
-            .query(&format!("SELECT {USER} FROM users ORDER BY slug"), &[])
+            .rows(&format!("SELECT {USER} FROM users ORDER BY slug"), &[])
             .await?
             .iter()
             .map(user)
@@ -31,7 +32,7 @@ impl Users for Postgres {
     async fn unexported_models(&self) -> Result<Vec<UserRecord>> {
         let client = self.client().await?;
         Ok(client
-            .query(
+            .rows(
                 &format!(
                     "SELECT {USER} FROM users WHERE model_version > exported_version ORDER BY user_id"
                 ),
@@ -47,7 +48,7 @@ impl Users for Postgres {
         let result = async {
             let client = self.client().await?;
             client
-                .execute(
+                .run(
                     "UPDATE users SET exported_version = greatest(exported_version, $2)
                      WHERE user_id = $1",
                     &[&user_id, &version],
@@ -62,7 +63,7 @@ impl Users for Postgres {
     async fn pending_model_versions(&self, user_id: &str) -> Result<Vec<(i64, String, String)>> {
         let client = self.client().await?;
         Ok(client
-            .query(
+            .rows(
                 "SELECT h.version, h.model, h.change_note
                  FROM user_model_history h JOIN users u USING (user_id)
                  WHERE h.user_id = $1 AND h.version > u.exported_version ORDER BY h.version",
@@ -77,7 +78,7 @@ impl Users for Postgres {
     async fn model_history(&self, user_id: &str) -> Result<Vec<(i64, String, i64)>> {
         let client = self.client().await?;
         Ok(client
-            .query(
+            .rows(
                 "SELECT version, change_note, anima_ms(created_at) FROM user_model_history
                  WHERE user_id = $1 ORDER BY version",
                 &[&user_id],
@@ -98,7 +99,7 @@ impl SoulRecord for Postgres {
     async fn interactions(&self) -> Result<u64> {
         let client = self.client().await?;
         let n: i64 = client
-            .query_one(
+            .row(
                 "SELECT value FROM counters WHERE name = 'interactions'",
                 &[],
             )
@@ -114,7 +115,7 @@ impl Whispers for Postgres {
         let result = async {
             let client = self.client().await?;
             Ok(client
-                .query_one(
+                .row(
                     "INSERT INTO whispers (whisper, source, created_at) VALUES ($1, $2, anima_at($3))
                      RETURNING id",
                     &[&whisper, &source, &now_ms()],
@@ -136,7 +137,7 @@ impl Processes for Postgres {
     async fn transitions(&self, thread: &str) -> Result<Vec<TransitionRow>> {
         let client = self.client().await?;
         Ok(client
-            .query(
+            .rows(
                 "SELECT interaction, from_process, to_process, rule, execute_now, params,
                         anima_ms(at), action
                  FROM process_transitions WHERE thread = $1 ORDER BY id",
@@ -162,7 +163,7 @@ impl Processes for Postgres {
     async fn quiet_threads(&self, quiet_since: i64) -> Result<Vec<(String, i64)>> {
         let client = self.client().await?;
         Ok(client
-            .query(
+            .rows(
                 "SELECT w.thread, anima_ms(w.created_at) FROM working_memory w
                  JOIN (SELECT thread, max(id) AS id FROM working_memory GROUP BY thread) last
                    ON last.id = w.id

@@ -2,6 +2,7 @@
 //! move locks the state's one row (`FOR UPDATE`) before it is read and decided, so two
 //! processes deciding at once decide one after the other, each on the row as the other left it.
 
+use super::Prepared;
 use async_trait::async_trait;
 use deadpool_postgres::GenericClient;
 use serde_json::Value;
@@ -18,7 +19,7 @@ pub(super) async fn current(c: &impl GenericClient, lock: bool) -> Result<Cognit
     } else {
         "SELECT state, anima_ms(since), cause, degraded FROM cognitive_state WHERE id = 1"
     };
-    let r = c.query_one(sql, &[]).await?;
+    let r = c.row(sql, &[]).await?;
     Ok(CognitiveRow {
         state: r.get(0),
         since_ms: r.get(1),
@@ -28,7 +29,7 @@ pub(super) async fn current(c: &impl GenericClient, lock: bool) -> Result<Cognit
 }
 
 pub(super) async fn moves(c: &impl GenericClient, limit: usize) -> Result<Vec<StateMove>> {
-    Ok(c.query(
+    Ok(c.rows(
         "SELECT from_state, to_state, cause, detail, anima_ms(at) FROM state_moves
          ORDER BY id DESC LIMIT $1",
         &[&(limit as i64)],
@@ -46,7 +47,7 @@ pub(super) async fn moves(c: &impl GenericClient, limit: usize) -> Result<Vec<St
 }
 
 async fn newest_message_id(c: &impl GenericClient) -> Result<Option<i64>> {
-    Ok(c.query_one(
+    Ok(c.row(
         "SELECT max(id) FROM working_memory WHERE entry_type = 'userMessage'",
         &[],
     )
@@ -76,13 +77,13 @@ impl States for Postgres {
                 return Ok(Moved::Refused);
             };
             let at = now_ms();
-            tx.execute(
+            tx.run(
                 "UPDATE cognitive_state SET state = $1, since = anima_at($2), cause = $3,
                      degraded = $4 WHERE id = 1",
                 &[&m.to, &at, &m.cause, &m.degraded],
             )
             .await?;
-            tx.execute(
+            tx.run(
                 "INSERT INTO state_moves (from_state, to_state, cause, detail, at)
                  VALUES ($1, $2, $3, $4, anima_at($5))",
                 &[&row.state, &m.to, &m.cause, &m.detail, &at],
@@ -108,7 +109,7 @@ impl States for Postgres {
     async fn last_message_ms(&self) -> Result<Option<i64>> {
         let client = self.client().await?;
         Ok(client
-            .query_one(
+            .row(
                 "SELECT anima_ms(max(created_at)) FROM working_memory
                  WHERE entry_type = 'userMessage'",
                 &[],
@@ -125,7 +126,7 @@ impl States for Postgres {
         let result = async {
             let client = self.client().await?;
             Ok(client
-                .query_one(
+                .row(
                     "INSERT INTO journal (entry, at) VALUES ($1, anima_at($2)) RETURNING id",
                     &[&entry, &now_ms()],
                 )
@@ -139,7 +140,7 @@ impl States for Postgres {
     async fn journal(&self, limit: usize) -> Result<Vec<JournalEntry>> {
         let client = self.client().await?;
         Ok(client
-            .query(
+            .rows(
                 "SELECT id, entry, anima_ms(at) FROM journal ORDER BY id DESC LIMIT $1",
                 &[&(limit as i64)],
             )
@@ -156,7 +157,7 @@ impl States for Postgres {
     async fn messages_since(&self, since_ms: i64) -> Result<Vec<(String, String)>> {
         let client = self.client().await?;
         Ok(client
-            .query(
+            .rows(
                 "SELECT thread, content FROM working_memory
                  WHERE entry_type = 'userMessage' AND created_at >= anima_at($1) ORDER BY id",
                 &[&since_ms],
@@ -170,7 +171,7 @@ impl States for Postgres {
     async fn answered_yes_since(&self, question: &str, since_ms: i64) -> Result<bool> {
         let client = self.client().await?;
         Ok(client
-            .query_opt(
+            .maybe_row(
                 "SELECT 1 FROM working_memory w
                  WHERE w.entry_type = 'mentalQuery' AND w.content = $1
                    AND w.created_at >= anima_at($2)

@@ -1,21 +1,27 @@
 //! Turns and working memory on PostgreSQL (see `memory::turn` and its neighbours for what
-//! each operation promises); `records` reads and writes what turns leave. The interaction counter moves with `UPDATE … RETURNING` under its
-//! row lock and a whisper is claimed with `FOR UPDATE SKIP LOCKED`, so turns running at once,
-//! in one process or several, get distinct numbers and distinct whispers.
+//! each operation promises); `records` reads and writes what turns leave.
+//!
+//! A turn's begin, its context and its commit are one statement each: server-side functions
+//! (migrations/postgres/0002) whose JSON `wire` maps, prepared once per connection. Inside
+//! them the interaction counter moves with `UPDATE … RETURNING` under its row lock and a whisper
+//! is claimed with `FOR UPDATE SKIP LOCKED`, so turns running at once, in one process or
+//! several, get distinct numbers and distinct whispers.
 
+use super::Prepared;
 use async_trait::async_trait;
-use deadpool_postgres::{GenericClient, Transaction};
+use deadpool_postgres::GenericClient;
+use serde_json::Value;
 use tokio_postgres::Row;
 
-use super::working::{entry, insert_entry, recent, ENTRY};
-use super::Postgres;
+use super::working::{entry, ENTRY};
+use super::{wire, Postgres};
 use crate::memory::faces::Turns;
-use crate::memory::Whisper;
+use crate::memory::working::capped;
 use crate::memory::{
-    now_ms, users, Entry, EntryType, NewEntry, SoulState, StoreError, TurnContext, TurnRecord,
-    TurnStart, UsageRecord, UserRecord,
+    now_ms, users, Entry, SoulState, StoreError, TurnContext, TurnRecord, TurnStart, UsageRecord,
+    UserRecord,
 };
-use crate::process::{ThreadProcess, TransitionRecord};
+use crate::process::ThreadProcess;
 
 type Result<T> = std::result::Result<T, StoreError>;
 
@@ -36,7 +42,7 @@ pub(super) fn user(r: &Row) -> UserRecord {
 }
 
 pub(super) async fn get_user(c: &impl GenericClient, user_id: &str) -> Result<Option<UserRecord>> {
-    Ok(c.query_opt(
+    Ok(c.maybe_row(
         &format!("SELECT {USER} FROM users WHERE user_id = $1"),
         &[&user_id],
     )
@@ -46,7 +52,7 @@ pub(super) async fn get_user(c: &impl GenericClient, user_id: &str) -> Result<Op
 
 pub(super) async fn soul_state(c: &impl GenericClient) -> Result<SoulState> {
     let mut state = SoulState::default();
-    for r in c.query("SELECT key, value FROM soul_memory", &[]).await? {
+    for r in c.rows("SELECT key, value FROM soul_memory", &[]).await? {
         state.set(r.get(0), r.get(1));
     }
     Ok(state)
@@ -56,7 +62,7 @@ pub(super) async fn thread_process(
     c: &impl GenericClient,
     thread: &str,
 ) -> Result<Option<ThreadProcess>> {
-    Ok(c.query_opt(
+    Ok(c.maybe_row(
         "SELECT current, previous, invocations, params FROM thread_process WHERE thread = $1",
         &[&thread],
     )
@@ -69,349 +75,43 @@ pub(super) async fn thread_process(
     }))
 }
 
-/// What a turn reads; `interaction` is the number the next message would take.
-async fn context(
-    c: &impl GenericClient,
-    thread: &str,
-    user_id: &str,
-    display_name: &str,
-    window: u32,
-) -> Result<TurnContext> {
-    let interactions: i64 = c
-        .query_one(
-            "SELECT value FROM counters WHERE name = 'interactions'",
-            &[],
-        )
-        .await?
-        .get(0);
-    let (thread_turns, claude_session, since_id) = c
-        .query_opt(
-            "SELECT turns, claude_session, since_id FROM threads WHERE thread = $1",
-            &[&thread],
-        )
-        .await?
-        .map_or((0, None, 0), |r| (r.get(0), r.get(1), r.get(2)));
-    let cognitive_state: String = c
-        .query_one("SELECT state FROM cognitive_state WHERE id = 1", &[])
-        .await?
-        .get(0);
-    let summary = c
-        .query_opt(
-            "SELECT summary FROM thread_summaries WHERE thread = $1 AND since_id = $2",
-            &[&thread, &since_id],
-        )
-        .await?
-        .map(|r| r.get(0));
-    Ok(TurnContext {
-        interaction: interactions as u64 + 1,
-        thread_turns,
-        recent: recent(c, thread, window, since_id).await?,
-        soul: soul_state(c).await?,
-        user: get_user(c, user_id)
-            .await?
-            .unwrap_or_else(|| UserRecord::new(user_id, display_name)),
-        whisper: None,
-        claude_session,
-        process: thread_process(c, thread).await?,
-        since_id,
-        cognitive_state,
-        summary,
-    })
-}
-
-async fn upsert_user(
-    tx: &Transaction<'_>,
-    user_id: &str,
-    display_name: &str,
-    now: i64,
-) -> Result<()> {
-    // The slug is fixed when the user is first seen, so a renamed person keeps their file.
+/// A person's slug, and the one they get if someone else already holds it (see
+/// `anima_record_message`).
+fn slugs(user_id: &str, display_name: &str) -> (String, String) {
     let base = users::slug(display_name, user_id);
-    let taken: Option<String> = tx
-        .query_opt("SELECT user_id FROM users WHERE slug = $1", &[&base])
-        .await?
-        .map(|r| r.get(0));
-    let slug = match taken {
-        Some(owner) if owner != user_id => format!("{base}-{}", users::slug("", user_id)),
-        _ => base,
-    };
-    tx.execute(
-        "INSERT INTO users (user_id, display_name, slug, updated_at) VALUES ($1, $2, $3, anima_at($4))
-         ON CONFLICT (user_id) DO UPDATE SET display_name = excluded.display_name",
-        &[&user_id, &display_name, &slug, &now],
-    )
-    .await?;
-    Ok(())
-}
-
-async fn record_message(
-    tx: &Transaction<'_>,
-    thread: &str,
-    user_id: &str,
-    display_name: &str,
-    text: &str,
-    source: Option<&str>,
-) -> Result<i64> {
-    let now = now_ms();
-    upsert_user(tx, user_id, display_name, now).await?;
-    if let Some(src) = source {
-        if let Some(r) = tx
-            .query_opt("SELECT id FROM working_memory WHERE source = $1", &[&src])
-            .await?
-        {
-            return Ok(r.get(0));
-        }
-    }
-    let entry = NewEntry::new(EntryType::UserMessage, text)
-        .user(user_id)
-        .metadata(serde_json::json!({ "name": display_name }));
-    let id = insert_entry(tx, thread, &entry, now).await?;
-    if let Some(src) = source {
-        tx.execute(
-            "UPDATE working_memory SET source = $2 WHERE id = $1",
-            &[&id, &src],
-        )
-        .await?;
-    }
-    Ok(id)
-}
-
-/// A new version of a user's model, with its change note, in the caller's transaction.
-pub(super) async fn save_model(
-    tx: &Transaction<'_>,
-    user_id: &str,
-    model: &str,
-    note: &str,
-    now: i64,
-) -> Result<()> {
-    tx.execute(
-        "UPDATE users SET model = $2, model_version = model_version + 1, updated_at = anima_at($3)
-         WHERE user_id = $1",
-        &[&user_id, &model, &now],
-    )
-    .await?;
-    tx.execute(
-        "INSERT INTO user_model_history (user_id, version, model, change_note, created_at)
-         SELECT user_id, model_version, model, $2, anima_at($3) FROM users WHERE user_id = $1",
-        &[&user_id, &note, &now],
-    )
-    .await?;
-    Ok(())
-}
-
-async fn commit(tx: &Transaction<'_>, rec: &TurnRecord) -> Result<Option<UserRecord>> {
-    let now = now_ms();
-    for e in &rec.entries {
-        insert_entry(tx, &rec.thread, e, now).await?;
-    }
-    // The thread's row, locked: a reset that closes the conversation waits for this turn.
-    let current: Option<i64> = tx
-        .query_opt(
-            "SELECT since_id FROM threads WHERE thread = $1 FOR UPDATE",
-            &[&rec.thread],
-        )
-        .await?
-        .map(|r| r.get(0));
-    let reset_meanwhile =
-        matches!((rec.since_id, current), (Some(began), Some(now_at)) if began != now_at);
-    if reset_meanwhile {
-        tx.execute(
-            "UPDATE threads SET since_id = (SELECT coalesce(max(id), 0) FROM working_memory
-                                            WHERE thread = $1),
-                 updated_at = anima_at($2) WHERE thread = $1",
-            &[&rec.thread, &now],
-        )
-        .await?;
-    }
-    for (k, v) in &rec.soul_updates {
-        tx.execute(
-            "INSERT INTO soul_memory (key, value, updated_at) VALUES ($1, $2, anima_at($3))
-             ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
-            &[k, v, &now],
-        )
-        .await?;
-    }
-    let counted = i64::from(!rec.proactive) * i64::from(!reset_meanwhile);
-    tx.execute(
-        "INSERT INTO threads (thread, turns, claude_session, updated_at)
-         VALUES ($1, $4, $2, anima_at($3))
-         ON CONFLICT (thread) DO UPDATE SET turns = threads.turns + $4,
-             claude_session = coalesce(excluded.claude_session, threads.claude_session),
-             updated_at = excluded.updated_at",
-        &[
-            &rec.thread,
-            &rec.claude_session.as_ref().filter(|_| !reset_meanwhile),
-            &now,
-            &counted,
-        ],
-    )
-    .await?;
-    if let Some(state) = rec.process.as_ref().filter(|_| !reset_meanwhile) {
-        save_process(
-            tx,
-            &rec.thread,
-            rec.interaction,
-            state,
-            &rec.transitions,
-            now,
-        )
-        .await?;
-    }
-    if !rec.proactive {
-        tx.execute(
-            "UPDATE users SET turns = turns + 1,
-                 injected_at_turn = CASE WHEN $2 THEN turns + 1 ELSE injected_at_turn END,
-                 updated_at = anima_at($3)
-             WHERE user_id = $1",
-            &[&rec.user_id, &rec.injected_user_model, &now],
-        )
-        .await?;
-    }
-    if let Some((model, note)) = &rec.user_model {
-        save_model(tx, &rec.user_id, model, note, now).await?;
-    }
-    if let Some(id) = rec.whisper_id {
-        tx.execute(
-            "UPDATE whispers SET consumed_at = anima_at($2), consumed_by = $3, claimed_until = NULL
-             WHERE id = $1 AND consumed_at IS NULL AND ($4::text IS NULL OR claimed_by = $4)",
-            &[&id, &now, &rec.thread, &rec.whisper_claimant],
-        )
-        .await?;
-    }
-    for u in &rec.usage {
-        tx.execute(
-            "INSERT INTO turn_usage (thread, interaction, provider, model, input_tokens,
-                 output_tokens, cache_creation_tokens, cache_read_tokens, latency_ms, stop_reason,
-                 created_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, anima_at($11))",
-            &[
-                &rec.thread,
-                &(rec.interaction as i64),
-                &u.provider,
-                &u.model,
-                &(u.input_tokens as i64),
-                &(u.output_tokens as i64),
-                &(u.cache_creation_tokens as i64),
-                &(u.cache_read_tokens as i64),
-                &(u.latency_ms as i64),
-                &u.stop_reason,
-                &now,
-            ],
-        )
-        .await?;
-    }
-    if let Some((id, reply)) = &rec.inbox {
-        tx.execute(
-            "UPDATE inbox SET status = 'replying', reply = $2 WHERE id = $1 AND status = 'pending'",
-            &[id, reply],
-        )
-        .await?;
-    }
-    match &rec.user_model {
-        Some(_) => get_user(tx, &rec.user_id).await,
-        None => Ok(None),
-    }
-}
-
-async fn save_process(
-    tx: &Transaction<'_>,
-    thread: &str,
-    interaction: u64,
-    state: &ThreadProcess,
-    transitions: &[TransitionRecord],
-    now: i64,
-) -> Result<()> {
-    let params = serde_json::to_value(&state.params).unwrap_or_default();
-    tx.execute(
-        "INSERT INTO thread_process (thread, current, previous, invocations, params, updated_at)
-         VALUES ($1, $2, $3, $4, $5, anima_at($6))
-         ON CONFLICT (thread) DO UPDATE SET current = excluded.current,
-             previous = excluded.previous, invocations = excluded.invocations,
-             params = excluded.params, updated_at = excluded.updated_at",
-        &[
-            &thread,
-            &state.current,
-            &state.previous,
-            &(state.invocations as i64),
-            &params,
-            &now,
-        ],
-    )
-    .await?;
-    for t in transitions {
-        tx.execute(
-            "INSERT INTO process_transitions (thread, interaction, from_process, to_process, rule,
-                 execute_now, params, at, action)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, anima_at($8), $9)",
-            &[
-                &thread,
-                &(interaction as i64),
-                &t.from,
-                &t.to,
-                &t.rule.map(|r| r as i32),
-                &t.execute_now,
-                &serde_json::Value::Object(t.params.clone()),
-                &now,
-                &t.action,
-            ],
-        )
-        .await?;
-    }
-    Ok(())
+    let other = format!("{base}-{}", users::slug("", user_id));
+    (base, other)
 }
 
 #[async_trait]
 impl Turns for Postgres {
     async fn begin_turn(&self, t: TurnStart) -> Result<(i64, TurnContext)> {
         let result = async {
-            let mut client = self.client().await?;
-            let tx = client.transaction().await?;
-            let id = record_message(
-                &tx,
-                &t.thread,
-                &t.user_id,
-                &t.display_name,
-                &t.text,
-                t.source.as_deref(),
-            )
-            .await?;
-            let interaction: i64 = tx
-                .query_one(
-                    "UPDATE counters SET value = value + 1 WHERE name = 'interactions'
-                     RETURNING value",
-                    &[],
+            let client = self.client().await?;
+            let (slug, other_slug) = slugs(&t.user_id, &t.display_name);
+            let begun: Value = client
+                .row(
+                    "SELECT anima_begin_turn($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,
+                                             $13)",
+                    &[
+                        &t.thread,
+                        &t.user_id,
+                        &t.display_name,
+                        &slug,
+                        &other_slug,
+                        &capped(&t.text).as_ref(),
+                        &t.source,
+                        &t.inbox,
+                        &self.instance(),
+                        &t.claimant,
+                        &t.claim_until_ms,
+                        &(t.window.min(i32::MAX as u32) as i32),
+                        &now_ms(),
+                    ],
                 )
                 .await?
                 .get(0);
-            if let Some(row) = t.inbox {
-                tx.execute(
-                    "UPDATE inbox SET attempts = attempts + 1, in_flight = $2 WHERE id = $1",
-                    &[&row, &self.instance()],
-                )
-                .await?;
-            }
-            let now = now_ms();
-            let whisper = tx
-                .query_opt(
-                    "UPDATE whispers SET claimed_by = $1, claimed_until = anima_at($2)
-                     WHERE id = (SELECT id FROM whispers
-                                 WHERE consumed_at IS NULL
-                                   AND (claimed_until IS NULL OR claimed_until < anima_at($3))
-                                 ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED)
-                     RETURNING id, whisper, source",
-                    &[&t.claimant, &t.claim_until_ms, &now],
-                )
-                .await?
-                .map(|r| Whisper {
-                    id: r.get(0),
-                    text: r.get(1),
-                    source: r.get(2),
-                });
-            let mut ctx = context(&tx, &t.thread, &t.user_id, &t.display_name, t.window).await?;
-            tx.commit().await?;
-            ctx.interaction = interaction as u64;
-            ctx.whisper = whisper;
-            Ok((id, ctx))
+            wire::begun(begun, &t.user_id, &t.display_name)
         }
         .await;
         self.noted(result)
@@ -419,11 +119,15 @@ impl Turns for Postgres {
 
     async fn commit_turn(&self, rec: TurnRecord) -> Result<Option<UserRecord>> {
         let result = async {
-            let mut client = self.client().await?;
-            let tx = client.transaction().await?;
-            let user = commit(&tx, &rec).await?;
-            tx.commit().await?;
-            Ok(user)
+            let client = self.client().await?;
+            let user: Option<Value> = client
+                .row(
+                    "SELECT anima_commit_turn($1, $2)",
+                    &[&wire::turn_record(&rec), &now_ms()],
+                )
+                .await?
+                .get(0);
+            wire::user_record(user)
         }
         .await;
         self.noted(result)
@@ -433,13 +137,13 @@ impl Turns for Postgres {
         let result = async {
             let mut client = self.client().await?;
             let tx = client.transaction().await?;
-            tx.execute(
+            tx.run(
                 "UPDATE counters SET value = value - 1 WHERE name = 'interactions' AND value = $1",
                 &[&(interaction as i64)],
             )
             .await?;
             if let Some((id, claimant)) = whisper {
-                tx.execute(
+                tx.run(
                     "UPDATE whispers SET claimed_by = NULL, claimed_until = NULL
                      WHERE id = $1 AND claimed_by = $2 AND consumed_at IS NULL",
                     &[&id, &claimant],
@@ -460,17 +164,16 @@ impl Turns for Postgres {
         display_name: &str,
         window: u32,
     ) -> Result<TurnContext> {
-        let mut client = self.client().await?;
-        // One snapshot for every read.
-        let tx = client
-            .build_transaction()
-            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
-            .await?;
-        let ctx = context(&tx, thread, user_id, display_name, window).await?;
-        tx.commit().await?;
-        Ok(ctx)
+        let client = self.client().await?;
+        // One statement calling a STABLE function: one snapshot for every read.
+        let ctx: Value = client
+            .row(
+                "SELECT anima_turn_context($1, $2, $3)",
+                &[&thread, &user_id, &(window.min(i32::MAX as u32) as i32)],
+            )
+            .await?
+            .get(0);
+        wire::turn_context(ctx, user_id, display_name)
     }
 
     async fn record_user_message(
@@ -482,11 +185,24 @@ impl Turns for Postgres {
         source: Option<&str>,
     ) -> Result<i64> {
         let result = async {
-            let mut client = self.client().await?;
-            let tx = client.transaction().await?;
-            let id = record_message(&tx, thread, user_id, display_name, text, source).await?;
-            tx.commit().await?;
-            Ok(id)
+            let client = self.client().await?;
+            let (slug, other_slug) = slugs(user_id, display_name);
+            Ok(client
+                .row(
+                    "SELECT anima_record_message($1, $2, $3, $4, $5, $6, $7, $8)",
+                    &[
+                        &thread,
+                        &user_id,
+                        &display_name,
+                        &slug,
+                        &other_slug,
+                        &capped(text).as_ref(),
+                        &source,
+                        &now_ms(),
+                    ],
+                )
+                .await?
+                .get(0))
         }
         .await;
         self.noted(result)
@@ -495,7 +211,7 @@ impl Turns for Postgres {
     async fn thread_entries(&self, thread: &str) -> Result<Vec<Entry>> {
         let client = self.client().await?;
         client
-            .query(
+            .rows(
                 &format!("SELECT {ENTRY} FROM working_memory WHERE thread = $1 ORDER BY id"),
                 &[&thread],
             )
@@ -508,14 +224,14 @@ impl Turns for Postgres {
     async fn last_speaker(&self, thread: &str) -> Result<(String, String, i64)> {
         let client = self.client().await?;
         let speaker = client
-            .query_opt(
+            .maybe_row(
                 "SELECT user_id, metadata->>'name' FROM working_memory
                  WHERE thread = $1 AND entry_type = 'userMessage' ORDER BY id DESC LIMIT 1",
                 &[&thread],
             )
             .await?;
         let last_at: Option<i64> = client
-            .query_one(
+            .row(
                 "SELECT anima_ms(max(created_at)) FROM working_memory WHERE thread = $1",
                 &[&thread],
             )
@@ -533,7 +249,7 @@ impl Turns for Postgres {
     async fn usage(&self, thread: &str) -> Result<Vec<UsageRecord>> {
         let client = self.client().await?;
         Ok(client
-            .query(
+            .rows(
                 "SELECT provider, model, input_tokens, output_tokens, cache_creation_tokens,
                         cache_read_tokens, latency_ms, stop_reason
                  FROM turn_usage WHERE thread = $1 ORDER BY id",
@@ -557,7 +273,7 @@ impl Turns for Postgres {
     async fn claude_session(&self, thread: &str) -> Result<Option<String>> {
         let client = self.client().await?;
         Ok(client
-            .query_opt(
+            .maybe_row(
                 "SELECT claude_session FROM threads WHERE thread = $1",
                 &[&thread],
             )

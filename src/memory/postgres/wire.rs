@@ -1,0 +1,221 @@
+//! The JSON a turn's server-side functions take and give (migrations/postgres/0002): a
+//! `TurnRecord` written out for `anima_commit_turn`, and a `TurnContext` or a user read back
+//! from `anima_turn_context`, `anima_begin_turn` and `anima_user`.
+//!
+//! Owns only the mapping, and both sides of it live here and in that one SQL file: a key
+//! renamed in one must be renamed in the other (the store's conformance tests cover each).
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::memory::working::capped;
+use crate::memory::{
+    Entry, EntryType, SoulState, StoreError, TurnContext, TurnRecord, UserRecord, Whisper,
+};
+use crate::process::ThreadProcess;
+
+type Result<T> = std::result::Result<T, StoreError>;
+
+/// `rec` as `anima_commit_turn` reads it. Entries are capped here, as every entry written.
+pub(super) fn turn_record(rec: &TurnRecord) -> Value {
+    json!({
+        "thread": rec.thread,
+        "user_id": rec.user_id,
+        "interaction": rec.interaction as i64,
+        "entries": rec.entries.iter().map(|e| json!({
+            "entry_type": e.entry_type.as_str(),
+            "content": capped(&e.content),
+            "verb": e.verb,
+            "user_id": e.user_id,
+            "metadata": e.metadata,
+        })).collect::<Vec<_>>(),
+        "soul_updates": rec.soul_updates,
+        "user_model": rec.user_model.as_ref().map(|(model, note)| json!({
+            "model": model,
+            "note": note,
+        })),
+        "injected_user_model": rec.injected_user_model,
+        "whisper_id": rec.whisper_id,
+        "whisper_claimant": rec.whisper_claimant,
+        "claude_session": rec.claude_session,
+        "usage": rec.usage.iter().map(|u| json!({
+            "provider": u.provider,
+            "model": u.model,
+            "input_tokens": u.input_tokens as i64,
+            "output_tokens": u.output_tokens as i64,
+            "cache_creation_tokens": u.cache_creation_tokens as i64,
+            "cache_read_tokens": u.cache_read_tokens as i64,
+            "latency_ms": u.latency_ms as i64,
+            "stop_reason": u.stop_reason,
+        })).collect::<Vec<_>>(),
+        "inbox": rec.inbox.as_ref().map(|(id, reply)| json!({ "id": id, "reply": reply })),
+        "process": rec.process.as_ref().map(|p| json!({
+            "current": p.current,
+            "previous": p.previous,
+            "invocations": p.invocations as i64,
+            "params": p.params,
+        })),
+        "transitions": rec.transitions.iter().map(|t| json!({
+            "from": t.from,
+            "to": t.to,
+            "rule": t.rule.map(|r| r as i32),
+            "action": t.action,
+            "execute_now": t.execute_now,
+            "params": t.params,
+        })).collect::<Vec<_>>(),
+        "proactive": rec.proactive,
+        "since_id": rec.since_id,
+    })
+}
+
+#[derive(Deserialize)]
+struct ContextWire {
+    interaction: i64,
+    thread_turns: i64,
+    claude_session: Option<String>,
+    since_id: i64,
+    cognitive_state: String,
+    summary: Option<String>,
+    recent: Vec<EntryWire>,
+    soul: BTreeMap<String, String>,
+    user: Option<UserWire>,
+    process: Option<ProcessWire>,
+}
+
+/// What `anima_begin_turn` gives: the message's entry, the turn's number and whisper, and the
+/// context read after them.
+#[derive(Deserialize)]
+struct BeginWire {
+    id: i64,
+    interaction: i64,
+    whisper: Option<WhisperWire>,
+    context: Value,
+}
+
+/// An entry as an array: id, thread, type, content, verb, user, metadata, created (unix ms).
+#[derive(Deserialize)]
+struct EntryWire(
+    i64,
+    String,
+    String,
+    String,
+    Option<String>,
+    Option<String>,
+    Value,
+    i64,
+);
+
+#[derive(Deserialize)]
+struct UserWire {
+    user_id: String,
+    display_name: String,
+    slug: String,
+    turns: i64,
+    injected_at_turn: Option<i64>,
+    model: Option<String>,
+    model_version: i64,
+    exported_version: i64,
+}
+
+#[derive(Deserialize)]
+struct ProcessWire {
+    current: String,
+    previous: Option<String>,
+    invocations: i64,
+    params: BTreeMap<String, Value>,
+}
+
+#[derive(Deserialize)]
+struct WhisperWire {
+    id: i64,
+    text: String,
+    source: String,
+}
+
+/// What `anima_begin_turn` gives: the message's entry id and the turn's context, with the
+/// number it took and the whisper it claimed.
+pub(super) fn begun(v: Value, user_id: &str, display_name: &str) -> Result<(i64, TurnContext)> {
+    let b: BeginWire = read(v, "turn's beginning")?;
+    let mut ctx = turn_context(b.context, user_id, display_name)?;
+    ctx.interaction = b.interaction.max(0) as u64;
+    ctx.whisper = b.whisper.map(|w| Whisper {
+        id: w.id,
+        text: w.text,
+        source: w.source,
+    });
+    Ok((b.id, ctx))
+}
+
+/// A turn's context from `anima_turn_context`; someone never seen is `display_name`'s new
+/// record.
+pub(super) fn turn_context(v: Value, user_id: &str, display_name: &str) -> Result<TurnContext> {
+    let w: ContextWire = read(v, "turn context")?;
+    let mut soul = SoulState::default();
+    for (k, v) in &w.soul {
+        soul.set(k, v);
+    }
+    Ok(TurnContext {
+        interaction: w.interaction.max(0) as u64,
+        thread_turns: w.thread_turns,
+        recent: w.recent.into_iter().map(entry).collect::<Result<_>>()?,
+        soul,
+        user: w
+            .user
+            .map(user)
+            .unwrap_or_else(|| UserRecord::new(user_id, display_name)),
+        whisper: None,
+        claude_session: w.claude_session,
+        process: w.process.map(|p| ThreadProcess {
+            current: p.current,
+            previous: p.previous,
+            invocations: p.invocations.max(0) as u64,
+            params: p.params,
+        }),
+        since_id: w.since_id,
+        cognitive_state: w.cognitive_state,
+        summary: w.summary,
+    })
+}
+
+/// A user's row from `anima_user`; `None` for SQL NULL or JSON null.
+pub(super) fn user_record(v: Option<Value>) -> Result<Option<UserRecord>> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => Ok(Some(user(read(v, "user")?))),
+    }
+}
+
+fn read<T: for<'de> Deserialize<'de>>(v: Value, what: &str) -> Result<T> {
+    serde_json::from_value(v)
+        .map_err(|e| StoreError::Task(format!("the database's {what} is not as expected: {e}")))
+}
+
+fn entry(e: EntryWire) -> Result<Entry> {
+    let EntryWire(id, thread, kind, content, verb, user_id, metadata, created_at) = e;
+    Ok(Entry {
+        id,
+        entry_type: EntryType::parse(&kind)
+            .ok_or_else(|| StoreError::Task(format!("unknown entry_type {kind}")))?,
+        thread,
+        content,
+        verb,
+        user_id,
+        metadata,
+        created_at,
+    })
+}
+
+fn user(u: UserWire) -> UserRecord {
+    UserRecord {
+        user_id: u.user_id,
+        display_name: u.display_name,
+        slug: u.slug,
+        turns: u.turns,
+        injected_at_turn: u.injected_at_turn,
+        model: u.model,
+        model_version: u.model_version,
+        exported_version: u.exported_version,
+    }
+}
