@@ -57,7 +57,10 @@ fn a_soul_on_postgres_chats_remembers_and_reports_from_any_process() {
     let check = home.run_env(&["check"], "", &env);
     assert_eq!(check.status, 0, "{}{}", check.stdout, check.stderr);
     assert!(
-        check.stdout.contains("schema version 1") && check.stdout.contains("PostgreSQL 1"),
+        check.stdout.contains(&format!(
+            "schema version {}",
+            anima::memory::postgres::SCHEMA_VERSION
+        )) && check.stdout.contains("PostgreSQL 1"),
         "{}",
         check.stdout
     );
@@ -227,6 +230,84 @@ fn a_copy_that_fails_midway_leaves_the_database_empty() {
     let none = empty.run_env(&["store", "copy", "--to", "postgres"], "", &env);
     assert_eq!(none.status, 2, "{}", none.stderr);
     assert!(none.stderr.contains("no SQLite store"), "{}", none.stderr);
+}
+
+/// A copy SIGKILLed in the middle of its transaction: the server rolls all of it back, and the
+/// next copy finds the database empty and completes.
+#[test]
+fn a_copy_killed_midway_leaves_the_database_empty_for_the_next() {
+    let Some(url) = fresh_database() else { return };
+    let model = FakeModel::start();
+    model.reply(&answer("Hi."));
+    let home = Home::new("anthropic", &model.url(), "");
+    assert_eq!(home.run(&["chat", "--user", "Tom"], "hi\n").status, 0);
+    home.store().add_journal("a day").unwrap();
+    // The schema first, then a late table that holds each row for a while, so the copy can be
+    // caught with the earlier tables written and its transaction open.
+    tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(anima::memory::postgres::Postgres::connect(&url, 1))
+        .unwrap();
+    query(
+        &url,
+        "CREATE FUNCTION stall() RETURNS trigger LANGUAGE plpgsql AS
+             $$ BEGIN PERFORM pg_sleep(2); RETURN NEW; END $$;
+         CREATE TRIGGER stall BEFORE INSERT ON journal FOR EACH ROW EXECUTE FUNCTION stall()",
+    );
+    let mut copy = anima_command(
+        &home.config(),
+        home.dir.path(),
+        &["store", "copy", "--to", "postgres"],
+    );
+    copy.env("ANIMA_DATABASE_URL", &url);
+    let mut child = spawn(&mut copy);
+    let stalled = "SELECT count(*)::text FROM pg_stat_activity
+                   WHERE datname = current_database() AND wait_event = 'PgSleep'";
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while query(&url, stalled) != ["1"] {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the copy never reached the journal"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        query(&url, "SELECT count(*)::text FROM working_memory"),
+        ["0"],
+        "the copy's writes are its transaction's until it commits"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // The server notices its client gone once the row's wait ends, and rolls back.
+    let others = "SELECT count(*)::text FROM pg_stat_activity
+                  WHERE datname = current_database() AND pid <> pg_backend_pid()
+                    AND backend_type = 'client backend'";
+    while query(&url, others) != ["0"] {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the copy's session never ended"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for table in ["working_memory", "users", "journal", "threads"] {
+        assert_eq!(
+            query(&url, &format!("SELECT count(*)::text FROM {table}")),
+            ["0"],
+            "{table}: nothing half-copied"
+        );
+    }
+    query(&url, "DROP TRIGGER stall ON journal");
+    let again = home.run_env(
+        &["store", "copy", "--to", "postgres"],
+        "",
+        &[("ANIMA_DATABASE_URL", url.as_str())],
+    );
+    assert_eq!(again.status, 0, "{}{}", again.stdout, again.stderr);
+    assert_eq!(
+        query(&url, "SELECT entry FROM journal"),
+        ["a day"],
+        "the next copy is whole"
+    );
 }
 
 fn dm(channel: &str, ts: &str, text: &str) -> serde_json::Value {
