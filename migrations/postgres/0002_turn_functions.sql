@@ -66,7 +66,8 @@ BEGIN
             CASE WHEN EXISTS (SELECT 1 FROM users WHERE slug = p_slug AND user_id <> p_user)
                  THEN p_other_slug ELSE p_slug END,
             anima_at(p_now))
-    ON CONFLICT (user_id) DO UPDATE SET display_name = excluded.display_name;
+    ON CONFLICT (user_id) DO UPDATE SET display_name = excluded.display_name
+        WHERE users.display_name IS DISTINCT FROM excluded.display_name;
     IF p_source IS NOT NULL THEN
         SELECT id INTO v_id FROM working_memory WHERE source = p_source;
         IF FOUND THEN

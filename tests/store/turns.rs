@@ -370,3 +370,34 @@ async fn a_turns_window_counts_what_was_said_and_moves_in_steps() {
         assert!(ctx.recent.is_empty(), "{name}");
     });
 }
+
+/// A person's file name is fixed when they are first seen: a second person with the same name
+/// gets their own, and a rename changes the name shown, not the file.
+#[tokio::test]
+async fn a_persons_slug_is_theirs_from_the_first_message() {
+    on_every_backend!(|s, name| {
+        let said = |user: &'static str, display: &'static str, text: &'static str| {
+            let s = Arc::clone(s);
+            async move {
+                s.record_user_message("C1:1.0", user, display, text, None)
+                    .await
+                    .unwrap()
+            }
+        };
+        said("U1", "Zoë Ünal", "salut").await;
+        said("U2", "Zoë Ünal", "hi").await;
+        said("U1", "Zed", "renamed").await;
+        let one = s.user("U1").await.unwrap().unwrap();
+        let two = s.user("U2").await.unwrap().unwrap();
+        assert_eq!(
+            (one.slug.as_str(), one.display_name.as_str()),
+            ("zo-nal", "Zed"),
+            "{name}"
+        );
+        assert_eq!(two.slug, "zo-nal-u2", "{name}");
+        assert_eq!(two.display_name, "Zoë Ünal", "{name}");
+        let entries = s.thread_entries("C1:1.0").await.unwrap();
+        assert_eq!(entries.len(), 3, "{name}");
+        assert_eq!(entries[2].metadata["name"], "Zed", "{name}");
+    });
+}
