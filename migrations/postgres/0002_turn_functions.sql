@@ -61,13 +61,17 @@ LANGUAGE plpgsql AS $$
 DECLARE
     v_id bigint;
 BEGIN
-    INSERT INTO users (user_id, display_name, slug, updated_at)
-    VALUES (p_user, p_name,
-            CASE WHEN EXISTS (SELECT 1 FROM users WHERE slug = p_slug AND user_id <> p_user)
-                 THEN p_other_slug ELSE p_slug END,
-            anima_at(p_now))
-    ON CONFLICT (user_id) DO UPDATE SET display_name = excluded.display_name
-        WHERE users.display_name IS DISTINCT FROM excluded.display_name;
+    -- The person's row is every one of their turns': written (and so locked until the turn's
+    -- commit) only when they are new or renamed.
+    PERFORM 1 FROM users WHERE user_id = p_user AND display_name = p_name;
+    IF NOT FOUND THEN
+        INSERT INTO users (user_id, display_name, slug, updated_at)
+        VALUES (p_user, p_name,
+                CASE WHEN EXISTS (SELECT 1 FROM users WHERE slug = p_slug AND user_id <> p_user)
+                     THEN p_other_slug ELSE p_slug END,
+                anima_at(p_now))
+        ON CONFLICT (user_id) DO UPDATE SET display_name = excluded.display_name;
+    END IF;
     IF p_source IS NOT NULL THEN
         SELECT id INTO v_id FROM working_memory WHERE source = p_source;
         IF FOUND THEN
@@ -138,9 +142,9 @@ BEGIN
                       FROM thread_process WHERE thread = p_thread));
 END $$;
 
--- A message turn begins: the message recorded, the interaction counted (under the counter's
--- row lock, so turns at once get distinct numbers), the inbox row's attempt counted, a whisper
--- claimed (SKIP LOCKED: turns at once claim distinct ones), the context read after all that.
+-- A message turn begins: the message recorded, the inbox row's attempt counted, a whisper
+-- claimed (SKIP LOCKED: turns at once claim distinct ones), the context read, and the
+-- interaction counted (under the counter's row lock, so turns at once get distinct numbers).
 CREATE FUNCTION anima_begin_turn(p_thread text, p_user text, p_name text, p_slug text,
                                  p_other_slug text, p_content text, p_source text,
                                  p_inbox bigint, p_instance text, p_claimant text,
@@ -151,11 +155,10 @@ DECLARE
     v_id bigint;
     v_interaction bigint;
     v_whisper json;
+    v_context json;
 BEGIN
     v_id := anima_record_message(p_thread, p_user, p_name, p_slug, p_other_slug, p_content,
                                  p_source, p_now);
-    UPDATE counters SET value = value + 1 WHERE name = 'interactions'
-    RETURNING value INTO v_interaction;
     IF p_inbox IS NOT NULL THEN
         UPDATE inbox SET attempts = attempts + 1, in_flight = p_instance WHERE id = p_inbox;
     END IF;
@@ -165,15 +168,19 @@ BEGIN
                     AND (claimed_until IS NULL OR claimed_until < anima_at(p_now))
                   ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED)
     RETURNING json_build_object('id', id, 'text', whisper, 'source', source) INTO v_whisper;
+    v_context := anima_turn_context(p_thread, p_user, p_window);
+    -- Last: every turn waits on this row, so it is held only until this statement commits.
+    UPDATE counters SET value = value + 1 WHERE name = 'interactions'
+    RETURNING value INTO v_interaction;
     RETURN json_build_object('id', v_id, 'interaction', v_interaction, 'whisper', v_whisper,
-                             'context', anima_turn_context(p_thread, p_user, p_window));
+                             'context', v_context);
 END $$;
 
 -- Everything a turn leaves (memory::TurnRecord as jsonb, written by turns.rs), in order: its
 -- entries; the thread's row locked (an operator's reset waits for the turn; a reset that came
--- first leaves the turn's exchange in the closed conversation); soul keys; the thread's and the
--- person's counts; the process and its transitions; the model; the whisper consumed; usage; the
--- reply fixed on its inbox row. The person's row if their model changed, else NULL.
+-- first leaves the turn's exchange in the closed conversation); soul keys; the thread's count;
+-- the process and its transitions; the whisper consumed; usage; the reply fixed on its inbox
+-- row; the person's count and model. The person's row if their model changed, else NULL.
 CREATE FUNCTION anima_commit_turn(r jsonb, p_now bigint) RETURNS json
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -228,17 +235,6 @@ BEGIN
                     (x->>'execute_now')::boolean, x->'params', anima_at(p_now), x->>'action');
         END LOOP;
     END IF;
-    IF NOT v_proactive THEN
-        UPDATE users SET turns = turns + 1,
-               injected_at_turn = CASE WHEN (r->>'injected_user_model')::boolean
-                                       THEN turns + 1 ELSE injected_at_turn END,
-               updated_at = anima_at(p_now)
-         WHERE user_id = v_user;
-    END IF;
-    IF jsonb_typeof(r->'user_model') = 'object' THEN
-        PERFORM anima_save_model(v_user, r->'user_model'->>'model', r->'user_model'->>'note',
-                                 p_now);
-    END IF;
     IF r->>'whisper_id' IS NOT NULL THEN
         UPDATE whispers SET consumed_at = anima_at(p_now), consumed_by = v_thread,
                             claimed_until = NULL
@@ -259,7 +255,18 @@ BEGIN
         UPDATE inbox SET status = 'replying', reply = r->'inbox'->>'reply'
          WHERE id = (r->'inbox'->>'id')::bigint AND status = 'pending';
     END IF;
+    -- The person's row last: all their conversations' turns write it, so its lock is held
+    -- only until this statement commits.
+    IF NOT v_proactive THEN
+        UPDATE users SET turns = turns + 1,
+               injected_at_turn = CASE WHEN (r->>'injected_user_model')::boolean
+                                       THEN turns + 1 ELSE injected_at_turn END,
+               updated_at = anima_at(p_now)
+         WHERE user_id = v_user;
+    END IF;
     IF jsonb_typeof(r->'user_model') = 'object' THEN
+        PERFORM anima_save_model(v_user, r->'user_model'->>'model', r->'user_model'->>'note',
+                                 p_now);
         RETURN anima_user(v_user);
     END IF;
     RETURN NULL;
