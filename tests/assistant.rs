@@ -314,13 +314,13 @@ fn feedback_clicks_are_stored_per_reply_and_person_and_counted() {
     let good = slack.send_interactive(click("D1", &reply, "anima_feedback", "good"));
     slack.wait(10, "the click's ack", |s| s.acks().contains(&good));
     assert_eq!(
-        home.store().feedback_on(&reply).unwrap(),
+        wait(home.store().feedback_on(&reply)).unwrap(),
         vec![("U1".to_string(), anima::memory::Verdict::Good)]
     );
     let bad = slack.send_interactive(click("D1", &reply, "anima_feedback", "bad"));
     slack.wait(10, "the second click's ack", |s| s.acks().contains(&bad));
     assert_eq!(
-        home.store().feedback_on(&reply).unwrap(),
+        wait(home.store().feedback_on(&reply)).unwrap(),
         vec![("U1".to_string(), anima::memory::Verdict::Bad)],
         "one row per (reply, person): the latest value"
     );
@@ -341,12 +341,10 @@ fn feedback_clicks_are_stored_per_reply_and_person_and_counted() {
     });
     d.wait_log("feedback on a message anima never sent", 5);
     d.wait_log("a click on a button anima did not make", 5);
-    assert!(home
-        .store()
-        .feedback_on("1700000099.000100")
+    assert!(wait(home.store().feedback_on("1700000099.000100"))
         .unwrap()
         .is_empty());
-    assert_eq!(home.store().feedback_on(&reply).unwrap().len(), 1);
+    assert_eq!(wait(home.store().feedback_on(&reply)).unwrap().len(), 1);
     let m = metrics(&d);
     assert!(m.contains("anima_feedback_total{value=\"good\"} 1"), "{m}");
 }
@@ -394,11 +392,11 @@ fn a_feedback_click_in_events_mode_is_a_signed_form_post() {
     };
     let (status, _) = post("v0=0000000000000000000000000000000000000000000000000000000000000000");
     assert_eq!(status, 401, "a click is verified like an event");
-    assert!(home.store().feedback_on(&reply).unwrap().is_empty());
+    assert!(wait(home.store().feedback_on(&reply)).unwrap().is_empty());
     let (status, _) = post(&slack::sign(slack::SIGNING_SECRET, &now, &form));
     assert_eq!(status, 200);
     assert_eq!(
-        home.store().feedback_on(&reply).unwrap(),
+        wait(home.store().feedback_on(&reply)).unwrap(),
         vec![("U1".to_string(), anima::memory::Verdict::Good)]
     );
     let garbage = "payload=%7Bnot%20json";
@@ -449,7 +447,7 @@ fn the_stop_button_stops_the_running_turn_and_nothing_more_is_said() {
         0,
     );
     d.wait_log("the person stopped the turn", 10);
-    let item = home.store().inbox_item(1).unwrap().unwrap();
+    let item = wait(home.store().inbox_item(1)).unwrap().unwrap();
     assert_eq!(item.status, anima::memory::InboxStatus::Stopped);
     let m = metrics(&d);
     assert!(m.contains("anima_turns_stopped_total 1"), "{m}");

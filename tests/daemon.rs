@@ -246,7 +246,7 @@ fn the_model_down_gives_one_short_apology_and_keeps_the_message() {
     let posts = slack.posts();
     assert_eq!(posts.len(), 1);
     assert_eq!(posts[0].text, anima::engine::PROVIDER_DOWN_REPLY);
-    let entries = home.store().thread_entries("D1").unwrap();
+    let entries = wait(home.store().thread_entries("D1")).unwrap();
     assert_eq!(entries.len(), 1);
     assert_eq!(entries[0].content, "are you there?");
 }
@@ -274,7 +274,7 @@ fn killed_mid_turn_the_daemon_replies_exactly_once_after_restart() {
     let posts = slack.posts();
     assert_eq!(posts.len(), 1, "{posts:#?}");
     assert_eq!(posts[0].text, "Answered after the restart.");
-    let users = home.store().thread_entries("C1:9.000001").unwrap();
+    let users = wait(home.store().thread_entries("C1:9.000001")).unwrap();
     let user_messages = users
         .iter()
         .filter(|e| e.entry_type == anima::memory::EntryType::UserMessage)
@@ -454,7 +454,7 @@ fn events_api_verifies_signatures_and_answers_signed_events() {
     std::thread::sleep(Duration::from_millis(200));
     assert!(model.requests().is_empty(), "nothing answered");
     assert!(
-        home.store().open_conversations().unwrap().is_empty(),
+        wait(home.store().open_conversations()).unwrap().is_empty(),
         "nothing stored"
     );
 
