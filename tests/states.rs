@@ -743,6 +743,18 @@ fn an_anima_dream_killed_beside_the_daemon_leaves_no_stuck_dream_and_the_next_on
         .spawn()
         .unwrap();
     wait_state(&h, "DREAM", 20, || d.log());
+    // The dreamer hangs on its first call (the move to DREAM comes a few store round trips
+    // before it, more on PostgreSQL): killed before that call, it would leave the hang to the
+    // next dream.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !model.state_requests().iter().any(|(k, _)| k == "dream") {
+        assert!(
+            Instant::now() < deadline,
+            "the dreamer never called: {}",
+            d.log()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     // Ctrl-C, the OOM killer, SIGKILL: the dreamer is gone without moving back to WORK.
     dreamer.kill().unwrap();
     dreamer.wait().unwrap();
