@@ -164,9 +164,16 @@ fn own_other_bot_edited_and_unmentioned_messages_are_ignored() {
 fn later_thread_messages_need_no_mention_once_the_soul_has_spoken() {
     let (model, slack) = (FakeModel::start(), FakeSlack::start());
     model.echo();
-    let (_home, _d) = socket_daemon(&model, &slack, "");
+    let (home, _d) = socket_daemon(&model, &slack, "");
     slack.send_event(mention("C1", "100.000001", "start"), "E1", 0);
     slack.wait(10, "first reply", |s| s.posts().len() == 1);
+    // The soul has spoken once its post is recorded, a moment after Slack shows it (longer
+    // on PostgreSQL): a person answers later than that.
+    slack.wait(10, "the first reply recorded", |_| {
+        wait(home.store().inbox_item(1))
+            .unwrap()
+            .is_some_and(|i| i.status == anima::memory::InboxStatus::Done)
+    });
     slack.send_event(
         channel_message(
             "C1",
