@@ -69,6 +69,16 @@ fn own_soul(home: &Home) -> std::path::PathBuf {
     soul
 }
 
+/// Waits until inbox row `id`'s reply is recorded: a click on it counts from then (Slack shows
+/// the post a moment before, longer on PostgreSQL; a person clicks later than that).
+fn reply_recorded(slack: &FakeSlack, home: &Home, id: i64) {
+    slack.wait(10, "the reply recorded", |_| {
+        wait(home.store().inbox_item(id))
+            .unwrap()
+            .is_some_and(|i| i.status == anima::memory::InboxStatus::Done)
+    });
+}
+
 fn metrics(d: &Daemon) -> String {
     http("GET", &d.url("/metrics"), &[], "").1
 }
@@ -310,6 +320,7 @@ fn feedback_clicks_are_stored_per_reply_and_person_and_counted() {
     slack.send_event(dm("D1", "1700000000.000100", "a question"), "EvF1", 0);
     slack.wait(10, "the reply", |s| s.posts().len() == 1);
     let reply = slack.posts()[0].ts.clone();
+    reply_recorded(&slack, &home, 1);
 
     let good = slack.send_interactive(click("D1", &reply, "anima_feedback", "good"));
     slack.wait(10, "the click's ack", |s| s.acks().contains(&good));
@@ -372,6 +383,7 @@ fn a_feedback_click_in_events_mode_is_a_signed_form_post() {
     );
     assert_eq!(status, 200);
     slack.wait(10, "the reply", |s| s.posts().len() == 1);
+    reply_recorded(&slack, &home, 1);
     let reply = slack.posts()[0].ts.clone();
     let form = serde_urlencoded::to_string([(
         "payload",

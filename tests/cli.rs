@@ -99,6 +99,7 @@ fn an_explicit_provider_without_its_key_is_a_usage_error() {
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .stdin(std::process::Stdio::piped());
+    database_env(&mut cmd, home.dir.path());
     let r = run(cmd, "");
     assert_eq!(r.status, 2);
     assert!(r.stdout.contains("ANTHROPIC_API_KEY"), "{}", r.stdout);
@@ -132,6 +133,7 @@ fn the_config_flag_works_after_the_subcommand_and_via_the_environment() {
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .stdin(std::process::Stdio::piped());
+    database_env(&mut cmd, home.dir.path());
     let r = run(cmd, "");
     assert!(
         r.stdout
@@ -146,6 +148,7 @@ fn the_config_flag_works_after_the_subcommand_and_via_the_environment() {
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .stdin(std::process::Stdio::piped());
+    database_env(&mut cmd, home.dir.path());
     let r = run(cmd, "");
     assert!(
         r.stdout
