@@ -116,7 +116,7 @@ fn an_admin_whisper_shapes_the_next_turn_and_a_reset_thread_starts_afresh() {
             .contains("<user_model name="),
         "its first turn again"
     );
-    let entries = home.store().thread_entries("C1:1.000001").unwrap();
+    let entries = wait(home.store().thread_entries("C1:1.000001")).unwrap();
     assert!(
         entries.iter().any(|e| e.content == "first"),
         "the memory is kept"

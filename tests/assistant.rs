@@ -69,6 +69,16 @@ fn own_soul(home: &Home) -> std::path::PathBuf {
     soul
 }
 
+/// Waits until inbox row `id`'s reply is recorded: a click on it counts from then (Slack shows
+/// the post a moment before, longer on PostgreSQL; a person clicks later than that).
+fn reply_recorded(slack: &FakeSlack, home: &Home, id: i64) {
+    slack.wait(10, "the reply recorded", |_| {
+        wait(home.store().inbox_item(id))
+            .unwrap()
+            .is_some_and(|i| i.status == anima::memory::InboxStatus::Done)
+    });
+}
+
 fn metrics(d: &Daemon) -> String {
     http("GET", &d.url("/metrics"), &[], "").1
 }
@@ -310,17 +320,18 @@ fn feedback_clicks_are_stored_per_reply_and_person_and_counted() {
     slack.send_event(dm("D1", "1700000000.000100", "a question"), "EvF1", 0);
     slack.wait(10, "the reply", |s| s.posts().len() == 1);
     let reply = slack.posts()[0].ts.clone();
+    reply_recorded(&slack, &home, 1);
 
     let good = slack.send_interactive(click("D1", &reply, "anima_feedback", "good"));
     slack.wait(10, "the click's ack", |s| s.acks().contains(&good));
     assert_eq!(
-        home.store().feedback_on(&reply).unwrap(),
+        wait(home.store().feedback_on(&reply)).unwrap(),
         vec![("U1".to_string(), anima::memory::Verdict::Good)]
     );
     let bad = slack.send_interactive(click("D1", &reply, "anima_feedback", "bad"));
     slack.wait(10, "the second click's ack", |s| s.acks().contains(&bad));
     assert_eq!(
-        home.store().feedback_on(&reply).unwrap(),
+        wait(home.store().feedback_on(&reply)).unwrap(),
         vec![("U1".to_string(), anima::memory::Verdict::Bad)],
         "one row per (reply, person): the latest value"
     );
@@ -341,12 +352,10 @@ fn feedback_clicks_are_stored_per_reply_and_person_and_counted() {
     });
     d.wait_log("feedback on a message anima never sent", 5);
     d.wait_log("a click on a button anima did not make", 5);
-    assert!(home
-        .store()
-        .feedback_on("1700000099.000100")
+    assert!(wait(home.store().feedback_on("1700000099.000100"))
         .unwrap()
         .is_empty());
-    assert_eq!(home.store().feedback_on(&reply).unwrap().len(), 1);
+    assert_eq!(wait(home.store().feedback_on(&reply)).unwrap().len(), 1);
     let m = metrics(&d);
     assert!(m.contains("anima_feedback_total{value=\"good\"} 1"), "{m}");
 }
@@ -374,6 +383,7 @@ fn a_feedback_click_in_events_mode_is_a_signed_form_post() {
     );
     assert_eq!(status, 200);
     slack.wait(10, "the reply", |s| s.posts().len() == 1);
+    reply_recorded(&slack, &home, 1);
     let reply = slack.posts()[0].ts.clone();
     let form = serde_urlencoded::to_string([(
         "payload",
@@ -394,11 +404,11 @@ fn a_feedback_click_in_events_mode_is_a_signed_form_post() {
     };
     let (status, _) = post("v0=0000000000000000000000000000000000000000000000000000000000000000");
     assert_eq!(status, 401, "a click is verified like an event");
-    assert!(home.store().feedback_on(&reply).unwrap().is_empty());
+    assert!(wait(home.store().feedback_on(&reply)).unwrap().is_empty());
     let (status, _) = post(&slack::sign(slack::SIGNING_SECRET, &now, &form));
     assert_eq!(status, 200);
     assert_eq!(
-        home.store().feedback_on(&reply).unwrap(),
+        wait(home.store().feedback_on(&reply)).unwrap(),
         vec![("U1".to_string(), anima::memory::Verdict::Good)]
     );
     let garbage = "payload=%7Bnot%20json";
@@ -449,7 +459,7 @@ fn the_stop_button_stops_the_running_turn_and_nothing_more_is_said() {
         0,
     );
     d.wait_log("the person stopped the turn", 10);
-    let item = home.store().inbox_item(1).unwrap().unwrap();
+    let item = wait(home.store().inbox_item(1)).unwrap().unwrap();
     assert_eq!(item.status, anima::memory::InboxStatus::Stopped);
     let m = metrics(&d);
     assert!(m.contains("anima_turns_stopped_total 1"), "{m}");

@@ -104,7 +104,7 @@ fn the_soul_joins_a_heated_exchange_once_and_never_small_talk_or_other_channels(
     // Every message heard where it listens was kept once, closed unless the soul spoke on it.
     let store = home.store();
     let statuses: Vec<_> = (1..=12)
-        .map(|id| store.inbox_item(id).unwrap().unwrap().status)
+        .map(|id| wait(store.inbox_item(id)).unwrap().unwrap().status)
         .collect();
     let spoken = statuses
         .iter()
@@ -112,7 +112,7 @@ fn the_soul_joins_a_heated_exchange_once_and_never_small_talk_or_other_channels(
         .count();
     assert_eq!(spoken, 1, "{statuses:?}");
     // What the soul does not listen to is not even kept.
-    assert!(store.inbox_item(13).unwrap().is_none());
+    assert!(wait(store.inbox_item(13)).unwrap().is_none());
 }
 
 #[test]
@@ -142,7 +142,7 @@ fn reactions_to_its_messages_joinings_and_time_move_the_inner_life_once_each() {
     );
     d.wait_log("felt", 10);
     std::thread::sleep(Duration::from_millis(800));
-    let logged = home.store().psyche_decisions("Wren", 100).unwrap();
+    let logged = wait(home.store().psyche_decisions("Wren", 100)).unwrap();
     let kinds = |k: &str| logged.iter().filter(|d| d.event_kind == k).count();
     assert_eq!(kinds("reaction"), 1, "{logged:#?}");
     assert_eq!(kinds("joined"), 1, "{logged:#?}");
@@ -197,7 +197,7 @@ fn after_the_cooldown_a_tick_brings_the_soul_back_to_the_last_heated_message_onc
         2,
         "one model call each time it spoke"
     );
-    let logged = home.store().psyche_decisions("Wren", 1000).unwrap();
+    let logged = wait(home.store().psyche_decisions("Wren", 1000)).unwrap();
     let ticks: Vec<_> = logged.iter().filter(|d| d.event_kind == "tick").collect();
     let spoke: Vec<_> = ticks.iter().filter(|d| d.verdict == "speak").collect();
     assert_eq!(spoke.len(), 1, "{ticks:#?}");

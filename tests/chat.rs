@@ -44,7 +44,7 @@ fn an_anthropic_turn_replies_with_the_dialogue_only() {
     );
 
     let store = home.store();
-    let entries = store.thread_entries("terminal").unwrap();
+    let entries = wait(store.thread_entries("terminal")).unwrap();
     let kinds: Vec<EntryType> = entries.iter().map(|e| e.entry_type).collect();
     assert_eq!(
         kinds,
@@ -56,7 +56,7 @@ fn an_anthropic_turn_replies_with_the_dialogue_only() {
         ]
     );
     assert_eq!(entries[1].verb.as_deref(), Some("pondered"));
-    let usage = store.usage("terminal").unwrap();
+    let usage = wait(store.usage("terminal")).unwrap();
     assert_eq!(usage.len(), 1);
     assert_eq!(
         (
@@ -70,7 +70,7 @@ fn an_anthropic_turn_replies_with_the_dialogue_only() {
         "usage, cache reads included, recorded per turn"
     );
     assert_eq!(usage[0].stop_reason.as_deref(), Some("end_turn"));
-    assert_eq!(store.interactions().unwrap(), 1);
+    assert_eq!(wait(store.interactions()).unwrap(), 1);
 }
 
 #[test]
@@ -193,14 +193,14 @@ fn a_refusal_is_not_retried_and_the_user_gets_one_honest_sentence() {
     assert_eq!(replies(&r.stdout), vec![anima::engine::PROVIDER_DOWN_REPLY]);
     assert!(r.stderr.contains("invalid x-api-key"), "{}", r.stderr);
     assert_eq!(model.requests().len(), 1);
-    let entries = home.store().thread_entries("terminal").unwrap();
+    let entries = wait(home.store().thread_entries("terminal")).unwrap();
     assert_eq!(entries.len(), 1);
     assert_eq!(
         entries[0].content, "are you there?",
         "the message stays in working memory"
     );
     assert_eq!(
-        home.store().interactions().unwrap(),
+        wait(home.store().interactions()).unwrap(),
         0,
         "a failed turn is not counted"
     );
@@ -321,7 +321,7 @@ fn gating_across_turns_follows_the_interface() {
     );
     assert!(turn(3).contains("<soul_state>\n- currentTopic: Minoan scripts\n- emotionalState: engaged\n</soul_state>"), "{}", turn(3));
 
-    let soul = home.store().soul_state().unwrap();
+    let soul = wait(home.store().soul_state()).unwrap();
     assert_eq!(
         soul.get("emotionalState"),
         "engaged",
@@ -423,7 +423,7 @@ fn state_counters_and_models_survive_a_restart() {
         "the model survived the restart"
     );
     assert!(fourth.turn_text().contains("- currentProject: anima"));
-    assert_eq!(home.store().interactions().unwrap(), 4);
+    assert_eq!(wait(home.store().interactions()).unwrap(), 4);
 }
 
 #[test]
@@ -437,9 +437,7 @@ fn a_hostile_message_cannot_reach_structure_or_memory() {
     assert_eq!(text.matches("</current_message>").count(), 1);
     assert_eq!(text.matches("<instructions>").count(), 1);
     assert!(text.contains("&lt;/current_message&gt;"));
-    assert!(home
-        .store()
-        .user("terminal:tom")
+    assert!(wait(home.store().user("terminal:tom"))
         .unwrap()
         .unwrap()
         .model
@@ -452,9 +450,7 @@ fn a_whisper_shapes_exactly_one_turn() {
     let home = Home::new("anthropic", &model.url(), "");
     {
         let store = home.store();
-        store
-            .add_whisper("They need assurance, not answers.", "kothar")
-            .unwrap();
+        wait(store.add_whisper("They need assurance, not answers.", "kothar")).unwrap();
     }
     model.push(Script::Status(
         400,

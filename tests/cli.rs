@@ -99,6 +99,7 @@ fn an_explicit_provider_without_its_key_is_a_usage_error() {
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .stdin(std::process::Stdio::piped());
+    database_env(&mut cmd, home.dir.path());
     let r = run(cmd, "");
     assert_eq!(r.status, 2);
     assert!(r.stdout.contains("ANTHROPIC_API_KEY"), "{}", r.stdout);
@@ -106,6 +107,11 @@ fn an_explicit_provider_without_its_key_is_a_usage_error() {
 
 #[test]
 fn a_database_from_a_newer_anima_is_refused() {
+    if skipped_on_postgres(
+        "SQLite's user_version; tests/postgres.rs refuses a newer PostgreSQL schema",
+    ) {
+        return;
+    }
     let home = Home::new("anthropic", "http://127.0.0.1:9", "");
     std::fs::create_dir_all(home.data()).unwrap();
     let conn = rusqlite::Connection::open(home.data().join("anima.db")).unwrap();
@@ -127,6 +133,7 @@ fn the_config_flag_works_after_the_subcommand_and_via_the_environment() {
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .stdin(std::process::Stdio::piped());
+    database_env(&mut cmd, home.dir.path());
     let r = run(cmd, "");
     assert!(
         r.stdout
@@ -141,6 +148,7 @@ fn the_config_flag_works_after_the_subcommand_and_via_the_environment() {
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .stdin(std::process::Stdio::piped());
+    database_env(&mut cmd, home.dir.path());
     let r = run(cmd, "");
     assert!(
         r.stdout
@@ -235,7 +243,9 @@ fn claude_cli_sessions_carry_the_soul_only_in_the_first_message() {
     assert!(std::fs::read_to_string(calls.join("4.stdin"))
         .unwrap()
         .starts_with("<soul>"));
-    let stored = home.store().claude_session("terminal").unwrap().unwrap();
+    let stored = wait(home.store().claude_session("terminal"))
+        .unwrap()
+        .unwrap();
     assert_ne!(stored, session);
 
     // A quota error (is_error with subtype success, exit 1) is an error, not a reply.

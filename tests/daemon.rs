@@ -164,9 +164,16 @@ fn own_other_bot_edited_and_unmentioned_messages_are_ignored() {
 fn later_thread_messages_need_no_mention_once_the_soul_has_spoken() {
     let (model, slack) = (FakeModel::start(), FakeSlack::start());
     model.echo();
-    let (_home, _d) = socket_daemon(&model, &slack, "");
+    let (home, _d) = socket_daemon(&model, &slack, "");
     slack.send_event(mention("C1", "100.000001", "start"), "E1", 0);
     slack.wait(10, "first reply", |s| s.posts().len() == 1);
+    // The soul has spoken once its post is recorded, a moment after Slack shows it (longer
+    // on PostgreSQL): a person answers later than that.
+    slack.wait(10, "the first reply recorded", |_| {
+        wait(home.store().inbox_item(1))
+            .unwrap()
+            .is_some_and(|i| i.status == anima::memory::InboxStatus::Done)
+    });
     slack.send_event(
         channel_message(
             "C1",
@@ -246,7 +253,7 @@ fn the_model_down_gives_one_short_apology_and_keeps_the_message() {
     let posts = slack.posts();
     assert_eq!(posts.len(), 1);
     assert_eq!(posts[0].text, anima::engine::PROVIDER_DOWN_REPLY);
-    let entries = home.store().thread_entries("D1").unwrap();
+    let entries = wait(home.store().thread_entries("D1")).unwrap();
     assert_eq!(entries.len(), 1);
     assert_eq!(entries[0].content, "are you there?");
 }
@@ -274,7 +281,7 @@ fn killed_mid_turn_the_daemon_replies_exactly_once_after_restart() {
     let posts = slack.posts();
     assert_eq!(posts.len(), 1, "{posts:#?}");
     assert_eq!(posts[0].text, "Answered after the restart.");
-    let users = home.store().thread_entries("C1:9.000001").unwrap();
+    let users = wait(home.store().thread_entries("C1:9.000001")).unwrap();
     let user_messages = users
         .iter()
         .filter(|e| e.entry_type == anima::memory::EntryType::UserMessage)
@@ -454,7 +461,7 @@ fn events_api_verifies_signatures_and_answers_signed_events() {
     std::thread::sleep(Duration::from_millis(200));
     assert!(model.requests().is_empty(), "nothing answered");
     assert!(
-        home.store().open_conversations().unwrap().is_empty(),
+        wait(home.store().open_conversations()).unwrap().is_empty(),
         "nothing stored"
     );
 

@@ -198,7 +198,7 @@ fn max_loops_ends_the_loop_with_the_guaranteed_reply_and_the_log_carries_over() 
     );
 
     // Each iteration is in working memory, the ending on the last.
-    let entries = home.store().thread_entries("terminal").unwrap();
+    let entries = wait(home.store().thread_entries("terminal")).unwrap();
     let its: Vec<&anima::memory::Entry> = entries
         .iter()
         .filter(|e| e.entry_type == anima::memory::EntryType::ActionSelection)
@@ -263,9 +263,7 @@ fn done_an_unknown_action_prose_and_no_known_action_each_end_with_one_reply() {
         stderr.contains("[iteration 1] Respond (skipped, not actions: Research)"),
         "{stderr}"
     );
-    let endings: Vec<Value> = home
-        .store()
-        .thread_entries("terminal")
+    let endings: Vec<Value> = wait(home.store().thread_entries("terminal"))
         .unwrap()
         .iter()
         .filter(|e| e.entry_type == anima::memory::EntryType::ActionSelection)
@@ -314,9 +312,7 @@ fn speaking_and_going_on_makes_one_reply_of_everything_said() {
     assert_eq!(turns[0]["reply"], "One moment.\n\nIt is the cache.");
     assert_eq!(turns[0]["model_calls"], 5);
     // Said once, as one reply in the history.
-    let said: Vec<String> = home
-        .store()
-        .thread_entries("terminal")
+    let said: Vec<String> = wait(home.store().thread_entries("terminal"))
         .unwrap()
         .into_iter()
         .filter(|e| e.entry_type == anima::memory::EntryType::ExternalDialog)
@@ -511,7 +507,7 @@ fn in_the_daemon_a_newer_message_interrupts_and_is_answered_with_that_context() 
     // Both messages are done in the inbox.
     let store = home.store();
     for id in [1, 2] {
-        let item = store.inbox_item(id).unwrap().unwrap();
+        let item = wait(store.inbox_item(id)).unwrap().unwrap();
         assert_eq!(item.status, anima::memory::InboxStatus::Done, "{id}");
     }
 
@@ -588,11 +584,11 @@ fn in_the_daemon_messages_waiting_out_of_order_get_one_answer() {
     assert_eq!(posts, ["All three: the linker."]);
     let store = home.store();
     for id in [1, 2, 3] {
-        let item = store.inbox_item(id).unwrap().unwrap();
+        let item = wait(store.inbox_item(id)).unwrap().unwrap();
         assert_eq!(item.status, anima::memory::InboxStatus::Done, "{id}");
     }
     assert_eq!(
-        store.inbox_item(2).unwrap().unwrap().reply.as_deref(),
+        wait(store.inbox_item(2)).unwrap().unwrap().reply.as_deref(),
         Some("All three: the linker."),
         "the newest message, accepted second, is the one answered"
     );
@@ -618,7 +614,7 @@ fn a_model_failure_mid_loop_answers_with_the_apology_once_and_counts_its_calls()
     assert_eq!(turns[0]["model_calls"], 3, "two answered, one failed");
     assert_eq!(turns[1]["reply"], "Here I am again.");
     // The failed turn's message stays in memory; nothing of its loop was committed.
-    let entries = home.store().thread_entries("terminal").unwrap();
+    let entries = wait(home.store().thread_entries("terminal")).unwrap();
     let texts: Vec<&str> = entries.iter().map(|e| e.content.as_str()).collect();
     assert!(texts.contains(&"Help?"), "{texts:?}");
     assert!(!texts.contains(&"Half a thought."), "{texts:?}");

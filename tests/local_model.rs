@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use anima::memory::EntryType;
 use anima::steps::{SOUL_STATE_CHECK, USER_MODEL_CHECK};
-use support::Home;
+use support::{wait, Home};
 
 const MESSAGES: [&str; 10] = [
     "Hello, who are you?",
@@ -75,7 +75,7 @@ fn run(url: &str, form: &str) -> Tally {
     let r = home.run_env(&["chat", "--json"], &stdin, &[("ANIMA_LOG", "anima=info")]);
     let secs = started.elapsed().as_secs_f64();
     assert_eq!(r.status, 0, "{form}: {}", r.stderr);
-    let entries = home.store().thread_entries("terminal").unwrap();
+    let entries = wait(home.store().thread_entries("terminal")).unwrap();
     // One turn per message: its entries run from its message to the next.
     let mut turns: Vec<Vec<&anima::memory::Entry>> = Vec::new();
     for e in &entries {
@@ -91,9 +91,7 @@ fn run(url: &str, form: &str) -> Tally {
         dialogue: 0,
         checks: 0,
         both: 0,
-        cut: home
-            .store()
-            .usage("terminal")
+        cut: wait(home.store().usage("terminal"))
             .unwrap()
             .iter()
             .filter(|u| u.stop_reason.as_deref() == Some("length"))

@@ -12,10 +12,15 @@ use support::postgres::{fresh_database, query, with_database};
 use support::slack::FakeSlack;
 use support::*;
 
-const ON_POSTGRES: &str = "[store]\nbackend = \"postgres\"\n";
-
+/// A home on PostgreSQL whose database and `ANIMA_DATABASE_URL` the test gives itself: to the
+/// harness (`Backend::Sqlite`) it is a plain home, whatever `ANIMA_TEST_BACKEND` says.
 fn postgres_home(model: &FakeModel) -> Home {
-    Home::new("anthropic", &model.url(), &format!("\n{ON_POSTGRES}"))
+    Home::on(
+        Backend::Sqlite,
+        "anthropic",
+        &model.url(),
+        &format!("\n{ON_POSTGRES}"),
+    )
 }
 
 #[test]
@@ -130,7 +135,7 @@ fn a_soul_that_grew_up_on_sqlite_moves_to_postgres_whole_and_only_once() {
     let model = FakeModel::start();
     model.reply(&answer("Hello Tom."));
     model.reply(&answer("Still here, Tom."));
-    let sqlite = Home::new("anthropic", &model.url(), "");
+    let sqlite = Home::on(Backend::Sqlite, "anthropic", &model.url(), "");
     let r = sqlite.run(&["chat", "--user", "Tom"], "hi ✨\n");
     assert_eq!(r.status, 0, "{}", r.stderr);
     // The same home, now on PostgreSQL: the copy reads the SQLite file under [paths] home.
@@ -209,10 +214,10 @@ fn a_copy_that_fails_midway_leaves_the_database_empty() {
     let Some(url) = fresh_database() else { return };
     let model = FakeModel::start();
     model.reply(&answer("Hi."));
-    let home = Home::new("anthropic", &model.url(), "");
+    let home = Home::on(Backend::Sqlite, "anthropic", &model.url(), "");
     assert_eq!(home.run(&["chat", "--user", "Tom"], "hi\n").status, 0);
     // A late table holds a value that cannot be copied: the earlier ones were written first.
-    home.store().add_journal("a day").unwrap();
+    wait(home.store().add_journal("a day")).unwrap();
     rusqlite::Connection::open(home.data().join("anima.db"))
         .unwrap()
         .execute("UPDATE journal SET at = 'noon'", [])
@@ -226,7 +231,7 @@ fn a_copy_that_fails_midway_leaves_the_database_empty() {
         "nothing half-copied"
     );
     // Nothing to copy from.
-    let empty = Home::new("anthropic", &model.url(), "");
+    let empty = Home::on(Backend::Sqlite, "anthropic", &model.url(), "");
     let none = empty.run_env(&["store", "copy", "--to", "postgres"], "", &env);
     assert_eq!(none.status, 2, "{}", none.stderr);
     assert!(none.stderr.contains("no SQLite store"), "{}", none.stderr);
@@ -316,7 +321,7 @@ fn dm(channel: &str, ts: &str, text: &str) -> serde_json::Value {
 
 /// A daemon home on Slack's fake, its store in the database at `url`.
 fn daemon_home(model: &FakeModel, slack: &FakeSlack) -> Home {
-    let home = support::daemon::home(model, slack, "socket", "");
+    let home = support::daemon::home_on(Backend::Sqlite, model, slack, "socket", "");
     let cfg = std::fs::read_to_string(home.config()).unwrap();
     std::fs::write(home.config(), format!("{cfg}\n{ON_POSTGRES}")).unwrap();
     home

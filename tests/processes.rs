@@ -139,7 +139,7 @@ fn the_shipped_graph_under_scripted_answers() {
     ] {
         assert!(show.stdout.contains(line), "{line}: {}", show.stdout);
     }
-    let entries = home.store().thread_entries("terminal").unwrap();
+    let entries = wait(home.store().thread_entries("terminal")).unwrap();
     assert!(
         !entries.iter().any(|e| e.content == "superseded"),
         "a superseded dialogue is never said"
@@ -214,7 +214,7 @@ fn counters_previous_params_and_the_unknown_process_fallback() {
         .contains("Run 1 of this mode in this conversation; the mode before it: main."));
     assert!(reqs[3].turn_text().contains("Run 2 of this mode"));
     assert!(reqs[3].turn_text().contains("topic = \"minoan\""));
-    let history = home.store().transitions("terminal").unwrap();
+    let history = wait(home.store().transitions("terminal")).unwrap();
     let last = &history.last().unwrap().record;
     assert_eq!(
         (last.from.as_str(), last.to.as_str()),

@@ -44,7 +44,7 @@ const SCOUT: &str = include_str!("../soul/templates/scout.toml");
 
 /// The last recorded move.
 fn last_move(h: &Home) -> anima::memory::StateMove {
-    h.store().state_moves(1).unwrap().remove(0)
+    wait(h.store().state_moves(1)).unwrap().remove(0)
 }
 
 /// Starts, has one conversation (a crisis), then stops with a model that hangs on the
@@ -126,19 +126,18 @@ fn a_dream_leaves_the_last_hour_whole_so_the_shutdown_still_sees_a_crisis() {
     with_config(&h, "\n[dream]\nkeep_recent = 2\n");
     let s = h.store();
     let thread = "D1:5.0";
-    s.record_user_message(thread, "U1", "Tom", "I feel suicidal tonight", None)
-        .unwrap();
+    wait(s.record_user_message(thread, "U1", "Tom", "I feel suicidal tonight", None)).unwrap();
     for i in 0..6 {
-        s.record_user_message(thread, "U1", "Tom", &format!("and then {i} 🦀"), None)
+        wait(s.record_user_message(thread, "U1", "Tom", &format!("and then {i} 🦀"), None))
             .unwrap();
     }
-    let before = s.thread_entries(thread).unwrap();
+    let before = wait(s.thread_entries(thread)).unwrap();
     // Far more than the two it keeps, but all of the last hour: the dream leaves them.
     let r = h.run(&["dream", "--json"], "");
     assert_eq!(r.status, 0, "{}{}", r.stdout, r.stderr);
     let report: serde_json::Value = serde_json::from_str(r.stdout.trim()).unwrap();
     assert_eq!(report["entries_pruned"], 0, "{report}");
-    assert_eq!(s.thread_entries(thread).unwrap(), before);
+    assert_eq!(wait(s.thread_entries(thread)).unwrap(), before);
     assert!(model.state_requests().is_empty(), "nothing to dream of yet");
 
     let mut d = Daemon::start(&h);
@@ -153,7 +152,7 @@ fn a_dream_leaves_the_last_hour_whole_so_the_shutdown_still_sees_a_crisis() {
     );
 
     // Two hours later the same conversation is consolidated down to the two newest.
-    backdate(&h, 2 * 3_600_000);
+    h.backdate(2 * 3_600_000);
     let r = h.run(&["dream", "--json"], "");
     assert_eq!(r.status, 0, "{}{}", r.stdout, r.stderr);
     let report: serde_json::Value = serde_json::from_str(r.stdout.trim()).unwrap();
@@ -174,8 +173,7 @@ fn the_consent_request_with_many_long_conversations_stays_bounded() {
         .take(32_000)
         .collect();
     for n in 0..312 {
-        s.record_user_message(&format!("D1:{n}.0"), "U1", "Tom", &long, None)
-            .unwrap();
+        wait(s.record_user_message(&format!("D1:{n}.0"), "U1", "Tom", &long, None)).unwrap();
     }
     let mut d = Daemon::start(&h);
     slack.wait_connected_or(|| d.log());
@@ -262,13 +260,13 @@ fn a_wakeup_that_hangs_three_times_enters_work_degraded_and_the_waiting_message_
         .filter(|(k, _)| k == "wakeup")
         .count();
     assert_eq!(wakeups, 3, "three bounded attempts, never a spin");
-    let now = h.store().cognitive_state().unwrap();
+    let now = wait(h.store().cognitive_state()).unwrap();
     assert_eq!(now.state, "WORK");
     assert!(now.degraded, "{now:?}");
     assert!(d.log().contains("degraded=true"), "logged");
     // The message waited for the wakeup: its turn came after the last attempt.
     assert_eq!(model.requests().len(), 1);
-    let moves = h.store().state_moves(10).unwrap();
+    let moves = wait(h.store().state_moves(10)).unwrap();
     let order: Vec<&str> = moves.iter().rev().map(|m| m.to.as_str()).collect();
     assert_eq!(order, ["WAKEUP", "WORK"]);
 }
@@ -283,7 +281,7 @@ fn play_is_requested_by_the_operator_and_shapes_the_prompt() {
     let auth = [("authorization", "Bearer tok")];
     let url = d.url("/api/admin/state");
     let deadline = Instant::now() + Duration::from_secs(10);
-    while h.store().cognitive_state().unwrap().state != "WORK" && Instant::now() < deadline {
+    while wait(h.store().cognitive_state()).unwrap().state != "WORK" && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
     let (status, body) = http("POST", &url, &auth, r#"{"state":"dream"}"#);
@@ -357,9 +355,7 @@ fn anima_state_shows_the_cognitive_state_its_template_and_the_journal() {
     let moves = v["cognitive_state"]["recent_moves"].as_array().unwrap();
     assert_eq!(moves[0]["to"], "SHUTDOWN");
     assert_eq!(moves[1]["to"], "WORK", "no wakeup: {moves:?}");
-    h.store()
-        .add_journal("Alone, I thought of Tom. 🦀")
-        .unwrap();
+    wait(h.store().add_journal("Alone, I thought of Tom. 🦀")).unwrap();
     let r = h.run(&["state", "--journal"], "");
     assert!(
         r.stdout.contains("Alone, I thought of Tom. 🦀"),
@@ -377,7 +373,7 @@ fn with_config(h: &Home, extra: &str) {
 /// Waits until the store's cognitive state is `state`.
 fn wait_state(h: &Home, state: &str, secs: u64, log: impl Fn() -> String) {
     let deadline = Instant::now() + Duration::from_secs(secs);
-    while h.store().cognitive_state().unwrap().state != state {
+    while wait(h.store().cognitive_state()).unwrap().state != state {
         assert!(Instant::now() < deadline, "never {state}: {}", log());
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -420,7 +416,7 @@ fn a_quiet_daemon_enters_solitude_writes_one_journal_entry_and_a_message_brings_
     slack.wait(15, "the reply", |s| {
         s.posts().iter().any(|p| p.text == "Back from my solitude.")
     });
-    assert_eq!(h.store().cognitive_state().unwrap().state, "WORK");
+    assert_eq!(wait(h.store().cognitive_state()).unwrap().state, "WORK");
     assert!(
         last_move(&h).cause.contains("message"),
         "{:?}",
@@ -476,23 +472,18 @@ fn dreaming_home(model: &FakeModel, slack: &FakeSlack, timeout: u32) -> Home {
     let s = h.store();
     for thread in ["C1:1.0", "C2:1.0"] {
         for i in 0..10 {
-            s.record_user_message(thread, "U1", "Tom", &format!("crab fact {i}: ça 🦀"), None)
-                .unwrap();
+            wait(s.record_user_message(
+                thread,
+                "U1",
+                "Tom",
+                &format!("crab fact {i}: ça 🦀"),
+                None,
+            ))
+            .unwrap();
         }
     }
-    backdate(&h, 2 * 3_600_000);
+    h.backdate(2 * 3_600_000);
     h
-}
-
-/// Moves every working-memory entry of `h` `ms` into the past.
-fn backdate(h: &Home, ms: i64) {
-    rusqlite::Connection::open(h.data().join("anima.db"))
-        .unwrap()
-        .execute(
-            "UPDATE working_memory SET created_at = created_at - ?1",
-            [ms],
-        )
-        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -544,7 +535,7 @@ async fn a_message_after_the_last_batch_is_no_yield_when_what_is_left_is_the_las
     // A busy conversation of the last hour: more entries than the four kept, no backlog.
     let s = h.store();
     for i in 0..6 {
-        s.record_user_message("C3:1.0", "U2", "Ann", &format!("just now {i} 👋"), None)
+        wait(s.record_user_message("C3:1.0", "U2", "Ann", &format!("just now {i} 👋"), None))
             .unwrap();
     }
     let engine = std::sync::Arc::new(engine(&model, &h));
@@ -587,7 +578,7 @@ async fn a_message_after_the_last_batch_is_no_yield_when_what_is_left_is_the_las
     assert!(!r.yielded, "{r:?}");
     assert!(r.complete, "{r:?}");
     assert!(r.upkeep.is_some(), "{r:?}");
-    assert_eq!(s.thread_entries("C3:1.0").unwrap().len(), 6);
+    assert_eq!(wait(s.thread_entries("C3:1.0")).unwrap().len(), 6);
 }
 
 #[test]
@@ -596,7 +587,7 @@ fn anima_dream_consolidates_each_thread_keeps_the_newest_and_shows_in_anima_stat
     let h = dreaming_home(&model, &slack, 5);
     let before: Vec<_> = ["C1:1.0", "C2:1.0"]
         .iter()
-        .map(|t| h.store().thread_entries(t).unwrap())
+        .map(|t| wait(h.store().thread_entries(t)).unwrap())
         .collect();
     let r = h.run(&["dream", "--json"], "");
     assert_eq!(r.status, 0, "{}{}", r.stdout, r.stderr);
@@ -610,21 +601,21 @@ fn anima_dream_consolidates_each_thread_keeps_the_newest_and_shows_in_anima_stat
     let s = h.store();
     for (i, t) in ["C1:1.0", "C2:1.0"].iter().enumerate() {
         assert_eq!(
-            s.thread_entries(t).unwrap(),
+            wait(s.thread_entries(t)).unwrap(),
             before[i][6..],
             "only the covered entries went; the newest four stay"
         );
         assert_eq!(
-            s.thread_summary(t).unwrap().as_deref(),
+            wait(s.thread_summary(t)).unwrap().as_deref(),
             Some("Tom and I talked about crabs. 🦀")
         );
-        assert_eq!(s.episodes(t).unwrap()[0].importance, 7);
+        assert_eq!(wait(s.episodes(t)).unwrap()[0].importance, 7);
     }
     let calls = model.state_requests();
     assert!(calls.iter().all(|(k, _)| k == "dream"));
     assert!(calls[0].1.prompt_text().contains("crab fact 0"));
     assert_eq!(
-        s.cognitive_state().unwrap().state,
+        wait(s.cognitive_state()).unwrap().state,
         "SHUTDOWN",
         "no daemon: no move"
     );
@@ -649,16 +640,16 @@ fn a_dream_with_no_summary_or_a_failed_call_deletes_nothing_and_a_disabled_one_i
     let h = dreaming_home(&model, &slack, 1);
     model.state(Script::Reply("I dreamt of nothing.".into()));
     model.state(Script::Hang);
-    let before = h.store().thread_entries("C1:1.0").unwrap().len()
-        + h.store().thread_entries("C2:1.0").unwrap().len();
+    let before = wait(h.store().thread_entries("C1:1.0")).unwrap().len()
+        + wait(h.store().thread_entries("C2:1.0")).unwrap().len();
     let r = h.run(&["dream", "--json"], "");
     assert_eq!(r.status, 0, "{}", r.stderr);
     let report: serde_json::Value = serde_json::from_str(r.stdout.trim()).unwrap();
     assert_eq!(report["entries_pruned"], 0, "{report}");
     assert_eq!(report["failed_calls"], 1);
     assert_eq!(report["complete"], false);
-    let after = h.store().thread_entries("C1:1.0").unwrap().len()
-        + h.store().thread_entries("C2:1.0").unwrap().len();
+    let after = wait(h.store().thread_entries("C1:1.0")).unwrap().len()
+        + wait(h.store().thread_entries("C2:1.0")).unwrap().len();
     assert_eq!(before, after);
     std::fs::write(
         h.dir.path().join("soul/template.toml"),
@@ -678,7 +669,7 @@ fn a_message_during_anima_dream_beside_the_daemon_is_answered_and_the_dream_yiel
     let d = Daemon::start(&h);
     slack.wait_connected_or(|| d.log());
     let deadline = Instant::now() + Duration::from_secs(20);
-    while h.store().cognitive_state().unwrap().state != "WORK" && Instant::now() < deadline {
+    while wait(h.store().cognitive_state()).unwrap().state != "WORK" && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
     // The first thread's consolidation takes a while: the message comes meanwhile.
@@ -692,10 +683,10 @@ fn a_message_during_anima_dream_beside_the_daemon_is_answered_and_the_dream_yiel
         std::thread::spawn(move || run(anima_command(&config, &dir, &["dream", "--json"]), ""))
     };
     let deadline = Instant::now() + Duration::from_secs(20);
-    while h.store().cognitive_state().unwrap().state != "DREAM" && Instant::now() < deadline {
+    while wait(h.store().cognitive_state()).unwrap().state != "DREAM" && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert_eq!(h.store().cognitive_state().unwrap().state, "DREAM");
+    assert_eq!(wait(h.store().cognitive_state()).unwrap().state, "DREAM");
     slack.send_event(dm("5.0", "are you dreaming?"), "E1", 0);
     slack.wait(20, "the reply", |s| {
         s.posts().iter().any(|p| p.channel == "D1")
@@ -716,12 +707,12 @@ fn a_message_during_anima_dream_beside_the_daemon_is_answered_and_the_dream_yiel
     assert!(report["backlog_left"].as_u64().unwrap() > 0);
     let s = h.store();
     let (first, second) = (
-        s.thread_entries("C1:1.0").unwrap().len(),
-        s.thread_entries("C2:1.0").unwrap().len(),
+        wait(s.thread_entries("C1:1.0")).unwrap().len(),
+        wait(s.thread_entries("C2:1.0")).unwrap().len(),
     );
     assert_eq!(first.min(second), 4, "one thread consolidated");
     assert_eq!(first.max(second), 10, "the other waits for the next dream");
-    let moves = s.state_moves(10).unwrap();
+    let moves = wait(s.state_moves(10)).unwrap();
     let woke = moves
         .iter()
         .find(|m| m.from == "DREAM")
@@ -733,7 +724,7 @@ fn a_message_during_anima_dream_beside_the_daemon_is_answered_and_the_dream_yiel
     assert!(moves
         .iter()
         .any(|m| m.from == "WORK" && m.to == "DREAM" && m.cause.contains("anima dream")));
-    assert_eq!(s.cognitive_state().unwrap().state, "WORK");
+    assert_eq!(wait(s.cognitive_state()).unwrap().state, "WORK");
 }
 
 #[test]
@@ -752,6 +743,18 @@ fn an_anima_dream_killed_beside_the_daemon_leaves_no_stuck_dream_and_the_next_on
         .spawn()
         .unwrap();
     wait_state(&h, "DREAM", 20, || d.log());
+    // The dreamer hangs on its first call (the move to DREAM comes a few store round trips
+    // before it, more on PostgreSQL): killed before that call, it would leave the hang to the
+    // next dream.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !model.state_requests().iter().any(|(k, _)| k == "dream") {
+        assert!(
+            Instant::now() < deadline,
+            "the dreamer never called: {}",
+            d.log()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     // Ctrl-C, the OOM killer, SIGKILL: the dreamer is gone without moving back to WORK.
     dreamer.kill().unwrap();
     dreamer.wait().unwrap();
@@ -760,8 +763,8 @@ fn an_anima_dream_killed_beside_the_daemon_leaves_no_stuck_dream_and_the_next_on
     let report: serde_json::Value = serde_json::from_str(r.stdout.trim()).unwrap();
     assert_eq!(report["threads_consolidated"], 2, "{report}");
     assert_eq!(report["complete"], true, "{report}");
-    assert_eq!(h.store().cognitive_state().unwrap().state, "WORK");
-    let moves = h.store().state_moves(10).unwrap();
+    assert_eq!(wait(h.store().cognitive_state()).unwrap().state, "WORK");
+    let moves = wait(h.store().state_moves(10)).unwrap();
     assert!(
         moves
             .iter()
@@ -786,9 +789,11 @@ fn a_quiet_daemon_dreams_on_schedule_and_consolidates() {
     );
     // Someone wrote just now (in a conversation too short to consolidate): the quiet spell
     // begins now, and the dream waits it out.
-    h.store()
-        .record_user_message("C3:1.0", "U2", "Ann", "see you later 👋", None)
-        .unwrap();
+    wait(
+        h.store()
+            .record_user_message("C3:1.0", "U2", "Ann", "see you later 👋", None),
+    )
+    .unwrap();
     let started = Instant::now();
     let d = Daemon::start(&h);
     slack.wait_connected_or(|| d.log());
@@ -799,17 +804,17 @@ fn a_quiet_daemon_dreams_on_schedule_and_consolidates() {
         started.elapsed()
     );
     let s = h.store();
-    let dream = s.last_dream().unwrap().expect("a dream is recorded");
+    let dream = wait(s.last_dream()).unwrap().expect("a dream is recorded");
     assert!(dream.complete, "{dream:?}");
     assert!(dream.cause.contains("scheduled"), "{dream:?}");
     assert_eq!(dream.report["threads_consolidated"], 2, "{dream:?}");
     assert_eq!(dream.report["entries_pruned"], 12, "{dream:?}");
-    let moves = s.state_moves(10).unwrap();
+    let moves = wait(s.state_moves(10)).unwrap();
     assert!(
         moves.iter().any(|m| m.from == "WORK" && m.to == "DREAM"),
         "{moves:?}"
     );
-    assert_eq!(s.cognitive_state().unwrap().state, "WORK");
+    assert_eq!(wait(s.cognitive_state()).unwrap().state, "WORK");
 }
 
 #[test]
@@ -828,7 +833,7 @@ fn a_stop_during_the_wakeup_leaves_the_waiting_message_for_the_next_start_withou
     slack.wait_connected_or(|| d.log());
     slack.send_event(dm("5.0", "are you awake?"), "E1", 0);
     let deadline = Instant::now() + Duration::from_secs(10);
-    while h.store().inbox_depth().unwrap_or(0) == 0 && Instant::now() < deadline {
+    while wait(h.store().inbox_depth()).unwrap_or(0) == 0 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
     }
     let started = Instant::now();
@@ -836,7 +841,7 @@ fn a_stop_during_the_wakeup_leaves_the_waiting_message_for_the_next_start_withou
     // Far under the 30 s grace: nothing waits for a wakeup that will not come.
     assert!(started.elapsed() < Duration::from_secs(15), "{}", d.log());
     assert!(slack.posts().iter().all(|p| p.channel != "D1"));
-    let item = h.store().inbox_item(1).unwrap().unwrap();
+    let item = wait(h.store().inbox_item(1)).unwrap().unwrap();
     assert_eq!(item.status, anima::memory::InboxStatus::Pending);
     assert_eq!(item.attempts, 0, "no turn was begun");
 }

@@ -113,7 +113,7 @@ fn a_mention_streams_into_one_message_that_shows_only_the_dialogue() {
     let appends = slack.calls("chat.appendStream").len();
     assert!(appends <= 5, "{appends} appends for a 3 s answer");
     // The message is remembered for the row as soon as it began.
-    let row = home.store().inbox_item(1).unwrap().unwrap();
+    let row = wait(home.store().inbox_item(1)).unwrap().unwrap();
     assert_eq!(row.stream_ref.as_deref(), Some(p.ts.as_str()));
     let (_, metrics) = http("GET", &d.url("/metrics"), &[], "");
     assert!(
@@ -375,7 +375,7 @@ fn the_stop_button_mid_stream_ends_the_message_with_what_was_said_and_nothing_mo
         "the model call was abandoned: {said:?}"
     );
     assert_eq!(posts[0].updates, 0);
-    let row = home.store().inbox_item(1).unwrap().unwrap();
+    let row = wait(home.store().inbox_item(1)).unwrap().unwrap();
     assert_eq!(row.status, anima::memory::InboxStatus::Stopped);
     assert_eq!(
         row.reply.as_deref(),
@@ -406,7 +406,7 @@ fn a_streamed_reply_given_up_gets_the_apology_in_its_own_message() {
     assert_eq!(posts.len(), 1, "{posts:#?}");
     assert!(slack.calls("chat.postMessage").is_empty());
     assert_eq!(
-        home.store().inbox_item(1).unwrap().unwrap().status,
+        wait(home.store().inbox_item(1)).unwrap().unwrap().status,
         anima::memory::InboxStatus::Failed
     );
 }

@@ -12,6 +12,16 @@ use crate::config::{StoreBackend, StoreConfig, DATABASE_URL_VAR};
 
 /// Opens (creating and migrating if needed) the store. SQLite's file is `sqlite_path`.
 pub async fn open(config: &StoreConfig, sqlite_path: &Path) -> Result<Arc<dyn Store>, StoreError> {
+    open_with(config, sqlite_path, None).await
+}
+
+/// `open`, with PostgreSQL's connection string given rather than read from the environment
+/// (`None`: from the environment): for a process that holds several databases, as tests do.
+pub async fn open_with(
+    config: &StoreConfig,
+    sqlite_path: &Path,
+    database_url: Option<&Secret>,
+) -> Result<Arc<dyn Store>, StoreError> {
     match config.backend {
         StoreBackend::Sqlite => {
             let path = sqlite_path.to_path_buf();
@@ -21,7 +31,18 @@ pub async fn open(config: &StoreConfig, sqlite_path: &Path) -> Result<Arc<dyn St
             Ok(store.shared())
         }
         StoreBackend::Postgres => {
-            let url = database_url()?;
+            // The soul's home (SQLite's folder) exists on every backend: its locks and the
+            // user-model repository live there.
+            if let Some(home) = sqlite_path.parent() {
+                std::fs::create_dir_all(home).map_err(|source| StoreError::CreateDir {
+                    path: home.to_path_buf(),
+                    source,
+                })?;
+            }
+            let url = match database_url {
+                Some(url) => url.clone(),
+                None => self::database_url()?,
+            };
             let store = Postgres::connect(url.expose(), config.pool_size as usize).await?;
             Ok(Arc::new(store))
         }

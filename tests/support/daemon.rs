@@ -19,8 +19,20 @@ pub struct Daemon {
 /// A home whose config points anima at the fakes. `extra` is more TOML: keys under a leading
 /// `[slack]` line join the `[slack]` table; other tables follow it.
 pub fn home(model: &FakeModel, slack: &FakeSlack, mode: &str, extra: &str) -> Home {
+    home_on(super::backend(), model, slack, mode, extra)
+}
+
+/// `home` on this backend (see `Home::on`).
+pub fn home_on(
+    backend: super::Backend,
+    model: &FakeModel,
+    slack: &FakeSlack,
+    mode: &str,
+    extra: &str,
+) -> Home {
     let extra = extra.strip_prefix("[slack]\n").unwrap_or(extra);
-    Home::new(
+    Home::on(
+        backend,
         "anthropic",
         &model.url(),
         &format!(
@@ -59,6 +71,7 @@ impl Daemon {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
+        super::database_env(&mut cmd, home.dir.path());
         for (k, v) in env {
             if v.is_empty() {
                 cmd.env_remove(k);

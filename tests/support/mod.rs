@@ -702,22 +702,128 @@ async fn api_version(State(state): State<Arc<Mutex<Inner>>>) -> Response {
     )
 }
 
-/// A temporary anima home with a config file.
+/// The variable choosing the store every `Home` uses: `sqlite` (or unset) or `postgres` (a
+/// fresh database per home on the server at `ANIMA_TEST_POSTGRES_URL`).
+pub const BACKEND_VAR: &str = "ANIMA_TEST_BACKEND";
+
+/// The `[store]` section that puts a home on PostgreSQL.
+pub const ON_POSTGRES: &str = "[store]\nbackend = \"postgres\"\n";
+
+/// The store a home's anima uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// The backend `ANIMA_TEST_BACKEND` chooses for this run.
+pub fn backend() -> Backend {
+    match std::env::var(BACKEND_VAR).as_deref() {
+        Err(_) | Ok("") | Ok("sqlite") => Backend::Sqlite,
+        Ok("postgres") => {
+            if std::env::var(postgres::POSTGRES_URL).map_or(true, |u| u.is_empty()) {
+                panic!(
+                    "{BACKEND_VAR}=postgres needs {} to name a PostgreSQL server the tests may create databases on",
+                    postgres::POSTGRES_URL
+                );
+            }
+            Backend::Postgres
+        }
+        Ok(other) => panic!("{BACKEND_VAR}={other:?}: expected \"sqlite\" or \"postgres\""),
+    }
+}
+
+/// True (and said on stderr) when the homes are on PostgreSQL and this test, about SQLite
+/// itself, must not run: the caller returns.
+pub fn skipped_on_postgres(why: &str) -> bool {
+    let skip = backend() == Backend::Postgres;
+    if skip {
+        eprintln!("skipped on PostgreSQL: {why}");
+    }
+    skip
+}
+
+/// The runtime every store a test opens lives on: one for the whole test process, so a
+/// PostgreSQL pool's connections outlive every call made through it.
+fn runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: std::sync::OnceLock<tokio::runtime::Runtime> = std::sync::OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("test-store")
+            .enable_all()
+            .build()
+            .unwrap()
+    })
+}
+
+/// Runs a store call (any future) to completion on the tests' runtime, from a plain test or
+/// from inside an async one: `wait(home.store().thread_entries("D1"))`.
+pub fn wait<F>(f: F) -> F::Output
+where
+    F: std::future::Future + Send,
+    F::Output: Send,
+{
+    if tokio::runtime::Handle::try_current().is_err() {
+        return runtime().block_on(f);
+    }
+    // Inside a runtime a thread may not block on another: a thread of its own does.
+    std::thread::scope(|s| match s.spawn(|| runtime().block_on(f)).join() {
+        Ok(out) => out,
+        Err(panic) => std::panic::resume_unwind(panic),
+    })
+}
+
+/// The database of each PostgreSQL home, by its folder: what `anima_command` gives the
+/// binaries it starts there.
+fn databases() -> &'static Mutex<std::collections::HashMap<PathBuf, String>> {
+    static DATABASES: std::sync::OnceLock<Mutex<std::collections::HashMap<PathBuf, String>>> =
+        std::sync::OnceLock::new();
+    DATABASES.get_or_init(Default::default)
+}
+
+/// A temporary anima home with a config file, on the backend `ANIMA_TEST_BACKEND` chooses.
 pub struct Home {
     pub dir: tempfile::TempDir,
+    /// On PostgreSQL: the home's own database.
+    database: Option<String>,
+    /// On PostgreSQL: the test's store, opened once.
+    store: std::sync::OnceLock<Arc<dyn anima::memory::Store>>,
 }
 
 impl Home {
     /// A home whose config points the chosen provider at `base_url` with `extra` TOML lines
     /// added to `[llm]` (and any further sections after them).
     pub fn new(provider: &str, base_url: &str, extra: &str) -> Home {
+        Self::on(backend(), provider, base_url, extra)
+    }
+
+    /// `new` on this backend. On SQLite the harness adds nothing to the config and the
+    /// environment (a test that puts its home on PostgreSQL by hand manages that itself).
+    pub fn on(backend: Backend, provider: &str, base_url: &str, extra: &str) -> Home {
         let dir = tempfile::tempdir().unwrap();
         let soul = concat!(env!("CARGO_MANIFEST_DIR"), "/soul");
-        let cfg = format!(
+        let mut cfg = format!(
             "[paths]\nhome = \"data\"\nsoul_dir = \"{soul}\"\n\n[llm]\nprovider = \"{provider}\"\nbase_url = \"{base_url}\"\ntimeout_secs = 5\nmax_retries = 2\n{extra}\n"
         );
+        let database = match backend {
+            Backend::Sqlite => None,
+            Backend::Postgres => {
+                cfg += &format!("\n{ON_POSTGRES}");
+                let url = postgres::fresh_database().expect("ANIMA_TEST_POSTGRES_URL is set");
+                databases()
+                    .lock()
+                    .unwrap()
+                    .insert(dir.path().to_path_buf(), url.clone());
+                Some(url)
+            }
+        };
         std::fs::write(dir.path().join("anima.toml"), cfg).unwrap();
-        Home { dir }
+        Home {
+            dir,
+            database,
+            store: Default::default(),
+        }
     }
 
     pub fn config(&self) -> PathBuf {
@@ -728,8 +834,44 @@ impl Home {
         self.dir.path().join("data")
     }
 
-    pub fn store(&self) -> anima::memory::SqliteStore {
-        anima::memory::SqliteStore::open(&self.data().join("anima.db")).unwrap()
+    /// The home's PostgreSQL database, when it is on PostgreSQL.
+    pub fn database(&self) -> Option<&str> {
+        self.database.as_deref()
+    }
+
+    /// The home's store, through its faces, on the home's backend (run calls with `wait`).
+    /// SQLite's is opened anew each time, as a separate process would; PostgreSQL's once.
+    pub fn store(&self) -> Arc<dyn anima::memory::Store> {
+        match &self.database {
+            None => open_store(&self.data().join("anima.db"), None),
+            Some(url) => self
+                .store
+                .get_or_init(|| open_store(&self.data().join("anima.db"), Some(url)))
+                .clone(),
+        }
+    }
+
+    /// Moves every working-memory entry `ms` into the past, on the home's backend.
+    pub fn backdate(&self, ms: i64) {
+        match &self.database {
+            None => {
+                rusqlite::Connection::open(self.data().join("anima.db"))
+                    .unwrap()
+                    .execute(
+                        "UPDATE working_memory SET created_at = created_at - ?1",
+                        [ms],
+                    )
+                    .unwrap();
+            }
+            Some(url) => {
+                postgres::query(
+                    url,
+                    &format!(
+                        "UPDATE working_memory SET created_at = created_at - {ms} * interval '1 millisecond'"
+                    ),
+                );
+            }
+        }
     }
 
     /// Runs `anima` with these arguments and stdin, in a clean environment.
@@ -742,8 +884,61 @@ impl Home {
         for (k, v) in env {
             cmd.env(k, v);
         }
-        run(cmd, stdin)
+        let r = run(cmd, stdin);
+        self.assert_backend_kept();
+        r
     }
+
+    /// A home on PostgreSQL never gets a SQLite file: a binary that fell back to SQLite (its
+    /// config or environment lost on the way) fails the test rather than passing on SQLite.
+    pub fn assert_backend_kept(&self) {
+        if self.database.is_some() {
+            let file = self.data().join("anima.db");
+            assert!(
+                !file.exists(),
+                "{} exists: this home is on PostgreSQL ({BACKEND_VAR}=postgres), yet something used SQLite",
+                file.display()
+            );
+        }
+    }
+}
+
+impl Drop for Home {
+    fn drop(&mut self) {
+        let Some(url) = self.database.take() else {
+            return;
+        };
+        databases().lock().unwrap().remove(self.dir.path());
+        drop(self.store.take());
+        let file = self.data().join("anima.db");
+        if file.exists() && !std::thread::panicking() {
+            panic!(
+                "{} exists: this home is on PostgreSQL ({BACKEND_VAR}=postgres), yet something used SQLite",
+                file.display()
+            );
+        }
+        postgres::drop_database(&url);
+    }
+}
+
+/// Opens a store through `anima::memory::open`: SQLite's file at `sqlite_path`, or the
+/// PostgreSQL database at `database_url`.
+fn open_store(sqlite_path: &Path, database_url: Option<&str>) -> Arc<dyn anima::memory::Store> {
+    let config = anima::config::StoreConfig {
+        backend: match database_url {
+            None => anima::config::StoreBackend::Sqlite,
+            Some(_) => anima::config::StoreBackend::Postgres,
+        },
+        pool_size: 4,
+        claim_lease_secs: 60,
+    };
+    let url = database_url.map(anima::config::secret::Secret::new);
+    wait(anima::memory::open::open_with(
+        &config,
+        sqlite_path,
+        url.as_ref(),
+    ))
+    .unwrap()
 }
 
 pub struct Run {
@@ -767,7 +962,15 @@ pub fn anima_command(config: &Path, dir: &Path, args: &[&str]) -> Command {
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    database_env(&mut cmd, dir);
     cmd
+}
+
+/// Gives `cmd` the database of the PostgreSQL home at `dir`, if it is one.
+pub fn database_env(cmd: &mut Command, dir: &Path) {
+    if let Some(url) = databases().lock().unwrap().get(dir) {
+        cmd.env(anima::config::DATABASE_URL_VAR, url);
+    }
 }
 
 pub fn run(mut cmd: Command, stdin: &str) -> Run {
@@ -819,14 +1022,18 @@ pub fn answer(dialogue: &str) -> String {
     format!("<internal_monologue verb=\"pondered\">Thinking about: {dialogue}</internal_monologue>\n<external_dialogue verb=\"explained\">{dialogue}</external_dialogue>\n<user_model_check>false</user_model_check>")
 }
 
-/// An engine on a home's config (its soul and processes), talking to the fake model: for
-/// tests that drive the engine directly (a controlled clock, counting store writes).
+/// An engine on a home's config (its soul and processes) and store, talking to the fake
+/// model: for tests that drive the engine directly (a controlled clock, counting store writes).
 pub fn engine(model: &FakeModel, home: &Home) -> anima::engine::Engine {
     let cfg = std::fs::read_to_string(home.config()).unwrap();
     let config = Arc::new(anima::config::parse(&cfg, &home.config(), home.dir.path()).unwrap());
-    let store = anima::memory::sqlite::Sqlite::open(&config.db_path())
-        .unwrap()
-        .shared();
+    let url = home.database().map(anima::config::secret::Secret::new);
+    let store = wait(anima::memory::open::open_with(
+        &config.store,
+        &config.db_path(),
+        url.as_ref(),
+    ))
+    .unwrap();
     let library =
         Arc::new(anima::process::Library::load(&config.soul_dir, &config.processes_dir).unwrap());
     anima::tls::install();

@@ -17,6 +17,10 @@ pub fn fresh_database() -> Option<String> {
 
 /// The connection string of a new, empty database on the server at `url`.
 pub fn fresh_database_on(url: &str) -> String {
+    off_runtime(|| fresh_database_made(url))
+}
+
+fn fresh_database_made(url: &str) -> String {
     let url = url.to_string();
     let name = format!("anima_test_{}", uuid::Uuid::new_v4().simple());
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -53,6 +57,22 @@ pub fn with_database(url: &str, name: &str) -> String {
 
 /// Runs SQL on the database at `url` and returns the first column of each row, as text.
 pub fn query(url: &str, sql: &str) -> Vec<String> {
+    off_runtime(|| query_here(url, sql))
+}
+
+/// Runs `f`, which starts a runtime of its own, on a thread of its own when this one is
+/// already inside a runtime (an async test), where it may not.
+fn off_runtime<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    if tokio::runtime::Handle::try_current().is_err() {
+        return f();
+    }
+    std::thread::scope(|s| match s.spawn(f).join() {
+        Ok(out) => out,
+        Err(panic) => std::panic::resume_unwind(panic),
+    })
+}
+
+fn query_here(url: &str, sql: &str) -> Vec<String> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -72,4 +92,21 @@ pub fn query(url: &str, sql: &str) -> Vec<String> {
             })
             .collect()
     })
+}
+
+/// Drops a database `fresh_database` made, whoever is still connected to it.
+pub fn drop_database(url: &str) {
+    let Some(name) = url
+        .split('?')
+        .next()
+        .and_then(|base| base.rsplit('/').next())
+        .filter(|n| n.starts_with("anima_test_"))
+    else {
+        return;
+    };
+    let admin = std::env::var(POSTGRES_URL).unwrap_or_else(|_| with_database(url, "postgres"));
+    query(
+        &admin,
+        &format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
+    );
 }
