@@ -244,9 +244,9 @@ fn a_copy_killed_midway_leaves_the_database_empty_for_the_next() {
     let Some(url) = fresh_database() else { return };
     let model = FakeModel::start();
     model.reply(&answer("Hi."));
-    let home = Home::new("anthropic", &model.url(), "");
+    let home = Home::on(Backend::Sqlite, "anthropic", &model.url(), "");
     assert_eq!(home.run(&["chat", "--user", "Tom"], "hi\n").status, 0);
-    home.store().add_journal("a day").unwrap();
+    wait(home.store().add_journal("a day")).unwrap();
     // The schema first, then a late table that holds each row for a while, so the copy can be
     // caught with the earlier tables written and its transaction open.
     tokio::runtime::Runtime::new()
