@@ -209,15 +209,22 @@ fn a_soul_that_grew_up_on_sqlite_moves_to_postgres_whole_and_only_once() {
     assert!(again.stderr.contains("not empty"), "{}", again.stderr);
 }
 
+/// A home on SQLite whose soul has had one exchange and written one journal entry (the journal
+/// is one of the last tables a copy writes).
+fn a_soul_on_sqlite_with_a_day(model: &FakeModel) -> Home {
+    model.reply(&answer("Hi."));
+    let home = Home::on(Backend::Sqlite, "anthropic", &model.url(), "");
+    assert_eq!(home.run(&["chat", "--user", "Tom"], "hi\n").status, 0);
+    wait(home.store().add_journal("a day")).unwrap();
+    home
+}
+
 #[test]
 fn a_copy_that_fails_midway_leaves_the_database_empty() {
     let Some(url) = fresh_database() else { return };
     let model = FakeModel::start();
-    model.reply(&answer("Hi."));
-    let home = Home::on(Backend::Sqlite, "anthropic", &model.url(), "");
-    assert_eq!(home.run(&["chat", "--user", "Tom"], "hi\n").status, 0);
+    let home = a_soul_on_sqlite_with_a_day(&model);
     // A late table holds a value that cannot be copied: the earlier ones were written first.
-    wait(home.store().add_journal("a day")).unwrap();
     rusqlite::Connection::open(home.data().join("anima.db"))
         .unwrap()
         .execute("UPDATE journal SET at = 'noon'", [])
@@ -243,10 +250,7 @@ fn a_copy_that_fails_midway_leaves_the_database_empty() {
 fn a_copy_killed_midway_leaves_the_database_empty_for_the_next() {
     let Some(url) = fresh_database() else { return };
     let model = FakeModel::start();
-    model.reply(&answer("Hi."));
-    let home = Home::on(Backend::Sqlite, "anthropic", &model.url(), "");
-    assert_eq!(home.run(&["chat", "--user", "Tom"], "hi\n").status, 0);
-    wait(home.store().add_journal("a day")).unwrap();
+    let home = a_soul_on_sqlite_with_a_day(&model);
     // The schema first, then a late table that holds each row for a while, so the copy can be
     // caught with the earlier tables written and its transaction open.
     tokio::runtime::Runtime::new()

@@ -10,13 +10,12 @@
 //! one. Reads of several statements run in one read-only REPEATABLE READ transaction: one
 //! snapshot, as SQLite's reads under its lock.
 
-use super::Prepared;
 use async_trait::async_trait;
 use deadpool_postgres::{GenericClient, Object, Transaction};
 use serde_json::Value;
 use tokio_postgres::{IsolationLevel, Row};
 
-use super::Postgres;
+use super::{Postgres, Prepared};
 use crate::memory::dream::{
     batch_len, Backlog, Consolidated, Consolidation, DreamRow, Episode, Keep, Person, Upkeep,
 };

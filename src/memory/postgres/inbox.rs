@@ -2,11 +2,10 @@
 //! message's retries and twins meet at the unique origin (`ON CONFLICT DO NOTHING`); a row's
 //! counters move under its row lock, so two processes never count one attempt twice.
 
-use super::Prepared;
 use async_trait::async_trait;
 use tokio_postgres::Row;
 
-use super::Postgres;
+use super::{Postgres, Prepared};
 use crate::memory::faces::Inbox;
 use crate::memory::inbox::{Inbound, InboxItem, InboxStatus, Intake, Overheard};
 use crate::memory::{now_ms, now_us, StoreError};

@@ -159,8 +159,9 @@ impl Postgres {
 }
 
 /// Statements prepared once per connection and kept with it (deadpool's cache), so each is one
-/// round trip, not a prepare and then an execute. Every statement the faces send goes through
-/// these; the copy's, built per row, and the migrations' do not.
+/// round trip, not a prepare and then an execute. The faces send every statement through these
+/// (the psyche's, which it pipelines, through `prepare_cached` itself); the copy's, built per
+/// row, and the migrations' are not kept.
 #[async_trait::async_trait]
 pub(super) trait Prepared: GenericClient {
     async fn rows(

@@ -2,10 +2,9 @@
 //! the store's health, on PostgreSQL (see `memory::admin`, `feedback`, `openings`,
 //! `snapshot`).
 
-use super::Prepared;
 use async_trait::async_trait;
 
-use super::Postgres;
+use super::{Postgres, Prepared};
 use crate::memory::faces::{Admin, Feedback, Health, SamePlace};
 use crate::memory::snapshot::{ConversationState, Snapshot};
 use crate::memory::{now_ms, Judged, StoreError, Verdict, WriteHealth};

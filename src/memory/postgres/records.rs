@@ -1,11 +1,10 @@
 //! What turns leave, read and written on their own, on PostgreSQL: users and their model
 //! versions, the soul's state and counters, whispers, each thread's process.
 
-use super::Prepared;
 use async_trait::async_trait;
 
 use super::turns::{get_user, soul_state, thread_process, user, USER};
-use super::Postgres;
+use super::{Postgres, Prepared};
 use crate::memory::faces::{Processes, SoulRecord, Users, Whispers};
 use crate::memory::process_state::TransitionRow;
 use crate::memory::{now_ms, SoulState, StoreError, UserRecord};

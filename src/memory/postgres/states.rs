@@ -2,12 +2,11 @@
 //! move locks the state's one row (`FOR UPDATE`) before it is read and decided, so two
 //! processes deciding at once decide one after the other, each on the row as the other left it.
 
-use super::Prepared;
 use async_trait::async_trait;
 use deadpool_postgres::GenericClient;
 use serde_json::Value;
 
-use super::Postgres;
+use super::{Postgres, Prepared};
 use crate::memory::faces::{Decide, Moved, Quiet, States};
 use crate::memory::{now_ms, CognitiveRow, JournalEntry, StateMove, StoreError};
 

@@ -7,14 +7,13 @@
 //! is claimed with `FOR UPDATE SKIP LOCKED`, so turns running at once, in one process or
 //! several, get distinct numbers and distinct whispers.
 
-use super::Prepared;
 use async_trait::async_trait;
 use deadpool_postgres::GenericClient;
 use serde_json::Value;
 use tokio_postgres::Row;
 
 use super::working::{entry, ENTRY};
-use super::{wire, Postgres};
+use super::{wire, Postgres, Prepared};
 use crate::memory::faces::Turns;
 use crate::memory::working::capped;
 use crate::memory::{
