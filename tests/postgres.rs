@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use support::daemon::Daemon;
-use support::postgres::{fresh_database, query, with_database};
+use support::postgres::{fresh_database, query, with_database, DropAfter};
 use support::slack::FakeSlack;
 use support::*;
 
@@ -26,6 +26,7 @@ fn postgres_home(model: &FakeModel) -> Home {
 #[test]
 fn a_soul_on_postgres_chats_remembers_and_reports_from_any_process() {
     let Some(url) = fresh_database() else { return };
+    let _dropped = DropAfter(url.clone());
     let model = FakeModel::start();
     model.reply(&answer("Bonjour, Zoë !"));
     model.reply(&answer("Toujours là."));
@@ -94,6 +95,7 @@ fn a_soul_on_postgres_chats_remembers_and_reports_from_any_process() {
 #[test]
 fn check_names_what_is_wrong_with_the_database_and_never_the_password() {
     let Some(url) = fresh_database() else { return };
+    let _dropped = DropAfter(url.clone());
     let model = FakeModel::start();
     let home = postgres_home(&model);
     let missing = home.run(&["check"], "");
@@ -132,6 +134,7 @@ fn check_names_what_is_wrong_with_the_database_and_never_the_password() {
 #[test]
 fn a_soul_that_grew_up_on_sqlite_moves_to_postgres_whole_and_only_once() {
     let Some(url) = fresh_database() else { return };
+    let _dropped = DropAfter(url.clone());
     let model = FakeModel::start();
     model.reply(&answer("Hello Tom."));
     model.reply(&answer("Still here, Tom."));
@@ -222,6 +225,7 @@ fn a_soul_on_sqlite_with_a_day(model: &FakeModel) -> Home {
 #[test]
 fn a_copy_that_fails_midway_leaves_the_database_empty() {
     let Some(url) = fresh_database() else { return };
+    let _dropped = DropAfter(url.clone());
     let model = FakeModel::start();
     let home = a_soul_on_sqlite_with_a_day(&model);
     // A late table holds a value that cannot be copied: the earlier ones were written first.
@@ -249,6 +253,7 @@ fn a_copy_that_fails_midway_leaves_the_database_empty() {
 #[test]
 fn a_copy_killed_midway_leaves_the_database_empty_for_the_next() {
     let Some(url) = fresh_database() else { return };
+    let _dropped = DropAfter(url.clone());
     let model = FakeModel::start();
     let home = a_soul_on_sqlite_with_a_day(&model);
     // The schema first, then a late table that holds each row for a while, so the copy can be
@@ -334,6 +339,7 @@ fn daemon_home(model: &FakeModel, slack: &FakeSlack) -> Home {
 #[test]
 fn the_daemon_on_postgres_answers_each_message_once_and_in_its_place() {
     let Some(url) = fresh_database() else { return };
+    let _dropped = DropAfter(url.clone());
     let (model, slack) = (FakeModel::start(), FakeSlack::start());
     model.respond_with(|turn| {
         let word = turn
@@ -465,6 +471,7 @@ impl Relay {
 #[test]
 fn the_database_going_away_mid_load_loses_nothing_and_answers_nothing_twice() {
     let Some(url) = fresh_database() else { return };
+    let _dropped = DropAfter(url.clone());
     let server = {
         let config: tokio_postgres::Config = url.parse().unwrap();
         let host = match &config.get_hosts()[0] {

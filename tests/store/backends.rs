@@ -14,6 +14,41 @@ pub struct Fresh<S> {
     pub name: &'static str,
     pub store: Arc<S>,
     _dir: Option<tempfile::TempDir>,
+    /// Dropped after the store (fields drop in order).
+    _database: Option<Dropped>,
+}
+
+/// A test database, dropped when its test is done with it (whoever is still connected); a
+/// failed test's is kept, to look into.
+struct Dropped {
+    server: String,
+    name: String,
+}
+
+impl Drop for Dropped {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            return;
+        }
+        let (server, name) = (self.server.clone(), self.name.clone());
+        // On a thread and a runtime of its own: the test's runtime may be the one dropping it.
+        let dropped = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async {
+                let config = tokio_postgres::Config::from_str(&server).unwrap();
+                let (client, connection) = config.connect(tokio_postgres::NoTls).await.unwrap();
+                tokio::spawn(connection);
+                client
+                    .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                    .await
+                    .unwrap();
+            })
+        });
+        dropped.join().expect("the test database is dropped");
+    }
 }
 
 /// A fresh SQLite store.
@@ -24,6 +59,7 @@ pub fn sqlite() -> Fresh<Sqlite> {
         name: "sqlite",
         store: Arc::new(store),
         _dir: Some(dir),
+        _database: None,
     }
 }
 
@@ -52,6 +88,7 @@ pub async fn postgres() -> Option<Fresh<Postgres>> {
         name: "postgres",
         store: Arc::new(store),
         _dir: None,
+        _database: Some(Dropped { server: url, name }),
     })
 }
 

@@ -94,6 +94,18 @@ fn query_here(url: &str, sql: &str) -> Vec<String> {
     })
 }
 
+/// Drops the database at this URL (one `fresh_database` made) when the test is done with it;
+/// a failed test's is kept, to look into.
+pub struct DropAfter(pub String);
+
+impl Drop for DropAfter {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            drop_database(&self.0);
+        }
+    }
+}
+
 /// Drops a database `fresh_database` made, whoever is still connected to it.
 pub fn drop_database(url: &str) {
     let Some(name) = url
