@@ -215,6 +215,7 @@ const BACKEND: &[&str] = &[
     "tokio_postgres",
     "deadpool_postgres",
     "postgres_types",
+    "tokio_postgres_rustls",
     "SqliteStore",
 ];
 

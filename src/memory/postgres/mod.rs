@@ -15,6 +15,7 @@ mod operator;
 mod psyche;
 mod records;
 mod states;
+mod tls;
 mod turns;
 mod wire;
 mod working;
@@ -63,13 +64,13 @@ impl Postgres {
         pool_size: usize,
     ) -> Result<Postgres, StoreError> {
         let place = place(&config);
-        let manager = Manager::from_config(
-            config,
-            NoTls,
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
+        let recycling = ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        };
+        let manager = match tls::connector(&config, &place)? {
+            Some(tls) => Manager::from_config(config, tls, recycling),
+            None => Manager::from_config(config, NoTls, recycling),
+        };
         let pool = Pool::builder(manager)
             .max_size(pool_size.max(1))
             .runtime(deadpool_postgres::Runtime::Tokio1)
@@ -103,11 +104,22 @@ impl Postgres {
             })?;
         config.connect_timeout(std::time::Duration::from_secs(5));
         let place = place(&config);
-        let (client, connection) = config
-            .connect(NoTls)
-            .await
-            .map_err(|e| connect_error(&place, &e))?;
-        let running = tokio::spawn(connection);
+        let (client, running) = match tls::connector(&config, &place)? {
+            Some(tls) => {
+                let (client, connection) = config
+                    .connect(tls)
+                    .await
+                    .map_err(|e| connect_error(&place, &e))?;
+                (client, tokio::spawn(connection))
+            }
+            None => {
+                let (client, connection) = config
+                    .connect(NoTls)
+                    .await
+                    .map_err(|e| connect_error(&place, &e))?;
+                (client, tokio::spawn(connection))
+            }
+        };
         let server: String = client.query_one("SHOW server_version", &[]).await?.get(0);
         let found = migrate::version(&client).await?;
         drop(client);
@@ -248,6 +260,20 @@ fn connect_error(place: &str, e: &tokio_postgres::Error) -> StoreError {
             db.message().to_string()
         };
         return StoreError::Connect { place, why };
+    }
+    if let Some(why) = tls::failure(e) {
+        // A certificate anima cannot trust, or a server without TLS: the configuration's to
+        // fix, not a server to wait for.
+        let hint = if why.contains("certificate") {
+            " (its certificate must be signed by a trusted root: the system's, or one in the PEM \
+             file SSL_CERT_FILE names)"
+        } else {
+            ""
+        };
+        return StoreError::Connect {
+            place,
+            why: format!("TLS: {why}{hint}"),
+        };
     }
     let cause = std::error::Error::source(e).map_or_else(String::new, |s| format!(": {s}"));
     StoreError::Unreachable {
