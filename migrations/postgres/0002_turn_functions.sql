@@ -1,9 +1,9 @@
 -- A turn's store work as one statement each way: begun, read, committed.
 --
 -- On PostgreSQL every statement a client sends costs a round trip and the server's work per
--- protocol message, pipelined or not (about 80 µs a statement on a 2-core machine against about
--- 10 µs for the same statement inside a function; docs/benchmarks.md), and a turn's begin and
--- commit are two dozen statements. As functions, a turn is two round trips whatever its size.
+-- protocol message, pipelined or not (measured with pgbench on a 2-core machine: about 80 µs a
+-- statement, against about 10 µs for the same statement inside a function), and a turn's begin
+-- and commit are two dozen statements. As functions, a turn is two round trips whatever its size.
 -- src/memory/postgres/turns.rs calls them and maps their json to and from its own types;
 -- what each promises is memory::turn's. Each call is one statement, so one transaction.
 
