@@ -377,6 +377,20 @@ fn a_copy_killed_midway_leaves_the_database_empty_for_the_next() {
     );
 }
 
+/// The model answers "Got number N" to a message ending in "number N".
+fn answers_the_number(model: &FakeModel) {
+    model.respond_with(|turn| {
+        let n = turn
+            .rsplit("number ")
+            .next()
+            .unwrap_or("?")
+            .split_whitespace()
+            .next()
+            .unwrap_or("?");
+        answer(&format!("Got number {n}"))
+    });
+}
+
 fn dm(channel: &str, ts: &str, text: &str) -> serde_json::Value {
     json!({"type":"message","channel":channel,"user":"U061F7AUR","text":text,"ts":ts,"event_ts":ts,"channel_type":"im"})
 }
@@ -394,16 +408,7 @@ fn the_daemon_on_postgres_answers_each_message_once_and_in_its_place() {
     let Some(url) = fresh_database() else { return };
     let _dropped = DropAfter(url.clone());
     let (model, slack) = (FakeModel::start(), FakeSlack::start());
-    model.respond_with(|turn| {
-        let word = turn
-            .rsplit("number ")
-            .next()
-            .unwrap_or("?")
-            .split_whitespace()
-            .next()
-            .unwrap_or("?");
-        answer(&format!("Got number {word}"))
-    });
+    answers_the_number(&model);
     let home = daemon_home(&model, &slack);
     let d = Daemon::start_env(&home, &[("ANIMA_DATABASE_URL", &url)]);
     slack.wait_connected_or(|| d.log());
@@ -541,16 +546,7 @@ fn the_database_going_away_mid_load_loses_nothing_and_answers_nothing_twice() {
     );
     let through = url.replacen(&server, &relay.addr.to_string(), 1);
     let (model, slack) = (FakeModel::start(), FakeSlack::start());
-    model.respond_with(|turn| {
-        let n = turn
-            .rsplit("number ")
-            .next()
-            .unwrap_or("?")
-            .split_whitespace()
-            .next()
-            .unwrap_or("?");
-        answer(&format!("Got number {n}"))
-    });
+    answers_the_number(&model);
     let home = daemon_home(&model, &slack);
     let d = Daemon::start_env(&home, &[("ANIMA_DATABASE_URL", &through)]);
     slack.wait_connected_or(|| d.log());

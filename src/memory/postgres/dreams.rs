@@ -11,17 +11,17 @@
 //! snapshot, as SQLite's reads under its lock.
 
 use async_trait::async_trait;
-use deadpool_postgres::{GenericClient, Object, Transaction};
+use deadpool_postgres::{GenericClient, Transaction};
 use serde_json::Value;
-use tokio_postgres::{IsolationLevel, Row};
 
-use super::{Postgres, Prepared};
+use super::working::{entry, ENTRY};
+use super::{snapshot, Postgres, Prepared};
 use crate::memory::dream::{
     batch_len, Backlog, Consolidated, Consolidation, DreamRow, Episode, Keep, Person, Upkeep,
 };
 use crate::memory::faces::Dreams;
 use crate::memory::psyche::SEEN_KEEP_MS;
-use crate::memory::{now_ms, Entry, EntryType, StoreError};
+use crate::memory::{now_ms, StoreError};
 
 type Result<T> = std::result::Result<T, StoreError>;
 
@@ -31,24 +31,6 @@ const FAR_MS: i64 = 1 << 47;
 
 /// The first key of the advisory lock a consolidation takes on its thread ("dream").
 const DREAM_LOCK: i32 = 0x6472_6561;
-
-const ENTRY_COLUMNS: &str =
-    "id, thread, entry_type, content, verb, user_id, metadata, anima_ms(created_at)";
-
-fn entry(r: &Row) -> Result<Entry> {
-    let kind: &str = r.get(2);
-    Ok(Entry {
-        id: r.get(0),
-        thread: r.get(1),
-        entry_type: EntryType::parse(kind)
-            .ok_or_else(|| StoreError::Task(format!("unknown entry_type {kind}")))?,
-        content: r.get(3),
-        verb: r.get(4),
-        user_id: r.get(5),
-        metadata: r.get(6),
-        created_at: r.get(7),
-    })
-}
 
 /// The conversation a thread is in: entries up to this id belong to one an operator closed.
 async fn since_id(c: &impl GenericClient, thread: &str) -> Result<i64> {
@@ -113,16 +95,6 @@ pub(super) async fn save_model_if(
         )
         .await?
         .get(0))
-}
-
-/// A read-only transaction whose statements all see one snapshot.
-async fn snapshot(client: &mut Object) -> Result<Transaction<'_>> {
-    Ok(client
-        .build_transaction()
-        .isolation_level(IsolationLevel::RepeatableRead)
-        .read_only(true)
-        .start()
-        .await?)
 }
 
 impl Postgres {
@@ -305,7 +277,7 @@ impl Dreams for Postgres {
         let mut entries = tx
             .rows(
                 &format!(
-                    "SELECT {ENTRY_COLUMNS} FROM working_memory
+                    "SELECT {ENTRY} FROM working_memory
                      WHERE thread = $1 AND id > $2 AND id < $3 ORDER BY id"
                 ),
                 &[&thread, &since, &oldest],

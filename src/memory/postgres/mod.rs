@@ -170,6 +170,19 @@ impl Postgres {
     }
 }
 
+/// A read-only transaction whose statements all see one snapshot (SQLite's reads run under its
+/// lock: one state, never half of a write).
+pub(super) async fn snapshot(
+    client: &mut Object,
+) -> Result<deadpool_postgres::Transaction<'_>, StoreError> {
+    Ok(client
+        .build_transaction()
+        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .await?)
+}
+
 /// Statements prepared once per connection and kept with it (deadpool's cache), so each is one
 /// round trip, not a prepare and then an execute. The faces send every statement through these
 /// (the psyche's, which it pipelines, through `prepare_cached` itself); the copy's, built per

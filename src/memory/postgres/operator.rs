@@ -86,12 +86,7 @@ impl Admin for Postgres {
 
     async fn snapshot(&self) -> Result<Snapshot> {
         let mut client = self.client().await?;
-        let tx = client
-            .build_transaction()
-            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
-            .await?;
+        let tx = super::snapshot(&mut client).await?;
         let count = |sql: &'static str| {
             let tx = &tx;
             async move { Ok::<_, StoreError>(tx.row(sql, &[]).await?.get::<_, i64>(0) as u64) }

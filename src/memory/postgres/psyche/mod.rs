@@ -21,12 +21,11 @@ mod rows;
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
-use deadpool_postgres::{GenericClient, Object, Transaction};
+use deadpool_postgres::{GenericClient, Transaction};
 use futures_util::future::{try_join, try_join4, try_join_all};
 use tokio_postgres::types::ToSql;
-use tokio_postgres::IsolationLevel;
 
-use super::Postgres;
+use super::{snapshot, Postgres};
 use crate::memory::faces::Psychology;
 use crate::memory::psyche::{LoggedDecision, Mind, Place};
 use crate::memory::StoreError;
@@ -57,17 +56,6 @@ async fn pipeline(tx: &Transaction<'_>, writes: Vec<(&str, Vec<Param>)>) -> Resu
     }))
     .await?;
     Ok(())
-}
-
-/// A read-only transaction whose statements all see one snapshot (SQLite's reads run under its
-/// lock: one state, never half of an event).
-async fn snapshot(client: &mut Object) -> Result<Transaction<'_>> {
-    Ok(client
-        .build_transaction()
-        .isolation_level(IsolationLevel::RepeatableRead)
-        .read_only(true)
-        .start()
-        .await?)
 }
 
 /// Locks `soul`'s substrate row until `tx` ends (inserting it first if missing) and reads the
