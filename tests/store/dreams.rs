@@ -7,7 +7,7 @@ use std::time::Duration;
 mod seed;
 
 use anima::memory::dream::{Backlog, Consolidation, Keep, ModelRefresh};
-use anima::memory::faces::{Dreams, Psychology};
+use anima::memory::faces::{Dreams, Psychology, Turns};
 use anima::memory::now_ms;
 use anima::memory::psyche::Place;
 use anima::psyche::gate::GateRules;
@@ -79,6 +79,14 @@ async fn a_consolidation_deletes_exactly_its_batch_and_never_the_newest() {
             before[5..],
             "{name}: exactly the batch went"
         );
+        // A turn's window counts only what is left: 15 said, so a window of 4 (moving 2 at a
+        // time) starts at the 11th of them.
+        let ctx = s.load_turn("t1", "U1", "Tom", 4).await.unwrap();
+        assert_eq!(
+            ctx.recent.first().map(|e| e.id),
+            Some(before[15].0),
+            "{name}"
+        );
         assert_eq!(
             s.thread_summary("t1").await.unwrap().unwrap(),
             "They met. 🦀",
@@ -112,6 +120,13 @@ async fn a_consolidation_deletes_exactly_its_batch_and_never_the_newest() {
             .await
             .unwrap();
         assert_eq!(s.entries("t1").await, before[14..], "{name}");
+        // 6 said left: the window of 4 starts at the 3rd.
+        let ctx = s.load_turn("t1", "U1", "Tom", 4).await.unwrap();
+        assert_eq!(
+            ctx.recent.first().map(|e| e.id),
+            Some(before[16].0),
+            "{name}"
+        );
         assert!(
             s.backlog("t1", keep(6), 100, 100_000)
                 .await

@@ -368,6 +368,35 @@ async fn a_turns_window_counts_what_was_said_and_moves_in_steps() {
         assert!(ctx.recent.is_empty(), "{name}: {:?}", ctx.recent);
         let ctx = s.load_turn("C1:1.0", "U1", "Zoë", 0).await.unwrap();
         assert!(ctx.recent.is_empty(), "{name}");
+        // The new conversation counts only what was said in it.
+        let mut said = Vec::new();
+        for i in 1..=4 {
+            let mut t = start("C1:1.0", &format!("again {i} 🌱"), &format!("d{i}"));
+            t.window = window;
+            let (message, ctx) = s.begin_turn(t).await.unwrap();
+            said.push(message);
+            let skip = ((said.len() as i64 - 4).max(0) / 2 * 2) as usize;
+            assert_eq!(
+                ctx.recent.first().map(|e| e.id),
+                Some(said[skip]),
+                "{name}: after the reset, turn {i}"
+            );
+            s.commit_turn(TurnRecord {
+                thread: "C1:1.0".into(),
+                user_id: "U1".into(),
+                interaction: ctx.interaction,
+                since_id: Some(ctx.since_id),
+                entries: vec![NewEntry::new(EntryType::ExternalDialog, format!("yes {i}"))],
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+            said.push(s.thread_entries("C1:1.0").await.unwrap().last().unwrap().id);
+        }
+        // 8 said since the reset: the window starts at index ((8 - 4) / 2) * 2 = 4.
+        let ctx = s.load_turn("C1:1.0", "U1", "Zoë", window).await.unwrap();
+        assert_eq!(ctx.recent.first().map(|e| e.id), Some(said[4]), "{name}");
+        assert_eq!(ctx.recent.len(), 4, "{name}: {:?}", ctx.recent);
     });
 }
 

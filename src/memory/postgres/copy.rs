@@ -211,6 +211,8 @@ pub async fn copy_from_sqlite(from: &SqliteStore, to: &Postgres) -> Result<Copie
         }
         copied.push((table.kind, n));
     }
+    // What each conversation has said, which SQLite counts when it reads.
+    tx.execute("SELECT anima_count_said()", &[]).await?;
     tx.commit().await?;
     Ok(copied)
 }

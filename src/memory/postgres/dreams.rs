@@ -170,12 +170,22 @@ impl Postgres {
                 models.push(m.user_id.clone());
             }
         }
-        let pruned = tx
-            .run(
-                "DELETE FROM working_memory WHERE thread = $1 AND id BETWEEN $2 AND $3",
-                &[&c.thread, &c.first_id, &through],
+        // What was said among the pruned is no longer counted (the thread's row is held).
+        let pruned: i64 = tx
+            .row(
+                "WITH gone AS (DELETE FROM working_memory
+                                WHERE thread = $1 AND id BETWEEN $2 AND $3
+                                RETURNING id, entry_type),
+                      counted AS (UPDATE threads SET said = said - (
+                                      SELECT count(*) FROM gone WHERE id > $4
+                                         AND entry_type IN ('userMessage', 'externalDialog'))
+                                   WHERE thread = $1)
+                 SELECT count(*) FROM gone",
+                &[&c.thread, &c.first_id, &through, &c.since_id],
             )
-            .await?;
+            .await?
+            .get(0);
+        let pruned = pruned as u64;
         Ok(Consolidated {
             pruned,
             models,

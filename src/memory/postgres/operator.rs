@@ -20,9 +20,16 @@ impl Admin for Postgres {
         let result = async {
             let mut client = self.client().await?;
             let tx = client.transaction().await?;
+            // The thread's row first, so that the conversation's end is read after every
+            // message that counted itself in it has committed.
+            tx.run(
+                "SELECT 1 FROM threads WHERE thread = $1 FOR UPDATE",
+                &[&thread],
+            )
+            .await?;
             let changed = tx
                 .run(
-                    "UPDATE threads SET turns = 0, claude_session = NULL,
+                    "UPDATE threads SET turns = 0, claude_session = NULL, said = 0,
                          since_id = (SELECT coalesce(max(id), 0) FROM working_memory
                                      WHERE thread = $1),
                          updated_at = anima_at($2)

@@ -88,10 +88,10 @@ impl Turns for Postgres {
         let result = async {
             let client = self.client().await?;
             let (slug, other_slug) = slugs(&t.user_id, &t.display_name);
-            let begun: Value = client
-                .row(
-                    "SELECT anima_begin_turn($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,
-                                             $13)",
+            let begun = client
+                .rows(
+                    "SELECT * FROM anima_begin_turn($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11,
+                                                   $12, $13)",
                     &[
                         &t.thread,
                         &t.user_id,
@@ -108,9 +108,8 @@ impl Turns for Postgres {
                         &now_ms(),
                     ],
                 )
-                .await?
-                .get(0);
-            wire::begun(begun, &t.user_id, &t.display_name)
+                .await?;
+            wire::begun(&begun, &t.thread, &t.user_id, &t.display_name)
         }
         .await;
         self.noted(result)
@@ -165,14 +164,13 @@ impl Turns for Postgres {
     ) -> Result<TurnContext> {
         let client = self.client().await?;
         // One statement calling a STABLE function: one snapshot for every read.
-        let ctx: Value = client
-            .row(
-                "SELECT anima_turn_context($1, $2, $3)",
+        let rows = client
+            .rows(
+                "SELECT * FROM anima_turn_context($1, $2, $3)",
                 &[&thread, &user_id, &(window.min(i32::MAX as u32) as i32)],
             )
-            .await?
-            .get(0);
-        wire::turn_context(ctx, user_id, display_name)
+            .await?;
+        wire::turn_context(&rows, thread, user_id, display_name)
     }
 
     async fn record_user_message(

@@ -1,6 +1,7 @@
-//! The JSON a turn's server-side functions take and give (migrations/postgres/0002): a
-//! `TurnRecord` written out for `anima_commit_turn`, and a `TurnContext` or a user read back
-//! from `anima_turn_context`, `anima_begin_turn` and `anima_user`.
+//! What a turn's server-side functions take and give (migrations/postgres/0002 and 0003): a
+//! `TurnRecord` written out as JSON for `anima_commit_turn`, and a `TurnContext` or a user
+//! read back from the rows of `anima_turn_context` and `anima_begin_turn` (a JSON head, then
+//! one row per entry) and from `anima_user`.
 //!
 //! Owns only the mapping, and both sides of it live here and in that one SQL file: a key
 //! renamed in one must be renamed in the other (the store's conformance tests cover each).
@@ -9,6 +10,8 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 use serde_json::{json, Value};
+use tokio_postgres::types::Json;
+use tokio_postgres::Row;
 
 use crate::memory::working::capped;
 use crate::memory::{
@@ -70,6 +73,8 @@ pub(super) fn turn_record(rec: &TurnRecord) -> Value {
     })
 }
 
+/// The `head` of a context's first row: everything but the recent entries, which follow it as
+/// rows of their own.
 #[derive(Deserialize)]
 struct ContextWire {
     interaction: i64,
@@ -78,34 +83,19 @@ struct ContextWire {
     since_id: i64,
     cognitive_state: String,
     summary: Option<String>,
-    recent: Vec<EntryWire>,
     soul: BTreeMap<String, String>,
     user: Option<UserWire>,
     process: Option<ProcessWire>,
 }
 
-/// What `anima_begin_turn` gives: the message's entry, the turn's number and whisper, and the
-/// context read after them.
+/// The `head` of `anima_begin_turn`'s last row: the message's entry, the turn's number and its
+/// whisper.
 #[derive(Deserialize)]
 struct BeginWire {
     id: i64,
     interaction: i64,
     whisper: Option<WhisperWire>,
-    context: Value,
 }
-
-/// An entry as an array: id, thread, type, content, verb, user, metadata, created (unix ms).
-#[derive(Deserialize)]
-struct EntryWire(
-    i64,
-    String,
-    String,
-    String,
-    Option<String>,
-    Option<String>,
-    Value,
-    i64,
-);
 
 #[derive(Deserialize)]
 struct UserWire {
@@ -134,11 +124,16 @@ struct WhisperWire {
     source: String,
 }
 
-/// What `anima_begin_turn` gives: the message's entry id and the turn's context, with the
-/// number it took and the whisper it claimed.
-pub(super) fn begun(v: Value, user_id: &str, display_name: &str) -> Result<(i64, TurnContext)> {
-    let b: BeginWire = read(v, "turn's beginning")?;
-    let mut ctx = turn_context(b.context, user_id, display_name)?;
+/// The rows of `anima_begin_turn`: the turn's context, and the message's entry id with the
+/// number the turn took and the whisper it claimed.
+pub(super) fn begun(
+    rows: &[Row],
+    thread: &str,
+    user_id: &str,
+    display_name: &str,
+) -> Result<(i64, TurnContext)> {
+    let mut ctx = turn_context(rows, thread, user_id, display_name)?;
+    let b: BeginWire = head(rows, "begun", "turn's beginning")?;
     ctx.interaction = b.interaction.max(0) as u64;
     ctx.whisper = b.whisper.map(|w| Whisper {
         id: w.id,
@@ -148,18 +143,28 @@ pub(super) fn begun(v: Value, user_id: &str, display_name: &str) -> Result<(i64,
     Ok((b.id, ctx))
 }
 
-/// A turn's context from `anima_turn_context`; someone never seen is `display_name`'s new
-/// record.
-pub(super) fn turn_context(v: Value, user_id: &str, display_name: &str) -> Result<TurnContext> {
-    let w: ContextWire = read(v, "turn context")?;
+/// A turn's context from the rows of `anima_turn_context` (or `anima_begin_turn`): its head,
+/// then the window's entries oldest first. Someone never seen is `display_name`'s new record.
+pub(super) fn turn_context(
+    rows: &[Row],
+    thread: &str,
+    user_id: &str,
+    display_name: &str,
+) -> Result<TurnContext> {
+    let w: ContextWire = head(rows, "context", "turn context")?;
     let mut soul = SoulState::default();
     for (k, v) in &w.soul {
         soul.set(k, v);
     }
+    let recent = rows
+        .iter()
+        .filter(|r| r.get::<_, &str>(0) == "entry")
+        .map(|r| entry(r, thread))
+        .collect::<Result<_>>()?;
     Ok(TurnContext {
         interaction: w.interaction.max(0) as u64,
         thread_turns: w.thread_turns,
-        recent: w.recent.into_iter().map(entry).collect::<Result<_>>()?,
+        recent,
         soul,
         user: w
             .user
@@ -183,27 +188,40 @@ pub(super) fn turn_context(v: Value, user_id: &str, display_name: &str) -> Resul
 pub(super) fn user_record(v: Option<Value>) -> Result<Option<UserRecord>> {
     match v {
         None | Some(Value::Null) => Ok(None),
-        Some(v) => Ok(Some(user(read(v, "user")?))),
+        Some(v) => Ok(Some(user(
+            serde_json::from_value(v).map_err(|e| unexpected("user", e))?,
+        ))),
     }
 }
 
-fn read<T: for<'de> Deserialize<'de>>(v: Value, what: &str) -> Result<T> {
-    serde_json::from_value(v)
-        .map_err(|e| StoreError::Task(format!("the database's {what} is not as expected: {e}")))
+/// The `head` of the row whose part is `part`, parsed straight from the server's JSON.
+fn head<T: for<'de> Deserialize<'de>>(rows: &[Row], part: &str, what: &str) -> Result<T> {
+    let row = rows
+        .iter()
+        .find(|r| r.get::<_, &str>(0) == part)
+        .ok_or_else(|| unexpected(what, format!("no {part} row")))?;
+    row.try_get::<_, Json<T>>(1)
+        .map(|Json(t)| t)
+        .map_err(|e| unexpected(what, e))
 }
 
-fn entry(e: EntryWire) -> Result<Entry> {
-    let EntryWire(id, thread, kind, content, verb, user_id, metadata, created_at) = e;
+fn unexpected(what: &str, e: impl std::fmt::Display) -> StoreError {
+    StoreError::Task(format!("the database's {what} is not as expected: {e}"))
+}
+
+/// An entry row: part, head, id, type, content, verb, user, metadata, created (unix ms).
+fn entry(r: &Row, thread: &str) -> Result<Entry> {
+    let kind: &str = r.get(3);
     Ok(Entry {
-        id,
-        entry_type: EntryType::parse(&kind)
+        id: r.get(2),
+        entry_type: EntryType::parse(kind)
             .ok_or_else(|| StoreError::Task(format!("unknown entry_type {kind}")))?,
-        thread,
-        content,
-        verb,
-        user_id,
-        metadata,
-        created_at,
+        thread: thread.to_string(),
+        content: r.get(4),
+        verb: r.get(5),
+        user_id: r.get(6),
+        metadata: r.get(7),
+        created_at: r.get(8),
     })
 }
 
