@@ -360,6 +360,13 @@ fn daemons_answer_a_burst_once_each_in_order(n: usize) {
     home.assert_backend_kept();
 }
 
+/// The control: one daemon (today's design) passes the same checks under the same load,
+/// Slack's redelivery included, so a failure with several is theirs, not the harness's.
+#[test]
+fn one_daemon_answers_every_message_once_and_in_order() {
+    daemons_answer_a_burst_once_each_in_order(1);
+}
+
 #[test]
 fn two_daemons_answer_every_message_once_and_in_order() {
     daemons_answer_a_burst_once_each_in_order(2);
