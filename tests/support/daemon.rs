@@ -1,4 +1,6 @@
-//! Runs the real `anima run` against the fake Slack and the fake model.
+//! Runs the real `anima run` against the fake Slack and the fake model: one, or several on
+//! one home (one config, one PostgreSQL database, one fake Slack and model; each daemon its
+//! own HTTP port and log), with signals to kill, pause, resume or stop one of them.
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
@@ -140,6 +142,67 @@ impl Daemon {
         self.wait_exit(30)
     }
 
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends a signal (`STOP`, `CONT`, `TERM`, `KILL` …) with `kill(1)`.
+    pub fn signal(&self, name: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(self.pid().to_string())
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill -{name} {} failed", self.pid());
+    }
+
+    /// SIGSTOP: the process is paused (its sockets stay open; nothing it does moves).
+    pub fn pause(&self) {
+        self.signal("STOP");
+    }
+
+    /// SIGCONT: a paused process goes on where it stopped.
+    pub fn resume(&self) {
+        self.signal("CONT");
+    }
+
+    /// The fake Slack's ids of the Socket Mode connections this process holds now (found by
+    /// the client's end of each TCP connection in `/proc`).
+    pub fn slack_connections(&self, slack: &FakeSlack) -> Vec<usize> {
+        let ours = socket_inodes(self.pid());
+        let tcp = tcp_inodes(slack.addr.port());
+        slack
+            .connections()
+            .into_iter()
+            .filter(|c| c.open)
+            .filter(|c| {
+                tcp.get(&c.peer.port())
+                    .is_some_and(|inode| ours.contains(inode))
+            })
+            .map(|c| c.id)
+            .collect()
+    }
+
+    /// Waits until this process holds `n` open Socket Mode connections; returns their ids.
+    pub fn wait_slack_connections(&self, slack: &FakeSlack, n: usize, secs: u64) -> Vec<usize> {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            let held = self.slack_connections(slack);
+            if held.len() >= n {
+                return held;
+            }
+            if Instant::now() > deadline {
+                panic!(
+                    "daemon {} holds {} Socket Mode connections after {secs} s, not {n}:\n{}",
+                    self.pid(),
+                    held.len(),
+                    self.log()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     pub fn child_alive(&mut self) -> bool {
         self.child.try_wait().unwrap().is_none()
     }
@@ -197,4 +260,119 @@ pub fn try_http(
         let status = resp.status().as_u16();
         Ok((status, resp.text().await.map_err(|e| e.to_string())?))
     })
+}
+
+/// The inodes of the sockets process `pid` holds open.
+fn socket_inodes(pid: u32) -> std::collections::HashSet<u64> {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return Default::default();
+    };
+    fds.filter_map(Result::ok)
+        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+        .filter_map(|link| {
+            let link = link.to_string_lossy().into_owned();
+            link.strip_prefix("socket:[")?
+                .strip_suffix(']')?
+                .parse()
+                .ok()
+        })
+        .collect()
+}
+
+/// Loopback TCP connections to `port`: the client's port → the socket's inode.
+fn tcp_inodes(port: u16) -> std::collections::HashMap<u16, u64> {
+    let text = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+    let port_of = |addr: &str| u16::from_str_radix(addr.rsplit(':').next()?, 16).ok();
+    text.lines()
+        .skip(1)
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let (local, remote, inode) = (f.get(1)?, f.get(2)?, f.get(9)?);
+            (port_of(remote)? == port).then_some(())?;
+            Some((port_of(local)?, inode.parse().ok()?))
+        })
+        .collect()
+}
+
+/// Several `anima run` on one home: each started after the last has connected to Slack.
+pub struct Daemons {
+    pub list: Vec<Daemon>,
+}
+
+/// A home on PostgreSQL for several daemons: a fresh database, `[store] claim_lease_secs =
+/// lease_secs`, the fakes; `extra` as for `home`. `None` (said on stderr) when
+/// `ANIMA_TEST_POSTGRES_URL` is unset: the test is skipped.
+pub fn shared_home(
+    model: &FakeModel,
+    slack: &FakeSlack,
+    lease_secs: u64,
+    extra: &str,
+) -> Option<Home> {
+    if std::env::var(super::postgres::POSTGRES_URL).map_or(true, |u| u.is_empty()) {
+        eprintln!(
+            "skipped: several daemons need PostgreSQL ({} is not set)",
+            super::postgres::POSTGRES_URL
+        );
+        return None;
+    }
+    let home = home_on(super::Backend::Postgres, model, slack, "socket", extra);
+    let cfg = std::fs::read_to_string(home.config()).unwrap();
+    assert!(
+        cfg.trim_end().ends_with("backend = \"postgres\""),
+        "the [store] section is last: {cfg}"
+    );
+    std::fs::write(
+        home.config(),
+        format!("{cfg}claim_lease_secs = {lease_secs}\n"),
+    )
+    .unwrap();
+    Some(home)
+}
+
+impl Daemons {
+    /// Starts `n` daemons on `home`, one after another, each once it holds its Socket Mode
+    /// connections (two each) and the one before it has too.
+    pub fn start(home: &Home, slack: &FakeSlack, n: usize, env: &[(&str, &str)]) -> Daemons {
+        let mut list = Vec::new();
+        for _ in 0..n {
+            list.push(start_connected(home, slack, env));
+        }
+        Daemons { list }
+    }
+
+    /// Starts one more daemon on `home` (after a restart: its replacement) and waits for its
+    /// connections; returns its index.
+    pub fn add(&mut self, home: &Home, slack: &FakeSlack, env: &[(&str, &str)]) -> usize {
+        self.list.push(start_connected(home, slack, env));
+        self.list.len() - 1
+    }
+
+    pub fn logs(&self) -> String {
+        self.list
+            .iter()
+            .enumerate()
+            .map(|(i, d)| format!("--- daemon {i} (pid {}) ---\n{}", d.pid(), d.log()))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+impl std::ops::Index<usize> for Daemons {
+    type Output = Daemon;
+    fn index(&self, i: usize) -> &Daemon {
+        &self.list[i]
+    }
+}
+
+impl std::ops::IndexMut<usize> for Daemons {
+    fn index_mut(&mut self, i: usize) -> &mut Daemon {
+        &mut self.list[i]
+    }
+}
+
+/// A daemon started on `home` that holds its two Socket Mode connections.
+fn start_connected(home: &Home, slack: &FakeSlack, env: &[(&str, &str)]) -> Daemon {
+    let d = Daemon::start_env(home, env);
+    d.wait_slack_connections(slack, 2, 20);
+    d
 }

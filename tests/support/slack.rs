@@ -2,9 +2,16 @@
 //! envelopes and errors), apps.connections.open returning a ws:// URL on loopback, a Socket
 //! Mode WebSocket that sends hello and events_api envelopes and records acks, and a signer
 //! for Events API posts.
+//!
+//! Like Slack, it holds every Socket Mode connection the app opens (each `anima run` opens
+//! two; several daemons, several more) and gives each envelope to ONE open connection, in
+//! turn (round robin). With `redeliver_unacked_after`, an events_api envelope not
+//! acknowledged in time is sent again as Slack does (a new envelope, the same event,
+//! `retry_attempt` 1..3, `retry_reason: "timeout"`), to another open connection when there is
+//! one. What went where is kept: `deliveries`, `acks_on`, `connections`.
 #![allow(dead_code)]
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -12,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes};
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
-use axum::extract::{Path, Query, State};
+use axum::extract::{ConnectInfo, Path, Query, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
@@ -80,14 +87,85 @@ struct Inner {
     /// 429s answered because of the tiers.
     rate_limited: u32,
     post_failures: VecDeque<PostFailure>,
-    sockets: Vec<mpsc::UnboundedSender<String>>,
+    /// The Socket Mode connections held (closed ones stay until `drop_all` or
+    /// `disconnect_all` forgets them).
+    sockets: Vec<Conn>,
+    /// Every connection ever opened, by id: its peer (the client's end).
+    peers: Vec<SocketAddr>,
+    /// The round robin's turn.
+    next_socket: usize,
+    /// How envelopes are spread over the open connections.
+    spread: Spread,
     acks: Vec<String>,
+    /// (connection, envelope id, when) of each acknowledgement, in order.
+    acks_on: Vec<(usize, String, Instant)>,
+    acked: HashSet<String>,
     sent: HashMap<String, Instant>,
+    /// Every envelope sent, in order: to which connection.
+    deliveries: Vec<Delivery>,
+    /// Redelivery of unacknowledged events_api envelopes (off: `None`).
+    redeliver_after: Option<Duration>,
+    redeliverer: bool,
+    /// The latest envelope of each event that is not acknowledged yet, while redelivery is on.
+    pending: Vec<Pending>,
+    /// Events whose last retry was not acknowledged either: Slack gives them up.
+    given_up: Vec<String>,
     /// Methods that answer `{"ok":false,"error":code}`.
     refused: HashMap<String, String>,
     /// conversations.replies and conversations.history answer without any message's
     /// metadata, even when asked for it.
     drop_metadata: bool,
+}
+
+/// How the fake chooses the one open connection an envelope goes to.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub enum Spread {
+    /// Each in turn (the default). A load whose conversations are a multiple of the
+    /// connections in number then sends each conversation to one connection only.
+    #[default]
+    RoundRobin,
+    /// Any open connection, drawn from a generator seeded with this (the same seed, the
+    /// same draws): one conversation's messages land on several connections, as with Slack.
+    Random(u64),
+}
+
+/// One Socket Mode connection the fake holds.
+struct Conn {
+    id: usize,
+    tx: mpsc::UnboundedSender<String>,
+}
+
+/// An envelope the fake sent, and where.
+#[derive(Debug, Clone)]
+pub struct Delivery {
+    pub envelope_id: String,
+    /// The event's `event_id` (events_api envelopes; empty for others).
+    pub event_id: String,
+    /// The connection (`connections()` id) it was given to.
+    pub connection: usize,
+    /// Its `retry_attempt` (0: the first delivery).
+    pub attempt: u32,
+    pub at: Instant,
+}
+
+/// A Socket Mode connection, open or not.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Connection {
+    pub id: usize,
+    /// The client's end of the TCP connection: which process holds it
+    /// (`daemon::Daemon::slack_connections`).
+    pub peer: SocketAddr,
+    pub open: bool,
+}
+
+/// An events_api envelope waiting for its acknowledgement (redelivery on).
+struct Pending {
+    envelope_id: String,
+    event_id: String,
+    payload: Value,
+    attempt: u32,
+    connection: usize,
+    sent: Instant,
 }
 
 #[derive(Clone)]
@@ -124,7 +202,8 @@ impl FakeSlack {
                 let app = Router::new()
                     .route("/api/{method}", any(web_api))
                     .route("/link/", get(socket))
-                    .with_state(state);
+                    .with_state(state)
+                    .into_make_service_with_connect_info::<SocketAddr>();
                 tx.send(addr).unwrap();
                 // As a real server streaming events does: each small write goes at once
                 // (with Nagle's algorithm, a stream of small frames waits for delayed ACKs).
@@ -262,13 +341,110 @@ impl FakeSlack {
         self.inner.lock().unwrap().acks.clone()
     }
 
+    /// How many Socket Mode connections are open.
     pub fn sockets(&self) -> usize {
         self.inner
             .lock()
             .unwrap()
             .sockets
             .iter()
-            .filter(|s| !s.is_closed())
+            .filter(|s| !s.tx.is_closed())
+            .count()
+    }
+
+    /// Every Socket Mode connection opened so far, in order, with whether it is still open.
+    pub fn connections(&self) -> Vec<Connection> {
+        let inner = self.inner.lock().unwrap();
+        inner
+            .peers
+            .iter()
+            .enumerate()
+            .map(|(id, peer)| Connection {
+                id,
+                peer: *peer,
+                open: inner
+                    .sockets
+                    .iter()
+                    .any(|s| s.id == id && !s.tx.is_closed()),
+            })
+            .collect()
+    }
+
+    /// Waits until at least `n` Socket Mode connections are open (each `anima run` opens two).
+    pub fn wait_sockets(&self, n: usize, secs: u64) {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        while self.sockets() < n {
+            assert!(
+                Instant::now() < deadline,
+                "{} Socket Mode connections open after {secs} s, not {n}",
+                self.sockets()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// How envelopes are spread over the open connections from now on.
+    pub fn spread(&self, spread: Spread) {
+        self.inner.lock().unwrap().spread = spread;
+    }
+
+    /// The envelope ids acknowledged on these connections, in order.
+    pub fn acks_on(&self, connections: &[usize]) -> Vec<String> {
+        self.inner
+            .lock()
+            .unwrap()
+            .acks_on
+            .iter()
+            .filter(|(c, _, _)| connections.contains(c))
+            .map(|(_, e, _)| e.clone())
+            .collect()
+    }
+
+    /// For each acknowledged envelope, in order of the acknowledgements: how long after it
+    /// was sent the acknowledgement came.
+    pub fn ack_delays(&self) -> Vec<Duration> {
+        let inner = self.inner.lock().unwrap();
+        inner
+            .acks_on
+            .iter()
+            .filter_map(|(_, e, at)| Some(at.saturating_duration_since(*inner.sent.get(e)?)))
+            .collect()
+    }
+
+    /// Every envelope sent, in order, with the connection it went to.
+    pub fn deliveries(&self) -> Vec<Delivery> {
+        self.inner.lock().unwrap().deliveries.clone()
+    }
+
+    /// From now on, an events_api envelope not acknowledged within `after` is sent again, as
+    /// Slack does: a new envelope with the same event, `retry_attempt` one more, `retry_reason`
+    /// "timeout", to another open connection if there is one (else the same), at most 3
+    /// retries; then Slack gives the event up (`given_up`). With no open connection the retry
+    /// waits for one. Off by default.
+    pub fn redeliver_unacked_after(&self, after: Duration) {
+        let start = {
+            let mut inner = self.inner.lock().unwrap();
+            inner.redeliver_after = Some(after);
+            !std::mem::replace(&mut inner.redeliverer, true)
+        };
+        if start {
+            let inner = Arc::downgrade(&self.inner);
+            std::thread::spawn(move || redeliver(inner));
+        }
+    }
+
+    /// The event ids whose every delivery (the first and 3 retries) went unacknowledged.
+    pub fn given_up(&self) -> Vec<String> {
+        self.inner.lock().unwrap().given_up.clone()
+    }
+
+    /// How many events_api envelopes still wait for an acknowledgement (redelivery on).
+    pub fn unacked(&self) -> usize {
+        let inner = self.inner.lock().unwrap();
+        inner
+            .pending
+            .iter()
+            .filter(|p| !inner.acked.contains(&p.envelope_id))
             .count()
     }
 
@@ -303,34 +479,28 @@ impl FakeSlack {
         );
     }
 
-    /// Sends a raw text frame on an open socket.
+    /// Sends a raw text frame on one open socket (the next in turn).
     pub fn send_frame(&self, frame: String) {
-        let inner = self.inner.lock().unwrap();
-        let sock = inner
-            .sockets
-            .iter()
-            .find(|s| !s.is_closed())
-            .expect("an open Socket Mode connection");
-        sock.send(frame).unwrap();
+        let mut inner = self.inner.lock().unwrap();
+        send_on(&mut inner, frame, None).expect("an open Socket Mode connection");
     }
 
     /// Sends an event as an events_api envelope; returns the envelope id.
     pub fn send_event(&self, event: Value, event_id: &str, retry_attempt: u32) -> String {
-        let envelope_id = uuid::Uuid::new_v4().to_string();
-        let frame = json!({
-            "envelope_id": envelope_id,
-            "payload": event_callback(event, event_id),
-            "type": "events_api",
-            "accepts_response_payload": false,
-            "retry_attempt": retry_attempt,
-            "retry_reason": if retry_attempt > 0 { "timeout" } else { "" },
-        });
-        self.inner
-            .lock()
-            .unwrap()
-            .sent
-            .insert(envelope_id.clone(), Instant::now());
-        self.send_frame(frame.to_string());
+        let payload = event_callback(event, event_id);
+        let mut inner = self.inner.lock().unwrap();
+        let (envelope_id, connection) = send_envelope(&mut inner, &payload, retry_attempt, None)
+            .expect("an open Socket Mode connection");
+        if inner.redeliver_after.is_some() {
+            inner.pending.push(Pending {
+                envelope_id: envelope_id.clone(),
+                event_id: event_id.to_string(),
+                payload,
+                attempt: retry_attempt,
+                connection,
+                sent: Instant::now(),
+            });
+        }
         envelope_id
     }
 
@@ -343,7 +513,7 @@ impl FakeSlack {
     pub fn drop_all(&self) {
         let mut inner = self.inner.lock().unwrap();
         for s in inner.sockets.drain(..) {
-            let _ = s.send(CLOSE.to_string());
+            let _ = s.tx.send(CLOSE.to_string());
         }
     }
 
@@ -352,13 +522,149 @@ impl FakeSlack {
             .to_string();
         let mut inner = self.inner.lock().unwrap();
         for s in inner.sockets.drain(..) {
-            let _ = s.send(frame.clone());
-            let _ = s.send(CLOSE.to_string());
+            let _ = s.tx.send(frame.clone());
+            let _ = s.tx.send(CLOSE.to_string());
         }
     }
 }
 
 const CLOSE: &str = "\u{0}close";
+
+/// Sends `frame` on the next open connection in turn (`Spread`); records the delivery.
+/// Returns the connection, or `None` when none is open.
+///
+/// A retry (`avoid`: the connection that did not acknowledge) goes to another open
+/// connection, one that is keeping up (no envelope unacknowledged past the redelivery time)
+/// when there is one: a paused client holds several connections, and Slack does not keep
+/// giving an event to connections that do not answer.
+fn send_on(inner: &mut Inner, frame: String, avoid: Option<usize>) -> Option<usize> {
+    let open: Vec<usize> = (0..inner.sockets.len())
+        .filter(|&i| !inner.sockets[i].tx.is_closed())
+        .collect();
+    if open.is_empty() {
+        return None;
+    }
+    let mut choice = open.clone();
+    if avoid.is_some() {
+        let after = inner.redeliver_after.unwrap_or(Duration::MAX);
+        let overdue: HashSet<usize> = inner
+            .pending
+            .iter()
+            .filter(|p| p.sent.elapsed() >= after && !inner.acked.contains(&p.envelope_id))
+            .map(|p| p.connection)
+            .collect();
+        for narrower in [
+            |id: usize, avoid: Option<usize>, overdue: &HashSet<usize>| {
+                Some(id) != avoid && !overdue.contains(&id)
+            },
+            |id: usize, avoid: Option<usize>, _: &HashSet<usize>| Some(id) != avoid,
+        ] {
+            let kept: Vec<usize> = open
+                .iter()
+                .copied()
+                .filter(|&i| narrower(inner.sockets[i].id, avoid, &overdue))
+                .collect();
+            if !kept.is_empty() {
+                choice = kept;
+                break;
+            }
+        }
+    }
+    let choice = &choice;
+    let turn = match &mut inner.spread {
+        Spread::RoundRobin => inner.next_socket,
+        Spread::Random(state) => {
+            // xorshift64*: small, seeded, good enough to spread.
+            let mut x = (*state).max(1);
+            x ^= x >> 12;
+            x ^= x << 25;
+            x ^= x >> 27;
+            *state = x;
+            (x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 33) as usize
+        }
+    };
+    let at = choice[turn % choice.len()];
+    inner.next_socket = inner.next_socket.wrapping_add(1);
+    let sock = &inner.sockets[at];
+    let id = sock.id;
+    sock.tx.send(frame.clone()).ok()?;
+    let v: Value = serde_json::from_str(&frame).unwrap_or(Value::Null);
+    if let Some(envelope_id) = v.get("envelope_id").and_then(Value::as_str) {
+        inner.deliveries.push(Delivery {
+            envelope_id: envelope_id.to_string(),
+            event_id: v["payload"]["event_id"].as_str().unwrap_or("").to_string(),
+            connection: id,
+            attempt: v["retry_attempt"].as_u64().unwrap_or(0) as u32,
+            at: Instant::now(),
+        });
+    }
+    Some(id)
+}
+
+/// Sends an events_api envelope around `payload` (a new envelope id); returns the id and the
+/// connection it went to.
+fn send_envelope(
+    inner: &mut Inner,
+    payload: &Value,
+    retry_attempt: u32,
+    avoid: Option<usize>,
+) -> Option<(String, usize)> {
+    let envelope_id = uuid::Uuid::new_v4().to_string();
+    let frame = json!({
+        "envelope_id": envelope_id,
+        "payload": payload,
+        "type": "events_api",
+        "accepts_response_payload": false,
+        "retry_attempt": retry_attempt,
+        "retry_reason": if retry_attempt > 0 { "timeout" } else { "" },
+    });
+    let connection = send_on(inner, frame.to_string(), avoid)?;
+    inner.sent.insert(envelope_id.clone(), Instant::now());
+    Some((envelope_id, connection))
+}
+
+/// Slack's redelivery: every few ms, each pending envelope acknowledged is forgotten, and
+/// each one unacknowledged for `redeliver_after` is sent again (at most 3 retries). Lasts as
+/// long as the fake's state does (its server thread keeps it for the test process's life).
+fn redeliver(inner: std::sync::Weak<Mutex<Inner>>) {
+    while let Some(inner) = inner.upgrade() {
+        {
+            let mut guard = inner.lock().unwrap();
+            let inner = &mut *guard;
+            let after = inner.redeliver_after.unwrap_or(Duration::MAX);
+            let acked = &inner.acked;
+            inner.pending.retain(|p| !acked.contains(&p.envelope_id));
+            let mut given_up = Vec::new();
+            for i in 0..inner.pending.len() {
+                let p = &inner.pending[i];
+                if p.sent.elapsed() < after {
+                    continue;
+                }
+                if p.attempt >= 3 {
+                    given_up.push(i);
+                    continue;
+                }
+                let (payload, attempt, connection) = (p.payload.clone(), p.attempt, p.connection);
+                // With no connection open, the retry waits for one.
+                if let Some((envelope_id, connection)) =
+                    send_envelope(inner, &payload, attempt + 1, Some(connection))
+                {
+                    let p = &mut inner.pending[i];
+                    p.envelope_id = envelope_id;
+                    p.connection = connection;
+                    p.attempt += 1;
+                    p.sent = Instant::now();
+                }
+            }
+            for i in given_up.into_iter().rev() {
+                let p = inner.pending.remove(i);
+                inner.given_up.push(p.event_id);
+            }
+        }
+        drop(inner);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
 
 /// The Events API envelope around an event.
 pub fn event_callback(event: Value, event_id: &str) -> Value {
@@ -713,11 +1019,15 @@ fn ok_false(code: &str) -> Response {
     json_response(200, json!({"ok": false, "error": code}))
 }
 
-async fn socket(State(s): State<Shared>, ws: WebSocketUpgrade) -> impl IntoResponse {
-    ws.on_upgrade(move |socket| serve_socket(s, socket))
+async fn socket(
+    State(s): State<Shared>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    ws: WebSocketUpgrade,
+) -> impl IntoResponse {
+    ws.on_upgrade(move |socket| serve_socket(s, socket, peer))
 }
 
-async fn serve_socket(s: Shared, mut socket: WebSocket) {
+async fn serve_socket(s: Shared, mut socket: WebSocket, peer: SocketAddr) {
     let (tx, mut rx) = mpsc::unbounded_channel::<String>();
     let hello = json!({"type":"hello","num_connections":1,"debug_info":{"host":"applink-1","build_number":10,"approximate_connection_time":18060},"connection_info":{"app_id":"A111"}});
     if socket
@@ -727,7 +1037,13 @@ async fn serve_socket(s: Shared, mut socket: WebSocket) {
     {
         return;
     }
-    s.inner.lock().unwrap().sockets.push(tx);
+    let id = {
+        let mut inner = s.inner.lock().unwrap();
+        let id = inner.peers.len();
+        inner.peers.push(peer);
+        inner.sockets.push(Conn { id, tx });
+        id
+    };
     loop {
         tokio::select! {
             out = rx.recv() => match out {
@@ -738,8 +1054,11 @@ async fn serve_socket(s: Shared, mut socket: WebSocket) {
             incoming = socket.recv() => match incoming {
                 Some(Ok(Message::Text(t))) => {
                     if let Ok(v) = serde_json::from_str::<Value>(&t) {
-                        if let Some(id) = v.get("envelope_id").and_then(Value::as_str) {
-                            s.inner.lock().unwrap().acks.push(id.to_string());
+                        if let Some(envelope) = v.get("envelope_id").and_then(Value::as_str) {
+                            let mut inner = s.inner.lock().unwrap();
+                            inner.acks.push(envelope.to_string());
+                            inner.acks_on.push((id, envelope.to_string(), Instant::now()));
+                            inner.acked.insert(envelope.to_string());
                         }
                     }
                 }
