@@ -471,6 +471,7 @@ fn asked(thread: &str) -> Perception {
         text: "What's the status of the port?".into(),
         source: None,
         inbox_id: None,
+        claim: None,
         newer: None,
         speech: None,
     })

@@ -425,6 +425,7 @@ async fn a_five_iteration_turn_costs_no_more_write_transactions_than_iterations_
                 text: "Help?".into(),
                 source: None,
                 inbox_id: None,
+                claim: None,
                 newer: None,
                 speech: None,
             },

@@ -295,6 +295,7 @@ async fn proactive_follow_ups_under_a_controlled_clock() {
             text: text.into(),
             source: None,
             inbox_id: None,
+            claim: None,
             newer: None,
             speech: None,
         })

@@ -90,6 +90,7 @@ pub async fn run(config_path: Option<&Path>, args: ChatArgs) -> CliResult {
                 text: line,
                 source: None,
                 inbox_id: None,
+                claim: None,
                 newer: None,
                 speech: stream.then(|| {
                     Speech::new(|text| {

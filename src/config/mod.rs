@@ -58,8 +58,8 @@ pub struct StoreConfig {
     pub backend: StoreBackend,
     /// PostgreSQL: connections per anima process.
     pub pool_size: u32,
-    /// Reserved for several daemons sharing one database: how long a claim on a conversation
-    /// would outlive a daemon that died. Nothing reads it yet.
+    /// Several daemons sharing one database: how long a daemon's claim on a conversation
+    /// outlives the daemon if it dies (another takes the conversation over then).
     pub claim_lease_secs: u64,
 }
 

@@ -10,6 +10,7 @@
 //! (`reload`). Under systemd, the service manager hears READY, WATCHDOG and STOPPING
 //! (`notify`).
 
+mod company;
 mod http;
 mod notify;
 mod reload;
@@ -112,7 +113,20 @@ pub async fn run(config: Arc<Config>) -> Result<(), DaemonError> {
             .start_tools(),
     );
     let store = engine.store().clone();
-    let waking = tokio::spawn(states::start(engine.clone()));
+    let lease = Duration::from_secs(config.store.claim_lease_secs.max(1));
+    let first = company::join(&store, lease).await;
+    tokio::spawn(company::keep_alive(store.clone(), lease, stop_rx.clone()));
+    let waking = {
+        let engine = engine.clone();
+        // A daemon joining others finds the soul awake: no second wakeup.
+        tokio::spawn(async move {
+            if first {
+                states::start(engine).await
+            } else {
+                None
+            }
+        })
+    };
 
     tokio::spawn(reload::on_hangup(
         hangups,
@@ -198,6 +212,7 @@ pub async fn run(config: Arc<Config>) -> Result<(), DaemonError> {
         engine.clone(),
         surface,
         config.slack.max_concurrent_turns,
+        lease,
         metrics.clone(),
     );
     let resumed = router.resume().await.map_err(DaemonError::runtime)?;
@@ -246,6 +261,7 @@ pub async fn run(config: Arc<Config>) -> Result<(), DaemonError> {
         }
     };
 
+    tokio::spawn(crate::router::keep_claims(router.clone(), stop_rx.clone()));
     notify::ready_when_connected(metrics.clone(), stop_rx.clone());
     notify::watchdog(store.clone(), stop_rx.clone());
     tokio::spawn(states::solitude(
@@ -287,10 +303,16 @@ pub async fn run(config: Arc<Config>) -> Result<(), DaemonError> {
     let grace = Duration::from_secs(config.shutdown_grace_secs);
     let deadline = deadline_after(grace);
     let signal = SIGNAL.get().copied().unwrap_or("stop");
-    let (finished, ()) = tokio::join!(
-        router.drain(grace),
-        states::shut_down(&engine, &router, &metrics, ops.as_ref(), signal, deadline)
-    );
+    // Only the last daemon puts the soul to sleep; one that leaves others running hands its
+    // conversations over once its turns in flight are done.
+    let last = company::leave(&store).await;
+    let shutdown = async {
+        if last {
+            states::shut_down(&engine, &router, &metrics, ops.as_ref(), signal, deadline).await
+        }
+    };
+    let (finished, ()) = tokio::join!(router.drain(grace), shutdown);
+    router.let_go_all().await;
     if !finished {
         warn!("grace period over; unfinished messages stay in the inbox for the next start");
     }

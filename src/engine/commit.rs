@@ -83,9 +83,13 @@ impl Engine {
             Some(run) if speaks => run.cognition.reply.clone(),
             _ => String::new(),
         };
-        let (user_id, inbox) = match p {
-            Perception::Message(m) => (m.user_id.clone(), m.inbox_id.map(|id| (id, reply.clone()))),
-            Perception::Quiet(_) => (String::new(), None),
+        let (user_id, inbox, claim) = match p {
+            Perception::Message(m) => (
+                m.user_id.clone(),
+                m.inbox_id.map(|id| (id, reply.clone())),
+                m.claim,
+            ),
+            Perception::Quiet(_) => (String::new(), None, None),
         };
         let record = TurnRecord {
             thread: p.thread().to_string(),
@@ -112,6 +116,7 @@ impl Engine {
             transitions,
             proactive: !policy.counted,
             since_id: Some(ctx.since_id),
+            claim,
         };
         let steps = last
             .iter()

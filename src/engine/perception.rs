@@ -30,6 +30,9 @@ pub struct Message {
     pub source: Option<String>,
     /// The inbox row this turn answers; its reply is fixed in the turn's transaction.
     pub inbox_id: Option<i64>,
+    /// The claim on the conversation this turn runs under (its epoch): the turn commits only
+    /// while the daemon still holds it. `None` outside the router.
+    pub claim: Option<i64>,
     /// Tells whether a newer message has arrived in the same conversation (an ISM's loop
     /// stops for it); `None` where messages come one at a time.
     pub newer: Option<Newer>,

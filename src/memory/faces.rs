@@ -7,6 +7,8 @@
 //! and a backend keeps its own economics (SQLite's page tricks, PostgreSQL's locks) inside its
 //! implementation. An operation that is one transaction is one method, on every backend.
 
+use std::time::Duration;
+
 use async_trait::async_trait;
 use serde_json::Value;
 
@@ -14,9 +16,9 @@ use super::dream::{Backlog, Consolidated, Consolidation, DreamRow, Episode, Keep
 use super::process_state::TransitionRow;
 use super::psyche::{LoggedDecision, Mind, Place};
 use super::{
-    CognitiveRow, Entry, Inbound, InboxItem, Intake, JournalEntry, Judged, NewMove, Overheard,
-    Snapshot, SoulState, StateMove, StoreError, TurnContext, TurnRecord, TurnStart, UsageRecord,
-    UserRecord, Verdict, WriteHealth,
+    CognitiveRow, DaemonRow, Entry, Inbound, InboxItem, Intake, JournalEntry, Judged, NewMove,
+    Overheard, Snapshot, SoulState, StateMove, StoreError, TurnContext, TurnRecord, TurnStart,
+    UsageRecord, UserRecord, Verdict, WriteHealth,
 };
 use crate::process::ThreadProcess;
 use crate::psyche::gate::{Decision, GateRules};
@@ -30,6 +32,7 @@ type Result<T> = std::result::Result<T, StoreError>;
 /// Every face of the store: what the rest of anima holds.
 pub trait Store:
     Inbox
+    + Claims
     + Turns
     + Users
     + SoulRecord
@@ -46,6 +49,7 @@ pub trait Store:
 
 impl<T> Store for T where
     T: Inbox
+        + Claims
         + Turns
         + Users
         + SoulRecord
@@ -58,6 +62,33 @@ impl<T> Store for T where
         + Admin
         + Health
 {
+}
+
+/// Which daemon works which conversation, and which daemons run, when several share the store.
+/// A conversation is worked by the daemon holding its claim: a lease on the store's clock,
+/// renewed while the daemon works there, and an epoch that moves every time it changes hands.
+/// A store only one process uses (SQLite) grants every claim to it.
+#[async_trait]
+pub trait Claims: Send + Sync {
+    /// Takes `conversation` for this daemon for `lease`, or renews its own claim: the claim's
+    /// epoch, or `None` while another daemon's lease on it runs.
+    async fn claim(&self, conversation: &str, lease: Duration) -> Result<Option<i64>>;
+    /// Whether this daemon still holds `conversation` at `epoch` with more than `margin` of
+    /// its lease left (asked before every post).
+    async fn holds(&self, conversation: &str, epoch: i64, margin: Duration) -> Result<bool>;
+    /// Lets `conversation` go at once: its worker has nothing more to do there.
+    async fn release(&self, conversation: &str, epoch: i64) -> Result<()>;
+    /// Renews this daemon's heartbeat and its claims on `conversations`, for `lease`.
+    async fn heartbeat(&self, conversations: &[String], lease: Duration) -> Result<()>;
+    /// Conversations with open rows that no running lease holds: a dead daemon's, or new.
+    async fn unheld_conversations(&self) -> Result<Vec<String>>;
+    /// Records this daemon as running (one at a time): how many others run.
+    async fn join(&self, host: &str, pid: u32, lease: Duration) -> Result<u64>;
+    /// Records that this daemon stops (one at a time): how many others still run. Its claims
+    /// stay until it lets them go, when its turns in flight are over.
+    async fn leave(&self) -> Result<u64>;
+    /// The daemons running now, with the conversations each holds.
+    async fn daemons(&self) -> Result<Vec<DaemonRow>>;
 }
 
 /// The durable inbox: one row per Slack message, claimed in order per conversation.

@@ -13,6 +13,7 @@
 
 pub mod inbox;
 mod admin;
+pub mod claims;
 pub mod faces;
 pub mod open;
 pub mod postgres;
@@ -40,6 +41,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 
+pub use claims::DaemonRow;
 pub use faces::{move_state, Quiet, Store};
 pub use feedback::{Judged, Verdict};
 pub use health::WriteHealth;
@@ -108,6 +110,10 @@ pub enum StoreError {
     Postgres(#[from] tokio_postgres::Error),
     #[error("a store task stopped: {0}")]
     Task(String),
+    /// Another daemon holds the conversation now (this one's claim lapsed or was taken): what
+    /// was to be written for it is not, and this daemon leaves it.
+    #[error("conversation {conversation} is another daemon's now")]
+    Fenced { conversation: String },
 }
 
 /// The blocking SQLite store. One connection behind a mutex: SQLite serialises writers anyway, and a

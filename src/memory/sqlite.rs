@@ -5,6 +5,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::Value;
@@ -14,9 +15,9 @@ use super::faces::{self, Decide, Moved, Quiet, SamePlace};
 use super::process_state::TransitionRow;
 use super::psyche::{LoggedDecision, Mind, Place};
 use super::{
-    CognitiveRow, Entry, Inbound, InboxItem, Intake, JournalEntry, Judged, Overheard, Snapshot,
-    SoulState, SqliteStore, StateMove, StoreError, TurnContext, TurnRecord, TurnStart, UsageRecord,
-    UserRecord, Verdict, WriteHealth,
+    CognitiveRow, DaemonRow, Entry, Inbound, InboxItem, Intake, JournalEntry, Judged, Overheard,
+    Snapshot, SoulState, SqliteStore, StateMove, StoreError, TurnContext, TurnRecord, TurnStart,
+    UsageRecord, UserRecord, Verdict, WriteHealth,
 };
 use crate::process::ThreadProcess;
 use crate::psyche::gate::{Decision, GateRules};
@@ -147,6 +148,36 @@ impl faces::Inbox for Sqlite {
     }
     async fn last_overheard(&self, since_us: i64) -> Result<Option<Overheard>> {
         off!(self, [], |s| s.last_overheard(since_us))
+    }
+}
+
+/// One process uses a SQLite file, so every claim is its own, at one epoch, and it is always
+/// the only daemon running.
+#[async_trait]
+impl faces::Claims for Sqlite {
+    async fn claim(&self, _conversation: &str, _lease: Duration) -> Result<Option<i64>> {
+        Ok(Some(0))
+    }
+    async fn holds(&self, _conversation: &str, _epoch: i64, _margin: Duration) -> Result<bool> {
+        Ok(true)
+    }
+    async fn release(&self, _conversation: &str, _epoch: i64) -> Result<()> {
+        Ok(())
+    }
+    async fn heartbeat(&self, _conversations: &[String], _lease: Duration) -> Result<()> {
+        Ok(())
+    }
+    async fn unheld_conversations(&self) -> Result<Vec<String>> {
+        off!(self, [], |s| s.open_conversations())
+    }
+    async fn join(&self, _host: &str, _pid: u32, _lease: Duration) -> Result<u64> {
+        Ok(0)
+    }
+    async fn leave(&self) -> Result<u64> {
+        Ok(0)
+    }
+    async fn daemons(&self) -> Result<Vec<DaemonRow>> {
+        Ok(Vec::new())
     }
 }
 

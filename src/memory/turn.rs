@@ -108,6 +108,10 @@ pub struct TurnRecord {
     /// meanwhile, the turn's exchange stays in the closed one and leaves the new one as the
     /// reset left it. `None`: not checked.
     pub since_id: Option<i64>,
+    /// The claim on the conversation the turn was run under (its epoch): the commit is made
+    /// only while this daemon still holds it (`StoreError::Fenced` otherwise). `None`: not
+    /// checked (a turn outside the router, a store one process uses).
+    pub claim: Option<i64>,
 }
 
 impl SqliteStore {

@@ -19,7 +19,11 @@
 //! process itself, or rows unlucky enough to be in flight beside one at every crash) gives
 //! it up.
 //!
-//! By stage: `worker` (a conversation's worker: claims, failures, the apology), `turn` (one
+//! Several daemons can share one store: a conversation is worked by the daemon that holds its
+//! claim (`claims`), and a row is answered by whichever daemon holds its conversation.
+//!
+//! By stage: `claims` (this daemon's claims on conversations, the heartbeat, the scan for
+//! conversations no daemon holds), `worker` (a conversation's worker: claims, failures, the apology), `turn` (one
 //! row's turn and the stop button), `deliver` (a reply part by part), `unasked` (what the soul
 //! overhears, the tick, follow-ups after a quiet spell), `stream` (a reply's stream task) and
 //! `surface` (the trait a reply surface implements). This file holds the router itself: it
@@ -27,6 +31,7 @@
 //!
 //! Knows nothing of Slack: addresses are the surface's own text.
 
+mod claims;
 mod deliver;
 pub mod stream;
 pub mod surface;
@@ -45,6 +50,7 @@ use tracing::Instrument;
 use crate::engine::Engine;
 use crate::memory::{Inbound, InboxItem, Intake, Store, StoreError};
 use crate::metrics::Metrics;
+pub use claims::keep_claims;
 use stream::StreamRef;
 pub use surface::{Address, Appended, Begun, Part, PartMark, Surface, Undeliverable};
 use worker::WorkerGuard;
@@ -82,6 +88,10 @@ pub struct Router {
     /// The turn running in each conversation: how to stop it (the person's stop button), and
     /// the message its reply streams into, once begun.
     running: Mutex<HashMap<String, (Arc<Notify>, StreamRef)>>,
+    /// The conversations this daemon holds a claim on, with the claim's epoch.
+    held: Mutex<HashMap<String, i64>>,
+    /// How long a claim outlives a daemon that stopped renewing it.
+    lease: Duration,
     workers: AtomicU64,
     idle: Notify,
     stopping: AtomicBool,
@@ -93,6 +103,7 @@ impl Router {
         engine: Arc<Engine>,
         surface: Arc<dyn Surface>,
         max_concurrent_turns: usize,
+        lease: Duration,
         metrics: Arc<Metrics>,
     ) -> Arc<Router> {
         Arc::new(Router {
@@ -103,6 +114,8 @@ impl Router {
             active: Mutex::new(Active::default()),
             newest: Arc::default(),
             running: Mutex::default(),
+            held: Mutex::default(),
+            lease,
             workers: AtomicU64::new(0),
             idle: Notify::new(),
             stopping: AtomicBool::new(false),

@@ -13,6 +13,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tracing::{error, info};
 
+use super::claims::Fence;
 use super::surface::{Address, Appended, Begun, Surface};
 use crate::engine::Speech;
 use crate::memory::Store;
@@ -71,12 +72,12 @@ pub struct Streamer {
 
 impl Streamer {
     /// Starts the task for the reply to inbox row `row` at `to`, for `recipient`; the message
-    /// it begins is told to `reference`.
+    /// it begins is told to `reference`. Nothing is shown once `fence` no longer holds.
     pub fn start(
         surface: Arc<dyn Surface>,
         store: Arc<dyn Store>,
         row: i64,
-        to: Address,
+        to: (Address, Fence),
         recipient: String,
         reference: StreamRef,
     ) -> Streamer {
@@ -110,7 +111,7 @@ async fn run(
     surface: Arc<dyn Surface>,
     store: Arc<dyn Store>,
     row: i64,
-    to: Address,
+    (to, fence): (Address, Fence),
     recipient: String,
     mut rx: mpsc::UnboundedReceiver<Say>,
     told: StreamRef,
@@ -137,6 +138,16 @@ async fn run(
             Some(Say::End) | None => break,
         }
         if closed || s.pending.is_empty() {
+            continue;
+        }
+        let posts = match &s.reference {
+            None => true,
+            Some(_) => Instant::now() >= next_append,
+        };
+        if posts && !fence.holds().await {
+            // Another daemon holds the conversation now: what is said stays unshown here.
+            info!("the conversation is another daemon's now; the stream stops");
+            closed = true;
             continue;
         }
         match s.reference.clone() {

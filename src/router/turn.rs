@@ -16,8 +16,10 @@ use crate::memory::{now_us, InboxItem, InboxStatus};
 use crate::metrics::Metrics;
 
 impl Router {
-    pub(super) async fn process(&self, mut item: InboxItem) -> anyhow::Result<()> {
+    /// Answers `item` under this daemon's claim on its conversation (`epoch`).
+    pub(super) async fn process(&self, mut item: InboxItem, epoch: i64) -> anyhow::Result<()> {
         let to = address(&item);
+        let fence = self.fence(&item.conversation, epoch);
         // A row whose reply was fixed before this pick-up may have had a part in flight when
         // anima stopped: that part is looked for before it is delivered.
         let maybe_delivered = item.status == InboxStatus::Replying;
@@ -59,7 +61,7 @@ impl Router {
                     self.surface.clone(),
                     self.store.clone(),
                     item.id,
-                    to.clone(),
+                    (to.clone(), fence.clone()),
                     item.user_id.clone(),
                     streaming.clone(),
                 )
@@ -77,6 +79,7 @@ impl Router {
                 text: item.text.clone(),
                 source: Some(item.source()),
                 inbox_id: Some(item.id),
+                claim: Some(epoch),
                 newer: Some(self.newer_than(&item)),
                 speech: streamer.as_ref().map(Streamer::speech),
             });
@@ -157,6 +160,9 @@ impl Router {
                 "the stop came after the reply was said; it is delivered"
             );
             return Ok(());
+        }
+        if item.stream_ref.is_some() && !self.may_post(&item.conversation).await {
+            return Err(Self::fenced(&item.conversation));
         }
         if let Some(reference) = &item.stream_ref {
             match &streamed.shown {

@@ -20,10 +20,33 @@ impl Router {
     pub(super) async fn work(self: Arc<Self>, guard: &WorkerGuard) {
         let key = &guard.key;
         let mut failures = 0u32;
+        // This daemon's claim on the conversation: taken before a row is, let go when there
+        // is nothing left to do.
+        let mut epoch: Option<i64> = None;
+        // Whether the worker looked for rows once more after letting the conversation go: a
+        // row another daemon accepted while this one held it is this one's to answer.
+        let mut looked_again = false;
         loop {
             if self.stopping.load(Ordering::SeqCst) {
                 break;
             }
+            if epoch.is_none() {
+                match self.take(key).await {
+                    Ok(Some(e)) => epoch = Some(e),
+                    Ok(None) => {
+                        // Another daemon works here: it finds these rows itself.
+                        self.leave(guard);
+                        break;
+                    }
+                    Err(e) => {
+                        self.backoff(&mut failures, &e.to_string()).await;
+                        continue;
+                    }
+                }
+            }
+            let Some(held) = epoch else {
+                continue;
+            };
             // Rows accepted before this claim are the claim's to see (`others_waiting`): one
             // answered already, however late in order, is not newer than the next.
             self.newest
@@ -34,17 +57,20 @@ impl Router {
             let item = match self.store.claim_next(&k).await {
                 Ok(Some(item)) => item,
                 Ok(None) => {
-                    let mut active = self.active.lock().unwrap_or_else(|e| e.into_inner());
-                    if active.dirty.remove(key) {
+                    if let Some(e) = epoch.take() {
+                        self.let_go(key, e).await;
+                    }
+                    if !looked_again {
+                        looked_again = true;
                         continue;
                     }
-                    active.working.remove(key);
-                    // Rows accepted from now on are found by the next worker's claim.
-                    self.newest
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .remove(key);
-                    guard.left.store(true, Ordering::SeqCst);
+                    let mut active = self.active.lock().unwrap_or_else(|e| e.into_inner());
+                    if active.dirty.remove(key) {
+                        looked_again = false;
+                        continue;
+                    }
+                    drop(active);
+                    self.leave(guard);
                     break;
                 }
                 Err(e) => {
@@ -52,14 +78,22 @@ impl Router {
                     continue;
                 }
             };
+            looked_again = false;
             if item.exhausted() {
                 if let Err(e) = self.give_up(&item).await {
+                    if super::claims::is_fenced(&e) {
+                        self.taken_away(&item, guard);
+                        break;
+                    }
                     self.backoff(&mut failures, &e.to_string()).await;
                 }
                 continue;
             }
             let shown = item.clone();
-            match AssertUnwindSafe(self.process(item)).catch_unwind().await {
+            match AssertUnwindSafe(self.process(item, held))
+                .catch_unwind()
+                .await
+            {
                 Ok(Ok(())) => failures = 0,
                 Ok(Err(e)) => {
                     self.clear_working_sign(&shown);
@@ -68,6 +102,10 @@ impl Router {
                             inbox = shown.id,
                             "stopping before the soul woke: the message waits for the next start"
                         );
+                        break;
+                    }
+                    if super::claims::is_fenced(&e) {
+                        self.taken_away(&shown, guard);
                         break;
                     }
                     // Work cut short by the shutdown is an interruption (the next start
@@ -87,6 +125,32 @@ impl Router {
                 }
             }
         }
+    }
+
+    /// The worker leaves its conversation: the next row accepted there gets a new worker.
+    fn leave(&self, guard: &WorkerGuard) {
+        let key = &guard.key;
+        let mut active = self.active.lock().unwrap_or_else(|e| e.into_inner());
+        active.working.remove(key);
+        active.dirty.remove(key);
+        // Rows accepted from now on are found by the next worker's claim.
+        self.newest
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key);
+        guard.left.store(true, Ordering::SeqCst);
+    }
+
+    /// Another daemon holds the conversation now (this one was paused past its lease, or
+    /// lost the store for as long): nothing more is written or posted for it here, and its
+    /// rows are the other daemon's to answer.
+    fn taken_away(&self, item: &InboxItem, guard: &WorkerGuard) {
+        warn!(
+            inbox = item.id,
+            "the conversation is another daemon's now; leaving it without posting"
+        );
+        self.forget_claim(&guard.key);
+        self.leave(guard);
     }
 
     /// Records that the attempt at `item` under way failed; the row's failures so far (as
@@ -126,6 +190,9 @@ impl Router {
         );
         let mut apology = None;
         if item.parts_posted == 0 {
+            if !self.may_post(&item.conversation).await {
+                return Err(Self::fenced(&item.conversation));
+            }
             let id = item.id;
             let held = self.store.references_held(id).await?;
             let part = Part {
@@ -200,6 +267,10 @@ impl Drop for WorkerGuard {
             let mut active = r.active.lock().unwrap_or_else(|e| e.into_inner());
             active.working.remove(&self.key);
             active.dirty.remove(&self.key);
+            drop(active);
+            // Its claim is no longer renewed: it lapses within the lease, for this daemon's
+            // next worker or another daemon.
+            r.forget_claim(&self.key);
         }
         if r.workers.fetch_sub(1, Ordering::SeqCst) == 1 {
             r.idle.notify_waiters();

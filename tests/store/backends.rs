@@ -92,6 +92,14 @@ pub async fn postgres() -> Option<Fresh<Postgres>> {
     })
 }
 
+/// A second daemon's store on `fresh`'s database (another process would open the same).
+pub async fn another(fresh: &Fresh<Postgres>) -> Postgres {
+    let database = fresh._database.as_ref().expect("a PostgreSQL store");
+    let mut config = tokio_postgres::Config::from_str(&database.server).unwrap();
+    config.dbname(&database.name);
+    Postgres::connect_with(config, 2).await.unwrap()
+}
+
 /// Runs `check` on a fresh store of every backend available.
 #[macro_export]
 macro_rules! on_every_backend {

@@ -135,6 +135,8 @@ struct Inner {
     /// With an empty script: the answer to a conversation turn, from its turn text (before
     /// echo and the default).
     responder: Option<Arc<Responder>>,
+    /// Each conversation turn's current message, and when the model was asked about it.
+    asked: Vec<(String, Instant)>,
 }
 
 type Responder = dyn Fn(&str) -> String + Send + Sync;
@@ -272,6 +274,12 @@ impl FakeModel {
     }
 
     /// When the first piece of each `Paced` answer was written, in order.
+    /// Each conversation turn's current message and when the model was asked about it, in
+    /// the order asked.
+    pub fn asked(&self) -> Vec<(String, Instant)> {
+        self.inner.lock().unwrap().asked.clone()
+    }
+
     pub fn first_pieces(&self) -> Vec<Instant> {
         self.inner.lock().unwrap().first_pieces.clone()
     }
@@ -346,6 +354,9 @@ fn take(state: &Arc<Mutex<Inner>>, path: &str, headers: &HeaderMap, body: &Bytes
             .pop_front()
             .unwrap_or_else(|| Script::Reply(state_default(&kind)));
     }
+    inner
+        .asked
+        .push((current_message(&rec.turn_text()), Instant::now()));
     let echo = inner.echo.then(|| current_message(&rec.turn_text()));
     let responded = inner.responder.as_ref().map(|f| f(&rec.turn_text()));
     inner.recorded.push(rec);

@@ -400,6 +400,11 @@ impl FakeSlack {
             .collect()
     }
 
+    /// Every acknowledgement, in order: (connection, envelope id, when it came).
+    pub fn acks_with_times(&self) -> Vec<(usize, String, Instant)> {
+        self.inner.lock().unwrap().acks_on.clone()
+    }
+
     /// For each acknowledged envelope, in order of the acknowledgements: how long after it
     /// was sent the acknowledgement came.
     pub fn ack_delays(&self) -> Vec<Duration> {

@@ -7,6 +7,7 @@
 //! make counters and claims exact under concurrency, and what is one transaction on SQLite is
 //! one transaction here. Knows nothing about prompts, providers or Slack.
 
+mod claims;
 mod copy;
 mod dreams;
 mod inbox;
@@ -43,6 +44,10 @@ pub struct Postgres {
     instance: String,
 }
 
+/// How long the server lets a transaction sit idle before ending it (see `connect_with`):
+/// shorter than the shortest claim lease the configuration accepts (5 s).
+const STALLED_TRANSACTION: std::time::Duration = std::time::Duration::from_secs(4);
+
 impl Postgres {
     /// Connects to the database at `url` with a pool of `pool_size` connections, and migrates
     /// it (once, however many processes start together). Every failure says which part of the
@@ -60,10 +65,20 @@ impl Postgres {
 
     /// `connect`, with the connection string already read.
     pub async fn connect_with(
-        config: tokio_postgres::Config,
+        mut config: tokio_postgres::Config,
         pool_size: usize,
     ) -> Result<Postgres, StoreError> {
         let place = place(&config);
+        // A transaction of anima's waits on nothing but the server between its statements: one
+        // left open for seconds belongs to a process that stalled (stopped, swapped out, cut
+        // off), and the rows it holds would stall every other daemon. The server ends it
+        // within the shortest claim lease, so the daemons that take over are not blocked.
+        let options = format!(
+            "{} -c idle_in_transaction_session_timeout={}",
+            config.get_options().unwrap_or_default(),
+            STALLED_TRANSACTION.as_millis()
+        );
+        config.options(options.trim_start());
         let recycling = ManagerConfig {
             recycling_method: RecyclingMethod::Fast,
         };

@@ -82,6 +82,18 @@ fn slugs(user_id: &str, display_name: &str) -> (String, String) {
     (base, other)
 }
 
+/// The commit's fence refused it (SQLSTATE AN409, `anima_fence`): another daemon holds the
+/// conversation now.
+fn fenced(e: tokio_postgres::Error, conversation: &str) -> StoreError {
+    if e.code().map(|c| c.code()) == Some("AN409") {
+        StoreError::Fenced {
+            conversation: conversation.to_string(),
+        }
+    } else {
+        e.into()
+    }
+}
+
 #[async_trait]
 impl Turns for Postgres {
     async fn begin_turn(&self, t: TurnStart) -> Result<(i64, TurnContext)> {
@@ -120,10 +132,11 @@ impl Turns for Postgres {
             let client = self.client().await?;
             let user: Option<Value> = client
                 .row(
-                    "SELECT anima_commit_turn($1, $2)",
-                    &[&wire::turn_record(&rec), &now_ms()],
+                    "SELECT anima_commit_claimed($1, $2)",
+                    &[&wire::turn_record(&rec, self.instance()), &now_ms()],
                 )
-                .await?
+                .await
+                .map_err(|e| fenced(e, &rec.thread))?
                 .get(0);
             wire::user_record(user)
         }

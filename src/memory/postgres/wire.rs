@@ -21,9 +21,12 @@ use crate::process::ThreadProcess;
 
 type Result<T> = std::result::Result<T, StoreError>;
 
-/// `rec` as `anima_commit_turn` reads it. Entries are capped here, as every entry written.
-pub(super) fn turn_record(rec: &TurnRecord) -> Value {
+/// `rec` as `anima_commit_claimed` reads it, for `daemon` (this store's instance). Entries are
+/// capped here, as every entry written.
+pub(super) fn turn_record(rec: &TurnRecord, daemon: &str) -> Value {
     json!({
+        "claim": rec.claim,
+        "daemon": daemon,
         "thread": rec.thread,
         "user_id": rec.user_id,
         "interaction": rec.interaction as i64,

@@ -1,0 +1,19 @@
+//! What the store says about daemons sharing one soul (the `Claims` face): each running
+//! daemon, and the conversations it holds.
+//!
+//! Owns the types only; the claims themselves live in a backend that several processes can
+//! share (PostgreSQL). Knows nothing of Slack or the router.
+
+/// A running daemon, as `anima state` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DaemonRow {
+    /// The daemon's name in the store (its process's store instance).
+    pub daemon: String,
+    pub host: String,
+    pub pid: i64,
+    /// Unix milliseconds.
+    pub started_ms: i64,
+    pub heartbeat_ms: i64,
+    /// Conversations whose claim it holds now.
+    pub conversations: u64,
+}

@@ -1,0 +1,214 @@
+//! This daemon's claims on its conversations, for several daemons sharing one store: a worker
+//! takes its conversation before it claims a row there, asks before anything is posted there
+//! whether it still holds it, and lets it go when it leaves. A heartbeat renews the claims of
+//! the conversations being worked; a scan adopts conversations whose holder died.
+//!
+//! No daemon has to wake another: a row accepted by one daemon while another holds its
+//! conversation is found by the holder, which looks for rows again after it lets the
+//! conversation go (`Router::work`); a holder that died leaves its claim to lapse, and the scan
+//! of the others finds its conversations within `lease / 4`.
+//!
+//! A daemon that was paused past its lease (a stop signal, a stall, a partition) finds on
+//! waking that it no longer holds the conversation: its commit is refused by the store
+//! (`StoreError::Fenced`) and nothing is posted, since every post asks first, with a margin
+//! of a third of the lease. What no check can close is a pause between the question and the
+//! post itself longer than that margin: the new holder, resuming a row whose reply was fixed,
+//! looks for the reply in Slack before posting it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use super::Router;
+use crate::memory::{Store, StoreError};
+
+/// A worker's claim on its conversation, as a task beside the turn (a reply's stream) asks
+/// about it before posting.
+#[derive(Clone)]
+pub struct Fence {
+    store: Arc<dyn Store>,
+    conversation: String,
+    epoch: i64,
+    margin: Duration,
+}
+
+impl Fence {
+    /// Whether the claim still holds with `margin` of its lease left; a store that cannot say
+    /// is a no.
+    pub async fn holds(&self) -> bool {
+        match self
+            .store
+            .holds(&self.conversation, self.epoch, self.margin)
+            .await
+        {
+            Ok(holds) => holds,
+            Err(e) => {
+                warn!(error = %e, "cannot tell whether the conversation is still this daemon's; not posting");
+                false
+            }
+        }
+    }
+}
+
+impl Router {
+    /// The fence a worker holding `conversation` at `epoch` posts behind.
+    pub(super) fn fence(&self, conversation: &str, epoch: i64) -> Fence {
+        Fence {
+            store: self.store.clone(),
+            conversation: conversation.to_string(),
+            epoch,
+            margin: self.lease / 3,
+        }
+    }
+
+    /// Takes `conversation` for this daemon: the claim's epoch, or `None` while another
+    /// daemon holds it.
+    pub(super) async fn take(&self, conversation: &str) -> Result<Option<i64>, StoreError> {
+        let epoch = self.store.claim(conversation, self.lease).await?;
+        if let Some(e) = epoch {
+            self.held
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(conversation.to_string(), e);
+        }
+        Ok(epoch)
+    }
+
+    /// Lets `conversation` go at once, so another daemon may take it.
+    pub(super) async fn let_go(&self, conversation: &str, epoch: i64) {
+        self.forget_claim(conversation);
+        if let Err(e) = self.store.release(conversation, epoch).await {
+            // It lapses by itself within the lease.
+            warn!(error = %e, "the conversation's claim was not let go");
+        }
+    }
+
+    /// Stops renewing `conversation`'s claim (it was taken from this daemon, or its worker
+    /// is gone).
+    pub(super) fn forget_claim(&self, conversation: &str) {
+        self.held
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(conversation);
+    }
+
+    /// Whether this daemon may post in `conversation` now: it holds the claim its worker took,
+    /// with a third of the lease left at least. A store that cannot say is a no.
+    pub(super) async fn may_post(&self, conversation: &str) -> bool {
+        let epoch = self
+            .held
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(conversation)
+            .copied();
+        match epoch {
+            Some(epoch) => self.fence(conversation, epoch).holds().await,
+            None => false,
+        }
+    }
+
+    /// The error a worker gets when the conversation is no longer this daemon's.
+    pub(super) fn fenced(conversation: &str) -> anyhow::Error {
+        StoreError::Fenced {
+            conversation: conversation.to_string(),
+        }
+        .into()
+    }
+
+    /// Lets every conversation this daemon holds go (it stops; its turns are over).
+    pub async fn let_go_all(&self) {
+        let held: Vec<(String, i64)> = self
+            .held
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain()
+            .collect();
+        for (conversation, epoch) in held {
+            if let Err(e) = self.store.release(&conversation, epoch).await {
+                warn!(error = %e, "a conversation's claim was not let go; it lapses by itself");
+            }
+        }
+    }
+
+    /// Renews the claims of the conversations this daemon works, and its own heartbeat.
+    pub async fn heartbeat(&self) -> Result<(), StoreError> {
+        let held: Vec<String> = self
+            .held
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .cloned()
+            .collect();
+        self.store.heartbeat(&held, self.lease).await
+    }
+
+    /// Gives a worker to every conversation with open rows that no daemon holds (one whose
+    /// holder died, or stopped before it was answered). How many there were.
+    pub async fn adopt_unheld(self: &Arc<Self>) -> Result<usize, StoreError> {
+        let keys = self.store.unheld_conversations().await?;
+        for k in &keys {
+            self.notify(k);
+        }
+        Ok(keys.len())
+    }
+
+    /// How long a claim outlives a daemon that stopped renewing it.
+    pub fn lease(&self) -> Duration {
+        self.lease
+    }
+}
+
+/// Whether `e` says the conversation is another daemon's now.
+pub(super) fn is_fenced(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        matches!(
+            c.downcast_ref::<StoreError>(),
+            Some(StoreError::Fenced { .. })
+        ) || matches!(
+            c.downcast_ref::<crate::engine::EngineError>(),
+            Some(crate::engine::EngineError::Store(StoreError::Fenced { .. }))
+        )
+    })
+}
+
+/// Renews this daemon's claims every `lease / 3` and adopts the conversations no one holds
+/// every `lease / 4` (at least every 5 s), until the daemon stops.
+pub async fn keep_claims(router: Arc<Router>, mut stop: watch::Receiver<bool>) {
+    let lease = router.lease();
+    let beat = (lease / 3).max(Duration::from_millis(100));
+    let scan = (lease / 4).clamp(Duration::from_millis(100), Duration::from_secs(5));
+    let mut beats = tokio::time::interval(beat);
+    let mut scans = tokio::time::interval(scan);
+    beats.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    scans.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    enum Due {
+        Beat,
+        Scan,
+        Stop,
+    }
+    loop {
+        let due = tokio::select! {
+            _ = beats.tick() => Due::Beat,
+            _ = scans.tick() => Due::Scan,
+            _ = stop.wait_for(|s| *s) => Due::Stop,
+        };
+        match due {
+            Due::Beat => {
+                if let Err(e) = router.heartbeat().await {
+                    warn!(error = %e, "the claims' heartbeat failed; retrying");
+                }
+            }
+            Due::Scan => match router.adopt_unheld().await {
+                Ok(0) => {}
+                Ok(n) => info!(
+                    conversations = n,
+                    "taking over conversations no daemon holds"
+                ),
+                Err(e) => warn!(error = %e, "cannot look for conversations no daemon holds"),
+            },
+            Due::Stop => return,
+        }
+    }
+}

@@ -1,0 +1,174 @@
+//! The `Claims` face: one daemon at a time holds a conversation, a claim that changes hands is
+//! a new epoch, a turn under an old one is refused, and daemons join and leave one at a time.
+//! A store one process uses (SQLite) grants every claim to it.
+
+use std::time::Duration;
+
+use anima::memory::faces::{Claims, Inbox, Turns};
+use anima::memory::{Inbound, StoreError, TurnRecord};
+
+use crate::backends;
+
+const LEASE: Duration = Duration::from_secs(30);
+
+fn turn(thread: &str, claim: i64) -> TurnRecord {
+    TurnRecord {
+        thread: thread.into(),
+        user_id: "U1".into(),
+        claim: Some(claim),
+        proactive: true,
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_grants_every_claim_to_its_one_process() {
+    let fresh = backends::sqlite();
+    let s = &fresh.store;
+    assert_eq!(s.claim("C1:1.0", LEASE).await.unwrap(), Some(0));
+    assert!(s.holds("C1:1.0", 0, LEASE).await.unwrap());
+    assert_eq!(s.join("host", 1, LEASE).await.unwrap(), 0, "always alone");
+    s.commit_turn(turn("C1:1.0", 0)).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_daemon_at_a_time_holds_a_conversation_and_a_turn_under_a_lost_claim_is_refused() {
+    let Some(fresh) = backends::postgres().await else {
+        return;
+    };
+    let (a, b) = (&fresh.store, backends::another(&fresh).await);
+    let c = "C1:1.0";
+    let first = a
+        .claim(c, LEASE)
+        .await
+        .unwrap()
+        .expect("a free conversation");
+    assert_eq!(b.claim(c, LEASE).await.unwrap(), None, "A's lease runs");
+    assert_eq!(
+        a.claim(c, LEASE).await.unwrap(),
+        Some(first),
+        "renewed, not taken again"
+    );
+    assert!(a.holds(c, first, Duration::from_secs(1)).await.unwrap());
+    assert!(
+        !a.holds(c, first, LEASE * 2).await.unwrap(),
+        "not with more margin than the lease has"
+    );
+    assert!(!b.holds(c, first, Duration::ZERO).await.unwrap());
+
+    // A lets it go: B takes it at a new epoch, and A's no longer holds.
+    a.release(c, first).await.unwrap();
+    let second = b.claim(c, LEASE).await.unwrap().expect("let go");
+    assert!(second > first, "{second} after {first}");
+    assert!(!a.holds(c, first, Duration::ZERO).await.unwrap());
+    assert_eq!(a.claim(c, LEASE).await.unwrap(), None, "B's now");
+
+    // A turn run under A's old claim commits nothing; B's commits.
+    match a.commit_turn(turn(c, first)).await {
+        Err(StoreError::Fenced { conversation }) => assert_eq!(conversation, c),
+        other => panic!("A's commit should be fenced: {other:?}"),
+    }
+    b.commit_turn(turn(c, second)).await.unwrap();
+    assert!(
+        b.commit_turn(turn(c, first)).await.is_err(),
+        "B's own old epoch is not its claim"
+    );
+    // A turn that carries no claim is not checked (a turn outside the router).
+    a.commit_turn(TurnRecord {
+        claim: None,
+        ..turn(c, 0)
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lapsed_claim_is_anyones_and_its_old_holder_cannot_renew_it_back() {
+    let Some(fresh) = backends::postgres().await else {
+        return;
+    };
+    let (a, b) = (&fresh.store, backends::another(&fresh).await);
+    let c = "C2:1.0";
+    let first = a
+        .claim(c, Duration::from_millis(200))
+        .await
+        .unwrap()
+        .unwrap();
+    // A's heartbeat renews what it holds while it holds it.
+    a.heartbeat(&[c.to_string()], Duration::from_millis(400))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    assert_eq!(b.claim(c, LEASE).await.unwrap(), None, "renewed");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let second = b.claim(c, LEASE).await.unwrap().expect("lapsed");
+    assert_eq!(second, first + 1);
+    // A wakes late and renews: what it renews is no longer its own.
+    a.heartbeat(&[c.to_string()], LEASE).await.unwrap();
+    assert!(!a.holds(c, first, Duration::ZERO).await.unwrap());
+    assert!(b.holds(c, second, Duration::from_secs(1)).await.unwrap());
+
+    // A lapsed claim taken again by its own old holder is a new epoch too.
+    let d = "C3:1.0";
+    let e = a
+        .claim(d, Duration::from_millis(50))
+        .await
+        .unwrap()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(a.claim(d, LEASE).await.unwrap(), Some(e + 1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conversations_with_open_rows_and_no_holder_are_found() {
+    let Some(fresh) = backends::postgres().await else {
+        return;
+    };
+    let (a, b) = (&fresh.store, backends::another(&fresh).await);
+    for (origin, conversation) in [("m1", "C1:1.0"), ("m2", "C2:1.0")] {
+        a.accept_inbound(&Inbound {
+            origin: origin.into(),
+            conversation: conversation.into(),
+            seq: 1.0,
+            address: "C1".into(),
+            user_id: "U1".into(),
+            text: "hello 👋".into(),
+            requires_spoken: false,
+        })
+        .await
+        .unwrap();
+    }
+    let mut unheld = b.unheld_conversations().await.unwrap();
+    unheld.sort();
+    assert_eq!(unheld, ["C1:1.0", "C2:1.0"]);
+    let e = a.claim("C1:1.0", LEASE).await.unwrap().unwrap();
+    assert_eq!(b.unheld_conversations().await.unwrap(), ["C2:1.0"]);
+    a.release("C1:1.0", e).await.unwrap();
+    assert_eq!(b.unheld_conversations().await.unwrap().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn daemons_join_and_leave_one_at_a_time() {
+    let Some(fresh) = backends::postgres().await else {
+        return;
+    };
+    let (a, b) = (&fresh.store, backends::another(&fresh).await);
+    // Two starting together: exactly one finds no one else.
+    let (ja, jb) = tokio::join!(a.join("one", 1, LEASE), b.join("two", 2, LEASE));
+    let mut joined = [ja.unwrap(), jb.unwrap()];
+    joined.sort();
+    assert_eq!(joined, [0, 1]);
+    let e = a.claim("C1:1.0", LEASE).await.unwrap().unwrap();
+    let daemons = b.daemons().await.unwrap();
+    assert_eq!(daemons.len(), 2, "{daemons:?}");
+    let one = daemons.iter().find(|d| d.host == "one").unwrap();
+    assert_eq!((one.pid, one.conversations), (1, 1));
+    // Two stopping together: exactly one is the last.
+    let (la, lb) = tokio::join!(a.leave(), b.leave());
+    let mut left = [la.unwrap(), lb.unwrap()];
+    left.sort();
+    assert_eq!(left, [0, 1]);
+    assert!(b.daemons().await.unwrap().is_empty());
+    // Leaving keeps the claims until they are let go.
+    assert!(a.holds("C1:1.0", e, Duration::ZERO).await.unwrap());
+}
