@@ -736,3 +736,54 @@ fn a_rolling_restart_loses_nothing_doubles_nothing_and_never_shuts_the_soul_down
         assert!(daemons[d].child_alive(), "{}", daemons[d].log());
     }
 }
+
+/// The scheduled work is the soul's, not each daemon's: two daemons scanning for quiet threads
+/// make one follow-up, by the one that leads.
+#[test]
+fn two_daemons_follow_a_quiet_thread_up_once() {
+    let _one = one_at_a_time();
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    model.reply(&answer("I'll look into the loader."));
+    let extra = "\n[processes]\nproactive_idle_minutes = 60\nproactive_scan_secs = 1\n";
+    let Some(home) = shared_home(&model, &slack, LEASE, extra) else {
+        return;
+    };
+    // The shipped processes, `proactive` among them.
+    let processes = home.dir.path().join("processes");
+    std::fs::create_dir_all(&processes).unwrap();
+    for f in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/processes")).unwrap() {
+        let f = f.unwrap();
+        std::fs::copy(f.path(), processes.join(f.file_name())).unwrap();
+    }
+    let mut first = Daemons::start(&home, &slack, 1, ENV);
+    slack.send_event(
+        json!({"type":"app_mention","user":"U061F7AUR",
+               "text":format!("<@{}> can you check the loader?", support::slack::BOT_USER),
+               "ts":"8.000001","channel":"C1","event_ts":"8.000001"}),
+        "E1",
+        0,
+    );
+    slack.wait(10, "the reply", |s| s.posts().len() == 1);
+    assert_eq!(first.list[0].terminate(), 0);
+
+    // Two hours pass; two daemons scan every second.
+    home.backdate(7_200_000);
+    model.reply(&format!(
+        "<internal_monologue>hm</internal_monologue><mental_query question=\"{}\">true</mental_query><mental_query question=\"{}\">false</mental_query><external_dialogue>Did the loader port work out?</external_dialogue>",
+        anima::engine::FOLLOW_UP_QUESTION,
+        anima::engine::CLOSED_QUESTION
+    ));
+    let daemons = Daemons::start(&home, &slack, 2, ENV);
+    slack.wait(15, "the follow-up", |s| s.posts().len() == 2);
+    // Both have scanned several times since: one follow-up, one model call for it.
+    std::thread::sleep(Duration::from_millis(3_000));
+    let posts = slack.posts();
+    assert_eq!(posts.len(), 2, "{:#?}\n{}", posts, daemons.logs());
+    assert_eq!(posts[1].text, "Did the loader port work out?");
+    assert_eq!(model.requests().len(), 2, "{}", daemons.logs());
+    let leads = daemons
+        .logs()
+        .matches("leading the soul's scheduled work")
+        .count();
+    assert_eq!(leads, 1, "one daemon leads: {}", daemons.logs());
+}

@@ -1,8 +1,9 @@
 //! `anima state [--json] [--journal]`: the soul's state for an operator, read-only, beside a
 //! running daemon: the cognitive state (since when, why, the moves its template allows, the
 //! template's rationales, the last dream), soul state, interaction count, conversations and
-//! their processes, the inbox, pending whispers, the last turn; `--journal`: the solitude's
-//! journal.
+//! their processes, the inbox, pending whispers, the last turn, and the daemons sharing the
+//! soul (host, pid, started, last heartbeat, conversations held, which one leads);
+//! `--journal`: the solitude's journal.
 
 use std::path::Path;
 
@@ -10,7 +11,7 @@ use clap::Args;
 
 use super::{load_config, CliResult, Failure};
 use crate::admin::{state_report, StateReport};
-use crate::memory::JournalEntry;
+use crate::memory::{DaemonRow, JournalEntry};
 use crate::soul;
 
 #[derive(Debug, Args)]
@@ -45,13 +46,40 @@ pub async fn run(config_path: Option<&Path>, args: StateArgs) -> CliResult {
     let template =
         soul::load_template(&config.soul_dir).map_err(|e| Failure::Usage(e.to_string()))?;
     let report = state_report(store.snapshot().await.map_err(Failure::runtime)?, &template);
+    let daemons = store.daemons().await.map_err(Failure::runtime)?;
     if args.json {
-        let line = serde_json::to_string(&report).map_err(Failure::runtime)?;
-        println!("{line}");
+        let mut value = serde_json::to_value(&report).map_err(Failure::runtime)?;
+        value["daemons"] = serde_json::to_value(&daemons).map_err(Failure::runtime)?;
+        println!("{value}");
     } else {
-        print!("{}", human(&report, crate::memory::now_ms()));
+        let now = crate::memory::now_ms();
+        print!("{}{}", human(&report, now), running(&daemons, now));
     }
     Ok(())
+}
+
+/// The daemons sharing the soul (on a store several share; none listed on SQLite).
+fn running(daemons: &[DaemonRow], now_ms: i64) -> String {
+    if daemons.is_empty() {
+        return String::new();
+    }
+    let mut out = format!("daemons: {}\n", daemons.len());
+    for d in daemons {
+        out.push_str(&format!(
+            "  {} pid {}: started {}, heartbeat {}, {}{}\n",
+            d.host,
+            d.pid,
+            ago(now_ms, d.started_ms),
+            ago(now_ms, d.heartbeat_ms),
+            plural(d.conversations, "conversation held", "conversations held"),
+            if d.leads {
+                ", leads scheduled work"
+            } else {
+                ""
+            }
+        ));
+    }
+    out
 }
 
 fn journal(entries: &[JournalEntry], now_ms: i64) -> String {

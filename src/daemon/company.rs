@@ -5,7 +5,14 @@
 //!
 //! Joining and leaving are one at a time in the store, so of two daemons starting (or
 //! stopping) together exactly one is the first (or the last).
+//!
+//! One daemon at a time leads the soul's scheduled work (dreams, solitude, follow-ups, the
+//! psyche's tick, upkeep: every `Scan`): the lead is a lease the heartbeat renews, so when the
+//! leader dies another daemon takes it within the lease. A leader that was only paused may
+//! finish the scan it was in when it wakes; the work itself (a dream's consolidation, a state
+//! move, a follow-up's turn) is guarded in the store as it is for one daemon.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -51,8 +58,34 @@ pub async fn leave(store: &Arc<dyn Store>) -> bool {
     }
 }
 
-/// Renews this daemon's heartbeat every `lease / 3` until it stops.
-pub async fn keep_alive(store: Arc<dyn Store>, lease: Duration, mut stop: watch::Receiver<bool>) {
+/// Whether this daemon leads the soul's scheduled work now (set by `keep_alive`).
+#[derive(Clone, Default)]
+pub struct Lead(Arc<AtomicBool>);
+
+impl Lead {
+    pub fn leads(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+
+    fn set(&self, leads: bool) {
+        if self.0.swap(leads, Ordering::SeqCst) != leads {
+            if leads {
+                info!("leading the soul's scheduled work");
+            } else {
+                info!("another daemon leads the soul's scheduled work");
+            }
+        }
+    }
+}
+
+/// Renews this daemon's heartbeat, and takes or renews the lead, every `lease / 3` until it
+/// stops. A lead the store cannot confirm is not held.
+pub async fn keep_alive(
+    store: Arc<dyn Store>,
+    lease: Duration,
+    lead: Lead,
+    mut stop: watch::Receiver<bool>,
+) {
     let mut beats = tokio::time::interval((lease / 3).max(Duration::from_millis(100)));
     beats.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -61,10 +94,18 @@ pub async fn keep_alive(store: Arc<dyn Store>, lease: Duration, mut stop: watch:
             _ = stop.wait_for(|s| *s) => true,
         };
         if stopping {
+            lead.set(false);
             return;
         }
         if let Err(e) = store.heartbeat(&[], lease).await {
             warn!(error = %e, "the daemon's heartbeat failed; retrying");
+        }
+        match store.lead(lease).await {
+            Ok(leads) => lead.set(leads),
+            Err(e) => {
+                warn!(error = %e, "cannot tell who leads; not leading meanwhile");
+                lead.set(false);
+            }
         }
     }
 }

@@ -115,7 +115,13 @@ pub async fn run(config: Arc<Config>) -> Result<(), DaemonError> {
     let store = engine.store().clone();
     let lease = Duration::from_secs(config.store.claim_lease_secs.max(1));
     let first = company::join(&store, lease).await;
-    tokio::spawn(company::keep_alive(store.clone(), lease, stop_rx.clone()));
+    let lead = company::Lead::default();
+    tokio::spawn(company::keep_alive(
+        store.clone(),
+        lease,
+        lead.clone(),
+        stop_rx.clone(),
+    ));
     let waking = {
         let engine = engine.clone();
         // A daemon joining others finds the soul awake: no second wakeup.
@@ -264,27 +270,12 @@ pub async fn run(config: Arc<Config>) -> Result<(), DaemonError> {
     tokio::spawn(crate::router::keep_claims(router.clone(), stop_rx.clone()));
     notify::ready_when_connected(metrics.clone(), stop_rx.clone());
     notify::watchdog(store.clone(), stop_rx.clone());
-    tokio::spawn(states::solitude(
-        engine.clone(),
-        Duration::from_secs(config.proactive_scan_secs),
-        stop_rx.clone(),
-    ));
-    tokio::spawn(states::dreams(
-        engine.clone(),
-        Duration::from_secs(config.proactive_scan_secs),
-        stop_rx.clone(),
-    ));
-    tokio::spawn(follow_ups(
-        engine.clone(),
-        router.clone(),
-        Duration::from_secs(config.proactive_scan_secs),
-        stop_rx.clone(),
-    ));
-    tokio::spawn(psyche_ticks(
-        router.clone(),
-        Duration::from_secs(config.proactive_scan_secs),
-        stop_rx.clone(),
-    ));
+    let every = Duration::from_secs(config.proactive_scan_secs);
+    let scan = || Scan::new(every, stop_rx.clone(), lead.clone());
+    tokio::spawn(states::solitude(engine.clone(), scan()));
+    tokio::spawn(states::dreams(engine.clone(), scan()));
+    tokio::spawn(follow_ups(engine.clone(), router.clone(), scan()));
+    tokio::spawn(psyche_ticks(router.clone(), every, scan()));
 
     let mut stop = stop_rx.clone();
     let _ = stop.wait_for(|s| *s).await;
@@ -325,36 +316,40 @@ pub async fn run(config: Arc<Config>) -> Result<(), DaemonError> {
 
 /// Every `[processes] proactive_scan_secs`: quiet threads get a chance at one proactive
 /// follow-up.
-/// A periodic scan (quiet threads, solitude, dreams) that ends when the daemon stops. A
-/// scan that runs late skips the ticks it missed.
+/// A periodic scan (quiet threads, solitude, dreams, the psyche's tick) that ends when the
+/// daemon stops, and runs only while this daemon leads the soul's scheduled work (one daemon
+/// of those sharing a soul). A scan that runs late skips the ticks it missed.
 pub(crate) struct Scan {
     tick: tokio::time::Interval,
     stop: watch::Receiver<bool>,
+    lead: company::Lead,
 }
 
 impl Scan {
-    pub(crate) fn new(every: Duration, stop: watch::Receiver<bool>) -> Scan {
+    pub(crate) fn new(every: Duration, stop: watch::Receiver<bool>, lead: company::Lead) -> Scan {
         let mut tick = tokio::time::interval(every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-        Scan { tick, stop }
+        Scan { tick, stop, lead }
     }
 
-    /// Waits for the next scan: false once the daemon is stopping.
+    /// Waits for the next scan this daemon leads: false once the daemon is stopping.
     pub(crate) async fn next(&mut self) -> bool {
-        tokio::select! {
-            _ = self.tick.tick() => true,
-            _ = self.stop.wait_for(|s| *s) => false,
+        loop {
+            let ticked = tokio::select! {
+                _ = self.tick.tick() => true,
+                _ = self.stop.wait_for(|s| *s) => false,
+            };
+            if !ticked {
+                return false;
+            }
+            if self.lead.leads() {
+                return true;
+            }
         }
     }
 }
 
-async fn follow_ups(
-    engine: Arc<Engine>,
-    router: Arc<Router>,
-    every: Duration,
-    stop: watch::Receiver<bool>,
-) {
-    let mut scan = Scan::new(every, stop);
+async fn follow_ups(engine: Arc<Engine>, router: Arc<Router>, mut scan: Scan) {
     while scan.next().await {
         if engine
             .library()
@@ -378,8 +373,7 @@ const TICK_REACH: Duration = Duration::from_secs(15 * 60);
 /// relationships ease by the time elapsed, so how often does not change where they go), felt
 /// once per period, the first at start; on a tick the soul may come back to what it overheard
 /// (`Router::tick`).
-async fn psyche_ticks(router: Arc<Router>, every: Duration, stop: watch::Receiver<bool>) {
-    let mut scan = Scan::new(every, stop);
+async fn psyche_ticks(router: Arc<Router>, every: Duration, mut scan: Scan) {
     let period_ms = (every.as_millis() as i64).max(1);
     while scan.next().await {
         let source = format!("tick:{}", crate::memory::now_ms() / period_ms);

@@ -5,7 +5,7 @@
 //! share (PostgreSQL). Knows nothing of Slack or the router.
 
 /// A running daemon, as `anima state` shows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct DaemonRow {
     /// The daemon's name in the store (its process's store instance).
     pub daemon: String,
@@ -16,4 +16,6 @@ pub struct DaemonRow {
     pub heartbeat_ms: i64,
     /// Conversations whose claim it holds now.
     pub conversations: u64,
+    /// It leads the soul's scheduled work (dreams, solitude, follow-ups, the psyche's tick).
+    pub leads: bool,
 }

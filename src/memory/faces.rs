@@ -80,6 +80,10 @@ pub trait Claims: Send + Sync {
     async fn release(&self, conversation: &str, epoch: i64) -> Result<()>;
     /// Renews this daemon's heartbeat and its claims on `conversations`, for `lease`.
     async fn heartbeat(&self, conversations: &[String], lease: Duration) -> Result<()>;
+    /// Takes or renews the lead of the soul's scheduled work for `lease`: whether this daemon
+    /// leads now. One daemon leads at a time; the lead lapses with a daemon that stops
+    /// renewing it.
+    async fn lead(&self, lease: Duration) -> Result<bool>;
     /// Conversations with open rows that no running lease holds: a dead daemon's, or new.
     async fn unheld_conversations(&self) -> Result<Vec<String>>;
     /// Records this daemon as running (one at a time): how many others run.

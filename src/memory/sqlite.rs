@@ -167,6 +167,9 @@ impl faces::Claims for Sqlite {
     async fn heartbeat(&self, _conversations: &[String], _lease: Duration) -> Result<()> {
         Ok(())
     }
+    async fn lead(&self, _lease: Duration) -> Result<bool> {
+        Ok(true)
+    }
     async fn unheld_conversations(&self) -> Result<Vec<String>> {
         off!(self, [], |s| s.open_conversations())
     }

@@ -172,3 +172,38 @@ async fn daemons_join_and_leave_one_at_a_time() {
     // Leaving keeps the claims until they are let go.
     assert!(a.holds("C1:1.0", e, Duration::ZERO).await.unwrap());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_daemon_leads_and_the_lead_passes_when_it_leaves_or_lapses() {
+    let sqlite = backends::sqlite();
+    assert!(sqlite.store.lead(LEASE).await.unwrap(), "alone, it leads");
+    let Some(fresh) = backends::postgres().await else {
+        return;
+    };
+    let (a, b) = (&fresh.store, backends::another(&fresh).await);
+    a.join("one", 1, LEASE).await.unwrap();
+    b.join("two", 2, LEASE).await.unwrap();
+    assert!(a.lead(LEASE).await.unwrap());
+    assert!(!b.lead(LEASE).await.unwrap(), "one leader at a time");
+    assert!(a.lead(LEASE).await.unwrap(), "renewed");
+    let leads: Vec<(String, bool, u64)> = b
+        .daemons()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|d| (d.host, d.leads, d.conversations))
+        .collect();
+    assert_eq!(
+        leads,
+        [("one".to_string(), true, 0), ("two".to_string(), false, 0)],
+        "the lead is not a conversation held"
+    );
+    a.leave().await.unwrap();
+    assert!(b.lead(LEASE).await.unwrap(), "the leader left: at once");
+    // A lead that is not renewed lapses to another daemon.
+    assert!(b.lead(Duration::from_millis(100)).await.unwrap());
+    assert!(!a.lead(LEASE).await.unwrap());
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert!(a.lead(LEASE).await.unwrap(), "lapsed");
+    assert!(!b.lead(LEASE).await.unwrap());
+}

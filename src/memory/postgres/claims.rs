@@ -17,6 +17,9 @@ use crate::memory::{DaemonRow, StoreError};
 
 type Result<T> = std::result::Result<T, StoreError>;
 
+/// The claim that is the lead of the soul's scheduled work: a key no conversation has.
+const LEAD: &str = "";
+
 /// The advisory lock joining and leaving take ("daem" in ASCII).
 const DAEMONS_LOCK: i64 = 0x6461_656d;
 
@@ -97,6 +100,22 @@ impl Claims for Postgres {
         self.noted(result)
     }
 
+    async fn lead(&self, lease: Duration) -> Result<bool> {
+        let result = async {
+            let client = self.client().await?;
+            let epoch: Option<i64> = client
+                .row(
+                    "SELECT anima_claim($1, $2, $3)",
+                    &[&LEAD, &self.instance(), &ms(lease)],
+                )
+                .await?
+                .get(0);
+            Ok(epoch.is_some())
+        }
+        .await;
+        self.noted(result)
+    }
+
     async fn unheld_conversations(&self) -> Result<Vec<String>> {
         let client = self.client().await?;
         Ok(client
@@ -157,6 +176,13 @@ impl Claims for Postgres {
                 .await?;
             tx.run("DELETE FROM daemons WHERE daemon = $1", &[&self.instance()])
                 .await?;
+            // The lead goes at once to a daemon that stays (its scheduled work stops now).
+            tx.run(
+                "UPDATE conversation_claims SET lease_until = clock_timestamp()
+                 WHERE conversation = $1 AND daemon = $2",
+                &[&LEAD, &self.instance()],
+            )
+            .await?;
             let others: i64 = tx
                 .row(
                     "SELECT count(*) FROM daemons WHERE lease_until > clock_timestamp()",
@@ -177,10 +203,14 @@ impl Claims for Postgres {
             .rows(
                 "SELECT d.daemon, d.host, d.pid, anima_ms(d.started_at), anima_ms(d.heartbeat_at),
                         (SELECT count(*) FROM conversation_claims c
-                          WHERE c.daemon = d.daemon AND c.lease_until > clock_timestamp())
+                          WHERE c.daemon = d.daemon AND c.conversation <> $1
+                            AND c.lease_until > clock_timestamp()),
+                        EXISTS (SELECT 1 FROM conversation_claims c
+                                 WHERE c.daemon = d.daemon AND c.conversation = $1
+                                   AND c.lease_until > clock_timestamp())
                    FROM daemons d WHERE d.lease_until > clock_timestamp()
                   ORDER BY d.started_at, d.daemon",
-                &[],
+                &[&LEAD],
             )
             .await?
             .iter()
@@ -191,6 +221,7 @@ impl Claims for Postgres {
                 started_ms: r.get(3),
                 heartbeat_ms: r.get(4),
                 conversations: r.get::<_, i64>(5).max(0) as u64,
+                leads: r.get(6),
             })
             .collect())
     }
