@@ -285,7 +285,7 @@ fn minutes_ms(minutes: u64) -> i64 {
 /// SOLITUDE: after `solitude_after_idle_minutes` without messages (when the template enables
 /// it), the soul enters solitude and writes one journal entry. A message brings it back to
 /// WORK (the engine does that as the message's turn begins).
-pub async fn solitude(engine: Arc<Engine>, mut scan: Scan) {
+pub(crate) async fn solitude(engine: Arc<Engine>, mut scan: Scan) {
     let idle_ms = minutes_ms(engine.config().states.solitude_after_idle_minutes);
     while scan.next().await {
         if !engine
@@ -357,7 +357,7 @@ pub async fn solitude(engine: Arc<Engine>, mut scan: Scan) {
 /// waits for it (the turn moves the soul back to WORK, and the dream yields after its
 /// current batch); one that came after this scan read the newest message keeps it from
 /// starting at all.
-pub async fn dreams(engine: Arc<Engine>, mut scan: Scan) {
+pub(crate) async fn dreams(engine: Arc<Engine>, mut scan: Scan) {
     let quiet_ms = minutes_ms(engine.config().states.solitude_after_idle_minutes);
     while scan.next().await {
         let dream = engine.library().current().template.behaviors.dream.clone();

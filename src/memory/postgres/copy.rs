@@ -165,9 +165,13 @@ pub async fn copy_from_sqlite(from: &SqliteStore, to: &Postgres) -> Result<Copie
     from.write(crate::memory::psyche::write_out)?;
     let mut client = to.client().await?;
     let tx = client.transaction().await?;
-    // No one else writes while the copy runs: a daemon started meanwhile waits.
-    tx.batch_execute("LOCK TABLE inbox, working_memory, users, counters IN EXCLUSIVE MODE")
-        .await?;
+    // No one else writes while the copy runs: a daemon started meanwhile waits. Between its
+    // statements the copy reads SQLite, as long as a large soul takes: not a stalled process.
+    tx.batch_execute(
+        "SET LOCAL idle_in_transaction_session_timeout = 0;
+         LOCK TABLE inbox, working_memory, users, counters IN EXCLUSIVE MODE",
+    )
+    .await?;
     if let Some(what) = not_empty(&tx).await? {
         return Err(StoreError::NotEmpty {
             place: to.place().to_string(),

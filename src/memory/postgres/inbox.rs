@@ -58,38 +58,44 @@ const SPOKEN: &str = "INSERT INTO conversations (key, spoken)
     ON CONFLICT (key) DO UPDATE SET spoken = true";
 
 impl Postgres {
-    async fn accept(&self, tx: &deadpool_postgres::Transaction<'_>, m: &Inbound) -> Result<Intake> {
-        let known = tx
-            .maybe_row(
-                "SELECT spoken, note FROM conversations WHERE key = $1",
-                &[&m.conversation],
-            )
-            .await?;
-        let spoken = known.as_ref().is_some_and(|k| k.get::<_, bool>(0));
-        if m.requires_spoken && !spoken {
-            return Ok(Intake::NotParticipating);
-        }
-        let note: Option<String> = known.and_then(|k| k.get(1));
-        let row = tx
-            .maybe_row(
-                "INSERT INTO inbox (origin, conversation, seq, address, note, user_id, text, received_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, anima_at_us($8))
-                 ON CONFLICT (origin) DO NOTHING
-                 RETURNING id",
+    /// Records `m` once (its retries and twins meet at the unique origin), as overheard in
+    /// `overheard` if given. One statement, so one transaction with no wait between its parts:
+    /// a daemon stalled mid-accept holds no lock another daemon's accept of the same message
+    /// would wait on.
+    async fn accept(&self, m: &Inbound, overheard: Option<&str>) -> Result<Intake> {
+        let client = self.client().await?;
+        let row = client
+            .row(
+                "WITH known AS (SELECT spoken, note FROM conversations WHERE key = $2),
+                      added AS (
+                        INSERT INTO inbox (origin, conversation, seq, address, note, user_id,
+                                           text, received_at, status, heard_in, done_at)
+                        SELECT $1, $2, $3, $4, (SELECT note FROM known), $5, $6, anima_at_us($7),
+                               CASE WHEN $9::text IS NULL THEN 'pending' ELSE 'overheard' END,
+                               $9::text,
+                               CASE WHEN $9::text IS NULL THEN NULL ELSE anima_at($10) END
+                         WHERE NOT $8 OR coalesce((SELECT spoken FROM known), false)
+                        ON CONFLICT (origin) DO NOTHING
+                        RETURNING id)
+                 SELECT (SELECT id FROM added), coalesce((SELECT spoken FROM known), false)",
                 &[
                     &m.origin,
                     &m.conversation,
                     &m.seq,
                     &m.address,
-                    &note,
                     &m.user_id,
                     &m.text,
                     &now_us(),
+                    &m.requires_spoken,
+                    &overheard,
+                    &now_ms(),
                 ],
             )
             .await?;
-        Ok(match row {
-            Some(r) => Intake::Accepted(r.get(0)),
+        let (id, spoken): (Option<i64>, bool) = (row.get(0), row.get(1));
+        Ok(match id {
+            Some(id) => Intake::Accepted(id),
+            None if m.requires_spoken && !spoken => Intake::NotParticipating,
             None => Intake::Duplicate,
         })
     }
@@ -112,14 +118,7 @@ impl Postgres {
 #[async_trait]
 impl Inbox for Postgres {
     async fn accept_inbound(&self, m: &Inbound) -> Result<Intake> {
-        let result = async {
-            let mut client = self.client().await?;
-            let tx = client.transaction().await?;
-            let intake = self.accept(&tx, m).await?;
-            tx.commit().await?;
-            Ok(intake)
-        }
-        .await;
+        let result = self.accept(m, None).await;
         self.noted(result)
     }
 
@@ -402,22 +401,7 @@ impl Inbox for Postgres {
     }
 
     async fn record_overheard(&self, m: &Inbound, place: &str) -> Result<Intake> {
-        let result = async {
-            let mut client = self.client().await?;
-            let tx = client.transaction().await?;
-            let intake = self.accept(&tx, m).await?;
-            if let Intake::Accepted(id) = intake {
-                tx.run(
-                    "UPDATE inbox SET status = 'overheard', heard_in = $2, done_at = anima_at($3)
-                     WHERE id = $1",
-                    &[&id, &place, &now_ms()],
-                )
-                .await?;
-            }
-            tx.commit().await?;
-            Ok(intake)
-        }
-        .await;
+        let result = self.accept(m, Some(place)).await;
         self.noted(result)
     }
 
