@@ -76,8 +76,9 @@ pub trait Claims: Send + Sync {
     /// Whether this daemon still holds `conversation` at `epoch` with more than `margin` of
     /// its lease left (asked before every post).
     async fn holds(&self, conversation: &str, epoch: i64, margin: Duration) -> Result<bool>;
-    /// Lets `conversation` go at once: its worker has nothing more to do there.
-    async fn release(&self, conversation: &str, epoch: i64) -> Result<()>;
+    /// Lets `conversation` go at once (its worker has nothing more to do there): whether it has
+    /// open rows after all, accepted by another daemon while this one held it.
+    async fn release(&self, conversation: &str, epoch: i64) -> Result<bool>;
     /// Renews this daemon's heartbeat and its claims on `conversations`, for `lease`.
     async fn heartbeat(&self, conversations: &[String], lease: Duration) -> Result<()>;
     /// Takes or renews the lead of the soul's scheduled work for `lease`: whether this daemon

@@ -161,8 +161,9 @@ impl faces::Claims for Sqlite {
     async fn holds(&self, _conversation: &str, _epoch: i64, _margin: Duration) -> Result<bool> {
         Ok(true)
     }
-    async fn release(&self, _conversation: &str, _epoch: i64) -> Result<()> {
-        Ok(())
+    async fn release(&self, _conversation: &str, _epoch: i64) -> Result<bool> {
+        // No other process accepts rows here: the router hears of every row it does.
+        Ok(false)
     }
     async fn heartbeat(&self, _conversations: &[String], _lease: Duration) -> Result<()> {
         Ok(())

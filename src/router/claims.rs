@@ -4,9 +4,10 @@
 //! the conversations being worked; a scan adopts conversations whose holder died.
 //!
 //! No daemon has to wake another: a row accepted by one daemon while another holds its
-//! conversation is found by the holder, which looks for rows again after it lets the
-//! conversation go (`Router::work`); a holder that died leaves its claim to lapse, and the scan
-//! of the others finds its conversations within `lease / 4`.
+//! conversation is found by the holder, which looks for open rows once it has let the
+//! conversation go (in the same call) and takes it again if there are any (`Router::work`);
+//! a holder that died leaves its claim to lapse, and the scan of the others finds its
+//! conversations within `lease / 4`. So neither LISTEN/NOTIFY nor a poll per conversation.
 //!
 //! A daemon that was paused past its lease (a stop signal, a stall, a partition) finds on
 //! waking that it no longer holds the conversation: its commit is refused by the store
@@ -76,12 +77,17 @@ impl Router {
         Ok(epoch)
     }
 
-    /// Lets `conversation` go at once, so another daemon may take it.
-    pub(super) async fn let_go(&self, conversation: &str, epoch: i64) {
+    /// Lets `conversation` go at once, so another daemon may take it: whether it has open rows
+    /// after all (another daemon accepted them while this one held it: this one answers them).
+    pub(super) async fn let_go(&self, conversation: &str, epoch: i64) -> bool {
         self.forget_claim(conversation);
-        if let Err(e) = self.store.release(conversation, epoch).await {
-            // It lapses by itself within the lease.
-            warn!(error = %e, "the conversation's claim was not let go");
+        match self.store.release(conversation, epoch).await {
+            Ok(open) => open,
+            Err(e) => {
+                // It lapses by itself within the lease, and the scan finds what is left.
+                warn!(error = %e, "the conversation's claim was not let go");
+                false
+            }
         }
     }
 
@@ -126,6 +132,7 @@ impl Router {
             .drain()
             .collect();
         for (conversation, epoch) in held {
+            // What is still open there is the other daemons' (the scan finds it).
             if let Err(e) = self.store.release(&conversation, epoch).await {
                 warn!(error = %e, "a conversation's claim was not let go; it lapses by itself");
             }

@@ -23,9 +23,6 @@ impl Router {
         // This daemon's claim on the conversation: taken before a row is, let go when there
         // is nothing left to do.
         let mut epoch: Option<i64> = None;
-        // Whether the worker looked for rows once more after letting the conversation go: a
-        // row another daemon accepted while this one held it is this one's to answer.
-        let mut looked_again = false;
         loop {
             if self.stopping.load(Ordering::SeqCst) {
                 break;
@@ -57,16 +54,15 @@ impl Router {
             let item = match self.store.claim_next(&k).await {
                 Ok(Some(item)) => item,
                 Ok(None) => {
+                    // A row another daemon accepted while this one held the conversation is
+                    // this one's to answer: it takes the conversation again.
                     if let Some(e) = epoch.take() {
-                        self.let_go(key, e).await;
-                    }
-                    if !looked_again {
-                        looked_again = true;
-                        continue;
+                        if self.let_go(key, e).await {
+                            continue;
+                        }
                     }
                     let mut active = self.active.lock().unwrap_or_else(|e| e.into_inner());
                     if active.dirty.remove(key) {
-                        looked_again = false;
                         continue;
                     }
                     drop(active);
@@ -78,7 +74,6 @@ impl Router {
                     continue;
                 }
             };
-            looked_again = false;
             if item.exhausted() {
                 if let Err(e) = self.give_up(&item).await {
                     if super::claims::is_fenced(&e) {

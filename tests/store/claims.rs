@@ -57,7 +57,10 @@ async fn one_daemon_at_a_time_holds_a_conversation_and_a_turn_under_a_lost_claim
     assert!(!b.holds(c, first, Duration::ZERO).await.unwrap());
 
     // A lets it go: B takes it at a new epoch, and A's no longer holds.
-    a.release(c, first).await.unwrap();
+    assert!(
+        !a.release(c, first).await.unwrap(),
+        "nothing open there to look at again"
+    );
     let second = b.claim(c, LEASE).await.unwrap().expect("let go");
     assert!(second > first, "{second} after {first}");
     assert!(!a.holds(c, first, Duration::ZERO).await.unwrap());
@@ -143,7 +146,10 @@ async fn conversations_with_open_rows_and_no_holder_are_found() {
     assert_eq!(unheld, ["C1:1.0", "C2:1.0"]);
     let e = a.claim("C1:1.0", LEASE).await.unwrap().unwrap();
     assert_eq!(b.unheld_conversations().await.unwrap(), ["C2:1.0"]);
-    a.release("C1:1.0", e).await.unwrap();
+    assert!(
+        a.release("C1:1.0", e).await.unwrap(),
+        "its row is still open: the holder looks at it again"
+    );
     assert_eq!(b.unheld_conversations().await.unwrap().len(), 2);
 }
 

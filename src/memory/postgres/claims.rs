@@ -57,9 +57,11 @@ impl Claims for Postgres {
             .is_some())
     }
 
-    async fn release(&self, conversation: &str, epoch: i64) -> Result<()> {
+    async fn release(&self, conversation: &str, epoch: i64) -> Result<bool> {
         let result = async {
             let client = self.client().await?;
+            // Let go first, then look: a row accepted after the look finds the claim free,
+            // and the daemon that accepted it takes it.
             client
                 .run(
                     "UPDATE conversation_claims SET lease_until = clock_timestamp()
@@ -67,7 +69,14 @@ impl Claims for Postgres {
                     &[&conversation, &self.instance(), &epoch],
                 )
                 .await?;
-            Ok(())
+            Ok(client
+                .row(
+                    "SELECT EXISTS (SELECT 1 FROM inbox WHERE conversation = $1
+                                       AND status IN ('pending', 'replying'))",
+                    &[&conversation],
+                )
+                .await?
+                .get(0))
         }
         .await;
         self.noted(result)
