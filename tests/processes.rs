@@ -305,6 +305,7 @@ async fn proactive_follow_ups_under_a_controlled_clock() {
         let p = Perception::Quiet(Quiet {
             thread: thread.into(),
             now_ms,
+            claim: None,
         });
         let engine = &engine;
         async move {

@@ -9,8 +9,9 @@
 //! One daemon at a time leads the soul's scheduled work (dreams, solitude, follow-ups, the
 //! psyche's tick, upkeep: every `Scan`): the lead is a lease the heartbeat renews, so when the
 //! leader dies another daemon takes it within the lease. A leader that was only paused may
-//! finish the scan it was in when it wakes; the work itself (a dream's consolidation, a state
-//! move, a follow-up's turn) is guarded in the store as it is for one daemon.
+//! finish the scan it was in when it wakes; the work itself is guarded in the store (a
+//! follow-up runs under its conversation's claim and is fenced like a message's turn; a
+//! dream's consolidation and a state move are conditioned on what they read).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

@@ -267,7 +267,10 @@ pub async fn run(config: Arc<Config>) -> Result<(), DaemonError> {
         }
     };
 
-    tokio::spawn(crate::router::keep_claims(router.clone(), stop_rx.clone()));
+    // Claims are renewed until the turns in flight are over and let go, not only until the
+    // stop signal: a turn draining after it still posts under its claim.
+    let (claims_done, claims_stop) = watch::channel(false);
+    tokio::spawn(crate::router::keep_claims(router.clone(), claims_stop));
     notify::ready_when_connected(metrics.clone(), stop_rx.clone());
     notify::watchdog(store.clone(), stop_rx.clone());
     let every = Duration::from_secs(config.proactive_scan_secs);
@@ -304,6 +307,7 @@ pub async fn run(config: Arc<Config>) -> Result<(), DaemonError> {
     };
     let (finished, ()) = tokio::join!(router.drain(grace), shutdown);
     router.let_go_all().await;
+    let _ = claims_done.send(true);
     if !finished {
         warn!("grace period over; unfinished messages stay in the inbox for the next start");
     }

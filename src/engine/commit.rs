@@ -89,7 +89,7 @@ impl Engine {
                 m.inbox_id.map(|id| (id, reply.clone())),
                 m.claim,
             ),
-            Perception::Quiet(_) => (String::new(), None, None),
+            Perception::Quiet(q) => (String::new(), None, q.claim),
         };
         let record = TurnRecord {
             thread: p.thread().to_string(),

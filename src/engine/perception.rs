@@ -86,6 +86,8 @@ impl std::fmt::Debug for Newer {
 pub struct Quiet {
     pub thread: String,
     pub now_ms: i64,
+    /// The claim on the conversation the follow-up runs under (its epoch), as a message's.
+    pub claim: Option<i64>,
 }
 
 /// How a kind of perception runs through the one pipeline.

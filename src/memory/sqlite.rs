@@ -172,7 +172,8 @@ impl faces::Claims for Sqlite {
         Ok(true)
     }
     async fn unheld_conversations(&self) -> Result<Vec<String>> {
-        off!(self, [], |s| s.open_conversations())
+        // Its one process resumes its open conversations at start and hears of every row.
+        Ok(Vec::new())
     }
     async fn join(&self, _host: &str, _pid: u32, _lease: Duration) -> Result<u64> {
         Ok(0)

@@ -101,8 +101,9 @@ impl Router {
     }
 
     /// Whether this daemon may post in `conversation` now: it holds the claim its worker took,
-    /// with a third of the lease left at least. A store that cannot say is a no.
-    pub(super) async fn may_post(&self, conversation: &str) -> bool {
+    /// with a third of the lease left at least. Asked right before each post. A store that
+    /// cannot say is an error (the worker tries again later), not a lost claim.
+    pub(super) async fn may_post(&self, conversation: &str) -> Result<bool, StoreError> {
         let epoch = self
             .held
             .lock()
@@ -110,9 +111,19 @@ impl Router {
             .get(conversation)
             .copied();
         match epoch {
-            Some(epoch) => self.fence(conversation, epoch).holds().await,
-            None => false,
+            Some(epoch) => self.store.holds(conversation, epoch, self.lease / 3).await,
+            None => Ok(false),
         }
+    }
+
+    /// Whether this daemon still holds `conversation` at `epoch` at all (a worker asks before
+    /// it claims a row, when it has not heard for a while: it may have been paused).
+    pub(super) async fn still_holds(
+        &self,
+        conversation: &str,
+        epoch: i64,
+    ) -> Result<bool, StoreError> {
+        self.store.holds(conversation, epoch, Duration::ZERO).await
     }
 
     /// The error a worker gets when the conversation is no longer this daemon's.
@@ -123,13 +134,22 @@ impl Router {
         .into()
     }
 
-    /// Lets every conversation this daemon holds go (it stops; its turns are over).
+    /// Lets every conversation this daemon holds go (it stops) but those whose worker is still
+    /// at work after the grace: a post of theirs may be in flight, and their claims lapse
+    /// instead, so that whoever takes them over finds the post in Slack.
     pub async fn let_go_all(&self) {
+        let working = self
+            .active
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .working
+            .clone();
         let held: Vec<(String, i64)> = self
             .held
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .drain()
+            .filter(|(c, _)| !working.contains(c))
             .collect();
         for (conversation, epoch) in held {
             // What is still open there is the other daemons' (the scan finds it).

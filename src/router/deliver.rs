@@ -34,14 +34,14 @@ impl Router {
         });
         // The first part goes into the message the reply streamed into, if it began one.
         let stream_ref = row.and_then(|r| r.item.stream_ref.as_deref());
-        // Only while this daemon holds the conversation (a row's reply; a reply without a
-        // row is not the inbox's to fence).
-        if let Some(r) = row {
-            if !self.may_post(&r.item.conversation).await {
-                return Err(Self::fenced(&r.item.conversation));
-            }
-        }
+        // Only while this daemon holds the conversation, asked right before each post (a row's
+        // reply; a reply without a row is fenced by its caller).
         if let (Some(reference), true) = (stream_ref, parts.is_empty()) {
+            if let Some(r) = row {
+                if !self.may_post(&r.item.conversation).await? {
+                    return Err(Self::fenced(&r.item.conversation));
+                }
+            }
             // Nothing to say after all (a newer message took over): it ends as it stands.
             let mark = row.map(|r| PartMark {
                 row: r.item.id,
@@ -59,14 +59,14 @@ impl Router {
         'parts: for (i, text) in parts.iter().enumerate().skip(skip) {
             let mut wait = Duration::from_secs(1);
             loop {
-                if let Some(r) = row.filter(|_| i > skip || wait > Duration::from_secs(1)) {
-                    if !self.may_post(&r.item.conversation).await {
-                        return Err(Self::fenced(&r.item.conversation));
-                    }
-                }
                 if let (Some(r), None) = (row, &held) {
                     let id = r.item.id;
                     held = Some(self.store.references_held(id).await?);
+                }
+                if let Some(r) = row {
+                    if !self.may_post(&r.item.conversation).await? {
+                        return Err(Self::fenced(&r.item.conversation));
+                    }
                 }
                 let part = Part {
                     text,

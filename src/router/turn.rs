@@ -161,7 +161,7 @@ impl Router {
             );
             return Ok(());
         }
-        if item.stream_ref.is_some() && !self.may_post(&item.conversation).await {
+        if item.stream_ref.is_some() && !self.may_post(&item.conversation).await? {
             return Err(Self::fenced(&item.conversation));
         }
         if let Some(reference) = &item.stream_ref {

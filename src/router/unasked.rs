@@ -167,6 +167,11 @@ impl Router {
 
     async fn quiet(&self, conversation: &str) -> anyhow::Result<()> {
         let key = conversation.to_string();
+        // Under the conversation's claim, as a message's turn: a daemon answering a message
+        // there is not followed up beside, and the follow-up commits and posts only while held.
+        let Some(epoch) = self.take(conversation).await? else {
+            return Ok(());
+        };
         let Some((text, note)) = self.store.conversation_address(&key).await? else {
             return Ok(());
         };
@@ -177,10 +182,14 @@ impl Router {
             .perceive(&Perception::Quiet(Quiet {
                 thread: conversation.to_string(),
                 now_ms: now_ms(),
+                claim: Some(epoch),
             }))
             .await?;
         drop(permit);
         if outcome.said {
+            if !self.may_post(conversation).await? {
+                return Err(Self::fenced(conversation));
+            }
             let to = Address { text, note };
             self.deliver(&to, &outcome.reply, None).await?;
             info!("proactive follow-up delivered");

@@ -23,15 +23,31 @@ impl Router {
         // This daemon's claim on the conversation: taken before a row is, let go when there
         // is nothing left to do.
         let mut epoch: Option<i64> = None;
+        // When the claim was last known to hold: a worker that has not heard for a third of
+        // the lease (it may have been paused) asks before it claims a row.
+        let mut confirmed = std::time::Instant::now();
         loop {
             if self.stopping.load(Ordering::SeqCst) {
+                // Between rows: what is left here is the other daemons' at once.
+                if let Some(e) = epoch.take() {
+                    self.let_go(key, e).await;
+                }
                 break;
             }
             if epoch.is_none() {
                 match self.take(key).await {
-                    Ok(Some(e)) => epoch = Some(e),
+                    Ok(Some(e)) => {
+                        epoch = Some(e);
+                        confirmed = std::time::Instant::now();
+                    }
                     Ok(None) => {
-                        // Another daemon works here: it finds these rows itself.
+                        // Another daemon works here: it finds these rows itself, unless it let
+                        // the conversation go since (a row accepted meanwhile says so).
+                        let mut active = self.active.lock().unwrap_or_else(|e| e.into_inner());
+                        if active.dirty.remove(key) {
+                            continue;
+                        }
+                        drop(active);
                         self.leave(guard);
                         break;
                     }
@@ -44,6 +60,21 @@ impl Router {
             let Some(held) = epoch else {
                 continue;
             };
+            if confirmed.elapsed() > self.lease / 3 {
+                match self.still_holds(key, held).await {
+                    Ok(true) => confirmed = std::time::Instant::now(),
+                    Ok(false) => {
+                        self.forget_claim(key);
+                        warn!("the conversation is another daemon's now; leaving it");
+                        self.leave(guard);
+                        break;
+                    }
+                    Err(e) => {
+                        self.backoff(&mut failures, &e.to_string()).await;
+                        continue;
+                    }
+                }
+            }
             // Rows accepted before this claim are the claim's to see (`others_waiting`): one
             // answered already, however late in order, is not newer than the next.
             self.newest
@@ -77,7 +108,7 @@ impl Router {
             if item.exhausted() {
                 if let Err(e) = self.give_up(&item).await {
                     if super::claims::is_fenced(&e) {
-                        self.taken_away(&item, guard);
+                        self.taken_away(&item, guard, held).await;
                         break;
                     }
                     self.backoff(&mut failures, &e.to_string()).await;
@@ -89,7 +120,11 @@ impl Router {
                 .catch_unwind()
                 .await
             {
-                Ok(Ok(())) => failures = 0,
+                Ok(Ok(())) => {
+                    failures = 0;
+                    // Its commit and its posts asked.
+                    confirmed = std::time::Instant::now();
+                }
                 Ok(Err(e)) => {
                     self.clear_working_sign(&shown);
                     if matches!(e.downcast_ref(), Some(EngineError::Stopping)) {
@@ -100,7 +135,7 @@ impl Router {
                         break;
                     }
                     if super::claims::is_fenced(&e) {
-                        self.taken_away(&shown, guard);
+                        self.taken_away(&shown, guard, held).await;
                         break;
                     }
                     // Work cut short by the shutdown is an interruption (the next start
@@ -136,15 +171,16 @@ impl Router {
         guard.left.store(true, Ordering::SeqCst);
     }
 
-    /// Another daemon holds the conversation now (this one was paused past its lease, or
-    /// lost the store for as long): nothing more is written or posted for it here, and its
-    /// rows are the other daemon's to answer.
-    fn taken_away(&self, item: &InboxItem, guard: &WorkerGuard) {
+    /// The conversation is not this daemon's to post in now (another daemon took it, or its
+    /// claim ran too short to post under): nothing more is written or posted for it here. Its
+    /// claim is let go, if it is still this one's at `epoch`, and its rows are answered by
+    /// whoever takes it next.
+    async fn taken_away(&self, item: &InboxItem, guard: &WorkerGuard, epoch: i64) {
         warn!(
             inbox = item.id,
-            "the conversation is another daemon's now; leaving it without posting"
+            "the conversation's claim no longer holds; leaving it without posting"
         );
-        self.forget_claim(&guard.key);
+        self.let_go(&guard.key, epoch).await;
         self.leave(guard);
     }
 
@@ -185,11 +221,11 @@ impl Router {
         );
         let mut apology = None;
         if item.parts_posted == 0 {
-            if !self.may_post(&item.conversation).await {
-                return Err(Self::fenced(&item.conversation));
-            }
             let id = item.id;
             let held = self.store.references_held(id).await?;
+            if !self.may_post(&item.conversation).await? {
+                return Err(Self::fenced(&item.conversation));
+            }
             let part = Part {
                 text: FAILED_REPLY,
                 mark: Some(PartMark {
@@ -259,13 +295,13 @@ impl Drop for WorkerGuard {
         // A worker that stopped early (shutdown, or a panic outside a turn) frees its
         // conversation, so the next message gets a new worker.
         if !self.left.load(Ordering::SeqCst) {
+            // Its claim is no longer renewed: it lapses within the lease, for this daemon's
+            // next worker or another daemon. Forgotten before the conversation is free for a
+            // next worker here, whose claim it must not forget.
+            r.forget_claim(&self.key);
             let mut active = r.active.lock().unwrap_or_else(|e| e.into_inner());
             active.working.remove(&self.key);
             active.dirty.remove(&self.key);
-            drop(active);
-            // Its claim is no longer renewed: it lapses within the lease, for this daemon's
-            // next worker or another daemon.
-            r.forget_claim(&self.key);
         }
         if r.workers.fetch_sub(1, Ordering::SeqCst) == 1 {
             r.idle.notify_waiters();

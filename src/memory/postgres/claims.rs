@@ -93,12 +93,13 @@ impl Claims for Postgres {
                 &[&self.instance(), &ms(lease)],
             )
             .await?;
-            // A claim that lapsed unseen is still this daemon's while no one took it (the
-            // epoch is unchanged): renewing it is safe.
+            // Only claims still running: one let go (or lapsed) since the list was read is not
+            // taken back behind its worker's back.
             tx.run(
                 "UPDATE conversation_claims
                     SET lease_until = clock_timestamp() + $3::bigint * interval '1 millisecond'
-                  WHERE daemon = $1 AND conversation = ANY($2)",
+                  WHERE daemon = $1 AND conversation = ANY($2)
+                    AND lease_until > clock_timestamp()",
                 &[&self.instance(), &conversations, &ms(lease)],
             )
             .await?;
