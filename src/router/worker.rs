@@ -43,13 +43,10 @@ impl Router {
                     Ok(None) => {
                         // Another daemon works here: it finds these rows itself, unless it let
                         // the conversation go since (a row accepted meanwhile says so).
-                        let mut active = self.active.lock().unwrap_or_else(|e| e.into_inner());
-                        if active.dirty.remove(key) {
-                            continue;
+                        if self.leave(guard) {
+                            break;
                         }
-                        drop(active);
-                        self.leave(guard);
-                        break;
+                        continue;
                     }
                     Err(e) => {
                         self.backoff(&mut failures, &e.to_string()).await;
@@ -65,9 +62,12 @@ impl Router {
                     Ok(true) => confirmed = std::time::Instant::now(),
                     Ok(false) => {
                         self.forget_claim(key);
+                        epoch = None;
                         warn!("the conversation is another daemon's now; leaving it");
-                        self.leave(guard);
-                        break;
+                        if self.leave(guard) {
+                            break;
+                        }
+                        continue;
                     }
                     Err(e) => {
                         self.backoff(&mut failures, &e.to_string()).await;
@@ -92,13 +92,10 @@ impl Router {
                             continue;
                         }
                     }
-                    let mut active = self.active.lock().unwrap_or_else(|e| e.into_inner());
-                    if active.dirty.remove(key) {
-                        continue;
+                    if self.leave(guard) {
+                        break;
                     }
-                    drop(active);
-                    self.leave(guard);
-                    break;
+                    continue;
                 }
                 Err(e) => {
                     self.backoff(&mut failures, &e.to_string()).await;
@@ -109,7 +106,11 @@ impl Router {
                 if let Err(e) = self.give_up(&item).await {
                     if super::claims::is_fenced(&e) {
                         self.taken_away(&item, guard, held).await;
-                        break;
+                        epoch = None;
+                        if self.leave(guard) {
+                            break;
+                        }
+                        continue;
                     }
                     self.backoff(&mut failures, &e.to_string()).await;
                 }
@@ -136,7 +137,11 @@ impl Router {
                     }
                     if super::claims::is_fenced(&e) {
                         self.taken_away(&shown, guard, held).await;
-                        break;
+                        epoch = None;
+                        if self.leave(guard) {
+                            break;
+                        }
+                        continue;
                     }
                     // Work cut short by the shutdown is an interruption (the next start
                     // counts it), not the message's failure.
@@ -157,31 +162,35 @@ impl Router {
         }
     }
 
-    /// The worker leaves its conversation: the next row accepted there gets a new worker.
-    fn leave(&self, guard: &WorkerGuard) {
+    /// The worker leaves its conversation, unless a row came since it last looked (then it
+    /// looks again: false). Under the lock that `notify` takes, so no row is left without a
+    /// worker: the next row accepted gets a new one.
+    fn leave(&self, guard: &WorkerGuard) -> bool {
         let key = &guard.key;
         let mut active = self.active.lock().unwrap_or_else(|e| e.into_inner());
+        if active.dirty.remove(key) {
+            return false;
+        }
         active.working.remove(key);
-        active.dirty.remove(key);
         // Rows accepted from now on are found by the next worker's claim.
         self.newest
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(key);
         guard.left.store(true, Ordering::SeqCst);
+        true
     }
 
     /// The conversation is not this daemon's to post in now (another daemon took it, or its
     /// claim ran too short to post under): nothing more is written or posted for it here. Its
     /// claim is let go, if it is still this one's at `epoch`, and its rows are answered by
-    /// whoever takes it next.
+    /// whoever takes it next (this worker too, if a row comes before it leaves).
     async fn taken_away(&self, item: &InboxItem, guard: &WorkerGuard, epoch: i64) {
         warn!(
             inbox = item.id,
             "the conversation's claim no longer holds; leaving it without posting"
         );
         self.let_go(&guard.key, epoch).await;
-        self.leave(guard);
     }
 
     /// Records that the attempt at `item` under way failed; the row's failures so far (as
