@@ -23,9 +23,30 @@ use tracing::{info, warn};
 use crate::memory::Store;
 
 /// Joins the daemons on this soul: true if no other runs (this one wakes the soul). A store
-/// that cannot say is taken for no company, as a daemon alone would be.
+/// that cannot say is taken for no company, as a daemon alone would be. A daemon of this
+/// machine whose process is gone (this one's predecessor, killed) is buried first: its
+/// conversations are this one's at once, and the soul's crash is recorded as for one daemon.
 pub async fn join(store: &Arc<dyn Store>, lease: Duration) -> bool {
-    match store.join(&host(), std::process::id(), lease).await {
+    let host = host();
+    match store.daemons().await {
+        Ok(running) => {
+            for d in running
+                .iter()
+                .filter(|d| d.host == host && d.pid != i64::from(std::process::id()))
+                .filter(|d| !alive(d.pid))
+            {
+                info!(
+                    pid = d.pid,
+                    "a daemon of this machine died; taking its place"
+                );
+                if let Err(e) = store.bury(&d.daemon).await {
+                    warn!(error = %e, "the dead daemon stays until its lease ends");
+                }
+            }
+        }
+        Err(e) => warn!(error = %e, "cannot list the daemons running"),
+    }
+    match store.join(&host, std::process::id(), lease).await {
         Ok(0) => true,
         Ok(others) => {
             info!(
@@ -108,6 +129,21 @@ pub async fn keep_alive(
                 lead.set(false);
             }
         }
+    }
+}
+
+/// Whether process `pid` of this machine still runs (Linux: it has a `/proc` entry, and is not
+/// a zombie waiting for its parent to read its end).
+fn alive(pid: i64) -> bool {
+    if pid <= 0 {
+        return false;
+    }
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the command's name, which is in parentheses.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_none_or(|(_, rest)| !rest.trim_start().starts_with('Z')),
+        Err(_) => false,
     }
 }
 

@@ -87,6 +87,10 @@ pub trait Claims: Send + Sync {
     async fn lead(&self, lease: Duration) -> Result<bool>;
     /// Conversations with open rows that no running lease holds: a dead daemon's, or new.
     async fn unheld_conversations(&self) -> Result<Vec<String>>;
+    /// Ends a daemon known to be dead (its process is gone from this machine) at once: its row
+    /// goes and its claims and lead lapse, so a daemon restarted after a crash does not wait
+    /// a lease for its own conversations.
+    async fn bury(&self, daemon: &str) -> Result<()>;
     /// Records this daemon as running (one at a time): how many others run.
     async fn join(&self, host: &str, pid: u32, lease: Duration) -> Result<u64>;
     /// Records that this daemon stops (one at a time): how many others still run. Its claims

@@ -175,6 +175,9 @@ impl faces::Claims for Sqlite {
         // Its one process resumes its open conversations at start and hears of every row.
         Ok(Vec::new())
     }
+    async fn bury(&self, _daemon: &str) -> Result<()> {
+        Ok(())
+    }
     async fn join(&self, _host: &str, _pid: u32, _lease: Duration) -> Result<u64> {
         Ok(0)
     }

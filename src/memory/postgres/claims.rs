@@ -142,6 +142,25 @@ impl Claims for Postgres {
             .collect())
     }
 
+    async fn bury(&self, daemon: &str) -> Result<()> {
+        let result = async {
+            let mut client = self.client().await?;
+            let tx = client.transaction().await?;
+            tx.run("DELETE FROM daemons WHERE daemon = $1", &[&daemon])
+                .await?;
+            tx.run(
+                "UPDATE conversation_claims SET lease_until = clock_timestamp()
+                 WHERE daemon = $1 AND lease_until > clock_timestamp()",
+                &[&daemon],
+            )
+            .await?;
+            tx.commit().await?;
+            Ok(())
+        }
+        .await;
+        self.noted(result)
+    }
+
     async fn join(&self, host: &str, pid: u32, lease: Duration) -> Result<u64> {
         let result = async {
             let mut client = self.client().await?;
