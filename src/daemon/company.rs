@@ -100,6 +100,15 @@ impl Lead {
     }
 }
 
+/// Takes the lead if no daemon holds it, before the scans begin (so a daemon alone has its
+/// first scans at start, not a period later).
+pub async fn take_lead(store: &Arc<dyn Store>, lease: Duration, lead: &Lead) {
+    match store.lead(lease).await {
+        Ok(leads) => lead.set(leads),
+        Err(e) => warn!(error = %e, "cannot tell who leads; not leading meanwhile"),
+    }
+}
+
 /// Renews this daemon's heartbeat, and takes or renews the lead, every `lease / 3` until it
 /// stops. A lead the store cannot confirm is not held.
 pub async fn keep_alive(

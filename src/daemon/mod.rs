@@ -116,6 +116,7 @@ pub async fn run(config: Arc<Config>) -> Result<(), DaemonError> {
     let lease = Duration::from_secs(config.store.claim_lease_secs.max(1));
     let first = company::join(&store, lease).await;
     let lead = company::Lead::default();
+    company::take_lead(&store, lease, &lead).await;
     tokio::spawn(company::keep_alive(
         store.clone(),
         lease,
