@@ -462,6 +462,28 @@ fn ism_daemon(model: &FakeModel, slack: &FakeSlack) -> (Home, Daemon) {
     (home, d)
 }
 
+/// Waits until the model has been asked `n` times (the first turn is under way).
+fn asked(model: &FakeModel, n: usize) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while model.asked().len() < n {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the model was not asked"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Waits until the daemon acknowledged these envelopes (it stored their messages first),
+/// then opens the gate.
+fn accepted(slack: &FakeSlack, envelopes: &[String], gate: Gate) {
+    slack.wait(15, "the acknowledgements", |s| {
+        let acks = s.acks();
+        envelopes.iter().all(|e| acks.contains(e))
+    });
+    gate.open();
+}
+
 /// A direct message from U1.
 fn dm(ts: &str, text: &str) -> Value {
     json!({"type":"message","channel":"D1","user":"U1","text":text,"ts":ts,"event_ts":ts,"channel_type":"im"})
@@ -472,9 +494,13 @@ fn dm(ts: &str, text: &str) -> Value {
 #[test]
 fn in_the_daemon_a_newer_message_interrupts_and_is_answered_with_that_context() {
     let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    let gate = Gate::default();
     model
-        // The first message: its selection takes a while, then a thought.
-        .push(Script::Delay(1500, select(&["Think"], "Look first.")))
+        // The first message: its selection waits until the second is in, then a thought.
+        .push(Script::Gated(
+            gate.clone(),
+            select(&["Think"], "Look first."),
+        ))
         .reply(&thought("The build uses the wrong linker."))
         // The second message (which interrupted the first before its second iteration).
         .reply(&select(&["Respond"], "Answer both."))
@@ -486,8 +512,9 @@ fn in_the_daemon_a_newer_message_interrupts_and_is_answered_with_that_context() 
     let (home, d) = ism_daemon(&model, &slack);
     slack.send_event(dm("1700000000.000100", "My build fails."), "Ev1", 0);
     // While the first selection is under way.
-    std::thread::sleep(Duration::from_millis(400));
-    slack.send_event(dm("1700000000.000200", "It is on Linux."), "Ev2", 0);
+    asked(&model, 1);
+    let second = slack.send_event(dm("1700000000.000200", "It is on Linux."), "Ev2", 0);
+    accepted(&slack, &[second], gate);
     slack.wait(15, "the answer", |s| !s.posts().is_empty());
     d.wait_log("ism loop ended", 5);
     std::thread::sleep(Duration::from_millis(500));
@@ -536,9 +563,13 @@ fn in_the_daemon_a_newer_message_interrupts_and_is_answered_with_that_context() 
 #[test]
 fn in_the_daemon_an_older_message_delivered_late_does_not_interrupt() {
     let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    let gate = Gate::default();
     model
-        // The newer message, first in: its first selection takes a while.
-        .push(Script::Delay(1500, select(&["Think"], "Look first.")))
+        // The newer message, first in: its first selection waits until the older is in.
+        .push(Script::Gated(
+            gate.clone(),
+            select(&["Think"], "Look first."),
+        ))
         .reply(&thought("It is the linker."))
         .reply(&select(&["Respond"], "Ready."))
         .reply(&said("The linker is wrong."))
@@ -547,8 +578,9 @@ fn in_the_daemon_an_older_message_delivered_late_does_not_interrupt() {
         .reply(&said("And yes, Linux."));
     let (_home, d) = ism_daemon(&model, &slack);
     slack.send_event(dm("1700000000.000200", "My build fails."), "Ev2", 0);
-    std::thread::sleep(Duration::from_millis(400));
-    slack.send_event(dm("1700000000.000100", "It is on Linux."), "Ev1", 0);
+    asked(&model, 1);
+    let older = slack.send_event(dm("1700000000.000100", "It is on Linux."), "Ev1", 0);
+    accepted(&slack, &[older], gate);
     slack.wait(15, "both answers", |s| s.posts().len() >= 2);
     std::thread::sleep(Duration::from_millis(500));
     let posts: Vec<String> = slack.posts().into_iter().map(|p| p.text).collect();
@@ -566,19 +598,24 @@ fn in_the_daemon_an_older_message_delivered_late_does_not_interrupt() {
 #[test]
 fn in_the_daemon_messages_waiting_out_of_order_get_one_answer() {
     let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    let gate = Gate::default();
     model
-        // The first message's selection takes a while: the other two arrive meanwhile.
-        .push(Script::Delay(1500, select(&["Think"], "Look first.")))
+        // The first message's selection waits until the other two are in.
+        .push(Script::Gated(
+            gate.clone(),
+            select(&["Think"], "Look first."),
+        ))
         .reply(&thought("It is the linker."))
         // The newest message answers all three.
         .reply(&select(&["Respond"], "Answer all."))
         .reply(&said("All three: the linker."));
     let (home, _d) = ism_daemon(&model, &slack);
     slack.send_event(dm("1700000000.000100", "My build fails."), "Ev1", 0);
-    std::thread::sleep(Duration::from_millis(300));
-    slack.send_event(dm("1700000000.000300", "Any idea?"), "Ev3", 0);
-    std::thread::sleep(Duration::from_millis(100));
-    slack.send_event(dm("1700000000.000200", "It is on Linux."), "Ev2", 0);
+    asked(&model, 1);
+    let newest = slack.send_event(dm("1700000000.000300", "Any idea?"), "Ev3", 0);
+    accepted(&slack, std::slice::from_ref(&newest), Gate::default());
+    let middle = slack.send_event(dm("1700000000.000200", "It is on Linux."), "Ev2", 0);
+    accepted(&slack, &[middle], gate);
     slack.wait(15, "the answer", |s| !s.posts().is_empty());
     std::thread::sleep(Duration::from_millis(1000));
     let posts: Vec<String> = slack.posts().into_iter().map(|p| p.text).collect();

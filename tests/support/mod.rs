@@ -51,6 +51,36 @@ pub enum Script {
         first_ms: u64,
         every_ms: u64,
     },
+    /// Answers this text once the test opens the gate (the request is recorded at once).
+    Gated(Gate, String),
+}
+
+/// A gate a scripted answer waits behind: the test opens it when what it needs is in place,
+/// so an answer's timing is the test's, not a guess of how long the daemon takes.
+#[derive(Debug, Clone, Default)]
+pub struct Gate(Arc<std::sync::atomic::AtomicBool>);
+
+impl Gate {
+    pub fn open(&self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    async fn passed(&self) {
+        while !self.0.load(std::sync::atomic::Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+/// A gated answer waits here; any other passes as it is.
+async fn through_gate(script: Script) -> Script {
+    match script {
+        Script::Gated(gate, text) => {
+            gate.passed().await;
+            Script::Reply(text)
+        }
+        other => other,
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -433,7 +463,7 @@ async fn anthropic(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let script = take(&state, "/v1/messages", &headers, &body);
+    let script = through_gate(take(&state, "/v1/messages", &headers, &body)).await;
     // A request that asks for a stream gets one, whatever the script: a whole answer streams
     // in pieces of a few characters, as a real model's would.
     let streamed = serde_json::from_slice::<Value>(&body)
@@ -584,7 +614,8 @@ async fn anthropic(
             ];
             respond(200, &[], sse(frames), "text/event-stream")
         }
-        Script::Hang => {
+        // (A gated answer has passed its gate by now.)
+        Script::Hang | Script::Gated(..) => {
             tokio::time::sleep(Duration::from_secs(3600)).await;
             respond(200, &[], Body::empty(), "application/json")
         }
@@ -606,7 +637,7 @@ async fn openai(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let script = take(&state, "/v1/chat/completions", &headers, &body);
+    let script = through_gate(take(&state, "/v1/chat/completions", &headers, &body)).await;
     let model = "llama-test";
     let chunk = |delta: Value, finish: Value| {
         format!(
@@ -650,7 +681,11 @@ async fn openai(
             )];
             respond(200, &[], sse(frames), "text/event-stream")
         }
-        Script::Hang | Script::Delay(..) | Script::SlowStream(..) | Script::Paced { .. } => {
+        Script::Hang
+        | Script::Gated(..)
+        | Script::Delay(..)
+        | Script::SlowStream(..)
+        | Script::Paced { .. } => {
             tokio::time::sleep(Duration::from_secs(3600)).await;
             respond(200, &[], Body::empty(), "application/json")
         }
