@@ -312,6 +312,7 @@ fn main() {
                     window: 20,
                     claimant: "bench".into(),
                     claim_until_ms: 0,
+                    conversation_claim: None,
                 })
                 .unwrap();
             let plan = plan(&MAIN_STEPS, &gate_input(&ctx), gates);
@@ -541,6 +542,7 @@ fn faces_turn(
                     window: 20,
                     claimant: "bench".into(),
                     claim_until_ms: 0,
+                    conversation_claim: None,
                 })
                 .await
                 .unwrap();

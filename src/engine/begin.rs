@@ -47,6 +47,7 @@ impl Engine {
                         window,
                         claimant: claimant.clone(),
                         claim_until_ms,
+                        conversation_claim: m.claim,
                     })
                     .await?;
                 tracing::debug!(text = %m.text, "message recorded");

@@ -15,7 +15,7 @@ use super::perception::{answer, Perception, FOLLOW_UP_QUESTION};
 use super::run::Ran;
 use super::{Engine, EngineError, TurnOutcome, PROVIDER_DOWN_REPLY};
 use crate::llm::LlmError;
-use crate::memory::{EntryType, NewEntry, TurnRecord};
+use crate::memory::{EntryType, NewEntry, StoreError, TurnRecord};
 use crate::process::Loaded;
 use crate::prompt::TurnPlan;
 
@@ -165,7 +165,25 @@ impl Engine {
             .and_then(|t| t.params.get(REQUEST_STATE))
             .and_then(|v| v.as_str())
             .map(str::to_string);
-        let changed_user = self.store.commit_turn(record).await?;
+        // What a message turn's begin took: its number and its whisper's claim.
+        let taken = policy.counted.then(|| {
+            let whisper = ctx.whisper.as_ref().map(|w| (w.id, begun.claimant.clone()));
+            (ctx.interaction, whisper)
+        });
+        let changed_user = match self.store.commit_turn(record).await {
+            Err(e @ StoreError::Fenced { .. }) => {
+                // Another daemon holds the conversation now: nothing of the turn is written,
+                // and what its begin took goes back (the number, if no turn began since; the
+                // whisper at once, not when its claim lapses).
+                if let Some((n, whisper)) = taken {
+                    if let Err(release) = self.store.release_turn(n, whisper).await {
+                        warn!(error = %release, "a refused turn's number and whisper were not given back");
+                    }
+                }
+                return Err(e.into());
+            }
+            other => other?,
+        };
         if let Some(to) = requested {
             self.request_state(&to, &state.current).await?;
         }

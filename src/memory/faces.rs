@@ -101,6 +101,9 @@ pub trait Claims: Send + Sync {
 }
 
 /// The durable inbox: one row per Slack message, claimed in order per conversation.
+///
+/// With several daemons on one store, the writes to a row (its reply, stream, parts, end) are
+/// fenced: `StoreError::Fenced` while another daemon holds the row's conversation (`Claims`).
 #[async_trait]
 pub trait Inbox: Send + Sync {
     /// Stores a message once however often it arrives (retries, twins from both doors).
@@ -147,7 +150,8 @@ pub trait Inbox: Send + Sync {
 #[async_trait]
 pub trait Turns: Send + Sync {
     /// Records the person's message, counts the turn, claims a whisper, loads the context:
-    /// one transaction.
+    /// one transaction. `StoreError::Fenced` when the turn carries a conversation claim this
+    /// daemon no longer holds.
     async fn begin_turn(&self, t: TurnStart) -> Result<(i64, TurnContext)>;
     /// Everything a turn leaves, in one transaction; the user whose model changed, if any.
     async fn commit_turn(&self, rec: TurnRecord) -> Result<Option<UserRecord>>;

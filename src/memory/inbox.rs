@@ -281,7 +281,8 @@ impl SqliteStore {
 
     /// Records that parts up to `parts_posted` are delivered; the first part's reference is
     /// kept, and the conversation is remembered as one the soul has spoken in. `last`: the row
-    /// is done.
+    /// is done. Monotonic: a part marked late never takes the count back, and a reference is
+    /// kept once.
     pub fn mark_part_posted(
         &self,
         id: i64,
@@ -291,10 +292,13 @@ impl SqliteStore {
     ) -> Result<(), StoreError> {
         self.write(|tx| {
             tx.prepare_cached(
-                "UPDATE inbox SET parts_posted = ?2, reply_ref = coalesce(reply_ref, ?3),
-                     part_refs = json_insert(part_refs, '$[#]', ?3),
+                "UPDATE inbox SET parts_posted = max(parts_posted, ?2),
+                     reply_ref = coalesce(reply_ref, ?3),
+                     part_refs = CASE WHEN EXISTS (SELECT 1 FROM json_each(part_refs)
+                                                   WHERE value = ?3) THEN part_refs
+                                      ELSE json_insert(part_refs, '$[#]', ?3) END,
                      status = CASE WHEN ?4 THEN 'done' ELSE status END,
-                     done_at = CASE WHEN ?4 THEN ?5 ELSE done_at END
+                     done_at = CASE WHEN ?4 THEN coalesce(done_at, ?5) ELSE done_at END
                  WHERE id = ?1",
             )?
             .execute((id, parts_posted, reference, last, now_ms()))?;
@@ -427,7 +431,8 @@ impl SqliteStore {
     }
 
     /// Gives a row up: it was answered with the apology (`apology`: the surface's reference
-    /// of it, when delivered) or could not be, and `failure` says why, for the operator.
+    /// of it, when delivered) or could not be, and `failure` says why, for the operator. Only
+    /// an open row: one answered meanwhile stays answered.
     pub fn mark_failed(
         &self,
         id: i64,
@@ -439,7 +444,7 @@ impl SqliteStore {
                 "UPDATE inbox SET status = 'failed', failure = ?2, done_at = ?3,
                      part_refs = CASE WHEN ?4 IS NULL THEN part_refs
                                       ELSE json_insert(part_refs, '$[#]', ?4) END
-                 WHERE id = ?1",
+                 WHERE id = ?1 AND status IN ('pending', 'replying')",
                 (id, failure, now_ms(), apology),
             )?;
             Ok(())
@@ -668,6 +673,7 @@ mod tests {
             window: 20,
             claimant: "c".into(),
             claim_until_ms: 0,
+            conversation_claim: None,
         })
         .unwrap();
     }

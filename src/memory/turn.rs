@@ -64,7 +64,11 @@ pub struct TurnStart {
     /// When the claim lapses (unix ms) if the turn neither commits nor releases it: a claim
     /// held by a process that died is freed then.
     pub claim_until_ms: i64,
+    /// The claim (its epoch) this daemon holds on the conversation, if it holds one: the
+    /// turn begins only while it holds (several daemons on one store; `Claims`).
+    pub conversation_claim: Option<i64>,
 }
+
 /// Token counts and timing of one model call.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct UsageRecord {
@@ -464,6 +468,7 @@ mod tests {
             window: 20,
             claimant: claimant.into(),
             claim_until_ms: now_ms() + 60_000,
+            conversation_claim: None,
         }
     }
 

@@ -213,3 +213,87 @@ async fn one_daemon_leads_and_the_lead_passes_when_it_leaves_or_lapses() {
     assert!(a.lead(LEASE).await.unwrap(), "lapsed");
     assert!(!b.lead(LEASE).await.unwrap());
 }
+
+/// The writes to a row beside the commit are fenced too: while another daemon holds the row's
+/// conversation, a daemon that lost it begins no turn there and changes nothing of its rows;
+/// a part marked late never takes the count back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_that_lost_a_conversation_begins_no_turn_and_writes_nothing_to_its_rows() {
+    let Some(fresh) = backends::postgres().await else {
+        return;
+    };
+    let (a, b) = (&fresh.store, backends::another(&fresh).await);
+    let c = "C5:1.0";
+    let id = match a
+        .accept_inbound(&Inbound {
+            origin: "C5:1.0".into(),
+            conversation: c.into(),
+            seq: 1.0,
+            address: "C5".into(),
+            user_id: "U1".into(),
+            text: "héllo 👋".into(),
+            requires_spoken: false,
+        })
+        .await
+        .unwrap()
+    {
+        anima::memory::Intake::Accepted(id) => id,
+        other => panic!("{other:?}"),
+    };
+    let first = a
+        .claim(c, Duration::from_millis(100))
+        .await
+        .unwrap()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let second = b.claim(c, LEASE).await.unwrap().expect("lapsed");
+    let begin = |claim: i64| anima::memory::TurnStart {
+        thread: c.into(),
+        user_id: "U1".into(),
+        display_name: "Zoë".into(),
+        text: "héllo 👋".into(),
+        source: Some(format!("inbox:{id}")),
+        inbox: Some(id),
+        window: 20,
+        claimant: "t".into(),
+        claim_until_ms: 0,
+        conversation_claim: Some(claim),
+    };
+    let fenced = |what: &str, r: Result<(), StoreError>| match r {
+        Err(StoreError::Fenced { conversation }) => assert_eq!(conversation, c, "{what}"),
+        other => panic!("{what} should be fenced: {other:?}"),
+    };
+    fenced("the begin", a.begin_turn(begin(first)).await.map(|_| ()));
+    fenced("the reply", a.set_inbox_reply(id, "stale").await);
+    fenced("the stream", a.set_stream_ref(id, "1.1").await);
+    fenced("a part", a.mark_part_posted(id, 1, "1.2", false).await);
+    fenced("the end", a.mark_done(id).await);
+    fenced("the failure", a.mark_failed(id, "stale", None).await);
+    fenced("the stop", a.mark_stopped(id, "stale").await.map(|_| ()));
+    let row = b.inbox_item(id).await.unwrap().unwrap();
+    assert_eq!(
+        (row.attempts, row.reply, row.stream_ref, row.parts_posted),
+        (0, None, None, 0),
+        "nothing of A's"
+    );
+    assert_eq!(row.status, anima::memory::InboxStatus::Pending);
+
+    // B, which holds it, writes; parts marked out of order keep the higher count.
+    b.begin_turn(begin(second)).await.unwrap();
+    b.set_inbox_reply(id, "la réponse").await.unwrap();
+    b.mark_part_posted(id, 2, "2.2", false).await.unwrap();
+    b.mark_part_posted(id, 1, "2.1", false).await.unwrap();
+    b.mark_part_posted(id, 2, "2.2", true).await.unwrap();
+    let row = b.inbox_item(id).await.unwrap().unwrap();
+    assert_eq!((row.attempts, row.parts_posted), (1, 2));
+    assert_eq!(row.status, anima::memory::InboxStatus::Done);
+    let mut held = b.references_held(id).await.unwrap();
+    held.sort();
+    assert_eq!(held, ["2.1", "2.2"], "each reference once");
+    // A row answered stays answered: a late give-up leaves it done.
+    b.mark_failed(id, "late", None).await.unwrap();
+    assert_eq!(
+        b.inbox_item(id).await.unwrap().unwrap().status,
+        anima::memory::InboxStatus::Done
+    );
+}

@@ -77,8 +77,16 @@ async fn a_conversation_is_worked_in_order_and_a_fixed_reply_counts_its_attempts
         );
         s.mark_part_posted(first, 1, "ts-1", false).await.unwrap();
         s.mark_part_posted(first, 2, "ts-2", true).await.unwrap();
+        // Marked late (by a daemon paused after posting it): nothing goes back or repeats.
+        s.mark_part_posted(first, 1, "ts-1", false).await.unwrap();
+        s.mark_failed(first, "given up late", None).await.unwrap();
         let done = s.inbox_item(first).await.unwrap().unwrap();
-        assert_eq!(done.status, InboxStatus::Done, "{name}");
+        assert_eq!(
+            done.status,
+            InboxStatus::Done,
+            "{name}: answered stays answered"
+        );
+        assert_eq!(done.parts_posted, 2, "{name}: never back");
         assert_eq!(
             done.reply_ref.as_deref(),
             Some("ts-1"),
@@ -187,6 +195,7 @@ async fn an_attempt_another_opening_began_is_an_interruption() {
             window: 20,
             claimant: "t1".into(),
             claim_until_ms: 0,
+            conversation_claim: None,
         })
         .await
         .unwrap();

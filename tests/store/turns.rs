@@ -24,6 +24,7 @@ fn start(thread: &str, text: &str, claimant: &str) -> TurnStart {
         window: 20,
         claimant: claimant.into(),
         claim_until_ms: anima::memory::now_ms() + 60_000,
+        conversation_claim: None,
     }
 }
 

@@ -5,7 +5,7 @@
 use async_trait::async_trait;
 use tokio_postgres::Row;
 
-use super::{Postgres, Prepared};
+use super::{fenced, Postgres, Prepared};
 use crate::memory::faces::Inbox;
 use crate::memory::inbox::{Inbound, InboxItem, InboxStatus, Intake, Overheard};
 use crate::memory::{now_ms, now_us, StoreError};
@@ -53,9 +53,10 @@ fn status(s: &str) -> InboxStatus {
 }
 
 /// Marks a row's conversation as one the soul has spoken in.
-const SPOKEN: &str = "INSERT INTO conversations (key, spoken)
-    SELECT conversation, true FROM inbox WHERE id = $1
-    ON CONFLICT (key) DO UPDATE SET spoken = true";
+/// How a fenced write names its conversation when the server does not say.
+fn row_of(id: i64) -> String {
+    format!("of inbox row {id}")
+}
 
 impl Postgres {
     /// Records `m` once (its retries and twins meet at the unique origin), as overheard in
@@ -98,6 +99,26 @@ impl Postgres {
             None if m.requires_spoken && !spoken => Intake::NotParticipating,
             None => Intake::Duplicate,
         })
+    }
+
+    /// A write to inbox row `id` (one call of a function of migrations/postgres/0005), fenced:
+    /// `StoreError::Fenced` while another daemon holds the row's conversation.
+    async fn fenced_row(
+        &self,
+        id: i64,
+        sql: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<()> {
+        let result = async {
+            let client = self.client().await?;
+            client
+                .run(sql, params)
+                .await
+                .map_err(|e| fenced(e, &row_of(id)))?;
+            Ok(())
+        }
+        .await;
+        self.noted(result)
     }
 
     /// One statement that writes, in its own transaction.
@@ -245,12 +266,12 @@ impl Inbox for Postgres {
     }
 
     async fn set_inbox_reply(&self, id: i64, reply: &str) -> Result<()> {
-        self.exec(
-            "UPDATE inbox SET status = 'replying', reply = $2 WHERE id = $1 AND status = 'pending'",
-            &[&id, &reply],
+        self.fenced_row(
+            id,
+            "SELECT anima_set_reply($1, $2, $3)",
+            &[&id, &reply, &self.instance()],
         )
-        .await?;
-        Ok(())
+        .await
     }
 
     async fn mark_part_posted(
@@ -260,24 +281,19 @@ impl Inbox for Postgres {
         reference: &str,
         last: bool,
     ) -> Result<()> {
-        let result = async {
-            let mut client = self.client().await?;
-            let tx = client.transaction().await?;
-            tx.run(
-                "UPDATE inbox SET parts_posted = $2, reply_ref = coalesce(reply_ref, $3),
-                     part_refs = part_refs || to_jsonb($3::text),
-                     status = CASE WHEN $4 THEN 'done' ELSE status END,
-                     done_at = CASE WHEN $4 THEN anima_at($5) ELSE done_at END
-                 WHERE id = $1",
-                &[&id, &parts_posted, &reference, &last, &now_ms()],
-            )
-            .await?;
-            tx.run(SPOKEN, &[&id]).await?;
-            tx.commit().await?;
-            Ok(())
-        }
-        .await;
-        self.noted(result)
+        self.fenced_row(
+            id,
+            "SELECT anima_part_posted($1, $2, $3, $4, $5, $6)",
+            &[
+                &id,
+                &parts_posted,
+                &reference,
+                &last,
+                &now_ms(),
+                &self.instance(),
+            ],
+        )
+        .await
     }
 
     async fn references_held(&self, id: i64) -> Result<Vec<String>> {
@@ -299,26 +315,21 @@ impl Inbox for Postgres {
     }
 
     async fn set_stream_ref(&self, id: i64, reference: &str) -> Result<()> {
-        let result = async {
-            let mut client = self.client().await?;
-            let tx = client.transaction().await?;
-            tx.run(
-                "UPDATE inbox SET stream_ref = $2 WHERE id = $1",
-                &[&id, &reference],
-            )
-            .await?;
-            tx.run(SPOKEN, &[&id]).await?;
-            tx.commit().await?;
-            Ok(())
-        }
-        .await;
-        self.noted(result)
+        self.fenced_row(
+            id,
+            "SELECT anima_stream_ref($1, $2, $3)",
+            &[&id, &reference, &self.instance()],
+        )
+        .await
     }
 
     async fn mark_stopped(&self, id: i64, said: &str) -> Result<bool> {
         let result = async {
             let mut client = self.client().await?;
             let tx = client.transaction().await?;
+            tx.run("SELECT anima_fence_row($1, $2)", &[&id, &self.instance()])
+                .await
+                .map_err(|e| fenced(e, &row_of(id)))?;
             let fixed = tx
                 .maybe_row(
                     "SELECT status, reply, parts_posted FROM inbox WHERE id = $1 FOR UPDATE",
@@ -348,24 +359,21 @@ impl Inbox for Postgres {
     }
 
     async fn mark_done(&self, id: i64) -> Result<()> {
-        self.exec(
-            "UPDATE inbox SET status = 'done', done_at = anima_at($2) WHERE id = $1",
-            &[&id, &now_ms()],
+        self.fenced_row(
+            id,
+            "SELECT anima_mark_done($1, $2, $3)",
+            &[&id, &now_ms(), &self.instance()],
         )
-        .await?;
-        Ok(())
+        .await
     }
 
     async fn mark_failed(&self, id: i64, failure: &str, apology: Option<&str>) -> Result<()> {
-        self.exec(
-            "UPDATE inbox SET status = 'failed', failure = $2, done_at = anima_at($3),
-                 part_refs = CASE WHEN $4::text IS NULL THEN part_refs
-                                  ELSE part_refs || to_jsonb($4::text) END
-             WHERE id = $1",
-            &[&id, &failure, &now_ms(), &apology],
+        self.fenced_row(
+            id,
+            "SELECT anima_mark_failed($1, $2, $3, $4, $5)",
+            &[&id, &failure, &now_ms(), &apology, &self.instance()],
         )
-        .await?;
-        Ok(())
+        .await
     }
 
     async fn conversation_address(

@@ -185,6 +185,17 @@ impl Postgres {
     }
 }
 
+/// A fence refused a write (SQLSTATE AN409, `anima_fence` or `anima_fence_row`): another
+/// daemon holds the conversation now (the server's detail names it, else `conversation`).
+pub(super) fn fenced(e: tokio_postgres::Error, conversation: &str) -> StoreError {
+    match e.as_db_error() {
+        Some(db) if db.code().code() == "AN409" => StoreError::Fenced {
+            conversation: db.detail().unwrap_or(conversation).to_string(),
+        },
+        _ => e.into(),
+    }
+}
+
 /// A read-only transaction whose statements all see one snapshot (SQLite's reads run under its
 /// lock: one state, never half of a write).
 pub(super) async fn snapshot(

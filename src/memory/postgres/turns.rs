@@ -13,7 +13,7 @@ use serde_json::Value;
 use tokio_postgres::Row;
 
 use super::working::{entry, ENTRY};
-use super::{wire, Postgres, Prepared};
+use super::{fenced, wire, Postgres, Prepared};
 use crate::memory::faces::Turns;
 use crate::memory::working::capped;
 use crate::memory::{
@@ -82,18 +82,6 @@ fn slugs(user_id: &str, display_name: &str) -> (String, String) {
     (base, other)
 }
 
-/// The commit's fence refused it (SQLSTATE AN409, `anima_fence`): another daemon holds the
-/// conversation now.
-fn fenced(e: tokio_postgres::Error, conversation: &str) -> StoreError {
-    if e.code().map(|c| c.code()) == Some("AN409") {
-        StoreError::Fenced {
-            conversation: conversation.to_string(),
-        }
-    } else {
-        e.into()
-    }
-}
-
 #[async_trait]
 impl Turns for Postgres {
     async fn begin_turn(&self, t: TurnStart) -> Result<(i64, TurnContext)> {
@@ -102,8 +90,8 @@ impl Turns for Postgres {
             let (slug, other_slug) = slugs(&t.user_id, &t.display_name);
             let begun = client
                 .rows(
-                    "SELECT * FROM anima_begin_turn($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11,
-                                                   $12, $13)",
+                    "SELECT * FROM anima_begin_claimed($1, $2, $3, $4, $5, $6, $7, $8, $9, $10,
+                                                      $11, $12, $13, $14)",
                     &[
                         &t.thread,
                         &t.user_id,
@@ -118,9 +106,11 @@ impl Turns for Postgres {
                         &t.claim_until_ms,
                         &(t.window.min(i32::MAX as u32) as i32),
                         &now_ms(),
+                        &t.conversation_claim,
                     ],
                 )
-                .await?;
+                .await
+                .map_err(|e| fenced(e, &t.thread))?;
             wire::begun(&begun, &t.thread, &t.user_id, &t.display_name)
         }
         .await;
