@@ -212,8 +212,11 @@ pub async fn run(config: Arc<Config>) -> Result<(), DaemonError> {
     let surface = Arc::new(SlackSurface::new(
         slack.clone(),
         bot.clone(),
-        config.slack.allow_broadcast,
-        config.slack.stream_replies && config.llm.stream,
+        (
+            config.slack.allow_broadcast,
+            config.slack.stream_replies && config.llm.stream,
+        ),
+        crate::slack::budget::Limits::new(engine.store().clone()),
     ));
     let router = Router::new(
         engine.clone(),

@@ -33,6 +33,7 @@ type Result<T> = std::result::Result<T, StoreError>;
 pub trait Store:
     Inbox
     + Claims
+    + Budgets
     + Turns
     + Users
     + SoulRecord
@@ -50,6 +51,7 @@ pub trait Store:
 impl<T> Store for T where
     T: Inbox
         + Claims
+        + Budgets
         + Turns
         + Users
         + SoulRecord
@@ -98,6 +100,23 @@ pub trait Claims: Send + Sync {
     async fn leave(&self) -> Result<u64>;
     /// The daemons running now, with the conversations each holds.
     async fn daemons(&self) -> Result<Vec<DaemonRow>>;
+}
+
+/// What an outside service allows a minute and where it refused lately, shared by every
+/// process on the store, so that several daemons together stay within what one may make. A
+/// budget is a token bucket per name (`limit` calls a minute: a fourth at once, the rest
+/// refilled over the minute; see `budgets::Bucket`); a refusal is remembered per kind of
+/// place. A store one process uses (SQLite) keeps them in that process's memory.
+#[async_trait]
+pub trait Budgets: Send + Sync {
+    /// Takes one call from each bucket (name, calls a minute), all or none: whether taken.
+    async fn take_budget(&self, buckets: &[(&str, u32)]) -> Result<bool>;
+    /// Empties a bucket (the service said it had too many calls): it refills from now.
+    async fn drain_budget(&self, bucket: &str) -> Result<()>;
+    /// Remembers that the service refused (`code`) in places of `kind`.
+    async fn note_refusal(&self, kind: &str, code: &str) -> Result<()>;
+    /// The code of the first of `kinds` refused within `within`, if any.
+    async fn refusal(&self, kinds: &[&str], within: Duration) -> Result<Option<String>>;
 }
 
 /// The durable inbox: one row per Slack message, claimed in order per conversation.

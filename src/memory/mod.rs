@@ -13,6 +13,7 @@
 
 pub mod inbox;
 mod admin;
+pub mod budgets;
 pub mod claims;
 pub mod faces;
 pub mod open;
@@ -129,6 +130,9 @@ pub struct SqliteStore {
     /// Names this opening of the store (one per process in practice): an inbox row's attempt
     /// begun under another name was interrupted when that process stopped (`inbox`).
     instance: String,
+    /// The budgets and refusals of outside services (`faces::Budgets`): one process uses the
+    /// file, so they are kept in its memory.
+    budgets: Mutex<budgets::Local>,
 }
 
 /// A name no other opening of a store has had: the process id, the time, and a count within
@@ -180,6 +184,7 @@ impl SqliteStore {
             writes: Default::default(),
             _checkpointer: None,
             instance: instance_name(),
+            budgets: Mutex::default(),
         }
     }
 
@@ -272,6 +277,11 @@ impl SqliteStore {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// This process's budgets and refusals (`faces::Budgets`).
+    pub(crate) fn budgets(&self) -> MutexGuard<'_, budgets::Local> {
+        self.budgets.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn conn(&self) -> MutexGuard<'_, Connection> {

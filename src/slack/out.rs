@@ -10,8 +10,7 @@
 //! buttons, and so does an answer's last message in an assistant thread (posted or rewritten
 //! as a `markdown` block beside them: `markdown_text` takes no blocks).
 
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
@@ -19,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use tracing::{debug, info, warn};
 
 use super::api::{BotIdentity, Outgoing, PostMark, SlackApi, SlackError};
-use super::budget::{Budget, Kind, Refusals};
+use super::budget::{Kind, Limits};
 use super::markdown;
 use super::stream::StreamAt;
 use crate::router::{Address, Appended, Begun, Part, PartMark, Surface, Undeliverable};
@@ -53,54 +52,40 @@ pub struct SlackSurface {
     allow_broadcast: bool,
     /// Replies may stream (`[slack] stream_replies` with `[llm] stream`).
     stream: bool,
-    budget: Mutex<Budget>,
-    refusals: Mutex<Refusals>,
+    /// The workspace's stream budget and refusals, shared through the store.
+    limits: Limits,
 }
 
 impl SlackSurface {
-    pub fn new(api: Arc<SlackApi>, bot: BotIdentity, allow_broadcast: bool, stream: bool) -> Self {
+    pub fn new(
+        api: Arc<SlackApi>,
+        bot: BotIdentity,
+        (allow_broadcast, stream): (bool, bool),
+        limits: Limits,
+    ) -> Self {
         SlackSurface {
             api,
             bot,
             allow_broadcast,
             stream,
-            budget: Mutex::new(Budget::new(Instant::now())),
-            refusals: Mutex::new(Refusals::default()),
+            limits,
         }
-    }
-
-    fn budget(&self) -> std::sync::MutexGuard<'_, Budget> {
-        self.budget.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn refusals(&self) -> std::sync::MutexGuard<'_, Refusals> {
-        self.refusals.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Slack said no to a stream call: a 429 spends the method's budget; a refusal of a start
     /// is remembered for that kind of conversation.
-    fn refused(&self, e: &SlackError, channel: &str, starting: bool) {
-        let now = Instant::now();
+    async fn refused(&self, e: &SlackError, channel: &str, starting: bool) {
         match e {
-            SlackError::RateLimited { method, .. } => self.rate_limited(method, now),
+            SlackError::RateLimited { method, .. } => self.limits.rate_limited(method).await,
             SlackError::Api { method, code } if code == "ratelimited" || code == "rate_limited" => {
-                self.rate_limited(method, now)
+                self.limits.rate_limited(method).await
             }
             SlackError::Api { code, .. } if starting && !super::api::transient(code) => {
-                self.refusals().note(channel, code, now)
+                self.limits.note_refusal(channel, code).await
             }
             _ => {}
         }
         self.api.warn_once(e, "a streamed reply fell back");
-    }
-
-    fn rate_limited(&self, method: &str, now: Instant) {
-        let mut budget = self.budget();
-        match method {
-            "chat.appendStream" => budget.append.drain(now),
-            "chat.stopStream" => budget.stop.drain(now),
-            _ => budget.start.drain(now),
-        }
     }
 
     /// Rewrites a streamed message to read `text`: chat.update, after stopping the stream if
@@ -116,7 +101,7 @@ impl SlackSurface {
         match self.api.update(channel, ts, text, mark, feedback).await {
             Err(SlackError::Api { code, .. }) if code == "streaming_state_conflict" => {
                 // Still streaming: stop it first, within the budget (else later).
-                if !self.budget().stop.take(Instant::now()) {
+                if !self.limits.stop().await {
                     return Err(SlackError::RateLimited {
                         method: "chat.stopStream",
                         retry_after: None,
@@ -124,7 +109,7 @@ impl SlackSurface {
                 }
                 match self.api.stop_stream(channel, ts, "", None, None).await {
                     Err(e) if e.is_temporary() => {
-                        self.refused(&e, channel, false);
+                        self.refused(&e, channel, false).await;
                         return Err(e);
                     }
                     // Stopped, or no longer streaming by now: the update can go.
@@ -210,13 +195,9 @@ impl Surface for SlackSurface {
         let Some(a) = SlackAddress::decode(to) else {
             return false;
         };
-        // A stream is always a reply in a thread: a top-level DM is answered whole.
-        self.stream
-            && a.thread_ts.is_some()
-            && self
-                .refusals()
-                .refused(&a.channel, Instant::now())
-                .is_none()
+        // A stream is always a reply in a thread: a top-level DM is answered whole. Where Slack
+        // refused streams lately is asked when one would begin.
+        self.stream && a.thread_ts.is_some()
     }
 
     fn begin_stream<'a>(
@@ -235,7 +216,11 @@ impl Surface for SlackSurface {
             let Some(n) = releasable(text) else {
                 return Begun::Wait;
             };
-            if !self.budget().begin(Instant::now()) {
+            if let Some(code) = self.limits.refused(&a.channel).await {
+                debug!(code, "Slack refused streams here lately; this reply goes whole");
+                return Begun::Whole;
+            }
+            if !self.limits.begin().await {
                 info!("the workspace's stream budget is spent; this reply goes whole");
                 return Begun::Whole;
             }
@@ -252,7 +237,7 @@ impl Surface for SlackSurface {
                     took: n,
                 },
                 Err(e) => {
-                    self.refused(&e, &a.channel, true);
+                    self.refused(&e, &a.channel, true).await;
                     // Not known whether it began: if it did, the reply goes into it (the
                     // router looks for it, knowing which messages are other rows').
                     let unknown = matches!(&e, SlackError::Transport { .. })
@@ -282,7 +267,7 @@ impl Surface for SlackSurface {
             if n == 0 {
                 return Appended::Later;
             }
-            if !self.budget().append.take(Instant::now()) {
+            if !self.limits.append().await {
                 return Appended::Later;
             }
             let more = markdown::neutralise(&text[..n], self.allow_broadcast);
@@ -290,12 +275,12 @@ impl Surface for SlackSurface {
                 Ok(()) => Appended::Took(n),
                 // A 429 was not taken: the text is offered again later.
                 Err(e @ SlackError::RateLimited { .. }) => {
-                    self.refused(&e, &a.channel, false);
+                    self.refused(&e, &a.channel, false).await;
                     Appended::Later
                 }
                 Err(e) => {
                     // Expired, stopped, refused, or unknown: never sent again.
-                    self.refused(&e, &a.channel, false);
+                    self.refused(&e, &a.channel, false).await;
                     Appended::Broken
                 }
             }
@@ -340,7 +325,7 @@ impl Surface for SlackSurface {
                     Ok(()) => return Ok(reference.to_string()),
                     // Not taken: later (as one that may have arrived, so rewritten whole).
                     Err(e @ SlackError::RateLimited { .. }) => {
-                        self.refused(&e, &a.channel, false);
+                        self.refused(&e, &a.channel, false).await;
                         return Err(Undeliverable::Unavailable(e.to_string()));
                     }
                     // Its outcome is unknown or it failed (an expired stream): the message is
@@ -355,7 +340,7 @@ impl Surface for SlackSurface {
                 Ok(()) => Ok(reference.to_string()),
                 Err(e) => {
                     if let SlackError::RateLimited { method, .. } = &e {
-                        self.rate_limited(method, Instant::now());
+                        self.limits.rate_limited(method).await;
                     }
                     warn!(error = %e, "the streamed message was not rewritten yet");
                     let conflict =

@@ -3,6 +3,7 @@
 //! (each test gets a database of its own there), and the run says when it is skipped.
 
 mod backends;
+mod budgets;
 mod claims;
 mod dreams;
 mod inbox;

@@ -7,6 +7,7 @@
 //! make counters and claims exact under concurrency, and what is one transaction on SQLite is
 //! one transaction here. Knows nothing about prompts, providers or Slack.
 
+mod budgets;
 mod claims;
 mod copy;
 mod dreams;
