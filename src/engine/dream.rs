@@ -90,7 +90,11 @@ impl Engine {
         let map = Map::new(&behaviors);
         // Held while this dream runs: a DREAM state whose lock is free was left by a dreamer
         // that died (Ctrl-C or SIGKILL on `anima dream`), not by one still dreaming.
-        let _dreaming = self.dream_lock()?;
+        let Some(_dreaming) = self.store.hold_dream().await? else {
+            return Err(DreamError::Refused(
+                "another dream is running; try again once it ends".into(),
+            ));
+        };
         let now = self.store.cognitive_state().await?;
         let mut from = State::from_name(&now.state).unwrap_or(State::Shutdown);
         if from == State::Dream {
@@ -188,28 +192,6 @@ impl Engine {
             "dream"
         );
         Ok(r)
-    }
-
-    /// The home's dream lock (`dream.lock`, beside the database), taken without waiting: the
-    /// system lets it go when its process ends, however it ends.
-    fn dream_lock(&self) -> Result<std::fs::File, DreamError> {
-        let path = self.config.home.join("dream.lock");
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|e| DreamError::Refused(format!("cannot open {}: {e}", path.display())))?;
-        match file.try_lock() {
-            Ok(()) => Ok(file),
-            Err(std::fs::TryLockError::WouldBlock) => Err(DreamError::Refused(
-                "another dream is running; try again once it ends".into(),
-            )),
-            Err(std::fs::TryLockError::Error(e)) => Err(DreamError::Refused(format!(
-                "cannot lock {}: {e}",
-                path.display()
-            ))),
-        }
     }
 
     /// Moves `from → to` if the soul is still in `from` and the map allows it.

@@ -112,6 +112,27 @@ pub struct Upkeep {
     pub forgotten_event_keys: i64,
 }
 
+/// The soul's one dream at a time, held while a dream runs (`Dreams::hold_dream`) and let go
+/// when dropped. Whatever holds it is let go by the system when its process ends, however it
+/// ends: a file lock on SQLite, a session's advisory lock on PostgreSQL (its connection closes).
+pub struct DreamHold {
+    _held: Box<dyn Send + Sync>,
+}
+
+impl DreamHold {
+    pub(crate) fn new(held: impl Send + Sync + 'static) -> DreamHold {
+        DreamHold {
+            _held: Box::new(held),
+        }
+    }
+}
+
+impl std::fmt::Debug for DreamHold {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DreamHold")
+    }
+}
+
 /// A dream as recorded.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DreamRow {
@@ -194,6 +215,27 @@ pub(super) fn summary(
 }
 
 impl SqliteStore {
+    /// The soul's one dream at a time: `dream.lock` beside the database, locked without
+    /// waiting.
+    pub fn hold_dream(&self) -> Result<Option<DreamHold>, StoreError> {
+        let path = self.path.with_file_name("dream.lock");
+        let failed = |source| StoreError::File {
+            path: path.clone(),
+            source,
+        };
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(failed)?;
+        match file.try_lock() {
+            Ok(()) => Ok(Some(DreamHold::new(file))),
+            Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+            Err(std::fs::TryLockError::Error(e)) => Err(failed(e)),
+        }
+    }
+
     /// Threads whose current conversation has a backlog (entries before what it keeps), the
     /// least recently active first.
     pub fn dream_threads(&self, keep: Keep) -> Result<Vec<String>, StoreError> {

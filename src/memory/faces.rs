@@ -12,7 +12,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::Value;
 
-use super::dream::{Backlog, Consolidated, Consolidation, DreamRow, Episode, Keep, Upkeep};
+use super::dream::{
+    Backlog, Consolidated, Consolidation, DreamHold, DreamRow, Episode, Keep, Upkeep,
+};
 use super::process_state::TransitionRow;
 use super::psyche::{LoggedDecision, Mind, Place};
 use super::{
@@ -275,6 +277,9 @@ pub trait States: Send + Sync {
 /// Dreams: consolidation of working memory, and upkeep.
 #[async_trait]
 pub trait Dreams: Send + Sync {
+    /// Takes the soul's one dream at a time, without waiting: `None` while another process
+    /// (or another dream of this one) holds it.
+    async fn hold_dream(&self) -> Result<Option<DreamHold>>;
     async fn begin_dream(&self, cause: &str) -> Result<i64>;
     async fn finish_dream(&self, id: i64, complete: bool, report: &Value) -> Result<()>;
     async fn last_dream(&self) -> Result<Option<DreamRow>>;

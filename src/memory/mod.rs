@@ -86,6 +86,12 @@ pub enum StoreError {
     },
     #[error("database error: {0}")]
     Sql(#[from] rusqlite::Error),
+    /// A file beside the database (a lock) could not be used.
+    #[error("{path}: {source}")]
+    File {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{place}: {why}")]
     Connect { place: String, why: String },
     /// The server could not be reached (it may come back: a daemon waits for it).

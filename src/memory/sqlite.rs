@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use serde_json::Value;
 
-use super::dream::{Backlog, Consolidated, Consolidation, DreamRow, Episode, Keep, Upkeep};
+use super::dream::{
+    Backlog, Consolidated, Consolidation, DreamHold, DreamRow, Episode, Keep, Upkeep,
+};
 use super::faces::{self, Decide, Moved, Quiet, SamePlace};
 use super::process_state::TransitionRow;
 use super::psyche::{LoggedDecision, Mind, Place};
@@ -381,6 +383,9 @@ impl faces::States for Sqlite {
 
 #[async_trait]
 impl faces::Dreams for Sqlite {
+    async fn hold_dream(&self) -> Result<Option<DreamHold>> {
+        off!(self, [], |s| s.hold_dream())
+    }
     async fn begin_dream(&self, cause: &str) -> Result<i64> {
         off!(self, [c = cause.to_owned()], |s| s.begin_dream(&c))
     }

@@ -474,3 +474,35 @@ async fn dreams_are_recorded_and_the_upkeep_forgets_old_event_keys() {
         );
     });
 }
+
+/// One dream at a time per soul: a second hold is refused while the first lives (from this
+/// process or, on PostgreSQL, from another daemon's), and granted once it is let go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_dream_at_a_time_is_held_and_let_go() {
+    on_every_backend!(|s, name| {
+        let first = s.hold_dream().await.unwrap().expect(name);
+        assert!(s.hold_dream().await.unwrap().is_none(), "{name}: held");
+        drop(first);
+        let again = s.hold_dream().await.unwrap();
+        assert!(again.is_some(), "{name}: let go");
+    });
+    let Some(fresh) = crate::backends::postgres().await else {
+        return;
+    };
+    let other = crate::backends::another(&fresh).await;
+    let held = fresh.store.hold_dream().await.unwrap().expect("free");
+    assert!(
+        other.hold_dream().await.unwrap().is_none(),
+        "another daemon's dream waits"
+    );
+    drop(held);
+    // The server hears the connection close a moment later.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        if other.hold_dream().await.unwrap().is_some() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "never let go");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -16,6 +16,7 @@ use serde_json::Value;
 
 use super::working::{entry, ENTRY};
 use super::{snapshot, Postgres, Prepared};
+use crate::memory::dream::DreamHold;
 use crate::memory::dream::{
     batch_len, Backlog, Consolidated, Consolidation, DreamRow, Episode, Keep, Person, Upkeep,
 };
@@ -194,8 +195,24 @@ impl Postgres {
     }
 }
 
+/// The advisory lock of the soul's one dream at a time ("oned" in ASCII; a single key, so
+/// apart from the consolidations' two-key locks).
+const ONE_DREAM: i64 = 0x6f6e_6564;
+
 #[async_trait]
 impl Dreams for Postgres {
+    async fn hold_dream(&self) -> Result<Option<DreamHold>> {
+        // A session's advisory lock on a connection of its own, taken out of the pool: the
+        // server lets it go when the connection closes (the hold dropped, or its process gone
+        // however it went).
+        let client = self.client().await?;
+        let held: bool = client
+            .row("SELECT pg_try_advisory_lock($1)", &[&ONE_DREAM])
+            .await?
+            .get(0);
+        Ok(held.then(|| DreamHold::new(deadpool_postgres::Object::take(client))))
+    }
+
     async fn begin_dream(&self, cause: &str) -> Result<i64> {
         let result = async {
             let client = self.client().await?;
