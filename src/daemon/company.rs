@@ -20,6 +20,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
+use crate::engine::Engine;
 use crate::memory::Store;
 
 /// Joins the daemons on this soul: true if no other runs (this one wakes the soul). A store
@@ -80,17 +81,32 @@ pub async fn leave(store: &Arc<dyn Store>) -> bool {
     }
 }
 
-/// Whether this daemon leads the soul's scheduled work now (set by `keep_alive`).
-#[derive(Clone, Default)]
-pub struct Lead(Arc<AtomicBool>);
+/// Whether this daemon leads the soul's scheduled work now (set by `keep_alive`). The leader
+/// alone exports user models to git: one repository at a time receives every version, once
+/// and in order (the others' turns leave theirs to it; it catches up at every scan).
+#[derive(Clone)]
+pub struct Lead {
+    leads: Arc<AtomicBool>,
+    engine: Arc<Engine>,
+}
 
 impl Lead {
+    /// Not leading (yet): `engine` exports nothing until it leads.
+    pub fn new(engine: Arc<Engine>) -> Lead {
+        engine.export_models_here(false);
+        Lead {
+            leads: Arc::default(),
+            engine,
+        }
+    }
+
     pub fn leads(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
+        self.leads.load(Ordering::SeqCst)
     }
 
     fn set(&self, leads: bool) {
-        if self.0.swap(leads, Ordering::SeqCst) != leads {
+        self.engine.export_models_here(leads);
+        if self.leads.swap(leads, Ordering::SeqCst) != leads {
             if leads {
                 info!("leading the soul's scheduled work");
             } else {

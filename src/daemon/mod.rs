@@ -115,7 +115,7 @@ pub async fn run(config: Arc<Config>) -> Result<(), DaemonError> {
     let store = engine.store().clone();
     let lease = Duration::from_secs(config.store.claim_lease_secs.max(1));
     let first = company::join(&store, lease).await;
-    let lead = company::Lead::default();
+    let lead = company::Lead::new(engine.clone());
     company::take_lead(&store, lease, &lead).await;
     tokio::spawn(company::keep_alive(
         store.clone(),
@@ -283,6 +283,7 @@ pub async fn run(config: Arc<Config>) -> Result<(), DaemonError> {
     tokio::spawn(states::dreams(engine.clone(), scan()));
     tokio::spawn(follow_ups(engine.clone(), router.clone(), scan()));
     tokio::spawn(psyche_ticks(router.clone(), every, scan()));
+    tokio::spawn(model_exports(engine.clone(), scan()));
 
     let mut stop = stop_rx.clone();
     let _ = stop.wait_for(|s| *s).await;
@@ -381,6 +382,14 @@ const TICK_REACH: Duration = Duration::from_secs(15 * 60);
 /// relationships ease by the time elapsed, so how often does not change where they go), felt
 /// once per period, the first at start; on a tick the soul may come back to what it overheard
 /// (`Router::tick`).
+/// The leader brings git up to date with the user models the other daemons' turns changed
+/// (theirs export nothing).
+async fn model_exports(engine: Arc<Engine>, mut scan: Scan) {
+    while scan.next().await {
+        let _ = engine.export_pending_models().await;
+    }
+}
+
 async fn psyche_ticks(router: Arc<Router>, every: Duration, mut scan: Scan) {
     let period_ms = (every.as_millis() as i64).max(1);
     while scan.next().await {

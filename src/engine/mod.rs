@@ -388,6 +388,12 @@ impl Engine {
         Ok(rows.into_iter().map(|(t, _)| t).collect())
     }
 
+    /// Whether this process exports user models to git (it does unless told otherwise; of
+    /// several daemons sharing a store, the leading one does).
+    pub fn export_models_here(&self, here: bool) {
+        self.models.export_here(here);
+    }
+
     /// Commits user models that SQLite has but git does not (after a crash between the two,
     /// or while the repository could not be written). Returns the commits made.
     pub async fn export_pending_models(&self) -> Result<usize, EngineError> {

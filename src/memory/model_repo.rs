@@ -7,7 +7,8 @@
 //!
 //! `Exporter` brings git up to date with the store: every version not yet committed, in order,
 //! each with its own note, under a file lock so that processes sharing a home (`anima run`
-//! beside `anima chat`) never commit at once. A repository that cannot be written (for a
+//! beside `anima chat`) never commit at once. Of several daemons sharing a store, only the one
+//! leading exports (`export_here`): one repository at a time receives the versions. A repository that cannot be written (for a
 //! while) only delays the export: the next export commits everything that waited.
 
 use std::path::{Path, PathBuf};
@@ -148,6 +149,10 @@ pub struct Exporter {
     repo: Mutex<Option<ModelRepo>>,
     /// One export at a time within the process (the file lock keeps other processes out).
     exporting: tokio::sync::Mutex<()>,
+    /// Whether this process exports at all: of several daemons sharing a store, only the one
+    /// leading the soul's scheduled work does, so that one repository at a time receives the
+    /// versions, each once and in order.
+    here: std::sync::atomic::AtomicBool,
 }
 
 impl Exporter {
@@ -156,7 +161,13 @@ impl Exporter {
             root: root.to_path_buf(),
             repo: Mutex::new(None),
             exporting: tokio::sync::Mutex::new(()),
+            here: std::sync::atomic::AtomicBool::new(true),
         }
+    }
+
+    /// Whether this process exports (see `here`); it does unless told otherwise.
+    pub fn export_here(&self, here: bool) {
+        self.here.store(here, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Commits every version of every user model that the store has and git does not, oldest
@@ -166,6 +177,9 @@ impl Exporter {
             path: self.root.clone(),
             message: e.to_string(),
         };
+        if !self.here.load(std::sync::atomic::Ordering::SeqCst) {
+            return Ok(0);
+        }
         if store
             .unexported_models()
             .await
