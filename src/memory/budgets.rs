@@ -10,6 +10,8 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use super::StoreError;
+
 /// A token bucket: `burst` calls at once, refilled at `per_minute`.
 #[derive(Debug, Clone)]
 pub struct Bucket {
@@ -106,6 +108,34 @@ impl Local {
                 .filter(|(at, _)| now.saturating_duration_since(*at) < within)
                 .map(|(_, code)| code.clone())
         })
+    }
+}
+
+/// One process uses a SQLite file: it keeps its budgets and refusals in its own memory.
+#[async_trait::async_trait]
+impl super::faces::Budgets for super::sqlite::Sqlite {
+    async fn take_budget(&self, buckets: &[(&str, u32)]) -> Result<bool, StoreError> {
+        Ok(self.blocking().budgets().take(buckets, Instant::now()))
+    }
+    async fn drain_budget(&self, bucket: &str) -> Result<(), StoreError> {
+        self.blocking().budgets().drain(bucket, Instant::now());
+        Ok(())
+    }
+    async fn note_refusal(&self, kind: &str, code: &str) -> Result<(), StoreError> {
+        self.blocking()
+            .budgets()
+            .note_refusal(kind, code, Instant::now());
+        Ok(())
+    }
+    async fn refusal(
+        &self,
+        kinds: &[&str],
+        within: Duration,
+    ) -> Result<Option<String>, StoreError> {
+        Ok(self
+            .blocking()
+            .budgets()
+            .refusal(kinds, within, Instant::now()))
     }
 }
 

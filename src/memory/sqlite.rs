@@ -5,7 +5,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::Value;
@@ -188,25 +188,6 @@ impl faces::Claims for Sqlite {
     }
     async fn daemons(&self) -> Result<Vec<DaemonRow>> {
         Ok(Vec::new())
-    }
-}
-
-/// One process uses a SQLite file: it keeps its budgets and refusals in its own memory.
-#[async_trait]
-impl faces::Budgets for Sqlite {
-    async fn take_budget(&self, buckets: &[(&str, u32)]) -> Result<bool> {
-        Ok(self.0.budgets().take(buckets, Instant::now()))
-    }
-    async fn drain_budget(&self, bucket: &str) -> Result<()> {
-        self.0.budgets().drain(bucket, Instant::now());
-        Ok(())
-    }
-    async fn note_refusal(&self, kind: &str, code: &str) -> Result<()> {
-        self.0.budgets().note_refusal(kind, code, Instant::now());
-        Ok(())
-    }
-    async fn refusal(&self, kinds: &[&str], within: Duration) -> Result<Option<String>> {
-        Ok(self.0.budgets().refusal(kinds, within, Instant::now()))
     }
 }
 

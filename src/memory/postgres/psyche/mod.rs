@@ -9,7 +9,8 @@
 //! process or many, and post-cognition takes the same lock. An event with a key claims it in
 //! `psyche_seen` (unique per soul, `ON CONFLICT DO NOTHING`) under the lock, so a key is
 //! applied once ever. Statements of one step go to the server together (tokio-postgres
-//! pipelines them; it runs them in the order sent), so an event is a few round trips.
+//! pipelines them; it runs them in the order sent), the BEGIN with the first and the COMMIT
+//! with the writes, so an event is two round trips and holds the row for one.
 //! `rows` holds the state, relationships, facts and intentions; `memories` the episodic
 //! memories and retrieval's candidates; `log` the gate decisions.
 
@@ -22,7 +23,7 @@ use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 use deadpool_postgres::{GenericClient, Transaction};
-use futures_util::future::{try_join, try_join4, try_join_all};
+use futures_util::future::{try_join, try_join5, try_join_all};
 use tokio_postgres::types::ToSql;
 
 use super::{snapshot, Postgres};
@@ -58,6 +59,26 @@ async fn pipeline(tx: &Transaction<'_>, writes: Vec<(&str, Vec<Param>)>) -> Resu
     Ok(())
 }
 
+/// Sends `writes` and the COMMIT of the transaction they end to the server together, to run
+/// in this order. A write that fails makes the COMMIT a rollback; its error is returned.
+async fn committed(
+    client: &deadpool_postgres::Object,
+    writes: Vec<(&str, Vec<Param>)>,
+) -> Result<()> {
+    let mut prepared = Vec::with_capacity(writes.len());
+    for (sql, params) in writes {
+        prepared.push((client.prepare_cached(sql).await?, params));
+    }
+    try_join(
+        try_join_all(prepared.iter().map(|(st, params)| {
+            client.execute_raw(st, params.iter().map(|p| &**p as &(dyn ToSql + Sync)))
+        })),
+        client.batch_execute("COMMIT"),
+    )
+    .await?;
+    Ok(())
+}
+
 /// Locks `soul`'s substrate row until `tx` ends (inserting it first if missing) and reads the
 /// state under the lock, in one round trip.
 async fn lock(tx: &Transaction<'_>, soul: &str, psyche: &Psyche, now: i64) -> Result<Substrate> {
@@ -82,26 +103,51 @@ impl Postgres {
         place: &Place,
         key: Option<&str>,
     ) -> Result<Option<(Effects, Decision)>> {
-        let mut client = self.client().await?;
-        let tx = client.transaction().await?;
-        let ensure_row = tx.prepare_cached(rows::ENSURE).await?;
-        let lock_row = tx.prepare_cached(rows::LOCK).await?;
-        let relationship = tx.prepare_cached(rows::RELATIONSHIP).await?;
-        let claim = tx.prepare_cached(CLAIM).await?;
-        // Sent together, run in order: the row made sure of and locked, then the author's
-        // relationship read and the key claimed under the lock.
-        let (_, state, rel, new) = try_join4(
-            tx.execute(&ensure_row, &[&soul, &event.at]),
-            tx.query_one(&lock_row, &[&soul]),
+        let client = self.client().await?;
+        let applied = self
+            .event_on(&client, soul, psyche, rules, event, place, key)
+            .await;
+        if applied.is_err() {
+            // Whatever was sent, nothing of it stays: the connection goes back to the pool
+            // outside any transaction (a warning only, if the COMMIT ended it already).
+            let _ = client.batch_execute("ROLLBACK").await;
+        }
+        applied
+    }
+
+    /// `event` on `client`, in a transaction whose BEGIN goes to the server with its first
+    /// statements and whose COMMIT goes with its writes: the soul's row is held for one round
+    /// trip and the Rust in between, however many daemons wait for it.
+    #[allow(clippy::too_many_arguments)]
+    async fn event_on(
+        &self,
+        client: &deadpool_postgres::Object,
+        soul: &str,
+        psyche: &Psyche,
+        rules: &GateRules,
+        event: &Event,
+        place: &Place,
+        key: Option<&str>,
+    ) -> Result<Option<(Effects, Decision)>> {
+        let ensure_row = client.prepare_cached(rows::ENSURE).await?;
+        let lock_row = client.prepare_cached(rows::LOCK).await?;
+        let relationship = client.prepare_cached(rows::RELATIONSHIP).await?;
+        let claim = client.prepare_cached(CLAIM).await?;
+        // Sent together, run in order: the transaction begun, the row made sure of and
+        // locked, then the author's relationship read and the key claimed under the lock.
+        let (_, _, state, rel, new) = try_join5(
+            client.batch_execute("BEGIN"),
+            client.execute(&ensure_row, &[&soul, &event.at]),
+            client.query_one(&lock_row, &[&soul]),
             async {
                 match &event.person {
-                    Some(p) => tx.query_opt(&relationship, &[&soul, p]).await,
+                    Some(p) => client.query_opt(&relationship, &[&soul, p]).await,
                     None => Ok(None),
                 }
             },
             async {
                 match key {
-                    Some(k) => Ok(tx
+                    Some(k) => Ok(client
                         .query_opt(&claim, &[&soul, &k, &event.at])
                         .await?
                         .is_some()),
@@ -111,7 +157,7 @@ impl Postgres {
         )
         .await?;
         if !new {
-            tx.rollback().await?;
+            client.batch_execute("ROLLBACK").await?;
             return Ok(None);
         }
         let substrate = rows::substrate(Some(state.get(0)), psyche, event.at);
@@ -167,8 +213,7 @@ impl Postgres {
         }
         writes.push((log::LOG, log::log_params(soul, event, place, &d)));
         writes.push((rows::SAVE_STATE, rows::state_params(soul, &after)));
-        pipeline(&tx, writes).await?;
-        tx.commit().await?;
+        committed(client, writes).await?;
         Ok(Some((
             Effects {
                 substrate: after,
