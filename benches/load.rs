@@ -59,6 +59,39 @@ fn rss_kb(pid: u32, field: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// CPU time process `pid` has used (user + system), in clock ticks (10 ms).
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The fields after the command's name, which is in parentheses: utime and stime are the
+    // 14th and 15th of the whole line.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<u64> = rest
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    f.iter().sum()
+}
+
+/// CPU ticks used by each of these processes now.
+fn cpu_now(pids: &[u32]) -> std::collections::HashMap<u32, u64> {
+    pids.iter().map(|p| (*p, cpu_ticks(*p))).collect()
+}
+
+/// The CPU (ms) these processes used between two `cpu_now`s (a process first seen in the
+/// second used all of its own since).
+fn cpu_ms(
+    before: &std::collections::HashMap<u32, u64>,
+    after: &std::collections::HashMap<u32, u64>,
+) -> f64 {
+    after
+        .iter()
+        .map(|(p, t)| t.saturating_sub(*before.get(p).unwrap_or(&0)))
+        .sum::<u64>() as f64
+        * 10.0
+}
+
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() as f64 * p) as usize).min(sorted.len() - 1)]
 }
@@ -224,6 +257,11 @@ fn main() {
     let total = THREADS * MESSAGES;
     let mut sent = Vec::with_capacity(total);
     let mut ids = Vec::new();
+    // The CPU the burst costs: the daemons', and their PostgreSQL backends'.
+    let anima_pids: Vec<u32> = ds.iter().map(Daemon::pid).collect();
+    let backends = || database.as_deref().map_or(Vec::new(), daemons::backends);
+    let me = [std::process::id()];
+    let cpu_before = (cpu_now(&anima_pids), cpu_now(&backends()), cpu_now(&me));
     let run = Instant::now();
     for m in 0..MESSAGES {
         for t in 0..THREADS {
@@ -243,6 +281,11 @@ fn main() {
     };
     slack.wait(300, "every reply", |s| done(s) >= total);
     let elapsed = run.elapsed();
+    let cpu = (
+        cpu_ms(&cpu_before.0, &cpu_now(&anima_pids)),
+        cpu_ms(&cpu_before.1, &cpu_now(&backends())),
+        cpu_ms(&cpu_before.2, &cpu_now(&me)),
+    );
 
     let burst_latencies = latencies(&slack, &sent);
     let duplicates = done(&slack) - total;
@@ -315,6 +358,23 @@ fn main() {
     println!(
         "burst throughput         {:>8.0} turns/s",
         total as f64 / elapsed.as_secs_f64()
+    );
+    println!(
+        "burst CPU per turn       {:>8.2} ms anima{}",
+        cpu.0 / total as f64,
+        if database.is_some() {
+            format!(", {:.2} ms its PostgreSQL backends", cpu.1 / total as f64)
+        } else {
+            String::new()
+        },
+    );
+    println!(
+        "                         {:>8.2} ms the fakes and the bench; {} cores, busy {:.0} % over the burst",
+        cpu.2 / total as f64,
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        (cpu.0 + cpu.1 + cpu.2) / 10.0
+            / elapsed.as_secs_f64()
+            / std::thread::available_parallelism().map_or(1, |n| n.get()) as f64
     );
     println!(
         "burst event → reply p99  {:>8.1} ms (includes queueing)",

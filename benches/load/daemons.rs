@@ -125,7 +125,7 @@ impl Ports {
     }
 }
 
-/// Samples the daemons' connections to the fake Slack every 20 ms: who posted what.
+/// Samples the daemons' connections to the fake Slack every 100 ms: who posted what.
 pub struct Posters {
     pids: Vec<u32>,
     port: u16,
@@ -145,7 +145,7 @@ impl Posters {
             std::thread::spawn(move || {
                 while !stop.load(Ordering::SeqCst) {
                     sample(&pids, port, &ports);
-                    std::thread::sleep(Duration::from_millis(20));
+                    std::thread::sleep(Duration::from_millis(100));
                 }
             })
         };
@@ -291,6 +291,18 @@ fn claims_of(database: &str, pid: u32) -> Vec<(String, f64)> {
         let (c, left) = row.rsplit_once(' ')?;
         Some((c.to_string(), left.parse().ok()?))
     })
+    .collect()
+}
+
+/// The server processes of the sessions open on this database (the bench's own aside).
+pub fn backends(database: &str) -> Vec<u32> {
+    super::support::postgres::query(
+        database,
+        "SELECT pid::text FROM pg_stat_activity
+          WHERE datname = current_database() AND pid <> pg_backend_pid()",
+    )
+    .into_iter()
+    .filter_map(|p| p.parse().ok())
     .collect()
 }
 
