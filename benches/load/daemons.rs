@@ -417,6 +417,14 @@ pub fn failover(
         .filter_map(|(k, left)| Some((claimed_conversation(k)?, *left)))
         .collect();
     let (over_claimed, never_claimed) = taken(&mut held_claims.keys().copied());
+    // Steady state, for reference: event → reply of the messages sent before the kill.
+    let replied: HashMap<&str, Instant> = posts.iter().map(|p| (p.text.as_str(), p.at)).collect();
+    let mut steady: Vec<Duration> = sent
+        .iter()
+        .filter(|s| s.3 < killed)
+        .filter_map(|(t, m, _, at)| Some(*replied.get(format!("echo: t{t} m{m}").as_str())? - *at))
+        .collect();
+    steady.sort();
     let ids: Vec<(usize, usize, String)> = sent
         .iter()
         .map(|(t, m, e, _)| (*t, *m, e.clone()))
@@ -446,6 +454,16 @@ pub fn failover(
             .copied()
             .map_or("-".into(), secs)
     };
+    let ms = |v: &[Duration], p: f64| {
+        v.get(((v.len() as f64 * p) as usize).min(v.len().saturating_sub(1)))
+            .map_or(0.0, |d| d.as_secs_f64() * 1e3)
+    };
+    println!(
+        "before the kill          event → reply p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        ms(&steady, 0.5),
+        ms(&steady, 0.99),
+        ms(&steady, 1.0)
+    );
     println!(
         "dead one's conversations {} replied in before the kill; kill → the survivor's first reply there: first {}, median {}, last {} ({} never)",
         held.len(),
