@@ -20,9 +20,24 @@
 //!
 //! With `ANIMA_BENCH_POSTGRES_URL` (a server the bench may create a database on), the soul's
 //! store is PostgreSQL instead of SQLite (`[store] backend = "postgres"`).
+//!
+//! With `ANIMA_LOAD_DAEMONS=2` (PostgreSQL only), that many daemons share the one database,
+//! and the fake Slack gives each envelope to any of their Socket Mode connections, sending one
+//! not acknowledged within 3 s again, as Slack does: the same figures for all of them
+//! together, and the replies each posted. `ANIMA_LOAD_FAILOVER=1`: two daemons under paced
+//! load, one SIGKILLed, and how soon the survivor answers the dead one's conversations
+//! (`ANIMA_LOAD_LEASE`: `[store] claim_lease_secs`, default 30). See `load/daemons.rs`.
+//!
+//! Every run ends with the checks: each message answered exactly once, each conversation in
+//! order. A run that fails them fails the bench.
 
 #[path = "../tests/support/mod.rs"]
 mod support;
+
+#[path = "load/check.rs"]
+mod check;
+#[path = "load/daemons.rs"]
+mod daemons;
 
 use std::time::{Duration, Instant};
 
@@ -44,6 +59,39 @@ fn rss_kb(pid: u32, field: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// CPU time process `pid` has used (user + system), in clock ticks (10 ms).
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The fields after the command's name, which is in parentheses: utime and stime are the
+    // 14th and 15th of the whole line.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<u64> = rest
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    f.iter().sum()
+}
+
+/// CPU ticks used by each of these processes now.
+fn cpu_now(pids: &[u32]) -> std::collections::HashMap<u32, u64> {
+    pids.iter().map(|p| (*p, cpu_ticks(*p))).collect()
+}
+
+/// The CPU (ms) these processes used between two `cpu_now`s (a process first seen in the
+/// second used all of its own since).
+fn cpu_ms(
+    before: &std::collections::HashMap<u32, u64>,
+    after: &std::collections::HashMap<u32, u64>,
+) -> f64 {
+    after
+        .iter()
+        .map(|(p, t)| t.saturating_sub(*before.get(p).unwrap_or(&0)))
+        .sum::<u64>() as f64
+        * 10.0
+}
+
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() as f64 * p) as usize).min(sorted.len() - 1)]
 }
@@ -61,16 +109,28 @@ fn latencies(slack: &FakeSlack, sent: &[(String, Instant)]) -> Vec<Duration> {
     out
 }
 
-/// The cumulative buckets of `anima_reply_overhead_seconds`: (upper bound s, count).
-fn overhead_buckets(d: &Daemon) -> Vec<(f64, u64)> {
-    let (_, text) = support::daemon::http("GET", &d.url("/metrics"), &[], "");
-    text.lines()
-        .filter_map(|l| l.strip_prefix("anima_reply_overhead_seconds_bucket{le=\""))
-        .filter_map(|l| {
-            let (le, n) = l.split_once("\"} ")?;
-            Some((le.parse().unwrap_or(f64::INFINITY), n.parse().ok()?))
-        })
-        .collect()
+/// The cumulative buckets of `anima_reply_overhead_seconds`, summed over the daemons: (upper
+/// bound s, count).
+fn overhead_buckets(ds: &[Daemon]) -> Vec<(f64, u64)> {
+    let mut sum: Vec<(f64, u64)> = Vec::new();
+    for d in ds {
+        let (_, text) = support::daemon::http("GET", &d.url("/metrics"), &[], "");
+        let buckets = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("anima_reply_overhead_seconds_bucket{le=\""))
+            .filter_map(|l| {
+                let (le, n) = l.split_once("\"} ")?;
+                Some((le.parse().unwrap_or(f64::INFINITY), n.parse().ok()?))
+            });
+        if sum.is_empty() {
+            sum = buckets.collect();
+        } else {
+            for (s, (_, n)) in sum.iter_mut().zip(buckets) {
+                s.1 += n;
+            }
+        }
+    }
+    sum
 }
 
 /// "≤ X ms": the smallest bucket bound holding the `p` quantile.
@@ -109,6 +169,7 @@ fn flood_event(n: usize) -> serde_json::Value {
 }
 
 fn main() {
+    let (n, failover) = daemons::wanted();
     let (model, slack) = (FakeModel::start(), FakeSlack::start());
     model.echo();
     let stream = std::env::var_os("ANIMA_LOAD_STREAM").is_some();
@@ -141,43 +202,74 @@ fn main() {
     };
     // A DM thread's message may be answered by a stream; a top-level one never is.
     let event = |t: usize, m: usize, text: &str| {
-        let mut ev = json!({"type":"message","channel":format!("D{t:04}"),"user":format!("U{t}"),"text":text,
-                            "ts":format!("1700000000.{:06}", m + 1),"channel_type":"im"});
+        let mut ev = daemons::dm(t, m, text);
         if stream {
             ev["thread_ts"] = json!("1690000000.000001");
         }
         ev
     };
 
-    let mut env = vec![("ANIMA_LOG", "anima=warn,anima::daemon=info".to_string())];
+    let mut env = vec![(
+        "ANIMA_LOG",
+        if n > 1 {
+            "anima=warn,anima::daemon=info,anima::router::claims=info"
+        } else {
+            "anima=warn,anima::daemon=info"
+        }
+        .to_string(),
+    )];
+    let lease = daemons::lease();
+    let mut database = None;
     if let Ok(server) = std::env::var("ANIMA_BENCH_POSTGRES_URL") {
         let url = support::postgres::fresh_database_on(&server);
         let cfg = std::fs::read_to_string(home.config()).unwrap();
         std::fs::write(
             home.config(),
-            format!("{cfg}\n[store]\nbackend = \"postgres\"\n"),
+            format!("{cfg}\n[store]\nbackend = \"postgres\"\nclaim_lease_secs = {lease}\n"),
         )
         .unwrap();
-        env.push(("ANIMA_DATABASE_URL", url));
+        env.push(("ANIMA_DATABASE_URL", url.clone()));
+        database = Some(url);
         println!("store                    PostgreSQL");
     }
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    if n > 1 {
+        slack.spread(daemons::SPREAD);
+        slack.redeliver_unacked_after(daemons::REDELIVER);
+    }
+    if failover {
+        let database = database.expect("PostgreSQL (daemons::wanted)");
+        daemons::failover(&model, &slack, &home, &database, &env, lease);
+        return;
+    }
     let started = Instant::now();
-    let d = Daemon::start_env(&home, &env);
-    slack.wait(20, "a Socket Mode connection", |s| s.sockets() > 0);
-    let connected = started.elapsed();
+    let (ds, connected) = if n == 1 {
+        let d = Daemon::start_env(&home, &env);
+        slack.wait(20, "a Socket Mode connection", |s| s.sockets() > 0);
+        (vec![d], vec![started.elapsed()])
+    } else {
+        daemons::start(&home, &slack, &env, n)
+    };
+    let posters = daemons::Posters::watch(&ds, &slack);
     std::thread::sleep(Duration::from_secs(1));
-    let pid = d.child.id();
-    let idle_rss = rss_kb(pid, "VmRSS:");
+    let idle_rss: Vec<u64> = ds.iter().map(|d| rss_kb(d.pid(), "VmRSS:")).collect();
 
     let total = THREADS * MESSAGES;
     let mut sent = Vec::with_capacity(total);
+    let mut ids = Vec::new();
+    // The CPU the burst costs: the daemons', and their PostgreSQL backends'.
+    let anima_pids: Vec<u32> = ds.iter().map(Daemon::pid).collect();
+    let backends = || database.as_deref().map_or(Vec::new(), daemons::backends);
+    let me = [std::process::id()];
+    let cpu_before = (cpu_now(&anima_pids), cpu_now(&backends()), cpu_now(&me));
     let run = Instant::now();
     for m in 0..MESSAGES {
         for t in 0..THREADS {
             let text = format!("t{t} m{m}");
-            slack.send_event(event(t, m, &text), &format!("E{t}-{m}"), 0);
+            let id = format!("E{t}-{m}");
+            slack.send_event(event(t, m, &text), &id, 0);
             sent.push((format!("echo: {text}"), Instant::now()));
+            ids.push((t, m, id));
         }
     }
     // Replies to the addressed messages (in their DMs), whole.
@@ -189,11 +281,16 @@ fn main() {
     };
     slack.wait(300, "every reply", |s| done(s) >= total);
     let elapsed = run.elapsed();
+    let cpu = (
+        cpu_ms(&cpu_before.0, &cpu_now(&anima_pids)),
+        cpu_ms(&cpu_before.1, &cpu_now(&backends())),
+        cpu_ms(&cpu_before.2, &cpu_now(&me)),
+    );
 
     let burst_latencies = latencies(&slack, &sent);
-    let duplicates = slack.posts().len() - total;
+    let duplicates = done(&slack) - total;
 
-    let before = overhead_buckets(&d);
+    let before = overhead_buckets(&ds);
     // Paced: 500 more messages at 250/s, well under capacity, for latency without queueing;
     // with the flood, a minute of them, and one unaddressed message every 60 ms beside.
     let paced_total = if minute { 15_000 } else { 500 };
@@ -205,8 +302,10 @@ fn main() {
     for i in 0..paced_total {
         let (t, m) = (i % THREADS, MESSAGES + i / THREADS);
         let text = format!("t{t} m{m}");
-        slack.send_event(event(t, m, &text), &format!("P{t}-{m}"), 0);
+        let id = format!("P{t}-{m}");
+        slack.send_event(event(t, m, &text), &id, 0);
         paced.push((format!("echo: {text}"), Instant::now()));
+        ids.push((t, m, id));
         if flood && i % 15 == 0 && flooded < FLOOD {
             slack.send_event(flood_event(flooded), &format!("F{flooded}"), 0);
             flooded += 1;
@@ -218,19 +317,38 @@ fn main() {
         done(s) >= total + paced_total + duplicates
     });
     let paced_latencies = latencies(&slack, &paced);
-    let after = overhead_buckets(&d);
+    let after = overhead_buckets(&ds);
     let paced_overhead: Vec<(f64, u64)> = after
         .iter()
         .zip(&before)
         .map(|((le, a), (_, b))| (*le, a - b))
         .collect();
-    let peak_rss = rss_kb(pid, "VmHWM:");
+    let peak_rss: Vec<u64> = ds.iter().map(|d| rss_kb(d.pid(), "VmHWM:")).collect();
+    // A doubled reply may come late (a redelivered message answered again): give it a second.
+    std::thread::sleep(Duration::from_secs(1));
+    posters.sample();
+    let checked = check::check(&slack, &ids);
+    let mb = |kb: &[u64]| {
+        kb.iter()
+            .map(|k| format!("{:.1}", *k as f64 / 1024.0))
+            .collect::<Vec<_>>()
+            .join(" / ")
+    };
 
     let streamed = if stream { ", replies may stream" } else { "" };
     println!("anima run, {THREADS} threads × {MESSAGES} messages, zero-latency model, loopback{streamed}");
+    if n > 1 {
+        println!(
+            "daemons                  {n} on one PostgreSQL database (claim lease {lease} s); figures for all together, RSS each"
+        );
+    }
     println!(
-        "start → connected        {:>8.0} ms",
-        connected.as_secs_f64() * 1e3
+        "start → connected        {:>8} ms",
+        connected
+            .iter()
+            .map(|c| format!("{:.0}", c.as_secs_f64() * 1e3))
+            .collect::<Vec<_>>()
+            .join(" / ")
     );
     println!(
         "burst turns              {:>8}   ({} duplicates)",
@@ -240,6 +358,23 @@ fn main() {
     println!(
         "burst throughput         {:>8.0} turns/s",
         total as f64 / elapsed.as_secs_f64()
+    );
+    println!(
+        "burst CPU per turn       {:>8.2} ms anima{}",
+        cpu.0 / total as f64,
+        if database.is_some() {
+            format!(", {:.2} ms its PostgreSQL backends", cpu.1 / total as f64)
+        } else {
+            String::new()
+        },
+    );
+    println!(
+        "                         {:>8.2} ms the fakes and the bench; {} cores, busy {:.0} % over the burst",
+        cpu.2 / total as f64,
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        (cpu.0 + cpu.1 + cpu.2) / 10.0
+            / elapsed.as_secs_f64()
+            / std::thread::available_parallelism().map_or(1, |n| n.get()) as f64
     );
     println!(
         "burst event → reply p99  {:>8.1} ms (includes queueing)",
@@ -261,14 +396,15 @@ fn main() {
         "paced overhead p99       {:>8}",
         bucket_bound(&paced_overhead, 0.99)
     );
-    println!(
-        "idle RSS                 {:>8.1} MB",
-        idle_rss as f64 / 1024.0
-    );
-    println!(
-        "peak RSS                 {:>8.1} MB",
-        peak_rss as f64 / 1024.0
-    );
+    println!("idle RSS                 {:>8} MB", mb(&idle_rss));
+    println!("peak RSS                 {:>8} MB", mb(&peak_rss));
+    if n > 1 {
+        println!(
+            "replies by daemon        {}",
+            daemons::per_daemon(&posters.count(&slack.posts()))
+        );
+    }
+    println!("checks                   {}", checked.line(ids.len()));
     if flood {
         // Give the last unaddressed messages time to be heard and any unasked reply to go.
         std::thread::sleep(Duration::from_secs(2));
@@ -301,7 +437,9 @@ fn main() {
             n("chat.stopStream"),
             n("chat.update"),
             span,
-            d.log().matches("rate limited").count()
+            ds[0].log().matches("rate limited").count()
         );
     }
+    daemons::keep_logs(&ds);
+    checked.or_fail(ids.len(), &ds);
 }

@@ -183,6 +183,12 @@ impl Daemon {
             .collect()
     }
 
+    /// The local ports of this process's TCP connections to the fake Slack now (its Socket
+    /// Mode connections and its Web API client's): see `slack_ports`.
+    pub fn slack_ports(&self, slack: &FakeSlack) -> Vec<u16> {
+        slack_ports(self.pid(), slack.addr.port())
+    }
+
     /// Waits until this process holds `n` open Socket Mode connections; returns their ids.
     pub fn wait_slack_connections(&self, slack: &FakeSlack, n: usize, secs: u64) -> Vec<usize> {
         let deadline = Instant::now() + Duration::from_secs(secs);
@@ -260,6 +266,20 @@ pub fn try_http(
         let status = resp.status().as_u16();
         Ok((status, resp.text().await.map_err(|e| e.to_string())?))
     })
+}
+
+/// The local ports of process `pid`'s open loopback TCP connections to `port` (the fake
+/// Slack's): a post's `from` port names the process that posted it while that connection
+/// stays open (the Web API client keeps its connections for reuse).
+pub fn slack_ports(pid: u32, port: u16) -> Vec<u16> {
+    let ours = socket_inodes(pid);
+    let mut ports: Vec<u16> = tcp_inodes(port)
+        .into_iter()
+        .filter(|(_, inode)| ours.contains(inode))
+        .map(|(local, _)| local)
+        .collect();
+    ports.sort_unstable();
+    ports
 }
 
 /// The inodes of the sockets process `pid` holds open.

@@ -54,6 +54,9 @@ pub struct Post {
     pub blocks: Option<Value>,
     /// How many times chat.update rewrote it.
     pub updates: u32,
+    /// The client's end of the HTTP connection that posted it (chat.postMessage or
+    /// chat.startStream): which process posted (`daemon::slack_ports`).
+    pub from: SocketAddr,
 }
 
 /// How the next chat.postMessage calls fail.
@@ -725,6 +728,7 @@ fn json_response(status: u16, v: Value) -> Response {
 
 async fn web_api(
     State(s): State<Shared>,
+    ConnectInfo(from): ConnectInfo<SocketAddr>,
     Path(method): Path<String>,
     Query(query): Query<HashMap<String, String>>,
     headers: HeaderMap,
@@ -857,6 +861,7 @@ async fn web_api(
                 streaming: false,
                 blocks: args.get("blocks").cloned(),
                 updates: 0,
+                from,
             });
             if let Some(PostFailure::StoredThenDelay(ms)) = failure {
                 tokio::time::sleep(Duration::from_millis(ms)).await;
@@ -921,6 +926,7 @@ async fn web_api(
                 streaming: true,
                 blocks: None,
                 updates: 0,
+                from,
             });
             let mut inner = s.inner.lock().unwrap();
             if std::mem::take(&mut inner.expire_next_stream) {
