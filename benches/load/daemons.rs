@@ -516,8 +516,8 @@ pub fn failover(
     }
     let log = ds[0].log();
     println!(
-        "survivor's log           {} × \"taking over conversations no daemon holds\", {} warnings, {} errors",
-        log.matches("taking over conversations no daemon holds").count(),
+        "survivor's log           {} × \"picking up open conversations no daemon holds\", {} warnings, {} errors",
+        log.matches("picking up open conversations no daemon holds").count(),
         log.lines().filter(|l| l.contains("WARN")).count(),
         log.lines().filter(|l| l.contains("ERROR")).count()
     );

@@ -31,10 +31,12 @@ pub async fn join(store: &Arc<dyn Store>, lease: Duration) -> bool {
     let host = host();
     match store.daemons().await {
         Ok(running) => {
+            // Not joined yet: a row of this machine with this process's pid is a predecessor
+            // too (a container restarted, its daemon process 1 again).
+            let own = i64::from(std::process::id());
             for d in running
                 .iter()
-                .filter(|d| d.host == host && d.pid != i64::from(std::process::id()))
-                .filter(|d| !alive(d.pid))
+                .filter(|d| d.host == host && (d.pid == own || !alive(d.pid)))
             {
                 info!(
                     pid = d.pid,

@@ -125,11 +125,16 @@ pub async fn run(config: Arc<Config>) -> Result<(), DaemonError> {
     ));
     let waking = {
         let engine = engine.clone();
-        // A daemon joining others finds the soul awake: no second wakeup.
+        // A daemon joining others finds the soul awake, or waking: no second wakeup, and
+        // its messages wait for the first one's.
+        if !first {
+            engine.hold();
+        }
         tokio::spawn(async move {
             if first {
                 states::start(engine).await
             } else {
+                states::await_wakeup(engine, lease).await;
                 None
             }
         })

@@ -110,6 +110,28 @@ async fn move_to(
 /// The start. A soul found in any state but SHUTDOWN was not shut down (a crash or SIGKILL):
 /// that is recorded first. Then WAKEUP (messages wait in the inbox meanwhile) or, when the
 /// template disables it, WORK. Returns the wakeup's affirmation, if there was one.
+/// A daemon joining others while the soul wakes (the first one's wakeup under way): its
+/// messages wait, as the first daemon's do, until the stored state leaves WAKEUP, or for as
+/// long as a wakeup may take plus `lease` (a waker that died leaves the soul to the next
+/// start's crash check). The caller holds the engine before the router starts.
+pub async fn await_wakeup(engine: Arc<Engine>, lease: Duration) {
+    let limit = Duration::from_secs(engine.config().llm.timeout_secs) * WAKEUP_ATTEMPTS + lease;
+    let began = std::time::Instant::now();
+    loop {
+        match engine.store().cognitive_state().await {
+            Ok(row) if row.state != State::Wakeup.name() => break,
+            Ok(_) => {}
+            Err(e) => warn!(error = %e, "cannot read the cognitive state; waiting for the wakeup"),
+        }
+        if began.elapsed() > limit {
+            warn!("the soul is still waking after {limit:?}; answering anyway");
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    engine.release();
+}
+
 pub async fn start(engine: Arc<Engine>) -> Option<String> {
     let store = engine.store().clone();
     let before = match store.cognitive_state().await {

@@ -457,20 +457,34 @@ fn enter_wal(conn: &Connection) -> Result<(), rusqlite::Error> {
     }
 }
 
-/// Unix time in microseconds.
-pub fn now_us() -> i64 {
+/// How far the soul's clock is ahead of this machine's, in microseconds: 0 unless the store
+/// is shared (PostgreSQL), where every process keeps the database server's time
+/// (`set_clock_offset`), so that a time one daemon writes and another compares (a quiet
+/// spell, a whisper's claim, a tick) means the same however far apart their machines' clocks
+/// are.
+static CLOCK_OFFSET_US: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+
+/// This machine's Unix time in microseconds.
+pub(crate) fn machine_us() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_micros() as i64)
         .unwrap_or(0)
 }
 
-/// Unix time in milliseconds.
+/// Sets the soul's clock to run `offset_us` ahead of this machine's.
+pub(crate) fn set_clock_offset(offset_us: i64) {
+    CLOCK_OFFSET_US.store(offset_us, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Unix time in microseconds, on the soul's clock.
+pub fn now_us() -> i64 {
+    machine_us() + CLOCK_OFFSET_US.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Unix time in milliseconds, on the soul's clock.
 pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
+    now_us().div_euclid(1000)
 }
 
 #[cfg(test)]

@@ -229,9 +229,11 @@ pub async fn keep_claims(router: Arc<Router>, mut stop: watch::Receiver<bool>) {
             }
             Due::Scan => match router.adopt_unheld().await {
                 Ok(0) => {}
+                // Also one let go as a message came, in the moment before it is taken again:
+                // not always a daemon's death.
                 Ok(n) => info!(
                     conversations = n,
-                    "taking over conversations no daemon holds"
+                    "picking up open conversations no daemon holds"
                 ),
                 Err(e) => warn!(error = %e, "cannot look for conversations no daemon holds"),
             },

@@ -104,6 +104,7 @@ impl Postgres {
         };
         let mut client = store.client().await?;
         migrate::migrate(&mut client, &store.place).await?;
+        keep_servers_time(&client).await?;
         Ok(store)
     }
 
@@ -184,6 +185,31 @@ impl Postgres {
     pub(super) fn writes(&self) -> u64 {
         self.writes.load(Ordering::Relaxed)
     }
+}
+
+/// Sets this process's clock (`memory::now_ms`) to the server's: every daemon of the soul
+/// keeps one time, whatever its machine's clock says. Asked at connect and at every heartbeat;
+/// the round trip's midpoint is taken for the moment the server answered.
+pub(super) async fn keep_servers_time(client: &impl GenericClient) -> Result<(), StoreError> {
+    let before = crate::memory::machine_us();
+    let server: i64 = client
+        .query_one(
+            "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint",
+            &[],
+        )
+        .await?
+        .get(0);
+    let after = crate::memory::machine_us();
+    let offset = server - (before + after) / 2;
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if offset.abs() > 1_000_000 && !SAID.swap(true, Ordering::Relaxed) {
+        tracing::warn!(
+            offset_ms = offset / 1000,
+            "this machine's clock is off the database server's; anima keeps the server's time"
+        );
+    }
+    crate::memory::set_clock_offset(offset);
+    Ok(())
 }
 
 /// A fence refused a write (SQLSTATE AN409, `anima_fence` or `anima_fence_row`): another
