@@ -455,6 +455,50 @@ fn logged_at(line: &str) -> SystemTime {
         .unwrap_or_else(|e| panic!("no time at the start of the log line {line:?}: {e}"))
 }
 
+/// A daemon's wall clock `secs` off, with libfaketime (tokio's timers run on the monotonic
+/// clock, which stays true). Fails loudly when the library is missing.
+struct ClockOff {
+    secs: i64,
+    faketime: String,
+}
+
+fn clock_off(secs: i64) -> ClockOff {
+    assert!(
+        std::path::Path::new(FAKETIME_LIB).exists(),
+        "{FAKETIME_LIB} is missing: install Debian's faketime package (apt-get install faketime)"
+    );
+    ClockOff {
+        secs,
+        faketime: format!("{secs:+}s"),
+    }
+}
+
+impl ClockOff {
+    /// The environment of a daemon whose clock is off (and logs at info).
+    fn env(&self) -> [(&str, &str); 4] {
+        [
+            ("ANIMA_LOG", "anima=info"),
+            ("LD_PRELOAD", FAKETIME_LIB),
+            ("FAKETIME", self.faketime.as_str()),
+            ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
+        ]
+    }
+
+    /// The daemon's clock is off by about this much: its log, begun after `asked`, says so.
+    fn check(&self, d: &Daemon, asked: SystemTime) {
+        let line = d.wait_log("http listening", 1);
+        let shift = match logged_at(&line).duration_since(asked) {
+            Ok(ahead) => ahead.as_secs_f64(),
+            Err(behind) => -behind.duration().as_secs_f64(),
+        };
+        assert!(
+            (shift - self.secs as f64).abs() < 60.0,
+            "HARNESS: the daemon under libfaketime logs a time {shift:+.0} s from ours, not about {:+} s: {line}",
+            self.secs
+        );
+    }
+}
+
 /// Two daemons, one of them (the first, which wakes the soul and leads its scheduled work)
 /// with its wall clock `offset_secs` off (libfaketime; tokio's timers run on the monotonic
 /// clock, which stays true): every message answered once and in order.
@@ -469,30 +513,11 @@ fn a_daemon_whose_clock_is_off_changes_nothing(offset_secs: i64) {
     let Some(home) = shared_home(&model, &slack, LEASE, "") else {
         return;
     };
-    assert!(
-        std::path::Path::new(FAKETIME_LIB).exists(),
-        "{FAKETIME_LIB} is missing: install Debian's faketime package (apt-get install faketime)"
-    );
-    let offset = format!("{offset_secs:+}s");
-    let off = [
-        ("ANIMA_LOG", "anima=info"),
-        ("LD_PRELOAD", FAKETIME_LIB),
-        ("FAKETIME", offset.as_str()),
-        ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
-    ];
-    let mut daemons = Daemons::start(&home, &slack, 1, &off);
+    let off = clock_off(offset_secs);
+    let mut daemons = Daemons::start(&home, &slack, 1, &off.env());
     let asked = SystemTime::now();
     daemons.add(&home, &slack, ENV);
-    // The clock is off: the first daemon's log says a time `offset` from ours.
-    let line = daemons[0].wait_log("http listening", 1);
-    let shift = match logged_at(&line).duration_since(asked) {
-        Ok(ahead) => ahead.as_secs_f64(),
-        Err(behind) => -behind.duration().as_secs_f64(),
-    };
-    assert!(
-        (shift - offset_secs as f64).abs() < 60.0,
-        "HARNESS: the daemon under libfaketime logs a time {shift:+.0} s from ours, not about {offset_secs:+} s: {line}"
-    );
+    off.check(&daemons[0], asked);
     let line = daemons[1].wait_log("http listening", 1);
     let true_shift = match logged_at(&line).duration_since(asked) {
         Ok(ahead) => ahead.as_secs_f64(),
@@ -554,6 +579,70 @@ fn a_daemon_whose_clock_is_10_minutes_ahead_answers_every_message_once_and_in_or
 #[test]
 fn a_daemon_whose_clock_is_10_minutes_behind_answers_every_message_once_and_in_order() {
     a_daemon_whose_clock_is_off_changes_nothing(-600);
+}
+
+/// The scheduled work judges quiet by the time the database holds: a daemon whose clock is
+/// 10 minutes ahead, leading the scans, does not take a conversation answered seconds ago by
+/// a daemon with a true clock for one quiet for 10 minutes (`[processes]
+/// proactive_idle_minutes = 10`), and follows nothing up.
+#[test]
+fn a_leader_whose_clock_is_ahead_follows_up_no_conversation_answered_seconds_ago() {
+    let _one = one_at_a_time();
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    model.reply(&answer("I'll look into the loader."));
+    let extra = "\n[processes]\nproactive_idle_minutes = 10\nproactive_scan_secs = 1\n";
+    let Some(home) = shared_home(&model, &slack, LEASE, extra) else {
+        return;
+    };
+    let ahead = clock_off(600);
+    // The shipped processes, `proactive` among them.
+    let processes = home.dir.path().join("processes");
+    std::fs::create_dir_all(&processes).unwrap();
+    for f in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/processes")).unwrap() {
+        let f = f.unwrap();
+        std::fs::copy(f.path(), processes.join(f.file_name())).unwrap();
+    }
+    // A daemon with a true clock answers a mention, and stops.
+    let mut first = Daemons::start(&home, &slack, 1, ENV);
+    slack.send_event(
+        serde_json::json!({"type":"app_mention","user":"U061F7AUR",
+               "text":format!("<@{}> can you check the loader?", support::slack::BOT_USER),
+               "ts":"8.000001","channel":"C1","event_ts":"8.000001"}),
+        "E1",
+        0,
+    );
+    slack.wait(10, "the reply", |s| s.posts().len() == 1);
+    let answered = Instant::now();
+    assert_eq!(first.list[0].terminate(), 0, "{}", first.logs());
+    // The soul starts again: first the daemon whose clock is ahead (it wakes the soul and
+    // leads the scans), then one with a true clock.
+    model.reply(&format!(
+        "<internal_monologue>hm</internal_monologue><mental_query question=\"{}\">true</mental_query><mental_query question=\"{}\">false</mental_query><external_dialogue>Did the loader port work out?</external_dialogue>",
+        anima::engine::FOLLOW_UP_QUESTION,
+        anima::engine::CLOSED_QUESTION
+    ));
+    let asked = SystemTime::now();
+    let mut daemons = Daemons::start(&home, &slack, 1, &ahead.env());
+    daemons.add(&home, &slack, ENV);
+    ahead.check(&daemons[0], asked);
+    assert!(
+        daemons[0]
+            .log()
+            .contains("leading the soul's scheduled work"),
+        "HARNESS: the daemon whose clock is ahead leads:\n{}",
+        daemons.logs()
+    );
+    // It scans every second: a few scans, a few seconds after the reply.
+    std::thread::sleep(Duration::from_secs(4));
+    let posts = slack.posts();
+    assert_eq!(
+        posts.len(),
+        1,
+        "a conversation answered {:.0} s ago was followed up as quiet for 10 minutes by the daemon whose clock is 10 minutes ahead: {:?}\n{}",
+        answered.elapsed().as_secs_f64(),
+        posts.iter().map(|p| &p.text).collect::<Vec<_>>(),
+        daemons.logs()
+    );
 }
 
 /// Another machine's home for the soul in `home`'s database: the same config (so the same
