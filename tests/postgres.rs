@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde_json::json;
 use support::daemon::Daemon;
 use support::postgres::{fresh_database, query, with_database, DropAfter};
+use support::relay::Relay;
 use support::slack::FakeSlack;
 use support::*;
 
@@ -481,49 +482,6 @@ fn a_daemon_waits_for_a_database_it_cannot_reach_and_says_why() {
     );
     assert!(slack.calls("auth.test").is_empty());
     assert_eq!(d.terminate(), 0, "{}", d.log());
-}
-
-/// A TCP relay to `to` whose connections can all be cut at once: the database going away
-/// under a running daemon (a restart, a failover, a network blip), as the daemon sees it.
-struct Relay {
-    addr: std::net::SocketAddr,
-    cut: std::sync::Arc<std::sync::Mutex<Vec<std::net::TcpStream>>>,
-}
-
-impl Relay {
-    fn start(to: std::net::SocketAddr) -> Relay {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        let cut = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let open = cut.clone();
-        std::thread::spawn(move || {
-            for client in listener.incoming().flatten() {
-                let Ok(server) = std::net::TcpStream::connect(to) else {
-                    continue;
-                };
-                open.lock()
-                    .unwrap()
-                    .extend([client.try_clone().unwrap(), server.try_clone().unwrap()]);
-                for (mut from, mut into) in [
-                    (client.try_clone().unwrap(), server.try_clone().unwrap()),
-                    (server, client),
-                ] {
-                    std::thread::spawn(move || {
-                        let _ = std::io::copy(&mut from, &mut into);
-                        let _ = into.shutdown(std::net::Shutdown::Both);
-                    });
-                }
-            }
-        });
-        Relay { addr, cut }
-    }
-
-    /// Every connection through the relay is broken, as a restarting server breaks them.
-    fn cut_all(&self) {
-        for s in self.cut.lock().unwrap().drain(..) {
-            let _ = s.shutdown(std::net::Shutdown::Both);
-        }
-    }
 }
 
 #[test]

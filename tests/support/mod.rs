@@ -4,8 +4,10 @@
 #![allow(dead_code)]
 
 pub mod daemon;
+pub mod many;
 pub mod mcp;
 pub mod postgres;
+pub mod relay;
 pub mod slack;
 
 use std::collections::VecDeque;
@@ -156,6 +158,8 @@ struct Inner {
     /// apart from conversation turns, so a test's turn script is not spent on them.
     state_script: VecDeque<Script>,
     state_recorded: Vec<(String, Recorded)>,
+    /// Unscripted state calls of these kinds answer their default once the gate opens.
+    state_gates: std::collections::HashMap<String, Gate>,
     /// When the first piece of each `Paced` answer was written.
     first_pieces: Vec<Instant>,
     /// What the server says it is (`/props`, `/version`, `/api/version`, the model list's
@@ -361,6 +365,17 @@ impl FakeModel {
         self
     }
 
+    /// State calls of `kind` (`dream`, `wakeup` …) that nothing scripted answer their default
+    /// only once `gate` opens: the test holds such a call in flight as long as it needs.
+    pub fn gate_state(&self, kind: &str, gate: &Gate) -> &Self {
+        self.inner
+            .lock()
+            .unwrap()
+            .state_gates
+            .insert(kind.to_string(), gate.clone());
+        self
+    }
+
     /// The cognitive states' calls so far: (kind, request).
     pub fn state_requests(&self) -> Vec<(String, Recorded)> {
         self.inner.lock().unwrap().state_recorded.clone()
@@ -379,10 +394,14 @@ fn take(state: &Arc<Mutex<Inner>>, path: &str, headers: &HeaderMap, body: &Bytes
     };
     if let Some(kind) = state_call_kind(&rec) {
         inner.state_recorded.push((kind.clone(), rec));
+        let gated = inner.state_gates.get(&kind).cloned();
         return inner
             .state_script
             .pop_front()
-            .unwrap_or_else(|| Script::Reply(state_default(&kind)));
+            .unwrap_or_else(|| match gated {
+                Some(gate) => Script::Gated(gate, state_default(&kind)),
+                None => Script::Reply(state_default(&kind)),
+            });
     }
     inner
         .asked
