@@ -85,7 +85,7 @@ impl Claims for Postgres {
     async fn heartbeat(&self, conversations: &[String], lease: Duration) -> Result<()> {
         let result = async {
             let mut client = self.client().await?;
-            super::keep_servers_time(&**client).await?;
+            super::keep_servers_time(&client).await?;
             let tx = client.transaction().await?;
             tx.run(
                 "UPDATE daemons SET heartbeat_at = clock_timestamp(),
