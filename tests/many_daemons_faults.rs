@@ -1,8 +1,9 @@
 //! Many daemons, one soul, under bad conditions: every daemon SIGKILLed at once and started
 //! again, the database unreachable for 30 s under load, a daemon whose clock is 10 minutes
-//! off, and the scheduled dream (and `anima dream`) with two daemons on two machines. Each
-//! message is still answered exactly once and, in each conversation, in order; the soul wakes
-//! once per life; two dreams never run at once.
+//! off, the scheduled dream (and `anima dream`) with two daemons on two machines, and a daemon
+//! older than the schema another daemon's anima left. Each message is still answered exactly
+//! once and, in each conversation, in order; the soul wakes once per life; two dreams never
+//! run at once; an older anima refuses to start and the running daemons go on.
 //!
 //! The load and its checks are `support::many`'s (see `many_daemons`). PostgreSQL only: each
 //! test says it is skipped and passes when `ANIMA_TEST_POSTGRES_URL` is not set.
@@ -939,4 +940,44 @@ fn anima_dream_beside_two_running_daemons_never_dreams_at_the_same_time_as_their
         path(&moves(&home)),
         daemons.logs()
     );
+}
+
+/// Two daemons from different versions of anima: a newer one has migrated the database past
+/// what this one understands. A daemon of this version started then refuses to run (exit 2,
+/// saying why, before it touches Slack), and the daemon already running goes on answering.
+#[test]
+fn a_daemon_older_than_the_schema_refuses_to_start_and_the_running_one_goes_on() {
+    let _one = one_at_a_time();
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    model.echo();
+    let Some(home) = shared_home(&model, &slack, LEASE, "") else {
+        return;
+    };
+    let running = Daemons::start(&home, &slack, 1, ENV);
+    let newer = anima::memory::postgres::SCHEMA_VERSION + 1;
+    support::postgres::query(
+        home.database().unwrap(),
+        &format!("UPDATE anima_schema SET version = {newer}"),
+    );
+    let mut older = Daemon::spawn(&home, ENV);
+    assert_eq!(older.wait_exit(30), 2, "{}", older.log());
+    assert!(
+        older.log().contains("newer than this anima"),
+        "{}",
+        older.log()
+    );
+    assert_eq!(
+        running[0].slack_connections(&slack).len(),
+        slack.sockets(),
+        "the refused daemon never connected to Slack"
+    );
+    slack.send_event(
+        serde_json::json!({"type":"message","channel":"D1","user":"U1","text":"still there?",
+                           "ts":"1700000000.000100","event_ts":"1700000000.000100","channel_type":"im"}),
+        "Ev1",
+        0,
+    );
+    slack.wait(20, "the running daemon's answer", |s| {
+        s.posts().iter().any(|p| p.text == "echo: still there?")
+    });
 }
