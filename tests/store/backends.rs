@@ -100,6 +100,23 @@ pub async fn another(fresh: &Fresh<Postgres>) -> Postgres {
     Postgres::connect_with(config, 2).await.unwrap()
 }
 
+/// The sessions on `fresh`'s database that sit inside a transaction with nothing running.
+pub async fn idle_in_transaction(fresh: &Fresh<Postgres>) -> i64 {
+    let database = fresh._database.as_ref().expect("a PostgreSQL store");
+    let config = tokio_postgres::Config::from_str(&database.server).unwrap();
+    let (client, connection) = config.connect(tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection);
+    client
+        .query_one(
+            "SELECT count(*) FROM pg_stat_activity
+             WHERE datname = $1 AND state LIKE 'idle in transaction%'",
+            &[&database.name],
+        )
+        .await
+        .unwrap()
+        .get(0)
+}
+
 /// Runs `check` on a fresh store of every backend available.
 #[macro_export]
 macro_rules! on_every_backend {

@@ -463,3 +463,43 @@ async fn the_same_script_gives_the_same_answers_on_every_backend() {
         );
     }
 }
+
+/// An event cancelled at any point (a turn stopped mid-event) leaves no transaction behind:
+/// no connection of the pool stays inside one holding the soul's row, and the next event is
+/// applied at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_cancelled_midway_leaves_no_transaction_behind() {
+    let Some(fresh) = crate::backends::postgres().await else {
+        return;
+    };
+    let s = &fresh.store;
+    let (p, rules) = (Psyche::shipped(), GateRules::default());
+    for i in 0..60u64 {
+        let e = said(
+            EventKind::Overheard,
+            "U1",
+            &format!("ok {i}"),
+            1_000 + i as i64,
+        );
+        let cut = std::time::Duration::from_micros(50 * i);
+        let _ = tokio::time::timeout(
+            cut,
+            s.psyche_event("Wren", &p, &rules, &e, &Place::default()),
+        )
+        .await;
+        // The server hears a closed connection a moment later; a transaction left open would
+        // stay for the store's idle-transaction limit (4 s), or until the pool's next user.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        while crate::backends::idle_in_transaction(&fresh).await > 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "an event cancelled after {cut:?} left its transaction open"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+    let last = said(EventKind::Addressed, "U1", "still here", 9_000);
+    s.psyche_event("Wren", &p, &rules, &last, &Place::default())
+        .await
+        .unwrap();
+}

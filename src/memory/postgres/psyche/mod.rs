@@ -59,6 +59,34 @@ async fn pipeline(tx: &Transaction<'_>, writes: Vec<(&str, Vec<Param>)>) -> Resu
     Ok(())
 }
 
+/// A pooled connection in a transaction begun by hand (its BEGIN sent with the first
+/// statements, not through tokio-postgres's `Transaction`, whose drop rolls back). Unless
+/// `ended`, it is closed when dropped rather than given back to the pool still in the
+/// transaction: work cancelled mid-event (a turn stopped) leaves the server to roll it back
+/// and let the soul's row go, and no later statement of the pool runs inside it.
+struct ByHand(Option<deadpool_postgres::Object>);
+
+impl ByHand {
+    fn client(&self) -> &deadpool_postgres::Object {
+        self.0
+            .as_ref()
+            .expect("a connection until ended or dropped")
+    }
+
+    /// The transaction is over: the connection goes back to the pool.
+    fn ended(mut self) {
+        self.0.take();
+    }
+}
+
+impl Drop for ByHand {
+    fn drop(&mut self) {
+        if let Some(client) = self.0.take() {
+            drop(deadpool_postgres::Object::take(client));
+        }
+    }
+}
+
 /// Sends `writes` and the COMMIT of the transaction they end to the server together, to run
 /// in this order. A write that fails makes the COMMIT a rollback; its error is returned.
 async fn committed(
@@ -103,15 +131,16 @@ impl Postgres {
         place: &Place,
         key: Option<&str>,
     ) -> Result<Option<(Effects, Decision)>> {
-        let client = self.client().await?;
+        let begun = ByHand(Some(self.client().await?));
         let applied = self
-            .event_on(&client, soul, psyche, rules, event, place, key)
+            .event_on(begun.client(), soul, psyche, rules, event, place, key)
             .await;
-        if applied.is_err() {
-            // Whatever was sent, nothing of it stays: the connection goes back to the pool
-            // outside any transaction (a warning only, if the COMMIT ended it already).
-            let _ = client.batch_execute("ROLLBACK").await;
+        // Whatever was sent, nothing of it stays: the connection goes back to the pool outside
+        // any transaction (a warning only, if the COMMIT ended it already), or is closed.
+        if applied.is_err() && begun.client().batch_execute("ROLLBACK").await.is_err() {
+            return applied;
         }
+        begun.ended();
         applied
     }
 
