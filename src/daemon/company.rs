@@ -21,12 +21,13 @@ use tokio::sync::watch;
 use tracing::{info, warn};
 
 use crate::engine::Engine;
-use crate::memory::Store;
+use crate::memory::{DaemonRow, Store};
 
 /// Joins the daemons on this soul: true if no other runs (this one wakes the soul). A store
 /// that cannot say is taken for no company, as a daemon alone would be. A daemon of this
-/// machine whose process is gone (this one's predecessor, killed) is buried first: its
-/// conversations are this one's at once, and the soul's crash is recorded as for one daemon.
+/// machine whose process is gone (this one's predecessor, killed) and whose heartbeat stands
+/// still is buried first: its conversations are this one's at once, and the soul's crash is
+/// recorded as for one daemon.
 pub async fn join(store: &Arc<dyn Store>, lease: Duration) -> bool {
     let host = host();
     match store.daemons().await {
@@ -34,18 +35,11 @@ pub async fn join(store: &Arc<dyn Store>, lease: Duration) -> bool {
             // Not joined yet: a row of this machine with this process's pid is a predecessor
             // too (a container restarted, its daemon process 1 again).
             let own = i64::from(std::process::id());
-            for d in running
-                .iter()
+            let gone: Vec<DaemonRow> = running
+                .into_iter()
                 .filter(|d| d.host == host && (d.pid == own || !alive(d.pid)))
-            {
-                info!(
-                    pid = d.pid,
-                    "a daemon of this machine died; taking its place"
-                );
-                if let Err(e) = store.bury(&d.daemon).await {
-                    warn!(error = %e, "the dead daemon stays until its lease ends");
-                }
-            }
+                .collect();
+            bury_the_still(store, gone, lease).await;
         }
         Err(e) => warn!(error = %e, "cannot list the daemons running"),
     }
@@ -118,6 +112,38 @@ impl Lead {
     }
 }
 
+/// Buries those of `gone` whose heartbeat stands still over a beat: a name and a pid of this
+/// machine that no process here has are not proof enough (a replica in another pid namespace
+/// may share both), a heartbeat that does not move is.
+async fn bury_the_still(store: &Arc<dyn Store>, gone: Vec<DaemonRow>, lease: Duration) {
+    if gone.is_empty() {
+        return;
+    }
+    tokio::time::sleep(lease / 3 + Duration::from_millis(500)).await;
+    let now = match store.daemons().await {
+        Ok(now) => now,
+        Err(e) => {
+            warn!(error = %e, "cannot list the daemons running");
+            return;
+        }
+    };
+    for d in gone {
+        let still = now
+            .iter()
+            .any(|n| n.daemon == d.daemon && n.heartbeat_ms == d.heartbeat_ms);
+        if !still {
+            continue;
+        }
+        info!(
+            pid = d.pid,
+            "a daemon of this machine died; taking its place"
+        );
+        if let Err(e) = store.bury(&d.daemon).await {
+            warn!(error = %e, "the dead daemon stays until its lease ends");
+        }
+    }
+}
+
 /// Takes the lead if no daemon holds it, before the scans begin (so a daemon alone has its
 /// first scans at start, not a period later).
 pub async fn take_lead(store: &Arc<dyn Store>, lease: Duration, lead: &Lead) {
@@ -143,7 +169,9 @@ pub async fn keep_alive(
             _ = stop.wait_for(|s| *s) => true,
         };
         if stopping {
-            lead.set(false);
+            // The scans stop; the lead's claim is this daemon's until it leaves, so the turns
+            // still draining export their users' models as before.
+            lead.leads.store(false, Ordering::SeqCst);
             return;
         }
         if let Err(e) = store.heartbeat(&[], lease).await {
@@ -175,7 +203,7 @@ fn alive(pid: i64) -> bool {
 }
 
 /// This machine's name, as `anima state` shows it.
-fn host() -> String {
+pub(super) fn host() -> String {
     std::env::var("HOSTNAME")
         .ok()
         .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())

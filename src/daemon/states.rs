@@ -110,18 +110,22 @@ async fn move_to(
 /// The start. A soul found in any state but SHUTDOWN was not shut down (a crash or SIGKILL):
 /// that is recorded first. Then WAKEUP (messages wait in the inbox meanwhile) or, when the
 /// template disables it, WORK. Returns the wakeup's affirmation, if there was one.
-/// A daemon joining others while the soul wakes (the first one's wakeup under way): its
-/// messages wait, as the first daemon's do, until the stored state leaves WAKEUP, or for as
-/// long as a wakeup may take plus `lease` (a waker that died leaves the soul to the next
-/// start's crash check). The caller holds the engine before the router starts.
+/// A daemon joining others while the soul wakes: its messages wait, as the first daemon's
+/// do, while the first one (the soul's waker) holds the wakeup, or for as long as a wakeup may
+/// take plus `lease`. A soul found in WAKEUP with no waker was left there by one that died: it
+/// goes to WORK, degraded. The caller holds the engine before the router starts.
 pub async fn await_wakeup(engine: Arc<Engine>, lease: Duration) {
     let limit = Duration::from_secs(engine.config().llm.timeout_secs) * WAKEUP_ATTEMPTS + lease;
     let began = std::time::Instant::now();
+    let store = engine.store().clone();
     loop {
-        match engine.store().cognitive_state().await {
-            Ok(row) if row.state != State::Wakeup.name() => break,
-            Ok(_) => {}
-            Err(e) => warn!(error = %e, "cannot read the cognitive state; waiting for the wakeup"),
+        match store.waking().await {
+            Ok(false) => {
+                woken_for_the_dead(&engine).await;
+                break;
+            }
+            Ok(true) => {}
+            Err(e) => warn!(error = %e, "cannot tell whether the soul is waking; waiting"),
         }
         if began.elapsed() > limit {
             warn!("the soul is still waking after {limit:?}; answering anyway");
@@ -132,7 +136,37 @@ pub async fn await_wakeup(engine: Arc<Engine>, lease: Duration) {
     engine.release();
 }
 
+/// WAKEUP → WORK, degraded, if the soul is still in WAKEUP: its waker died.
+async fn woken_for_the_dead(engine: &Engine) {
+    let moved = move_state(engine.store().as_ref(), None, |row| {
+        if row.state != State::Wakeup.name() {
+            return Err(format!("the soul is in {} now", row.state));
+        }
+        Ok::<_, String>(NewMove {
+            to: State::Work.name().into(),
+            cause: "the daemon waking the soul stopped; working degraded".into(),
+            detail: json!({}),
+            degraded: true,
+        })
+    })
+    .await;
+    match moved {
+        Ok(Ok(m)) => info!(from = %m.from, to = %m.to, cause = %m.cause, "cognitive state moved"),
+        Ok(Err(_)) => {}
+        Err(e) => warn!(error = %e, "the soul left in WAKEUP was not moved to WORK"),
+    }
+}
+
+/// The first daemon wakes the soul (see `wake_up`), then tells the daemons waiting for it.
 pub async fn start(engine: Arc<Engine>) -> Option<String> {
+    let affirmation = wake_up(engine.clone()).await;
+    if let Err(e) = engine.store().woke().await {
+        warn!(error = %e, "the others were not told the soul is awake; they wait for its lease");
+    }
+    affirmation
+}
+
+async fn wake_up(engine: Arc<Engine>) -> Option<String> {
     let store = engine.store().clone();
     let before = match store.cognitive_state().await {
         Ok(row) => row,

@@ -90,7 +90,7 @@ impl Engine {
         let map = Map::new(&behaviors);
         // Held while this dream runs: a DREAM state whose lock is free was left by a dreamer
         // that died (Ctrl-C or SIGKILL on `anima dream`), not by one still dreaming.
-        let Some(_dreaming) = self.store.hold_dream().await? else {
+        let Some(dreaming) = self.store.hold_dream().await? else {
             return Err(DreamError::Refused(
                 "another dream is running; try again once it ends".into(),
             ));
@@ -141,7 +141,7 @@ impl Engine {
             },
             ..Default::default()
         };
-        self.consolidate_all(&mut r, dreaming_in).await;
+        self.consolidate_all(&mut r, dreaming_in, &dreaming).await;
         if let Err(e) = self.export_pending_models().await {
             r.errors.push(e.to_string());
         }
@@ -245,7 +245,12 @@ impl Engine {
         }
     }
 
-    async fn consolidate_all(&self, r: &mut DreamReport, dreaming_in: State) {
+    async fn consolidate_all(
+        &self,
+        r: &mut DreamReport,
+        dreaming_in: State,
+        dreaming: &crate::memory::dream::DreamHold,
+    ) {
         let timeout = std::time::Duration::from_secs(self.config.llm.timeout_secs);
         let keep = self.keep();
         let threads = match self.store.dream_threads(keep).await {
@@ -260,6 +265,14 @@ impl Engine {
             let mut done_any = false;
             loop {
                 if self.interrupted(dreaming_in).await {
+                    r.yielded = true;
+                    break 'threads;
+                }
+                // A dream whose hold was lost (its database connection closed) stops: another
+                // may have begun.
+                if !dreaming.holds() {
+                    r.errors
+                        .push("the dream's lock was lost (its connection closed)".into());
                     r.yielded = true;
                     break 'threads;
                 }

@@ -294,6 +294,17 @@ impl Engine {
             Err(e) => return Err(BuildError::Runtime(e.to_string())),
         };
         let engine = Engine::new(config.clone(), store, Arc::new(library), selected.provider);
+        if config.store.backend == crate::config::StoreBackend::Postgres {
+            // Daemons on other machines may share the soul: their leader alone exports (see
+            // `daemon::company::Lead`), and a process started beside them leaves the versions
+            // to it; one started while none runs exports what it finds.
+            let alone = engine
+                .store
+                .daemons()
+                .await
+                .is_ok_and(|running| running.is_empty());
+            engine.export_models_here(alone);
+        }
         engine
             .export_pending_models()
             .await

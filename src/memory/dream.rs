@@ -117,13 +117,35 @@ pub struct Upkeep {
 /// ends: a file lock on SQLite, a session's advisory lock on PostgreSQL (its connection closes).
 pub struct DreamHold {
     _held: Box<dyn Send + Sync>,
+    /// Whether it still holds (a database session's lock goes with its connection).
+    holds: Box<dyn Fn() -> bool + Send + Sync>,
 }
 
 impl DreamHold {
+    /// A hold that lasts as long as `held` lives.
     pub(crate) fn new(held: impl Send + Sync + 'static) -> DreamHold {
         DreamHold {
             _held: Box::new(held),
+            holds: Box::new(|| true),
         }
+    }
+
+    /// A hold that lasts while `holds(held)` says so.
+    pub(crate) fn checked<T: Send + Sync + 'static>(
+        held: T,
+        holds: impl Fn(&T) -> bool + Send + Sync + 'static,
+    ) -> DreamHold {
+        let held = std::sync::Arc::new(held);
+        let kept = held.clone();
+        DreamHold {
+            _held: Box::new(held),
+            holds: Box::new(move || holds(&kept)),
+        }
+    }
+
+    /// Whether the dream is still the soul's one.
+    pub fn holds(&self) -> bool {
+        (self.holds)()
     }
 }
 

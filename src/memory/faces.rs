@@ -95,8 +95,14 @@ pub trait Claims: Send + Sync {
     /// goes and its claims and lead lapse, so a daemon restarted after a crash does not wait
     /// a lease for its own conversations.
     async fn bury(&self, daemon: &str) -> Result<()>;
-    /// Records this daemon as running (one at a time): how many others run.
+    /// Records this daemon as running (one at a time): how many others run. The first (none
+    /// other runs) is the soul's waker: it holds the wakeup, renewed with its heartbeat, until
+    /// `woke` (or until it dies and its lease ends).
     async fn join(&self, host: &str, pid: u32, lease: Duration) -> Result<u64>;
+    /// This daemon, the waker, is done waking the soul.
+    async fn woke(&self) -> Result<()>;
+    /// Whether another daemon is waking the soul now.
+    async fn waking(&self) -> Result<bool>;
     /// Records that this daemon stops (one at a time): how many others still run. Its claims
     /// stay until it lets them go, when its turns in flight are over.
     async fn leave(&self) -> Result<u64>;

@@ -472,6 +472,11 @@ pub(crate) fn machine_us() -> i64 {
         .unwrap_or(0)
 }
 
+/// How far the soul's clock runs ahead of this machine's, in microseconds.
+pub(crate) fn clock_offset_us() -> i64 {
+    CLOCK_OFFSET_US.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Sets the soul's clock to run `offset_us` ahead of this machine's.
 pub(crate) fn set_clock_offset(offset_us: i64) {
     CLOCK_OFFSET_US.store(offset_us, std::sync::atomic::Ordering::Relaxed);
@@ -479,7 +484,7 @@ pub(crate) fn set_clock_offset(offset_us: i64) {
 
 /// Unix time in microseconds, on the soul's clock.
 pub fn now_us() -> i64 {
-    machine_us() + CLOCK_OFFSET_US.load(std::sync::atomic::Ordering::Relaxed)
+    machine_us() + clock_offset_us()
 }
 
 /// Unix time in milliseconds, on the soul's clock.

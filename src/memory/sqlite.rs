@@ -183,6 +183,13 @@ impl faces::Claims for Sqlite {
     async fn join(&self, _host: &str, _pid: u32, _lease: Duration) -> Result<u64> {
         Ok(0)
     }
+    async fn woke(&self) -> Result<()> {
+        Ok(())
+    }
+    async fn waking(&self) -> Result<bool> {
+        // Its one process wakes the soul itself.
+        Ok(false)
+    }
     async fn leave(&self) -> Result<u64> {
         Ok(0)
     }

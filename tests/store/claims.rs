@@ -297,3 +297,46 @@ async fn a_daemon_that_lost_a_conversation_begins_no_turn_and_writes_nothing_to_
         anima::memory::InboxStatus::Done
     );
 }
+
+/// The first daemon to join is the soul's waker, from its join on: a daemon joining next sees
+/// the soul waking until the waker says it woke, or until a waker that died lapses. The waker's
+/// hold is no conversation another daemon would count or adopt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_daemon_wakes_the_soul_and_the_others_see_it_waking() {
+    let sqlite = backends::sqlite();
+    assert!(
+        !sqlite.store.waking().await.unwrap(),
+        "alone, it wakes the soul itself"
+    );
+    let Some(fresh) = backends::postgres().await else {
+        return;
+    };
+    let (a, b) = (&fresh.store, backends::another(&fresh).await);
+    assert_eq!(a.join("one", 1, LEASE).await.unwrap(), 0);
+    assert!(!a.waking().await.unwrap(), "not another's");
+    assert_eq!(b.join("two", 2, LEASE).await.unwrap(), 1);
+    assert!(b.waking().await.unwrap(), "the first is waking the soul");
+    assert!(b.unheld_conversations().await.unwrap().is_empty());
+    let daemons = b.daemons().await.unwrap();
+    assert!(daemons.iter().all(|d| d.conversations == 0), "{daemons:?}");
+    a.woke().await.unwrap();
+    assert!(!b.waking().await.unwrap(), "awake");
+
+    // A waker that dies mid-wakeup: its hold lapses with its lease.
+    let (c, d) = (
+        backends::another(&fresh).await,
+        backends::another(&fresh).await,
+    );
+    a.leave().await.unwrap();
+    b.leave().await.unwrap();
+    assert_eq!(
+        c.join("three", 3, Duration::from_millis(200))
+            .await
+            .unwrap(),
+        0
+    );
+    d.join("four", 4, LEASE).await.unwrap();
+    assert!(d.waking().await.unwrap());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!d.waking().await.unwrap(), "the waker's lease ended");
+}

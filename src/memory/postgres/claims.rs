@@ -19,6 +19,8 @@ type Result<T> = std::result::Result<T, StoreError>;
 
 /// The claim that is the lead of the soul's scheduled work: a key no conversation has.
 const LEAD: &str = "";
+/// The claim the first daemon holds while it wakes the soul: a key no conversation has.
+const WAKING: &str = "\u{1}waking";
 
 /// The advisory lock joining and leaving take ("daem" in ASCII).
 const DAEMONS_LOCK: i64 = 0x6461_656d;
@@ -99,9 +101,9 @@ impl Claims for Postgres {
             tx.run(
                 "UPDATE conversation_claims
                     SET lease_until = clock_timestamp() + $3::bigint * interval '1 millisecond'
-                  WHERE daemon = $1 AND conversation = ANY($2)
+                  WHERE daemon = $1 AND (conversation = ANY($2) OR conversation = $4)
                     AND lease_until > clock_timestamp()",
-                &[&self.instance(), &conversations, &ms(lease)],
+                &[&self.instance(), &conversations, &ms(lease), &WAKING],
             )
             .await?;
             tx.commit().await?;
@@ -185,6 +187,15 @@ impl Claims for Postgres {
                 )
                 .await?
                 .get(0);
+            // The first is the soul's waker (in the join's transaction: a daemon joining next
+            // sees it waking).
+            if others == 0 {
+                tx.row(
+                    "SELECT anima_claim($1, $2, $3)",
+                    &[&WAKING, &self.instance(), &ms(lease)],
+                )
+                .await?;
+            }
             // Daemons that died long ago are history, not company.
             tx.run(
                 "DELETE FROM daemons WHERE lease_until < clock_timestamp() - interval '1 day'",
@@ -196,6 +207,34 @@ impl Claims for Postgres {
         }
         .await;
         self.noted(result)
+    }
+
+    async fn woke(&self) -> Result<()> {
+        let result = async {
+            let client = self.client().await?;
+            client
+                .run(
+                    "UPDATE conversation_claims SET lease_until = clock_timestamp()
+                     WHERE conversation = $1 AND daemon = $2",
+                    &[&WAKING, &self.instance()],
+                )
+                .await?;
+            Ok(())
+        }
+        .await;
+        self.noted(result)
+    }
+
+    async fn waking(&self) -> Result<bool> {
+        let client = self.client().await?;
+        Ok(client
+            .maybe_row(
+                "SELECT 1 FROM conversation_claims
+                 WHERE conversation = $1 AND daemon <> $2 AND lease_until > clock_timestamp()",
+                &[&WAKING, &self.instance()],
+            )
+            .await?
+            .is_some())
     }
 
     async fn leave(&self) -> Result<u64> {
@@ -233,14 +272,14 @@ impl Claims for Postgres {
             .rows(
                 "SELECT d.daemon, d.host, d.pid, anima_ms(d.started_at), anima_ms(d.heartbeat_at),
                         (SELECT count(*) FROM conversation_claims c
-                          WHERE c.daemon = d.daemon AND c.conversation <> $1
+                          WHERE c.daemon = d.daemon AND c.conversation NOT IN ($1, $2)
                             AND c.lease_until > clock_timestamp()),
                         EXISTS (SELECT 1 FROM conversation_claims c
                                  WHERE c.daemon = d.daemon AND c.conversation = $1
                                    AND c.lease_until > clock_timestamp())
                    FROM daemons d WHERE d.lease_until > clock_timestamp()
                   ORDER BY d.started_at, d.daemon",
-                &[&LEAD],
+                &[&LEAD, &WAKING],
             )
             .await?
             .iter()

@@ -210,7 +210,9 @@ impl Dreams for Postgres {
             .row("SELECT pg_try_advisory_lock($1)", &[&ONE_DREAM])
             .await?
             .get(0);
-        Ok(held.then(|| DreamHold::new(deadpool_postgres::Object::take(client))))
+        Ok(held.then(|| {
+            DreamHold::checked(deadpool_postgres::Object::take(client), |c| !c.is_closed())
+        }))
     }
 
     async fn begin_dream(&self, cause: &str) -> Result<i64> {

@@ -188,20 +188,25 @@ impl Postgres {
 }
 
 /// Sets this process's clock (`memory::now_ms`) to the server's: every daemon of the soul
-/// keeps one time, whatever its machine's clock says. Asked at connect and at every heartbeat;
-/// the round trip's midpoint is taken for the moment the server answered.
+/// keeps one time, whatever its machine's clock says. Asked at connect and at every heartbeat,
+/// timing one round trip (the statement is prepared first), whose midpoint is taken for the
+/// moment the server answered. A later sample moves the clock only when it differs by more
+/// than its own uncertainty (half its round trip) and a few milliseconds: jitter never steps the
+/// soul's time back and forth, a machine's clock that jumped is followed.
 pub(super) async fn keep_servers_time(client: &impl GenericClient) -> Result<(), StoreError> {
+    static SET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    let now = client
+        .prepare_cached("SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint")
+        .await?;
     let before = crate::memory::machine_us();
-    let server: i64 = client
-        .query_one(
-            "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint",
-            &[],
-        )
-        .await?
-        .get(0);
+    let server: i64 = client.query_one(&now, &[]).await?.get(0);
     let after = crate::memory::machine_us();
     let offset = server - (before + after) / 2;
-    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    let moved = (offset - crate::memory::clock_offset_us()).abs();
+    if SET.swap(true, Ordering::Relaxed) && moved <= (after - before) / 2 + 5_000 {
+        return Ok(());
+    }
     if offset.abs() > 1_000_000 && !SAID.swap(true, Ordering::Relaxed) {
         tracing::warn!(
             offset_ms = offset / 1000,

@@ -138,11 +138,8 @@ impl Turns for Postgres {
         let result = async {
             let mut client = self.client().await?;
             let tx = client.transaction().await?;
-            tx.run(
-                "UPDATE counters SET value = value - 1 WHERE name = 'interactions' AND value = $1",
-                &[&(interaction as i64)],
-            )
-            .await?;
+            // The whisper first, then the counter: the order a turn's begin locks them in, so a
+            // release and a begin never wait on each other crosswise.
             if let Some((id, claimant)) = whisper {
                 tx.run(
                     "UPDATE whispers SET claimed_by = NULL, claimed_until = NULL
@@ -151,6 +148,11 @@ impl Turns for Postgres {
                 )
                 .await?;
             }
+            tx.run(
+                "UPDATE counters SET value = value - 1 WHERE name = 'interactions' AND value = $1",
+                &[&(interaction as i64)],
+            )
+            .await?;
             tx.commit().await?;
             Ok(())
         }
