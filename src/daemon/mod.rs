@@ -383,10 +383,6 @@ async fn follow_ups(engine: Arc<Engine>, router: Arc<Router>, mut scan: Scan) {
 /// How far back a tick looks for an overheard message to come back to.
 const TICK_REACH: Duration = Duration::from_secs(15 * 60);
 
-/// Time passes for the soul's inner life: a tick every `every` (drives drift, arcs, mood and
-/// relationships ease by the time elapsed, so how often does not change where they go), felt
-/// once per period, the first at start; on a tick the soul may come back to what it overheard
-/// (`Router::tick`).
 /// The leader brings git up to date with the user models the other daemons' turns changed
 /// (theirs export nothing).
 async fn model_exports(engine: Arc<Engine>, mut scan: Scan) {
@@ -395,6 +391,10 @@ async fn model_exports(engine: Arc<Engine>, mut scan: Scan) {
     }
 }
 
+/// Time passes for the soul's inner life: a tick every `every` (drives drift, arcs, mood and
+/// relationships ease by the time elapsed, so how often does not change where they go), felt
+/// once per period, the first at start; on a tick the soul may come back to what it overheard
+/// (`Router::tick`).
 async fn psyche_ticks(router: Arc<Router>, every: Duration, mut scan: Scan) {
     let period_ms = (every.as_millis() as i64).max(1);
     while scan.next().await {

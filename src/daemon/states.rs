@@ -107,9 +107,6 @@ async fn move_to(
     }
 }
 
-/// The start. A soul found in any state but SHUTDOWN was not shut down (a crash or SIGKILL):
-/// that is recorded first. Then WAKEUP (messages wait in the inbox meanwhile) or, when the
-/// template disables it, WORK. Returns the wakeup's affirmation, if there was one.
 /// A daemon joining others while the soul wakes: its messages wait, as the first daemon's
 /// do, while the first one (the soul's waker) holds the wakeup, or for as long as a wakeup may
 /// take plus `lease`. A soul found in WAKEUP with no waker was left there by one that died: it
@@ -166,6 +163,9 @@ pub async fn start(engine: Arc<Engine>) -> Option<String> {
     affirmation
 }
 
+/// The start. A soul found in any state but SHUTDOWN was not shut down (a crash or SIGKILL):
+/// that is recorded first. Then WAKEUP (messages wait in the inbox meanwhile) or, when the
+/// template disables it, WORK. Returns the wakeup's affirmation, if there was one.
 async fn wake_up(engine: Arc<Engine>) -> Option<String> {
     let store = engine.store().clone();
     let before = match store.cognitive_state().await {
