@@ -46,14 +46,16 @@ fn daemons_answer_a_burst_once_each_in_order(n: usize) {
     for i in 0..total {
         send(&slack, i, THREADS);
     }
-    let all = wait_answered(&slack, THREADS, total, 120);
-    settle(&slack, Duration::from_secs(1));
-    note_connections(&slack, &daemons, &mut conns);
-    let mut found = each_acked(&slack, &conns);
-    found.extend(problems(&slack, &model, THREADS, total, &[("sent", sent)]));
-    if !all && found.is_empty() {
-        found.push("not every message answered within 120 s".into());
-    }
+    let found = checked_answers(
+        &slack,
+        &model,
+        &daemons,
+        &mut conns,
+        (THREADS, total),
+        120,
+        "",
+        &[("sent", sent)],
+    );
     verdict(
         &slack,
         &daemons,
@@ -110,22 +112,16 @@ fn a_daemon_killed_mid_load_leaves_every_message_answered_once_in_order_by_the_s
         "HARNESS: only {left} messages were left when daemon 1 was killed: the kill proves little; slow the model or send more"
     );
     // The survivor needs the dead one's leases to pass, and then the time to answer the rest.
-    let all = wait_answered(&slack, THREADS, total, LEASE + 90);
-    settle(&slack, Duration::from_secs(1));
-    let mut found = each_acked(&slack, &conns);
-    found.extend(problems(
+    let found = checked_answers(
         &slack,
         &model,
-        THREADS,
-        total,
+        &daemons,
+        &mut conns,
+        (THREADS, total),
+        LEASE + 90,
+        " of the kill",
         &[("kill", killed)],
-    ));
-    if !all && found.is_empty() {
-        found.push(format!(
-            "not every message answered within {} s of the kill",
-            LEASE + 90
-        ));
-    }
+    );
     verdict(
         &slack,
         &daemons,
@@ -363,27 +359,20 @@ fn a_rolling_restart_loses_nothing_doubles_nothing_and_never_shuts_the_soul_down
     stop.store(true, Ordering::SeqCst);
     trickle.join().unwrap();
     let total = sent.load(Ordering::SeqCst);
-    let all = wait_answered(&slack, THREADS, total, LEASE + 30);
-    settle(&slack, Duration::from_secs(1));
-    note_connections(&slack, &daemons, &mut conns);
-    let mut found = each_acked(&slack, &conns);
-    found.extend(problems(
+    let mut found = checked_answers(
         &slack,
         &model,
-        THREADS,
-        total,
+        &daemons,
+        &mut conns,
+        (THREADS, total),
+        LEASE + 30,
+        "",
         &[
             ("start", began),
             ("A stop", a_stopped),
             ("B stop", b_stopped),
         ],
-    ));
-    if !all && found.is_empty() {
-        found.push(format!(
-            "not every message answered within {} s",
-            LEASE + 30
-        ));
-    }
+    );
     // One soul, never shut down: one wakeup, at the first start; no shutdown protocol.
     let calls: Vec<String> = model.state_requests().into_iter().map(|(k, _)| k).collect();
     let wakeups = calls.iter().filter(|k| *k == "wakeup").count();

@@ -122,24 +122,16 @@ fn every_daemon_sigkilled_at_once_and_restarted_loses_nothing_doubles_nothing_an
     for i in (0..total).filter(|&i| !before(i)) {
         send(&slack, i, THREADS);
     }
-    let mut found = Vec::new();
-    let all = wait_answered(&slack, THREADS, total, LEASE + 90);
-    settle(&slack, Duration::from_secs(1));
-    note_connections(&slack, &daemons, &mut conns);
-    found.extend(each_acked(&slack, &conns));
-    found.extend(problems(
+    let mut found = checked_answers(
         &slack,
         &model,
-        THREADS,
-        total,
+        &daemons,
+        &mut conns,
+        (THREADS, total),
+        LEASE + 90,
+        " of the restart",
         &[("kill", killed), ("restart", restarted)],
-    ));
-    if !all && found.is_empty() {
-        found.push(format!(
-            "not every message answered within {} s of the restart",
-            LEASE + 90
-        ));
-    }
+    );
     // One soul, two lives: it was woken at the first start and again at the restart (the first
     // new daemon found no daemon alive), not a third time by the second new daemon; the crash
     // is on record once.
@@ -251,19 +243,16 @@ fn a_daemon_that_joins_while_the_soul_wakes_answers_nothing_before_it_is_awake()
             opened.duration_since(started).as_secs_f64()
         ));
     }
-    let all = wait_answered(&slack, THREADS, total, 60);
-    settle(&slack, Duration::from_secs(1));
-    found.extend(each_acked(&slack, &conns));
-    found.extend(problems(
+    found.extend(checked_answers(
         &slack,
         &model,
-        THREADS,
-        total,
+        &daemons,
+        &mut conns,
+        (THREADS, total),
+        60,
+        " of the wakeup",
         &[("start", started), ("awake", opened)],
     ));
-    if !all && found.is_empty() {
-        found.push("not every message answered within 60 s of the wakeup".into());
-    }
     let moves = moves(&home);
     let into = |s: &str| moves.iter().filter(|m| m.to == s).count();
     if into("WAKEUP") != 1 {
@@ -411,23 +400,16 @@ fn the_database_unreachable_for_30_s_under_two_daemons_stalls_them_loses_nothing
     for i in before..total {
         send(&slack, i, THREADS);
     }
-    let all = wait_answered(&slack, THREADS, total, LEASE + 60);
-    settle(&slack, Duration::from_secs(1));
-    note_connections(&slack, &daemons, &mut conns);
-    found.extend(each_acked(&slack, &conns));
-    found.extend(problems(
+    found.extend(checked_answers(
         &slack,
         &model,
-        THREADS,
-        total,
+        &daemons,
+        &mut conns,
+        (THREADS, total),
+        LEASE + 60,
+        " of the database's return",
         &[("cut", cut), ("restored", restored)],
     ));
-    if !all && found.is_empty() {
-        found.push(format!(
-            "not every message answered within {} s of the database's return",
-            LEASE + 60
-        ));
-    }
     eprintln!(
         "{during} posts while the database was away (more than 2 s after the cut); both healthy {:.1} s after its return",
         healthy.as_secs_f64()
@@ -535,14 +517,16 @@ fn a_daemon_whose_clock_is_off_changes_nothing(offset_secs: i64) {
     for i in 0..total {
         send(&slack, i, THREADS);
     }
-    let all = wait_answered(&slack, THREADS, total, 90);
-    settle(&slack, Duration::from_secs(1));
-    note_connections(&slack, &daemons, &mut conns);
-    let mut found = each_acked(&slack, &conns);
-    found.extend(problems(&slack, &model, THREADS, total, &[("sent", sent)]));
-    if !all && found.is_empty() {
-        found.push("not every message answered within 90 s".into());
-    }
+    let mut found = checked_answers(
+        &slack,
+        &model,
+        &daemons,
+        &mut conns,
+        (THREADS, total),
+        90,
+        "",
+        &[("sent", sent)],
+    );
     let wakeups = model
         .state_requests()
         .iter()

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 use super::support::daemon::Daemon;
+pub use super::support::many::first;
 use super::support::slack::{FakeSlack, Post};
 
 /// Two messages recorded (first acknowledged) within this of each other may have reached the
@@ -87,19 +88,6 @@ impl Checked {
             ));
         }
         panic!("{}", why.join("\n"));
-    }
-}
-
-pub fn first(items: &[String]) -> String {
-    let shown = items
-        .iter()
-        .take(12)
-        .cloned()
-        .collect::<Vec<_>>()
-        .join("; ");
-    match items.len() {
-        n if n > 12 => format!("{shown}; … {} more", n - 12),
-        _ => shown,
     }
 }
 

@@ -378,3 +378,31 @@ pub fn each_acked(slack: &FakeSlack, conns: &[Vec<usize>]) -> Vec<String> {
         })
         .collect()
 }
+
+/// The end of every load: waits up to `secs` for the `total` messages of `threads`
+/// conversations (`load`) to be answered, lets the
+/// daemons settle, and returns what the checks find (each daemon acknowledged some envelopes;
+/// every message answered once and in order, `marks` naming moments for the report), or, when
+/// they find nothing, that not every message was answered within `secs` s `after` (" of the
+/// kill", say).
+#[allow(clippy::too_many_arguments)]
+pub fn checked_answers(
+    slack: &FakeSlack,
+    model: &FakeModel,
+    daemons: &Daemons,
+    conns: &mut Vec<Vec<usize>>,
+    (threads, total): (usize, usize),
+    secs: u64,
+    after: &str,
+    marks: &[(&str, Instant)],
+) -> Vec<String> {
+    let all = wait_answered(slack, threads, total, secs);
+    settle(slack, Duration::from_secs(1));
+    note_connections(slack, daemons, conns);
+    let mut found = each_acked(slack, conns);
+    found.extend(problems(slack, model, threads, total, marks));
+    if !all && found.is_empty() {
+        found.push(format!("not every message answered within {secs} s{after}"));
+    }
+    found
+}
