@@ -378,19 +378,13 @@ fn main() {
 
     // The store's part of a turn through its faces (begin, then commit), on each backend.
     let sqlite = Sqlite::open(&dir.path().join("faces.db")).unwrap().shared();
-    stats(
-        "store per turn, faces (begin + commit), SQLite",
-        faces_turn(&rt, &sqlite),
-    );
+    faces_turn(&rt, &sqlite, "SQLite");
     if let Some(url) = postgres_url() {
         let pg: Arc<dyn anima::memory::Store> = Arc::new(
             rt.block_on(anima::memory::postgres::Postgres::connect(&url, 8))
                 .unwrap(),
         );
-        stats(
-            "store per turn, faces (begin + commit), PostgreSQL",
-            faces_turn(&rt, &pg),
-        );
+        faces_turn(&rt, &pg, "PostgreSQL");
         let url2 = rt.block_on(fresh_database_async(&url));
         let pg_engine_store: Arc<dyn anima::memory::Store> = Arc::new(
             rt.block_on(anima::memory::postgres::Postgres::connect(&url2, 8))
@@ -521,31 +515,34 @@ async fn fresh_database_async(url: &str) -> String {
     }
 }
 
-/// A turn's store operations through the faces: a message begun, a reply committed.
-fn faces_turn(
-    rt: &tokio::runtime::Runtime,
-    store: &Arc<dyn anima::memory::Store>,
+/// A turn's store operations through the faces: a message begun, a reply committed, `runs`
+/// times after a tenth as many to warm up, round 50 threads of `channel`; the duration of each.
+async fn faces_turns(
+    store: Arc<dyn anima::memory::Store>,
+    channel: &'static str,
+    from: u64,
+    runs: u64,
 ) -> Vec<Duration> {
-    let mut n = 0u64;
-    time(2_000, || {
-        n += 1;
-        let thread = format!("C1:{}.0", n % 50);
-        rt.block_on(async {
-            let (_, ctx) = store
-                .begin_turn(TurnStart {
-                    thread: thread.clone(),
-                    user_id: "U1".into(),
-                    display_name: "Tom".into(),
-                    text: "What's the status of the port?".into(),
-                    source: None,
-                    inbox: None,
-                    window: 20,
-                    claimant: "bench".into(),
-                    claim_until_ms: 0,
-                    conversation_claim: None,
-                })
-                .await
-                .unwrap();
+    let mut samples = Vec::new();
+    for n in from..from + runs + runs / 10 {
+        let thread = format!("{channel}:{}.0", n % 50);
+        let t = Instant::now();
+        let (_, ctx) = store
+            .begin_turn(TurnStart {
+                thread: thread.clone(),
+                user_id: "U1".into(),
+                display_name: "Tom".into(),
+                text: "What's the status of the port?".into(),
+                source: None,
+                inbox: None,
+                window: 20,
+                claimant: "bench".into(),
+                claim_until_ms: 0,
+                conversation_claim: None,
+            })
+            .await
+            .unwrap();
+        black_box(
             store
                 .commit_turn(TurnRecord {
                     thread,
@@ -558,7 +555,34 @@ fn faces_turn(
                     ..Default::default()
                 })
                 .await
-                .unwrap()
-        })
-    })
+                .unwrap(),
+        );
+        if n >= from + runs / 10 {
+            samples.push(t.elapsed());
+        }
+    }
+    samples
+}
+
+/// The store's part of a turn on `store`, measured two ways, each in threads of its own (a
+/// thread's length is part of a turn's cost): from a task on the runtime, as the engine calls
+/// it, and with each turn a `block_on` from the bench's own thread (which adds the hand-offs
+/// between that thread and the runtime's to every call).
+fn faces_turn(rt: &tokio::runtime::Runtime, store: &Arc<dyn anima::memory::Store>, backend: &str) {
+    let in_task = rt
+        .block_on(rt.spawn(faces_turns(store.clone(), "C1", 0, 2_000)))
+        .unwrap();
+    stats(
+        &format!("store per turn, faces, {backend}, in a task"),
+        in_task,
+    );
+    let mut n = 0;
+    let outside = time(2_000, || {
+        n += 1;
+        rt.block_on(faces_turns(store.clone(), "C2", n, 1))
+    });
+    stats(
+        &format!("store per turn, faces, {backend}, block_on"),
+        outside,
+    );
 }

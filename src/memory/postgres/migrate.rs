@@ -15,6 +15,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../../migrations/postgres/0004_claims.sql"),
     include_str!("../../../migrations/postgres/0005_fenced_writes.sql"),
     include_str!("../../../migrations/postgres/0006_shared_budgets.sql"),
+    include_str!("../../../migrations/postgres/0007_planned_once.sql"),
 ];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

@@ -74,8 +74,15 @@ impl Postgres {
         // left open for seconds belongs to a process that stalled (stopped, swapped out, cut
         // off), and the rows it holds would stall every other daemon. The server ends it
         // within the shortest claim lease, so the daemons that take over are not blocked.
+        //
+        // Every statement anima prepares (and every one inside its functions) finds its rows by
+        // a key or a short range after one, so its best plan does not hang on the values: each
+        // is planned once per connection. By default PostgreSQL plans a statement's first five
+        // runs with their values and then keeps doing so whenever the generic plan's estimate
+        // looks dearer, as a range on an id always does (a turn's window): a turn's begin and
+        // commit were planned again at every turn.
         let options = format!(
-            "{} -c idle_in_transaction_session_timeout={}",
+            "{} -c idle_in_transaction_session_timeout={} -c plan_cache_mode=force_generic_plan",
             config.get_options().unwrap_or_default(),
             STALLED_TRANSACTION.as_millis()
         );
