@@ -31,6 +31,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0016_psyche_fewer_pages.sql"),
     include_str!("../../migrations/0017_interruptions.sql"),
     include_str!("../../migrations/0018_part_refs.sql"),
+    include_str!("../../migrations/0019_said_index.sql"),
 ];
 
 /// The schema version this build writes.

@@ -174,6 +174,22 @@ fn from_row(r: &Row) -> rusqlite::Result<Entry> {
     })
 }
 
+/// How many things were said in thread ?1 after entry ?2. Both this and `window` read only the
+/// index of what was said (`working_memory_said`), never the thread's thoughts.
+const SAID: &str = "SELECT count(*) FROM working_memory WHERE thread = ?1 AND id > ?2
+                    AND entry_type IN ('userMessage', 'externalDialog')";
+
+/// The entries of thread ?1 after entry ?3, from the thing said ?2 things after it on.
+fn window() -> String {
+    format!(
+        "SELECT {COLUMNS} FROM working_memory WHERE thread = ?1 AND id > ?3 AND id >= coalesce(
+             (SELECT id FROM working_memory WHERE thread = ?1 AND id > ?3
+                 AND entry_type IN ('userMessage', 'externalDialog')
+              ORDER BY id LIMIT 1 OFFSET ?2), 0)
+         ORDER BY id"
+    )
+}
+
 /// A thread's latest messages (user messages and replies: the entries that are history) with
 /// the entries between them, oldest first. The window counts what was said, not the thoughts
 /// and checks between: a window of 20 is the last 20 to 29 things said (its start moves in
@@ -189,22 +205,14 @@ pub(super) fn recent(
     }
     // Entries up to `since_id` belong to the conversation before an operator's reset.
     let said: i64 = conn
-        .prepare_cached(
-            "SELECT count(*) FROM working_memory WHERE thread = ?1 AND id > ?2
-             AND entry_type IN ('userMessage', 'externalDialog')",
-        )?
+        .prepare_cached(SAID)?
         .query_row((thread, since_id), |r| r.get(0))?;
     // The window's start moves in steps of half a window, not message by message, so the
     // history a prompt begins with stays the same for several turns: a provider's prompt
     // cache keeps matching it. The window holds `messages` to `messages + step - 1`.
     let step = (i64::from(messages) / 2).max(1);
     let skip = ((said - i64::from(messages)).max(0) / step) * step;
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {COLUMNS} FROM working_memory WHERE thread = ?1 AND id > ?3 AND id >= coalesce(
-             (SELECT id FROM working_memory WHERE thread = ?1 AND id > ?3 AND entry_type IN ('userMessage', 'externalDialog')
-              ORDER BY id LIMIT 1 OFFSET ?2), 0)
-         ORDER BY id"
-    ))?;
+    let mut stmt = conn.prepare_cached(&window())?;
     let rows = stmt.query_map((thread, skip, since_id), from_row)?;
     Ok(rows.collect::<Result<_, _>>()?)
 }
@@ -228,6 +236,27 @@ mod tests {
         let c = Connection::open(dir.path().join("a.db")).unwrap();
         std::mem::forget(dir);
         c
+    }
+
+    /// The window's count and its step to the start read the index of what was said: through
+    /// the thread's own index they would read every entry the thread ever had from the table.
+    #[test]
+    fn the_window_reads_what_was_said_from_its_own_index() {
+        let c = conn();
+        for sql in [SAID.to_string(), window()] {
+            let mut explain = c.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+            let params: [&dyn rusqlite::ToSql; 3] = [&"t", &0, &0];
+            let plan: Vec<String> = explain
+                .query_map(&params[..explain.parameter_count()], |r| r.get(3))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap();
+            assert!(
+                plan.iter()
+                    .any(|step| step.contains("INDEX working_memory_said")),
+                "{sql}: {plan:?}"
+            );
+        }
     }
 
     #[test]
