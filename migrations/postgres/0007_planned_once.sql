@@ -1,5 +1,6 @@
--- Each statement planned once per connection, and no SQL function run where its expression
--- will do.
+-- No SQL function run where its expression will do, and a conversation's rows found without
+-- reading the whole inbox. (anima asks each connection to keep one generic plan per
+-- statement: postgres/mod.rs.)
 --
 -- anima_at, anima_us and anima_at_us were declared IMMUTABLE over arithmetic that is STABLE
 -- (timestamptz and interval, extract from a timestamptz: both read the session's time zone),
@@ -8,7 +9,6 @@
 --
 -- anima_claim was a SQL function, which PostgreSQL plans again at every call when it cannot
 -- inline it (an INSERT … ON CONFLICT cannot be); as plpgsql its plan is kept per connection.
--- (anima asks each connection to keep one generic plan per statement: postgres/mod.rs.)
 
 CREATE OR REPLACE FUNCTION anima_at(ms bigint) RETURNS timestamptz
     LANGUAGE sql STABLE PARALLEL SAFE
@@ -41,3 +41,8 @@ BEGIN
     RETURNING c.epoch INTO v_epoch;
     RETURN v_epoch;
 END $$;
+
+-- Every row of a conversation, done ones included: the references its replies hold (read
+-- before every reply's first post) and its latest address. inbox_open holds only open rows,
+-- so these read the whole inbox.
+CREATE INDEX inbox_by_conversation ON inbox (conversation, id);

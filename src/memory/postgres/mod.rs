@@ -75,14 +75,18 @@ impl Postgres {
         // off), and the rows it holds would stall every other daemon. The server ends it
         // within the shortest claim lease, so the daemons that take over are not blocked.
         //
-        // Every statement anima prepares (and every one inside its functions) finds its rows by
-        // a key or a short range after one, so its best plan does not hang on the values: each
-        // is planned once per connection. By default PostgreSQL plans a statement's first five
-        // runs with their values and then keeps doing so whenever the generic plan's estimate
-        // looks dearer, as a range on an id always does (a turn's window): a turn's begin and
-        // commit were planned again at every turn.
+        // Every statement anima sends (and every one inside its functions) finds its rows by a
+        // key or a short range after one, with its limits written in: its best plan does not
+        // hang on the values, so each is planned once per connection. PostgreSQL's default
+        // plans a statement's first five runs with their values and then goes on doing so
+        // whenever the generic plan's estimate looks dearer, as a range on an id always does
+        // (a turn's window): a turn's statements were planned again at every turn. A statement
+        // whose plan would hang on a value (`$2 IS NULL OR person = $2`) is two statements. No
+        // statement of anima's gains from compiling its plan (JIT), which a generic plan's
+        // estimate could set off.
         let options = format!(
-            "{} -c idle_in_transaction_session_timeout={} -c plan_cache_mode=force_generic_plan",
+            "{} -c idle_in_transaction_session_timeout={} -c plan_cache_mode=force_generic_plan \
+             -c jit=off",
             config.get_options().unwrap_or_default(),
             STALLED_TRANSACTION.as_millis()
         );

@@ -50,18 +50,27 @@ pub(super) async fn decisions(
     person: Option<&str>,
     limit: usize,
 ) -> Result<Vec<LoggedDecision>> {
+    // One statement with a person and one without: a plan kept for `$2 IS NULL OR person = $2`
+    // could use the person's index for neither.
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let whose = if person.is_some() {
+        "soul = $1 AND person = $3"
+    } else {
+        "soul = $1"
+    };
     let st = c
-        .prepare_cached(
+        .prepare_cached(&format!(
             "SELECT anima_ms(at), event_kind, person, channel, verdict, meaning, threshold,
                  salience_max, drive_pressure_max, arc_hot, rel_stakes, energy, trivial, choice,
                  listened
-             FROM psyche_gate_log WHERE soul = $1 AND ($2::text IS NULL OR person = $2)
-             ORDER BY id DESC LIMIT $3",
-        )
+             FROM psyche_gate_log WHERE {whose} ORDER BY id DESC LIMIT $2"
+        ))
         .await?;
-    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    Ok(c.query(&st, &[&soul, &person, &limit])
-        .await?
+    let rows = match person {
+        Some(person) => c.query(&st, &[&soul, &limit, &person]).await?,
+        None => c.query(&st, &[&soul, &limit]).await?,
+    };
+    Ok(rows
         .iter()
         .map(|r| LoggedDecision {
             at: r.get(0),

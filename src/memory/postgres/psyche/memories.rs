@@ -97,7 +97,10 @@ pub(super) async fn candidates(
         .filter(|w| w.len() <= LONGEST_WORD)
         .map(|w| lexeme(w))
         .collect();
-    let limit = CANDIDATES as i64;
+    // The limits are written into the statements, not bound: planned once per connection, a
+    // statement sees a bound LIMIT as a tenth of the soul's memories, and a plan for that many
+    // grows dear (past a hundred thousand memories the server compiles it at every run).
+    let (limit, docs, terms_kept) = (CANDIDATES, COMMON_WORD_DOCS, QUERY_TERMS);
     // How many memories hold each word, counted no further than the limit (the work per word
     // stays bounded however common it is); the rarest `QUERY_TERMS` make the query.
     let matching = c
@@ -105,43 +108,35 @@ pub(super) async fn candidates(
             "WITH counted AS MATERIALIZED (
                  SELECT t, (SELECT count(*) FROM (
                      SELECT 1 FROM psyche_memories WHERE soul = $1 AND search @@ t::tsquery
-                     LIMIT $3) hits) AS docs
+                     LIMIT {}) hits) AS docs
                  FROM unnest($2::text[]) AS t),
              picked AS (
-                 SELECT t FROM counted WHERE docs <= $4 ORDER BY docs, t COLLATE \"C\" LIMIT $5),
+                 SELECT t FROM counted WHERE docs <= {docs}
+                 ORDER BY docs, t COLLATE \"C\" LIMIT {terms_kept}),
              q AS (SELECT string_agg(t, ' | ')::tsquery AS q FROM picked)
              SELECT {COLUMNS} FROM psyche_memories m, q
              WHERE q.q IS NOT NULL AND m.soul = $1 AND m.search @@ q.q
-             ORDER BY ts_rank(m.search, q.q) DESC, m.id DESC LIMIT $6"
+             ORDER BY ts_rank(m.search, q.q) DESC, m.id DESC LIMIT {limit}",
+            docs + 1
         ))
         .await?;
     let newest = c
         .prepare_cached(&format!(
             "SELECT {COLUMNS} FROM psyche_memories m WHERE m.soul = $1
-             ORDER BY m.at DESC, m.id DESC LIMIT $2"
+             ORDER BY m.at DESC, m.id DESC LIMIT {limit}"
         ))
         .await?;
     let salient = c
         .prepare_cached(&format!(
             "SELECT {COLUMNS} FROM psyche_memories m WHERE m.soul = $1
-             ORDER BY m.salience DESC, m.id DESC LIMIT $2"
+             ORDER BY m.salience DESC, m.id DESC LIMIT {limit}"
         ))
         .await?;
     // Sent together; the server answers them in order.
     let (matching, newest, salient) = futures_util::future::try_join3(
-        c.query(
-            &matching,
-            &[
-                &soul,
-                &terms,
-                &(COMMON_WORD_DOCS + 1),
-                &COMMON_WORD_DOCS,
-                &(QUERY_TERMS as i64),
-                &limit,
-            ],
-        ),
-        c.query(&newest, &[&soul, &limit]),
-        c.query(&salient, &[&soul, &limit]),
+        c.query(&matching, &[&soul, &terms]),
+        c.query(&newest, &[&soul]),
+        c.query(&salient, &[&soul]),
     )
     .await?;
     let mut out: Vec<Memory> = matching.iter().map(memory).collect();

@@ -374,15 +374,21 @@ impl Psychology for Postgres {
         let mut client = self.client().await?;
         let tx = snapshot(&mut client).await?;
         let substrate = rows::load_substrate(&tx, soul, psyche, now).await?;
-        let relationships: BTreeMap<String, _> = tx
-            .query(
-                "SELECT warmth, trust, tension, comfort, volatility, exchanges,
-                     anima_ms(last_seen), person
-                 FROM psyche_relationships WHERE soul = $1 AND ($2::text IS NULL OR person = $2)
-                 ORDER BY last_seen DESC NULLS LAST LIMIT 50",
-                &[&soul, &person],
-            )
-            .await?
+        // With a person and without, two statements: a plan for `$2 IS NULL OR person = $2`
+        // could use neither the person's key nor the index by last seen.
+        const RELATIONSHIPS: &str = "SELECT warmth, trust, tension, comfort, volatility,
+                 exchanges, anima_ms(last_seen), person FROM psyche_relationships WHERE soul = $1";
+        let relationships = match person {
+            Some(person) => {
+                let sql = format!("{RELATIONSHIPS} AND person = $2");
+                tx.query(&sql, &[&soul, &person]).await?
+            }
+            None => {
+                let sql = format!("{RELATIONSHIPS} ORDER BY last_seen DESC NULLS LAST LIMIT 50");
+                tx.query(&sql, &[&soul]).await?
+            }
+        };
+        let relationships: BTreeMap<String, _> = relationships
             .iter()
             .map(|r| (r.get(7), rows::relationship(r)))
             .collect();
