@@ -76,12 +76,13 @@ impl Postgres {
         // within the shortest claim lease, so the daemons that take over are not blocked.
         //
         // Every statement anima sends (and every one inside its functions) finds its rows by a
-        // key or a short range after one, with its limits written in: its best plan does not
-        // hang on the values, so each is planned once per connection. PostgreSQL's default
-        // plans a statement's first five runs with their values and then goes on doing so
-        // whenever the generic plan's estimate looks dearer, as a range on an id always does
-        // (a turn's window): a turn's statements were planned again at every turn. A statement
-        // whose plan would hang on a value (`$2 IS NULL OR person = $2`) is two statements. No
+        // key or a short range after one: its best plan does not hang on the values, so each
+        // is planned once per connection. PostgreSQL's default plans a statement's first five
+        // runs with their values and then goes on doing so whenever the generic plan's
+        // estimate looks dearer, as a range on an id always does (a turn's window): a turn's
+        // statements were planned again at every turn. A limit a plan hangs on is written into
+        // the statement, not bound (a bound one is planned as a tenth of the table), and a
+        // filter that may be absent (`$2 IS NULL OR person = $2`) makes two statements. No
         // statement of anima's gains from compiling its plan (JIT), which a generic plan's
         // estimate could set off.
         let options = format!(
