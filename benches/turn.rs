@@ -301,20 +301,7 @@ fn main() {
         time(3_000, || {
             n += 1;
             let thread = format!("C1:{}.0", n % 50);
-            let (_, ctx) = store
-                .begin_turn(&TurnStart {
-                    thread: thread.clone(),
-                    user_id: "U1".into(),
-                    display_name: "Tom".into(),
-                    text: "What's the status of the port?".into(),
-                    source: None,
-                    inbox: None,
-                    window: 20,
-                    claimant: "bench".into(),
-                    claim_until_ms: 0,
-                    conversation_claim: None,
-                })
-                .unwrap();
+            let (_, ctx) = store.begin_turn(&port_question(&thread)).unwrap();
             let plan = plan(&MAIN_STEPS, &gate_input(&ctx), gates);
             let history = spoken(&ctx.recent);
             let soul_state = ctx.soul.non_default();
@@ -457,6 +444,22 @@ fn main() {
     );
 }
 
+/// The start of a turn in which Tom asks about the port in `thread`.
+fn port_question(thread: &str) -> TurnStart {
+    TurnStart {
+        thread: thread.to_string(),
+        user_id: "U1".into(),
+        display_name: "Tom".into(),
+        text: "What's the status of the port?".into(),
+        source: None,
+        inbox: None,
+        window: 20,
+        claimant: "bench".into(),
+        claim_until_ms: 0,
+        conversation_claim: None,
+    }
+}
+
 /// Tom asks about the port in `thread`.
 fn asked(thread: &str) -> Perception {
     Perception::Message(Message {
@@ -527,21 +530,7 @@ async fn faces_turns(
     for n in from..from + runs + runs / 10 {
         let thread = format!("{channel}:{}.0", n % 50);
         let t = Instant::now();
-        let (_, ctx) = store
-            .begin_turn(TurnStart {
-                thread: thread.clone(),
-                user_id: "U1".into(),
-                display_name: "Tom".into(),
-                text: "What's the status of the port?".into(),
-                source: None,
-                inbox: None,
-                window: 20,
-                claimant: "bench".into(),
-                claim_until_ms: 0,
-                conversation_claim: None,
-            })
-            .await
-            .unwrap();
+        let (_, ctx) = store.begin_turn(port_question(&thread)).await.unwrap();
         black_box(
             store
                 .commit_turn(TurnRecord {

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::support::daemon::Daemon;
 pub use super::support::many::first;
+use super::support::many::first_recorded;
 use super::support::slack::{FakeSlack, Post};
 
 /// Two messages recorded (first acknowledged) within this of each other may have reached the
@@ -128,18 +129,7 @@ pub fn check(slack: &FakeSlack, sent: &[(usize, usize, String)]) -> Checked {
             n => out.duplicates.push(format!("t{t} m{m} ×{n}")),
         }
     }
-    let envelope_event: HashMap<String, String> = slack
-        .deliveries()
-        .into_iter()
-        .map(|d| (d.envelope_id, d.event_id))
-        .collect();
-    let mut recorded: HashMap<String, Instant> = HashMap::new();
-    for (_, envelope, at) in slack.acks_with_times() {
-        if let Some(e) = envelope_event.get(&envelope) {
-            let first = recorded.entry(e.clone()).or_insert(at);
-            *first = (*first).min(at);
-        }
-    }
+    let recorded = first_recorded(slack);
     for (t, ms) in &order {
         for (i, j) in ms.iter().enumerate() {
             for k in ms[i + 1..].iter().filter(|k| *k < j) {

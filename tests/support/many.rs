@@ -149,20 +149,8 @@ pub fn problems(
             first(&missing)
         ));
     }
-    // When each message was first recorded (its first acknowledged envelope), and when the
-    // model was first asked about each.
-    let event_of: HashMap<String, String> = slack
-        .deliveries()
-        .into_iter()
-        .map(|d| (d.envelope_id, d.event_id))
-        .collect();
-    let mut recorded: HashMap<String, Instant> = HashMap::new();
-    for (_, envelope, at) in slack.acks_with_times() {
-        if let Some(event) = event_of.get(&envelope) {
-            let first = recorded.entry(event.clone()).or_insert(at);
-            *first = (*first).min(at);
-        }
-    }
+    // When each message was first recorded, and when the model was first asked about each.
+    let recorded = first_recorded(slack);
     let mut asked: HashMap<String, Instant> = HashMap::new();
     for (message, at) in model.asked() {
         asked.entry(message).or_insert(at);
@@ -221,6 +209,24 @@ pub fn problems(
         ));
     }
     out
+}
+
+/// When each event was first recorded: the first acknowledgement of any envelope that carried
+/// it, by event id.
+pub fn first_recorded(slack: &FakeSlack) -> HashMap<String, Instant> {
+    let event_of: HashMap<String, String> = slack
+        .deliveries()
+        .into_iter()
+        .map(|d| (d.envelope_id, d.event_id))
+        .collect();
+    let mut recorded: HashMap<String, Instant> = HashMap::new();
+    for (_, envelope, at) in slack.acks_with_times() {
+        if let Some(event) = event_of.get(&envelope) {
+            let first = recorded.entry(event.clone()).or_insert(at);
+            *first = (*first).min(at);
+        }
+    }
+    recorded
 }
 
 /// The first few of a list, and how many more.
