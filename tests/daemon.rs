@@ -359,6 +359,45 @@ fn missing_tokens_exit_2_naming_the_variable() {
 }
 
 #[test]
+fn a_second_daemon_on_one_sqlite_home_exits_2_naming_the_first_which_answers_on() {
+    if skipped_on_postgres("several daemons share one soul on PostgreSQL") {
+        return;
+    }
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    model.reply(&answer("Still the only one."));
+    let (home, mut first) = socket_daemon(&model, &slack, "");
+    let mut second = Daemon::spawn(&home, &[]);
+    assert_eq!(second.wait_exit(20), 2, "{}", second.log());
+    let said = second.log();
+    assert!(said.contains(&format!("pid {}", first.pid())), "{said}");
+    assert!(said.contains("PostgreSQL"), "{said}");
+    // The commands an operator runs beside the daemon still work, and the second daemon put
+    // nothing to sleep.
+    let state = home.run(&["state"], "");
+    assert_eq!(state.status, 0, "{}", state.stderr);
+    assert!(
+        state.stdout.starts_with("cognitive state: WORK"),
+        "{}",
+        state.stdout
+    );
+    let chat = home.run(&["chat"], "hello\n");
+    assert_eq!(chat.status, 0, "{}", chat.stderr);
+    assert!(
+        chat.stdout.contains("Still the only one."),
+        "{}",
+        chat.stdout
+    );
+    slack.send_event(dm("D1", "U1", "5.0", "are you there?"), "E1", 0);
+    slack.wait(10, "the first daemon's reply", |s| s.posts().len() == 1);
+    assert!(first.child_alive());
+    // Once the first stops, the home is free for the next.
+    assert_eq!(first.terminate(), 0, "{}", first.log());
+    let mut next = Daemon::start(&home);
+    slack.wait_connected_or(|| next.log());
+    assert!(next.child_alive(), "{}", next.log());
+}
+
+#[test]
 fn malformed_socket_payloads_are_acknowledged_and_the_daemon_carries_on() {
     let (model, slack) = (FakeModel::start(), FakeSlack::start());
     model.reply(&answer("Still here."));

@@ -247,7 +247,8 @@ pub(crate) fn store_failure(e: crate::memory::StoreError) -> Failure {
         | E::TooNewDatabase { .. }
         | E::Connect { .. }
         | E::Unreachable { .. }
-        | E::NotEmpty { .. }) => Failure::Usage(e.to_string()),
+        | E::NotEmpty { .. }
+        | E::HomeInUse { .. }) => Failure::Usage(e.to_string()),
         e => Failure::runtime(e),
     }
 }

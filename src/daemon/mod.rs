@@ -97,6 +97,10 @@ fn tokens(config: &Config) -> Result<Tokens, DaemonError> {
 
 pub async fn run(config: Arc<Config>) -> Result<(), DaemonError> {
     let tokens = tokens(&config)?;
+    // One daemon per SQLite home, from before anything wakes until this returns (or the
+    // process ends, however). A home that cannot be held is the operator's to fix.
+    let _home = crate::memory::home_lock::hold_home(&config.store, &config.db_path())
+        .map_err(|e| DaemonError::Usage(e.to_string()))?;
     // Before anything slow: from here a SIGHUP waits to be handled rather than ending anima.
     let hangups = reload::listen();
     let (stop_tx, stop_rx) = watch::channel(false);

@@ -16,6 +16,7 @@ mod admin;
 pub mod budgets;
 pub mod claims;
 pub mod faces;
+pub mod home_lock;
 pub mod open;
 pub mod postgres;
 pub mod sqlite;
@@ -94,6 +95,9 @@ pub enum StoreError {
     },
     #[error("{place}: {why}")]
     Connect { place: String, why: String },
+    /// Another daemon runs on this SQLite home (`home_lock`).
+    #[error("{}", home_lock::in_use(database, *pid))]
+    HomeInUse { database: PathBuf, pid: Option<u32> },
     /// The server could not be reached (it may come back: a daemon waits for it).
     #[error("{place}: cannot reach the server: {why}")]
     Unreachable { place: String, why: String },
