@@ -207,21 +207,6 @@ fn show_thoughts(outcome: &TurnOutcome) {
         let _ = writeln!(err, "[soul state check] {b}");
     }
     for s in &outcome.state_changes {
-        let _ = writeln!(
-            err,
-            "[soul state] {}: {} → {}",
-            s.key,
-            shown(&s.from),
-            shown(&s.to)
-        );
-    }
-}
-
-/// A soul state's value as a person reads it: the text, or "(empty)".
-fn shown(value: &str) -> &str {
-    if value.trim().is_empty() {
-        "(empty)"
-    } else {
-        value
+        let _ = writeln!(err, "[soul state] {}: \"{}\" → \"{}\"", s.key, s.from, s.to);
     }
 }
