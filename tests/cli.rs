@@ -338,3 +338,167 @@ fn slack_manifest_prints_the_app_in_yaml_or_json_for_either_door() {
         assert!(!r.stderr.contains("panicked"));
     }
 }
+
+// Readable errors (issue 34, point 2): no Rust debug dump reaches a person, and an error about
+// the configuration names the file it was read from, or says none was and where anima looked.
+
+/// The marks of a Rust debug dump in a message meant for a person.
+fn assert_words(what: &str, text: &str) {
+    for dump in ["Some(", "ConnectError {", "Error {", "Custom {"] {
+        assert!(!text.contains(dump), "{what}: `{dump}` in\n{text}");
+    }
+}
+
+#[test]
+fn a_model_host_that_does_not_resolve_is_said_in_words() {
+    let home = Home::new("anthropic", "http://nonexistent.invalid", "");
+    let check = home.run(&["check"], "");
+    assert_eq!(check.status, 2, "{}{}", check.stdout, check.stderr);
+    let problem = check
+        .stdout
+        .lines()
+        .find(|l| l.contains("llm.base_url"))
+        .unwrap_or_else(|| panic!("{}", check.stdout));
+    assert!(problem.contains("anima.toml:"), "{problem}");
+    assert_words("check", &check.stdout);
+    let chat = home.run(&["chat"], "hello\n");
+    assert!(
+        chat.stderr.contains("nonexistent.invalid"),
+        "{}",
+        chat.stderr
+    );
+    assert_words("chat", &chat.stderr);
+}
+
+#[test]
+fn a_slack_host_that_does_not_resolve_is_said_in_words() {
+    let model = FakeModel::start();
+    let home = Home::new(
+        "anthropic",
+        &model.url(),
+        "\n[slack]\napi_base_url = \"http://nonexistent.invalid/api\"\n\n[http]\nlisten = \"127.0.0.1:0\"\n",
+    );
+    let mut cmd = anima_command(&home.config(), home.dir.path(), &["run"]);
+    cmd.env("SLACK_BOT_TOKEN", support::slack::BOT_TOKEN)
+        .env("SLACK_APP_TOKEN", support::slack::APP_TOKEN);
+    let mut child = spawn(&mut cmd);
+    let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in stderr.lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut seen = String::new();
+    let line = loop {
+        match rx.recv_timeout(std::time::Duration::from_secs(30)) {
+            Ok(l) if l.contains("Slack is unreachable") => break l,
+            Ok(l) => seen += &format!("{l}\n"),
+            Err(e) => {
+                let _ = child.kill();
+                panic!("no word of Slack ({e}):\n{seen}");
+            }
+        }
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(line.contains("cannot reach Slack"), "{line}");
+    assert_words("run", &line);
+}
+
+#[test]
+fn show_thoughts_says_its_answers_in_words() {
+    let model = FakeModel::start();
+    model.reply("<mental_query question=\"Is the user angry?\">false</mental_query><external_dialogue>Calm.</external_dialogue><soul_state_check>true</soul_state_check><soul_state_update>emotionalState: calm</soul_state_update>");
+    let home = Home::new("anthropic", &model.url(), "");
+    let r = home.run(&["chat", "--show-thoughts"], "hello\n");
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("[mental query] Is the user angry? → no"),
+        "{}",
+        r.stderr
+    );
+    assert_words("--show-thoughts", &r.stderr);
+}
+
+#[test]
+fn a_provider_error_names_the_config_file_or_where_anima_looked() {
+    let home = Home::new("anthropic", "", "");
+    let mut cmd = anima_command(&home.config(), home.dir.path(), &["chat"]);
+    cmd.env_remove("ANTHROPIC_API_KEY");
+    let r = run(cmd, "hi\n");
+    assert_eq!(r.status, 2, "{}", r.stderr);
+    let file = home.config().display().to_string();
+    assert!(r.stderr.contains(&file), "{file}: {}", r.stderr);
+    assert!(r.stderr.contains("ANTHROPIC_API_KEY"), "{}", r.stderr);
+
+    // No file: none was read, and the message says where anima looked.
+    let empty = tempfile::tempdir().unwrap();
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_anima"));
+    cmd.args(["check"])
+        .current_dir(empty.path())
+        .env_clear()
+        .env("PATH", empty.path())
+        .env("HOME", empty.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let r = run(cmd, "");
+    assert_eq!(r.status, 2, "{}{}", r.stdout, r.stderr);
+    let problem = r
+        .stdout
+        .lines()
+        .find(|l| l.contains("no model provider is usable"))
+        .unwrap_or_else(|| panic!("{}", r.stdout));
+    assert!(
+        problem.contains("no configuration file was read"),
+        "{problem}"
+    );
+    assert!(problem.contains("$ANIMA_CONFIG"), "{problem}");
+    assert!(
+        problem.contains(&empty.path().join("anima.toml").display().to_string()),
+        "{problem}"
+    );
+}
+
+// `anima mind` (issue 34, point 3): dates, and a person nobody knows is an error.
+
+/// Whether `text` holds an RFC 3339 date to the second in UTC (2026-11-28T09:00:00Z).
+fn has_date(text: &str) -> bool {
+    let b = text.as_bytes();
+    b.windows(20).any(|w| {
+        w.iter().enumerate().all(|(i, c)| match i {
+            4 | 7 => *c == b'-',
+            10 => *c == b'T',
+            13 | 16 => *c == b':',
+            19 => *c == b'Z',
+            _ => c.is_ascii_digit(),
+        })
+    })
+}
+
+#[test]
+fn mind_shows_dates_and_refuses_a_person_nobody_knows() {
+    let model = FakeModel::start();
+    model.reply(&answer("Hello, Ada."));
+    let home = Home::new("anthropic", &model.url(), "");
+    let chat = home.run(&["chat", "--user", "Ada"], "hello there\n");
+    assert_eq!(chat.status, 0, "{}", chat.stderr);
+    let r = home.run(&["mind"], "");
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    let seen = r
+        .stdout
+        .lines()
+        .find(|l| l.contains("last seen"))
+        .unwrap_or_else(|| panic!("{}", r.stdout));
+    assert!(has_date(seen), "{seen}");
+    assert!(!r.stdout.contains("(ms)"), "{}", r.stdout);
+
+    let ada = home.run(&["mind", "--person", "Ada"], "");
+    assert_eq!(ada.status, 0, "{}", ada.stderr);
+    let nobody = home.run(&["mind", "--person", "NOBODY"], "");
+    assert_eq!(nobody.status, 1, "{}{}", nobody.stdout, nobody.stderr);
+    assert!(nobody.stderr.contains("`NOBODY`"), "{}", nobody.stderr);
+    assert!(nobody.stdout.is_empty(), "{}", nobody.stdout);
+}

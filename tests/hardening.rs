@@ -283,6 +283,48 @@ fn a_sigkill_while_the_post_is_in_flight_never_posts_twice() {
     assert_eq!(item.reply_ref.as_deref(), Some(posts[0].ts.as_str()));
 }
 
+/// A turn cut at the grace while it waits on the model has no post in flight: its daemon lets
+/// its conversation go as it stops, and the next start answers the message at once instead of
+/// after the claim's lease (issue 35, point 5). The lease is 30 s; the reply is awaited for 20.
+#[test]
+fn a_turn_cut_at_the_grace_before_posting_hands_its_conversation_over_at_once() {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    let Some(home) = support::daemon::shared_home(&model, &slack, 30, "") else {
+        return;
+    };
+    let cfg = std::fs::read_to_string(home.config()).unwrap();
+    std::fs::write(
+        home.config(),
+        cfg.replace("shutdown_grace_secs = 10", "shutdown_grace_secs = 1"),
+    )
+    .unwrap();
+    model.push(Script::Hang);
+    model.reply(&answer("Answered after the restart."));
+    let mut d = Daemon::start(&home);
+    slack.wait_connected_or(|| d.log());
+    slack.send_event(mention("C1", "7.000001", "still there?"), "E1", 0);
+    slack.wait(20, "the turn to wait on the model", |_| {
+        model
+            .requests()
+            .iter()
+            .any(|r| r.prompt_text().contains("still there?"))
+    });
+    assert_eq!(d.terminate(), 0, "{}", d.log());
+    assert!(d.log().contains("grace period over"), "{}", d.log());
+
+    let d = Daemon::start(&home);
+    slack.wait_connected_or(|| d.log());
+    slack.wait(20, "the reply, well within the 30 s lease", |s| {
+        !s.posts().is_empty()
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let posts = slack.posts();
+    assert_eq!(posts.len(), 1, "{posts:#?}");
+    assert_eq!(posts[0].text, "Answered after the restart.");
+    let item = wait(home.store().inbox_item(1)).unwrap().unwrap();
+    assert_eq!(item.status, anima::memory::InboxStatus::Done);
+}
+
 #[test]
 fn health_says_when_the_store_cannot_take_writes() {
     if skipped_on_postgres("another process holds SQLite's write lock here") {

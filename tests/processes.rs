@@ -414,3 +414,101 @@ async fn proactive_follow_ups_under_a_controlled_clock() {
         "the failed attempt counts"
     );
 }
+
+// `anima check` checks every name (issue 34, point 3).
+
+#[test]
+fn check_says_what_a_misspelt_initial_process_meant() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write(
+        d,
+        "main",
+        "name = \"main\"\nsteps = [\"external_dialogue\"]\n",
+    );
+    write(
+        d,
+        "greeting",
+        "name = \"greeting\"\nsteps = [\"external_dialogue\"]\n",
+    );
+    let model = FakeModel::start();
+    let home = home_with(&model, d, "\n[processes]\ninitial = \"greting\"\n");
+    let r = home.run(&["check"], "");
+    assert_eq!(r.status, 2, "{}", r.stdout);
+    let problem = r
+        .stdout
+        .lines()
+        .find(|l| l.contains("processes.initial"))
+        .unwrap_or_else(|| panic!("{}", r.stdout));
+    assert!(problem.contains("anima.toml:"), "{problem}");
+    assert!(problem.contains("no process `greting`"), "{problem}");
+    assert!(problem.contains("did you mean `greeting`?"), "{problem}");
+
+    // Against the shipped processes when the folder does not exist.
+    let home = Home::new(
+        "anthropic",
+        &model.url(),
+        "\n[processes]\ninitial = \"problem-solving\"\n",
+    );
+    let r = home.run(&["check"], "");
+    assert_eq!(r.status, 2, "{}", r.stdout);
+    assert!(
+        r.stdout.contains("did you mean `problem_solving`?"),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
+fn a_target_that_is_nearly_a_process_says_which() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write(d, "main", "name = \"main\"\nsteps = [\"external_dialogue\"]\n[[transitions]]\nto = \"deep_wrok\"\nwhen = 'turns > 2'\n");
+    write(
+        d,
+        "deep_work",
+        "name = \"deep_work\"\nsteps = [\"external_dialogue\"]\n",
+    );
+    let model = FakeModel::start();
+    let home = home_with(&model, d, "");
+    let r = home.run(&["check"], "");
+    assert_eq!(r.status, 2, "{}", r.stdout);
+    assert!(
+        r.stdout
+            .contains("names a missing process `deep_wrok` (did you mean `deep_work`?"),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
+fn a_broken_process_file_two_others_name_is_one_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let to_study =
+        "steps = [\"external_dialogue\"]\n[[transitions]]\nto = \"study\"\nwhen = 'turns > 2'\n";
+    write(d, "main", &format!("name = \"main\"\n{to_study}"));
+    write(d, "greeting", &format!("name = \"greeting\"\n{to_study}"));
+    write(
+        d,
+        "study",
+        "name = \"study\"\nsteps = [\"external_dialogue\", \"telepathy\"]\n",
+    );
+    let model = FakeModel::start();
+    let home = home_with(&model, d, "");
+    let r = home.run(&["check"], "");
+    assert_eq!(r.status, 2, "{}", r.stdout);
+    let problems: Vec<&str> = r
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("problem:"))
+        .collect();
+    assert_eq!(problems.len(), 1, "{problems:#?}");
+    assert!(problems[0].contains("study.toml:2"), "{}", problems[0]);
+    assert!(
+        r.stdout.contains("check found 1 problem") || r.stderr.contains("check found 1 problem"),
+        "{}{}",
+        r.stdout,
+        r.stderr
+    );
+}

@@ -186,7 +186,12 @@ fn show_thoughts(outcome: &TurnOutcome) {
         );
     }
     for q in &c.mental_queries {
-        let _ = writeln!(err, "[mental query] {} → {:?}", q.question, q.answer);
+        let answer = match q.answer {
+            Some(true) => "yes",
+            Some(false) => "no",
+            None => "no answer",
+        };
+        let _ = writeln!(err, "[mental query] {} → {answer}", q.question);
     }
     if let Some(b) = c.user_model_check {
         let _ = writeln!(err, "[user model check] {b}");
@@ -202,6 +207,6 @@ fn show_thoughts(outcome: &TurnOutcome) {
         let _ = writeln!(err, "[soul state check] {b}");
     }
     for s in &outcome.state_changes {
-        let _ = writeln!(err, "[soul state] {}: {:?} → {:?}", s.key, s.from, s.to);
+        let _ = writeln!(err, "[soul state] {}: \"{}\" → \"{}\"", s.key, s.from, s.to);
     }
 }

@@ -5,6 +5,7 @@
 
 use std::path::Path;
 
+use super::check_processes::{check_processes, written_at};
 use super::{plural, CliResult, Failure};
 use crate::assistant;
 use crate::config::secret::Secret;
@@ -13,7 +14,7 @@ use crate::config::{self, SlackMode};
 use crate::llm::select::{self, Environment};
 use crate::memory::postgres::Postgres;
 use crate::memory::sqlite::Sqlite;
-use crate::process::{def, library};
+use crate::process::def;
 use crate::soul::{self, SoulFiles};
 use crate::states::template;
 
@@ -23,143 +24,29 @@ pub async fn run(config_path: Option<&Path>) -> CliResult {
     // Works, but not as the person may think: said, without failing the check.
     let mut warnings: Vec<String> = Vec::new();
 
-    let config = match config::load(config_path) {
-        Ok(c) => {
-            notes.push(match &c.source {
-                Some(p) => format!("config: {} is valid", p.display()),
-                None => "config: no file found; using the built-in defaults".into(),
-            });
-            Some(c)
-        }
-        Err(e) => {
-            problems.extend(e.problems.iter().map(|p| p.to_string()));
-            None
-        }
-    };
-
+    let config = check_config(config_path, &mut problems, &mut notes);
     if let Some(config) = &config {
-        match SoulFiles::load_or_built_in(&config.soul_dir) {
-            Ok(soul) if soul.is_built_in() => warnings.push(format!(
-                "soul: {} does not exist; using the soul built into anima ({}), which cannot be edited until `anima init` writes it out",
-                config.soul_dir.display(),
-                soul.name()
-            )),
-            Ok(soul) => {
-                notes.push(format!(
-                    "soul: {} ({} bytes{})",
-                    soul.name(),
-                    soul.soul_md.len(),
-                    if soul.skills_md.is_some() {
-                        ", with skills.md"
-                    } else {
-                        ""
-                    }
-                ));
-                for section in ["## Persona", "## Speaking Style"] {
-                    if !soul.soul_md.contains(section) {
-                        warnings.push(format!(
-                            "soul: {} has no `{section}` section (recommended)",
-                            config.soul_dir.join("soul.md").display()
-                        ));
-                    }
-                }
-            }
-            Err(e) => problems.push(e.to_string()),
-        }
+        check_soul(config, &mut problems, &mut notes, &mut warnings);
         check_templates(&config.soul_dir, &mut problems, &mut notes);
-        match assistant::load(&config.soul_dir) {
-            Ok(w) => notes.push(format!(
-                "assistant words: {} ({}, {})",
-                w.file.display(),
-                plural(w.prompts.len() as u64, "suggested prompt"),
-                plural(w.loading_messages.len() as u64, "loading message")
-            )),
-            Err(found) => problems.extend(found.iter().map(|p| p.to_string())),
-        }
-        match soul::load_psyche(&config.soul_dir) {
-            Ok(p) => notes.push(format!(
-                "psyche: {} ({} arcs, {} stances, {} intention types)",
-                if config.soul_dir.join(crate::psyche::FILE).exists() {
-                    p.file.clone()
-                } else {
-                    "the shipped constants".into()
-                },
-                p.arcs.len(),
-                p.stances.len(),
-                p.intentions.len()
-            )),
-            Err(soul::SoulError::Psyche(found)) => {
-                problems.extend(found.iter().map(|p| p.to_string()))
-            }
-            Err(e) => problems.push(e.to_string()),
-        }
-
-        if config.processes_dir.exists() {
-            let (defs, file_problems) = def::load_dir(&config.processes_dir);
-            let set_problems = def::check_set(&defs, &config.processes_dir);
-            if file_problems.is_empty() && set_problems.is_empty() {
-                notes.push(format!(
-                    "processes: {} ({})",
-                    config.processes_dir.display(),
-                    defs.keys().cloned().collect::<Vec<_>>().join(", ")
-                ));
-            }
-            problems.extend(
-                file_problems
-                    .iter()
-                    .chain(&set_problems)
-                    .map(|p| p.to_string()),
-            );
-        } else {
-            warnings.push(format!(
-                "processes: {} does not exist; using the processes built into anima ({}), which cannot be edited until `anima init` writes them out",
-                config.processes_dir.display(),
-                library::shipped().keys().cloned().collect::<Vec<_>>().join(", ")
-            ));
-        }
-
-        // Each tool server, and each tool action against it.
-        let defs = if config.processes_dir.exists() {
-            def::load_dir(&config.processes_dir).0
-        } else {
-            Default::default()
-        };
+        check_soul_files(config, &mut problems, &mut notes);
+        let defs = check_processes(config, &mut problems, &mut notes, &mut warnings);
         check_tools(config, &defs, &mut problems, &mut notes, &mut warnings).await;
-
         check_store(config, &mut problems, &mut notes).await;
-
-        // The provider, resolved exactly as `chat` and `run` resolve it at start.
-        match select::select(&config.llm, &config.home, &Environment::from_process()).await {
-            Ok(chosen) => {
-                notes.push(format!(
-                    "provider: {} ({}), because {}",
-                    chosen.provider.name(),
-                    chosen.provider.model(),
-                    chosen.reason.trim_start_matches("auto: ")
-                ));
-                let url = &config.llm.base_url;
-                if !url.is_empty() {
-                    if let Err(e) = select::answers(url).await {
-                        problems.push(format!(
-                            "{}: key `llm.base_url`: {url} does not answer ({e}); start the server or fix the URL, or every turn of `chat` and `run` fails",
-                            file_name(config)
-                        ));
-                    }
-                }
-            }
-            Err(e) => problems.push(e.to_string()),
-        }
-
+        check_provider(config, &mut problems, &mut notes).await;
         warnings.extend(slack_tokens_missing(config));
     }
+    report(&notes, &warnings, &problems)
+}
 
-    for n in &notes {
+/// Prints what was found, problems last; a problem fails the check (exit 2).
+fn report(notes: &[String], warnings: &[String], problems: &[String]) -> CliResult {
+    for n in notes {
         println!("ok: {n}");
     }
-    for w in &warnings {
+    for w in warnings {
         println!("warning: {w}");
     }
-    for p in &problems {
+    for p in problems {
         println!("problem: {p}");
     }
     if problems.is_empty() {
@@ -176,6 +63,121 @@ pub async fn run(config_path: Option<&Path>) -> CliResult {
             "check found {}",
             plural(problems.len() as u64, "problem")
         )))
+    }
+}
+
+/// The configuration file, as `chat` and `run` read it: every problem with file, key and line.
+fn check_config(
+    config_path: Option<&Path>,
+    problems: &mut Vec<String>,
+    notes: &mut Vec<String>,
+) -> Option<config::Config> {
+    match config::load(config_path) {
+        Ok(c) => {
+            notes.push(match &c.source {
+                Some(p) => format!("config: {} is valid", p.display()),
+                None => format!("config: {}", c.origin()),
+            });
+            Some(c)
+        }
+        Err(e) => {
+            problems.extend(e.problems.iter().map(|p| p.to_string()));
+            None
+        }
+    }
+}
+
+/// The soul's own file: the built-in soul is a warning, a soul without its recommended
+/// sections too.
+fn check_soul(
+    config: &config::Config,
+    problems: &mut Vec<String>,
+    notes: &mut Vec<String>,
+    warnings: &mut Vec<String>,
+) {
+    match SoulFiles::load_or_built_in(&config.soul_dir) {
+        Ok(soul) if soul.is_built_in() => warnings.push(format!(
+            "soul: {} does not exist; using the soul built into anima ({}), which cannot be edited until `anima init` writes it out",
+            config.soul_dir.display(),
+            soul.name()
+        )),
+        Ok(soul) => {
+            notes.push(format!(
+                "soul: {} ({} bytes{})",
+                soul.name(),
+                soul.soul_md.len(),
+                if soul.skills_md.is_some() {
+                    ", with skills.md"
+                } else {
+                    ""
+                }
+            ));
+            for section in ["## Persona", "## Speaking Style"] {
+                if !soul.soul_md.contains(section) {
+                    warnings.push(format!(
+                        "soul: {} has no `{section}` section (recommended)",
+                        config.soul_dir.join("soul.md").display()
+                    ));
+                }
+            }
+        }
+        Err(e) => problems.push(e.to_string()),
+    }
+}
+
+/// The soul folder's other files: the assistant's words and the psyche's constants.
+fn check_soul_files(config: &config::Config, problems: &mut Vec<String>, notes: &mut Vec<String>) {
+    match assistant::load(&config.soul_dir) {
+        Ok(w) => notes.push(format!(
+            "assistant words: {} ({}, {})",
+            w.file.display(),
+            plural(w.prompts.len() as u64, "suggested prompt"),
+            plural(w.loading_messages.len() as u64, "loading message")
+        )),
+        Err(found) => problems.extend(found.iter().map(|p| p.to_string())),
+    }
+    match soul::load_psyche(&config.soul_dir) {
+        Ok(p) => notes.push(format!(
+            "psyche: {} ({} arcs, {} stances, {} intention types)",
+            if config.soul_dir.join(crate::psyche::FILE).exists() {
+                p.file.clone()
+            } else {
+                "the shipped constants".into()
+            },
+            p.arcs.len(),
+            p.stances.len(),
+            p.intentions.len()
+        )),
+        Err(soul::SoulError::Psyche(found)) => problems.extend(found.iter().map(|p| p.to_string())),
+        Err(e) => problems.push(e.to_string()),
+    }
+}
+
+/// The provider, resolved exactly as `chat` and `run` resolve it at start.
+async fn check_provider(
+    config: &config::Config,
+    problems: &mut Vec<String>,
+    notes: &mut Vec<String>,
+) {
+    match select::select(&config.llm, &config.home, &Environment::from_process()).await {
+        Ok(chosen) => {
+            notes.push(format!(
+                "provider: {} ({}), because {}",
+                chosen.provider.name(),
+                chosen.provider.model(),
+                chosen.reason.trim_start_matches("auto: ")
+            ));
+            let url = &config.llm.base_url;
+            if !url.is_empty() {
+                if let Err(e) = select::answers(url).await {
+                    problems.push(format!(
+                        "{}: key `llm.base_url`: {url} does not answer ({e}); start the server or fix the URL, or every turn of `chat` and `run` fails",
+                        written_at(config, "llm", "base_url").unwrap_or_else(|| config.origin())
+                    ));
+                }
+            }
+        }
+        Err(e) => problems.push(format!("{}: {e}", config.origin())),
     }
 }
 
@@ -278,14 +280,6 @@ fn check_templates(soul_dir: &Path, problems: &mut Vec<String>, notes: &mut Vec<
             Err(e) => problems.push(format!("cannot read {}: {e}", path.display())),
         }
     }
-}
-
-fn file_name(config: &config::Config) -> String {
-    config
-        .source
-        .as_ref()
-        .map(|p| p.display().to_string())
-        .unwrap_or_else(|| "(built-in defaults)".into())
 }
 
 /// What `anima run` needs from the environment that `chat` does not.

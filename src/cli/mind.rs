@@ -1,7 +1,8 @@
 //! `anima mind [--person NAME] [--json]`: the psychology substrate in numbers, for the
 //! operator, read-only beside a running daemon: drives, mood, arcs, energy, relationships,
 //! facts, intentions, the newest memories and gate decisions with their inputs. The model
-//! never sees these numbers; this is the one place they are shown.
+//! never sees these numbers; this is the one place they are shown. Times are dates in UTC
+//! (RFC 3339, to the second).
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -36,9 +37,20 @@ pub async fn run(config_path: Option<&Path>, args: MindArgs) -> CliResult {
     };
     let now = crate::memory::now_ms();
     let mind = store
-        .psyche_mind(soul.name(), &psyche, person.as_deref(), now)
+        .psyche_mind(
+            soul.name(),
+            &psyche,
+            person.as_ref().map(|p| p.id.as_str()),
+            now,
+        )
         .await
         .map_err(Failure::runtime)?;
+    if let Some(p) = person.filter(|p| !p.known && knows_nothing_of(&mind)) {
+        return Err(Failure::Runtime(format!(
+            "no user named `{}`; `anima users list` shows who there is",
+            p.id
+        )));
+    }
     if args.json {
         let line = serde_json::to_string(&mind).map_err(Failure::runtime)?;
         println!("{line}");
@@ -48,17 +60,46 @@ pub async fn run(config_path: Option<&Path>, args: MindArgs) -> CliResult {
     Ok(())
 }
 
+/// The person `--person` names.
+struct Person {
+    /// Their user id.
+    id: String,
+    /// Whether they are among the users (else only the substrate may know them).
+    known: bool,
+}
+
 /// A user id as given, or the id of the user whose display name (or slug) it is.
-async fn resolve(store: &dyn Store, name: &str) -> Result<String, Failure> {
+async fn resolve(store: &dyn Store, name: &str) -> Result<Person, Failure> {
     let users = store.users().await.map_err(Failure::runtime)?;
     let wanted = name.trim().trim_start_matches('@');
     if let Some(u) = users.iter().find(|u| {
         u.user_id == wanted || u.display_name.eq_ignore_ascii_case(wanted) || u.slug == wanted
     }) {
-        return Ok(u.user_id.clone());
+        return Ok(Person {
+            id: u.user_id.clone(),
+            known: true,
+        });
     }
-    // Someone the substrate knows but the users table does not (an overheard person).
-    Ok(wanted.to_string())
+    // Maybe someone the substrate knows but the users table does not (an overheard person).
+    Ok(Person {
+        id: wanted.to_string(),
+        known: false,
+    })
+}
+
+/// Whether one person's part of the substrate is empty: it has never heard of them.
+fn knows_nothing_of(m: &Mind) -> bool {
+    m.relationships.is_empty()
+        && m.facts.is_empty()
+        && m.intentions.is_empty()
+        && m.recent_memories.is_empty()
+        && m.decisions.is_empty()
+}
+
+/// A time in ms since the epoch as a date: RFC 3339 in UTC, to the second.
+fn date(ms: i64) -> String {
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms.max(0) as u64);
+    humantime::format_rfc3339_seconds(t).to_string()
 }
 
 fn bar(x: f64) -> String {
@@ -97,7 +138,7 @@ fn human(m: &Mind, psyche: &Psyche, soul: &str) -> String {
     }
     match s.last_unasked_at {
         Some(at) => {
-            let _ = writeln!(out, "last spoke unasked: {at} (ms)");
+            let _ = writeln!(out, "last spoke unasked: {}", date(at));
         }
         None => {
             let _ = writeln!(out, "last spoke unasked: never");
@@ -107,13 +148,14 @@ fn human(m: &Mind, psyche: &Psyche, soul: &str) -> String {
     for (who, r) in &m.relationships {
         let _ = writeln!(
             out,
-            "  {who}: warmth {} trust {} tension {} comfort {} volatility {} exchanges {}",
+            "  {who}: warmth {} trust {} tension {} comfort {} volatility {} exchanges {} last seen {}",
             bar(r.warmth.get()),
             bar(r.trust.get()),
             bar(r.tension.get()),
             bar(r.comfort.get()),
             bar(r.volatility.get()),
-            r.exchanges
+            r.exchanges,
+            r.last_seen.map_or_else(|| "never".to_string(), date)
         );
         for f in m.facts.get(who).into_iter().flatten() {
             let _ = writeln!(out, "    {}: {}", f.kind.name(), f.value);
@@ -139,7 +181,8 @@ fn human(m: &Mind, psyche: &Psyche, soul: &str) -> String {
     for mem in &m.recent_memories {
         let _ = writeln!(
             out,
-            "  importance {} salience {} [{}] {}",
+            "  {} importance {} salience {} [{}] {}",
+            date(mem.at),
             bar(mem.importance.get()),
             bar(mem.salience.get()),
             mem.people.join(", "),
@@ -152,7 +195,7 @@ fn human(m: &Mind, psyche: &Psyche, soul: &str) -> String {
         let _ = writeln!(
             out,
             "  {} {} {} in {}: {} (M {} vs {}; salience {} drives {} arcs {} stakes {} energy {})",
-            d.at,
+            date(d.at),
             d.event_kind,
             d.person.as_deref().unwrap_or("-"),
             d.channel.as_deref().unwrap_or("-"),

@@ -6,6 +6,7 @@
 
 mod chat;
 mod check;
+mod check_processes;
 mod dream;
 mod init;
 mod mind;

@@ -152,6 +152,24 @@ impl Config {
     pub fn memory_dir(&self) -> PathBuf {
         self.home.join("memory")
     }
+
+    /// Where this configuration came from, for a message about one of its keys: the file that
+    /// was read, or that none was and where anima looked.
+    pub fn origin(&self) -> String {
+        match &self.source {
+            Some(path) => path.display().to_string(),
+            None => not_found(),
+        }
+    }
+}
+
+/// That no configuration file was read, and the places [`locate`] tried.
+fn not_found() -> String {
+    let local = std::path::absolute("anima.toml").unwrap_or_else(|_| PathBuf::from("anima.toml"));
+    format!(
+        "no configuration file was read (no --config, $ANIMA_CONFIG not set, no {}); the built-in defaults are in force",
+        local.display()
+    )
 }
 
 /// Every problem found in a configuration file.

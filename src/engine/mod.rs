@@ -273,7 +273,7 @@ impl Engine {
             .await
             .map_err(|e| match e {
                 SelectError::Build(e) => BuildError::Runtime(e.to_string()),
-                other => BuildError::Config(other.to_string()),
+                other => BuildError::Config(format!("{}: {other}", config.origin())),
             })?;
         tracing::info!(
             provider = selected.provider.name(),

@@ -15,8 +15,13 @@
 //! of a third of the lease. What no check can close is a pause between the question and the
 //! post itself longer than that margin: the new holder, resuming a row whose reply was fixed,
 //! looks for the reply in Slack before posting it.
+//!
+//! A daemon that stops lets go at once the conversations whose turn can have no post in flight:
+//! those between rows, and those whose turn has not yet asked to post (it waits on the model,
+//! say). Only a turn that asked (`Posting`) may be mid-post, and keeps its claim to lapse.
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -30,6 +35,7 @@ use crate::memory::{Store, StoreError};
 #[derive(Clone)]
 pub struct Fence {
     store: Arc<dyn Store>,
+    posting: Arc<Posting>,
     conversation: String,
     epoch: i64,
     margin: Duration,
@@ -37,8 +43,11 @@ pub struct Fence {
 
 impl Fence {
     /// Whether the claim still holds with `margin` of its lease left; a store that cannot say
-    /// is a no.
+    /// is a no. Asked right before a post: the turn is posting from then on.
     pub async fn holds(&self) -> bool {
+        if !self.posting.enter(&self.conversation) {
+            return false;
+        }
         match self
             .store
             .holds(&self.conversation, self.epoch, self.margin)
@@ -53,11 +62,58 @@ impl Fence {
     }
 }
 
+/// Which conversations' turns may have a post in flight: a turn enters its posting phase when
+/// it first asks whether it may post (a stream's first words, a reply's first part, an
+/// apology) and leaves it when its worker goes on to the next row. A conversation let go at
+/// shutdown before its turn got there never enters it: its turn posts nothing.
+#[derive(Default)]
+pub(super) struct Posting(Mutex<PostingInner>);
+
+#[derive(Default)]
+struct PostingInner {
+    posting: HashSet<String>,
+    let_go: HashSet<String>,
+}
+
+impl Posting {
+    fn lock(&self) -> std::sync::MutexGuard<'_, PostingInner> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The turn in `conversation` is about to ask whether it may post: false if its claim was
+    /// let go at shutdown (it must not post).
+    fn enter(&self, conversation: &str) -> bool {
+        let mut p = self.lock();
+        if p.let_go.contains(conversation) {
+            return false;
+        }
+        p.posting.insert(conversation.to_string());
+        true
+    }
+
+    /// The worker of `conversation` is between rows: nothing of it is being posted.
+    pub(super) fn done(&self, conversation: &str) {
+        self.lock().posting.remove(conversation);
+    }
+
+    /// At shutdown: whether `conversation`'s claim can go now, because no post of its turn may
+    /// be in flight. If so, its turn never posts from now on.
+    fn let_go(&self, conversation: &str) -> bool {
+        let mut p = self.lock();
+        if p.posting.contains(conversation) {
+            return false;
+        }
+        p.let_go.insert(conversation.to_string());
+        true
+    }
+}
+
 impl Router {
     /// The fence a worker holding `conversation` at `epoch` posts behind.
     pub(super) fn fence(&self, conversation: &str, epoch: i64) -> Fence {
         Fence {
             store: self.store.clone(),
+            posting: self.posting.clone(),
             conversation: conversation.to_string(),
             epoch,
             margin: self.lease / 3,
@@ -101,9 +157,13 @@ impl Router {
     }
 
     /// Whether this daemon may post in `conversation` now: it holds the claim its worker took,
-    /// with a third of the lease left at least. Asked right before each post. A store that
-    /// cannot say is an error (the worker tries again later), not a lost claim.
+    /// with a third of the lease left at least. Asked right before each post: the turn is
+    /// posting from then on. A store that cannot say is an error (the worker tries again
+    /// later), not a lost claim.
     pub(super) async fn may_post(&self, conversation: &str) -> Result<bool, StoreError> {
+        if !self.posting.enter(conversation) {
+            return Ok(false);
+        }
         let epoch = self
             .held
             .lock()
@@ -134,9 +194,11 @@ impl Router {
         .into()
     }
 
-    /// Lets every conversation this daemon holds go (it stops) but those whose worker is still
-    /// at work after the grace: a post of theirs may be in flight, and their claims lapse
-    /// instead, so that whoever takes them over finds the post in Slack.
+    /// Lets every conversation this daemon holds go (it stops) but those whose turn, still at
+    /// work after the grace, has begun to post: a post of theirs may be in flight, and their
+    /// claims lapse instead, so that whoever takes them over finds the post in Slack. A turn
+    /// that had not asked to post (it waits on the model) posts nothing from now on, and its
+    /// conversation is the next holder's at once.
     pub async fn let_go_all(&self) {
         let working = self
             .active
@@ -149,7 +211,7 @@ impl Router {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .drain()
-            .filter(|(c, _)| !working.contains(c))
+            .filter(|(c, _)| !working.contains(c) || self.posting.let_go(c))
             .collect();
         for (conversation, epoch) in held {
             // What is still open there is the other daemons' (the scan finds it).

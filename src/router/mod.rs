@@ -90,6 +90,8 @@ pub struct Router {
     running: Mutex<HashMap<String, (Arc<Notify>, StreamRef)>>,
     /// The conversations this daemon holds a claim on, with the claim's epoch.
     held: Mutex<HashMap<String, i64>>,
+    /// The conversations whose turn may have a post in flight.
+    posting: Arc<claims::Posting>,
     /// How long a claim outlives a daemon that stopped renewing it.
     lease: Duration,
     workers: AtomicU64,
@@ -115,6 +117,7 @@ impl Router {
             newest: Arc::default(),
             running: Mutex::default(),
             held: Mutex::default(),
+            posting: Arc::default(),
             lease,
             workers: AtomicU64::new(0),
             idle: Notify::new(),

@@ -27,6 +27,8 @@ impl Router {
         // the lease (it may have been paused) asks before it claims a row.
         let mut confirmed = std::time::Instant::now();
         loop {
+            // Between rows: no post of this worker's is in flight.
+            self.posting.done(key);
             if self.stopping.load(Ordering::SeqCst) {
                 // Between rows: what is left here is the other daemons' at once.
                 if let Some(e) = epoch.take() {
@@ -308,6 +310,7 @@ impl Drop for WorkerGuard {
             // next worker or another daemon. Forgotten before the conversation is free for a
             // next worker here, whose claim it must not forget.
             r.forget_claim(&self.key);
+            r.posting.done(&self.key);
             let mut active = r.active.lock().unwrap_or_else(|e| e.into_inner());
             active.working.remove(&self.key);
             active.dirty.remove(&self.key);

@@ -74,10 +74,35 @@ impl SlackError {
             },
             other => SlackError::Transport {
                 method,
-                message: other.to_string(),
+                message: transport_words(&other),
             },
         }
     }
+}
+
+/// A transport failure in words: each cause's own message, never slack-morphism's debug dump
+/// of it (its Display prints an HTTP or system error's cause with `{:?}`).
+fn transport_words(e: &SlackClientError) -> String {
+    let (what, cause) = match e {
+        SlackClientError::HttpProtocolError(p) => ("cannot reach Slack", p.cause.as_deref()),
+        SlackClientError::SystemError(s) => (
+            s.message.as_deref().unwrap_or("Slack's client failed"),
+            s.cause.as_deref(),
+        ),
+        other => return other.to_string(),
+    };
+    let mut words = what.to_string();
+    let mut next = cause.map(|c| c as &(dyn std::error::Error + 'static));
+    while let Some(c) = next {
+        let said = c.to_string();
+        // hyper repeats its cause in its own message at times: each words once.
+        if !words.contains(&said) {
+            words.push_str(": ");
+            words.push_str(&said);
+        }
+        next = c.source();
+    }
+    words
 }
 
 /// The `metadata` event type on every reply anima posts.

@@ -11,7 +11,7 @@ mod ism;
 mod raw;
 mod set;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use super::when::Expr;
@@ -20,7 +20,7 @@ use crate::steps::Step;
 use crate::toml_file::{Problem, TomlFile};
 pub use ism::split_tool;
 use raw::RawProcess;
-pub use set::check_set;
+pub use set::{check_set, check_set_beside, known};
 
 /// The process every thread falls back to.
 pub const MAIN: &str = "main";
@@ -145,6 +145,19 @@ impl ProcessDef {
     pub fn actions(&self) -> impl Iterator<Item = &Action> {
         self.ism.iter().flat_map(|i| i.actions.iter())
     }
+}
+
+/// The processes of `dir` whose file did not load (by its name: the file's stem).
+pub fn broken(dir: &Path, defs: &BTreeMap<String, ProcessDef>) -> BTreeSet<String> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return BTreeSet::new();
+    };
+    entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .filter_map(|p| p.file_stem().and_then(|s| s.to_str()).map(str::to_string))
+        .filter(|name| !defs.contains_key(name))
+        .collect()
 }
 
 /// Reads every `*.toml` in `dir`: the good definitions and every problem.

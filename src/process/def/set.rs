@@ -1,15 +1,27 @@
-//! The checks across a folder of process files: `main` exists, every target exists, and
-//! execute_now rules do not loop. Pure: the definitions in, problems out.
+//! The checks across a folder of process files: `main` exists, every target exists (or names
+//! what was likely meant), and execute_now rules do not loop. Pure: the definitions in,
+//! problems out.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use super::{ProcessDef, MAIN};
 use crate::ism::Effect;
-use crate::toml_file::Problem;
+use crate::toml_file::{nearest, Problem};
 
 /// Problems across files: `main` must exist, targets must exist, execute_now must not loop.
 pub fn check_set(defs: &BTreeMap<String, ProcessDef>, dir: &Path) -> Vec<Problem> {
+    check_set_beside(defs, &BTreeSet::new(), dir)
+}
+
+/// [`check_set`] beside the files of `dir` that did not load (`broken`, by name): a target
+/// naming one of them is not missing (that file's own problems say what is wrong with it).
+pub fn check_set_beside(
+    defs: &BTreeMap<String, ProcessDef>,
+    broken: &BTreeSet<String>,
+    dir: &Path,
+) -> Vec<Problem> {
+    let exists = |name: &str| defs.contains_key(name) || broken.contains(name);
     let mut problems = Vec::new();
     if !defs.contains_key(MAIN) {
         problems.push(Problem {
@@ -22,30 +34,30 @@ pub fn check_set(defs: &BTreeMap<String, ProcessDef>, dir: &Path) -> Vec<Problem
     for def in defs.values() {
         for (i, a) in def.actions().enumerate() {
             if let Effect::Transition { to, .. } = &a.effect {
-                if !defs.contains_key(to) {
+                if !exists(to) {
                     problems.push(Problem {
                         file: def.file.display().to_string(),
                         key: format!("actions[{i}].to"),
                         line: Some(a.line),
                         message: format!(
-                            "action `{}` hands over to a missing process `{to}` (known: {})",
+                            "action `{}` hands over to a missing process `{to}` ({})",
                             a.name,
-                            defs.keys().cloned().collect::<Vec<_>>().join(", ")
+                            known(to, defs)
                         ),
                     });
                 }
             }
         }
         for (i, t) in def.transitions.iter().enumerate() {
-            if !t.to.is_empty() && !defs.contains_key(&t.to) {
+            if !t.to.is_empty() && !exists(&t.to) {
                 problems.push(Problem {
                     file: def.file.display().to_string(),
                     key: format!("transitions[{i}].to"),
                     line: Some(t.line),
                     message: format!(
-                        "names a missing process `{}` (known: {})",
+                        "names a missing process `{}` ({})",
                         t.to,
-                        defs.keys().cloned().collect::<Vec<_>>().join(", ")
+                        known(&t.to, defs)
                     ),
                 });
             }
@@ -65,6 +77,16 @@ pub fn check_set(defs: &BTreeMap<String, ProcessDef>, dir: &Path) -> Vec<Problem
         });
     }
     problems
+}
+
+/// What a name that is no process may have meant: "did you mean `x`? known: …", or the known
+/// names alone.
+pub fn known(name: &str, defs: &BTreeMap<String, ProcessDef>) -> String {
+    let all = defs.keys().cloned().collect::<Vec<_>>().join(", ");
+    match nearest(name, defs.keys().map(String::as_str)) {
+        Some(near) => format!("did you mean `{near}`? known: {all}"),
+        None => format!("known: {all}"),
+    }
 }
 
 /// A cycle of execute_now transitions, as process names with the first repeated at the end.
