@@ -312,3 +312,202 @@ fn read_only_commands_create_nothing_and_not_found_exits_1() {
     let r = home.run(&["users", "show", "Ada"], "");
     assert_eq!(r.stdout.trim(), "Ada has no user model yet (1 turn so far)");
 }
+
+/// Slack's tokens, given to `anima check` or `anima run`.
+fn slack_tokens(bot: &str, app: &str) -> [(&'static str, String); 2] {
+    [
+        ("SLACK_BOT_TOKEN", bot.to_string()),
+        ("SLACK_APP_TOKEN", app.to_string()),
+    ]
+}
+
+/// `check` with these tokens in the environment.
+fn check_with(home: &Home, args: &[&str], tokens: &[(&str, String)]) -> Run {
+    let env: Vec<(&str, &str)> = tokens.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    home.run_env(args, "", &env)
+}
+
+/// `anima check` asks Slack about each token (auth.test, apps.connections.open): one it
+/// refuses is a problem naming the variable and what to do; `--offline` asks nothing; a Slack
+/// that cannot be reached is a warning.
+#[test]
+fn check_asks_slack_about_each_token_and_names_the_one_it_refuses() {
+    use support::slack::{FakeSlack, APP_TOKEN, BOT_TOKEN};
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    let home = support::daemon::home(&model, &slack, "socket", "");
+    let tokens = slack_tokens(BOT_TOKEN, APP_TOKEN);
+    let r = check_with(&home, &["check"], &tokens);
+    assert_eq!(r.status, 0, "{}{}", r.stdout, r.stderr);
+    for var in ["SLACK_BOT_TOKEN", "SLACK_APP_TOKEN"] {
+        assert!(
+            r.stdout
+                .contains(&format!("ok: slack: Slack takes {var}\n")),
+            "{}",
+            r.stdout
+        );
+    }
+
+    slack.refuse("auth.test", "invalid_auth");
+    let r = check_with(&home, &["check"], &tokens);
+    assert_eq!(r.status, 2, "{}", r.stdout);
+    assert!(
+        r.stdout.contains("problem: slack: Slack refuses SLACK_BOT_TOKEN (invalid_auth from auth.test): it is not a token Slack knows")
+            && r.stdout.contains("OAuth & Permissions"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("ok: slack: Slack takes SLACK_APP_TOKEN"));
+
+    slack.accept("auth.test");
+    slack.refuse("apps.connections.open", "token_revoked");
+    let r = check_with(&home, &["check"], &tokens);
+    assert_eq!(r.status, 2, "{}", r.stdout);
+    assert!(
+        r.stdout.contains("problem: slack: Slack refuses SLACK_APP_TOKEN (token_revoked from apps.connections.open): it was revoked"),
+        "{}",
+        r.stdout
+    );
+
+    let calls = slack.methods().len();
+    let r = check_with(&home, &["check", "--offline"], &tokens);
+    assert_eq!(r.status, 0, "{}", r.stdout);
+    assert_eq!(slack.methods().len(), calls, "--offline asks Slack nothing");
+
+    slack.up.store(false, std::sync::atomic::Ordering::SeqCst);
+    let r = check_with(&home, &["check"], &tokens);
+    assert_eq!(r.status, 0, "unreachable is not a problem: {}", r.stdout);
+    assert!(
+        r.stdout
+            .contains("warning: slack: SLACK_BOT_TOKEN not checked: Slack could not be asked"),
+        "{}",
+        r.stdout
+    );
+}
+
+/// A token of the wrong kind is told by its prefix, before any call: swapped tokens, an app
+/// token as the bot's, quotes around a token. `check` names each as a problem; `run` exits 2
+/// with the same words.
+#[test]
+fn a_token_of_the_wrong_kind_is_named_before_slack_is_asked() {
+    use support::slack::{FakeSlack, APP_TOKEN, BOT_TOKEN};
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    let home = support::daemon::home(&model, &slack, "socket", "");
+    let swapped = slack_tokens(APP_TOKEN, BOT_TOKEN);
+    let r = check_with(&home, &["check"], &swapped);
+    assert_eq!(r.status, 2, "{}", r.stdout);
+    assert!(
+        r.stdout
+            .contains("problem: slack: SLACK_BOT_TOKEN and SLACK_APP_TOKEN are swapped"),
+        "{}",
+        r.stdout
+    );
+    let quoted = slack_tokens(&format!("\"{BOT_TOKEN}\""), APP_TOKEN);
+    let r = check_with(&home, &["check"], &quoted);
+    assert_eq!(r.status, 2, "{}", r.stdout);
+    assert!(
+        r.stdout
+            .contains("problem: slack: SLACK_BOT_TOKEN has quotes around it: remove them"),
+        "{}",
+        r.stdout
+    );
+    let app_as_bot = slack_tokens(APP_TOKEN, APP_TOKEN);
+    let r = check_with(&home, &["check"], &app_as_bot);
+    assert!(
+        r.stdout.contains(
+            "problem: slack: SLACK_BOT_TOKEN holds an app-level token (xapp-…): it takes the Bot User OAuth Token"
+        ),
+        "{}",
+        r.stdout
+    );
+    assert!(slack.methods().is_empty(), "{:?}", slack.methods());
+
+    let mut d = support::daemon::Daemon::spawn(
+        &home,
+        &[
+            ("SLACK_BOT_TOKEN", APP_TOKEN),
+            ("SLACK_APP_TOKEN", BOT_TOKEN),
+        ],
+    );
+    assert_eq!(d.wait_exit(30), 2, "{}", d.log());
+    assert!(d.log().contains("are swapped"), "{}", d.log());
+}
+
+/// `anima run` exits 2 with one paragraph naming the variable when Slack refuses a token at
+/// start (auth.test for the bot token, apps.connections.open for the app token), and never
+/// calls a refusal "unreachable".
+#[test]
+fn run_exits_2_naming_the_token_slack_refuses_at_start() {
+    use support::slack::FakeSlack;
+    for (method, var) in [
+        ("auth.test", "SLACK_BOT_TOKEN"),
+        ("apps.connections.open", "SLACK_APP_TOKEN"),
+    ] {
+        let (model, slack) = (FakeModel::start(), FakeSlack::start());
+        let home = support::daemon::home(&model, &slack, "socket", "");
+        slack.refuse(method, "invalid_auth");
+        let mut d = support::daemon::Daemon::spawn(&home, &[]);
+        assert_eq!(d.wait_exit(30), 2, "{method}: {}", d.log());
+        let log = d.log();
+        assert!(
+            log.contains(&format!(
+                "anima: Slack refuses {var} (invalid_auth from {method})"
+            )),
+            "{log}"
+        );
+        assert!(!log.contains("unreachable"), "{log}");
+        assert_eq!(slack.sockets(), 0, "{method}: no connection opened");
+    }
+}
+
+/// A Socket Mode connection Slack will not open now is a WARN line of anima's own with
+/// Slack's error code, at the default log level; anima goes on trying and connects once
+/// Slack opens it.
+#[test]
+fn socket_mode_errors_are_warnings_with_slacks_code_at_the_default_level() {
+    use support::slack::FakeSlack;
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    let home = support::daemon::home(&model, &slack, "socket", "");
+    slack.refuse("apps.connections.open", "internal_error");
+    let d = support::daemon::Daemon::spawn(&home, &[("ANIMA_LOG", "")]);
+    let line = d.wait_log("internal_error", 20);
+    assert!(
+        line.contains("WARN") && line.contains("Socket Mode"),
+        "{line}"
+    );
+    slack.accept("apps.connections.open");
+    slack.wait_connected_or(|| d.log());
+}
+
+/// A token revoked while anima runs: an ERROR line naming the variable, `/healthz` 503 naming
+/// it, and the reply waits in the inbox until Slack takes the token again; then it is posted,
+/// once.
+#[test]
+fn a_token_revoked_while_running_is_said_and_the_reply_waits_for_it() {
+    use serde_json::json;
+    use support::slack::FakeSlack;
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    model.echo();
+    let home = support::daemon::home(&model, &slack, "socket", "");
+    let d = support::daemon::Daemon::start_env(&home, &[]);
+    slack.wait_connected_or(|| d.log());
+    slack.refuse_bot_token("token_revoked");
+    let dm = json!({"type":"message","channel":"D1","user":"U1","text":"still there?",
+                    "ts":"1700000000.000100","channel_type":"im"});
+    slack.send_event(dm, "Ev1", 0);
+    let line = d.wait_log("Slack refuses SLACK_BOT_TOKEN (token_revoked", 20);
+    assert!(line.contains("ERROR"), "{line}");
+    let (status, body) = support::daemon::http("GET", &d.url("/healthz"), &[], "");
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("SLACK_BOT_TOKEN"), "{body}");
+    assert!(slack.posts().is_empty());
+    slack.accept_bot_token();
+    slack.wait(90, "the reply, once Slack takes the token", |s| {
+        !s.posts().is_empty()
+    });
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let posts = slack.posts();
+    assert_eq!(posts.len(), 1, "{posts:#?}");
+    assert_eq!(posts[0].text, "echo: still there?");
+    let (status, body) = support::daemon::http("GET", &d.url("/healthz"), &[], "");
+    assert_eq!(status, 200, "{body}");
+}

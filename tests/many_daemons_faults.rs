@@ -1,5 +1,6 @@
 //! Many daemons, one soul, under bad conditions: every daemon SIGKILLed at once and started
-//! again, the database unreachable for 30 s under load, a daemon whose clock is 10 minutes
+//! again, the database unreachable for 30 s under load, one daemon cut off from it for 20 s
+//! (and one alone), a daemon whose clock is 10 minutes
 //! off, the scheduled dream (and `anima dream`) with two daemons on two machines, and a daemon
 //! older than the schema another daemon's anima left. Each message is still answered exactly
 //! once and, in each conversation, in order; the soul wakes once per life; two dreams never
@@ -426,6 +427,124 @@ fn the_database_unreachable_for_30_s_under_two_daemons_stalls_them_loses_nothing
         &conns,
     );
     home.assert_backend_kept();
+}
+
+/// `n` daemons on PostgreSQL, the first through a relay: the first's connections to the
+/// database are reset and refused for 20 s while it stays connected to Slack (a partition),
+/// under 72 messages sent before, during and after. It cannot record what Slack sends it, so
+/// it steps aside (its Socket Mode connections closed) until the database answers again, and
+/// Slack's retries go to the other daemon, or to it once it is back: every message is
+/// answered exactly once, and Slack gives none up.
+fn a_partition_loses_nothing(n: usize) {
+    let _one = one_at_a_time();
+    const THREADS: usize = 12;
+    const MESSAGES: usize = 6;
+    const OUTAGE: Duration = Duration::from_secs(20);
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    model.slow_echo(200);
+    slack.redeliver_unacked_after(REDELIVER);
+    slack.spread(SPREAD);
+    let Some(home) = shared_home(&model, &slack, LEASE, "") else {
+        return;
+    };
+    let Some((relay, through)) = support::relay::to_database(home.database().unwrap()) else {
+        return eprintln!("skipped: the test server is not on TCP");
+    };
+    let cut_off = [
+        ("ANIMA_LOG", "anima=info"),
+        ("ANIMA_DATABASE_URL", through.as_str()),
+    ];
+    let mut daemons = Daemons::start(&home, &slack, 1, &cut_off);
+    for _ in 1..n {
+        daemons.add(&home, &slack, ENV);
+    }
+    let mut conns = Vec::new();
+    note_connections(&slack, &daemons, &mut conns);
+    let total = THREADS * MESSAGES;
+    let third = total / 3;
+    for i in 0..third {
+        send(&slack, i, THREADS);
+    }
+    until(&slack, 30, "the first third to be stored", |s| {
+        recorded_events(s).len() >= third
+    });
+    relay.down();
+    let cut = Instant::now();
+    let mut found = Vec::new();
+    // A message every 250 ms while the database is away from the first daemon.
+    let mut aside = false;
+    for i in third..2 * third {
+        send(&slack, i, THREADS);
+        std::thread::sleep(Duration::from_millis(250));
+        aside |= daemons[0].slack_connections(&slack).is_empty();
+    }
+    while cut.elapsed() < OUTAGE {
+        aside |= daemons[0].slack_connections(&slack).is_empty();
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    if !aside {
+        found.push(
+            "ASIDE: the daemon cut off from the database kept its Socket Mode connections open"
+                .to_string(),
+        );
+    }
+    relay.up();
+    let restored = Instant::now();
+    // It comes back by itself: its connections open again, and it says it is healthy.
+    daemons[0].wait_slack_connections(&slack, 2, 40);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match health(&daemons[0]) {
+            Ok((200, _)) => break,
+            other if Instant::now() > deadline => {
+                found.push(format!(
+                    "HEALTH: the cut-off daemon not healthy within 20 s of holding its connections again: {other:?}"
+                ));
+                break;
+            }
+            _ => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
+    for i in 2 * third..total {
+        send(&slack, i, THREADS);
+    }
+    found.extend(checked_answers(
+        &slack,
+        &model,
+        &daemons,
+        &mut conns,
+        (THREADS, total),
+        LEASE + 60,
+        " of the database's return",
+        &[("cut", cut), ("restored", restored)],
+    ));
+    if !slack.given_up().is_empty() {
+        found.push(format!(
+            "GIVEN UP: Slack gave up {} events after 3 retries: {}",
+            slack.given_up().len(),
+            first(&slack.given_up())
+        ));
+    }
+    verdict(
+        &slack,
+        &daemons,
+        found,
+        &format!(
+            "{n} daemon(s), the first cut off from the database for {} s",
+            OUTAGE.as_secs()
+        ),
+        &conns,
+    );
+}
+
+#[test]
+fn a_daemon_cut_off_from_the_database_steps_aside_and_every_message_is_answered_once() {
+    a_partition_loses_nothing(2);
+}
+
+#[test]
+fn a_daemon_alone_cut_off_from_the_database_steps_aside_and_answers_every_message_once_back() {
+    a_partition_loses_nothing(1);
 }
 
 /// Where Debian's `faketime` package puts the library.

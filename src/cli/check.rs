@@ -1,7 +1,8 @@
 //! `anima check`: whether `chat` and `run` can work. Every problem with the configuration,
 //! soul and process files, database and model provider (resolved as at start), each naming
 //! the file (and key and line where there is one) and what to do; exit 2 on any problem.
-//! Warnings say what works but not as one may think (the built-in soul, no Slack tokens).
+//! Warnings say what works but not as one may think (the built-in soul, no Slack tokens, a
+//! Slack that cannot be asked about them).
 
 use std::path::Path;
 
@@ -18,7 +19,7 @@ use crate::process::def;
 use crate::soul::{self, SoulFiles};
 use crate::states::template;
 
-pub async fn run(config_path: Option<&Path>) -> CliResult {
+pub async fn run(config_path: Option<&Path>, offline: bool) -> CliResult {
     let mut problems: Vec<String> = Vec::new();
     let mut notes: Vec<String> = Vec::new();
     // Works, but not as the person may think: said, without failing the check.
@@ -34,6 +35,7 @@ pub async fn run(config_path: Option<&Path>) -> CliResult {
         check_store(config, &mut problems, &mut notes).await;
         check_provider(config, &mut problems, &mut notes).await;
         warnings.extend(slack_tokens_missing(config));
+        slack_tokens_asked(config, offline, &mut problems, &mut notes, &mut warnings).await;
     }
     report(&notes, &warnings, &problems)
 }
@@ -305,6 +307,54 @@ fn slack_tokens_missing(config: &config::Config) -> Option<String> {
             }
         )
     })
+}
+
+/// The Slack tokens that are set, by their form (the wrong kind, quotes around them) and,
+/// unless `offline`, by asking Slack (auth.test for the bot token, apps.connections.open for
+/// the app token in Socket Mode): a refusal or the wrong kind is a problem naming the
+/// variable; a Slack that cannot be reached is a warning.
+async fn slack_tokens_asked(
+    config: &config::Config,
+    offline: bool,
+    problems: &mut Vec<String>,
+    notes: &mut Vec<String>,
+    warnings: &mut Vec<String>,
+) {
+    use crate::slack::api::{self, SlackApi};
+    use crate::slack::credentials::{self, Answer, Token};
+    let Some(bot) = Secret::from_env(Token::Bot.var()) else {
+        return;
+    };
+    let app = match config.slack.mode {
+        SlackMode::Socket => Secret::from_env(Token::App.var()),
+        SlackMode::Events => None,
+    };
+    let misplaced = credentials::misplaced_all(&bot, app.as_ref());
+    if !misplaced.is_empty() {
+        problems.extend(misplaced.into_iter().map(|m| format!("slack: {m}")));
+        return;
+    }
+    if offline {
+        return notes.push("slack: tokens of the right kinds (--offline: Slack not asked)".into());
+    }
+    let client = std::sync::Arc::new(slack_morphism::SlackClient::new(api::connector(
+        &config.slack.api_base_url,
+    )));
+    let slack = SlackApi::new(client, &bot);
+    let mut asked = vec![(Token::Bot, credentials::ask_bot(&slack).await)];
+    if let Some(app) = &app {
+        asked.push((Token::App, credentials::ask_app(&slack, app).await));
+    }
+    for (token, answer) in asked {
+        match answer {
+            Answer::Accepted => notes.push(format!("slack: Slack takes {}", token.var())),
+            Answer::Refused { why, .. } => problems.push(format!("slack: {why}")),
+            Answer::Unanswered(e) => warnings.push(format!(
+                "slack: {} not checked: Slack could not be asked ({e}); `anima check --offline` skips this",
+                token.var()
+            )),
+        }
+    }
 }
 
 /// The store `[store]` names: SQLite's file and schema, or PostgreSQL's server and schema.

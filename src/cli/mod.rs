@@ -54,9 +54,13 @@ pub enum Command {
     Chat(chat::ChatArgs),
     /// The long-running Slack daemon.
     Run,
-    /// Validate configuration, soul and process files, the database and the model provider;
-    /// print every problem.
-    Check,
+    /// Validate configuration, soul and process files, the database, the model provider and
+    /// the Slack tokens; print every problem.
+    Check {
+        /// Ask Slack nothing: the tokens are checked by their form only.
+        #[arg(long)]
+        offline: bool,
+    },
     /// Write the built-in soul, processes and a commented anima.toml into DIR for editing.
     Init(init::InitArgs),
     /// User models and their history.
@@ -172,7 +176,7 @@ async fn dispatch(cli: Cli) -> CliResult {
     match cli.command {
         Command::Chat(args) => chat::run(config_path, args).await,
         Command::Run => Ok(crate::daemon::run(load_config(config_path)?).await?),
-        Command::Check => check::run(config_path).await,
+        Command::Check { offline } => check::run(config_path, offline).await,
         Command::Init(args) => init::run(args),
         Command::Users { command } => users::run(config_path, command).await,
         Command::Processes { command } => processes::run(config_path, command).await,

@@ -21,6 +21,7 @@ use crate::admin::MAX_WHISPER_CHARS;
 use crate::config::secret::Secret;
 use crate::memory::{now_ms, Store};
 use crate::metrics::{Metrics, StoreSample};
+use crate::slack::credentials::Refusals;
 
 /// The longest whisper source accepted, in characters.
 const MAX_SOURCE_CHARS: usize = 100;
@@ -43,6 +44,8 @@ pub struct HttpState {
     pub stopping: Arc<AtomicBool>,
     /// When `/healthz` last probed the store (unix ms).
     pub last_probe_ms: AtomicI64,
+    /// The tokens Slack refuses now.
+    pub slack_refusals: Arc<Refusals>,
 }
 
 /// The daemon's own routes, with Slack's Events API door (owned by `slack`) beside them.
@@ -58,6 +61,9 @@ pub fn routes(state: Arc<HttpState>, slack_door: Router) -> Router {
 
 async fn healthz(State(s): State<Arc<HttpState>>) -> Response {
     if let Err(why) = store_health(&s).await {
+        return (StatusCode::SERVICE_UNAVAILABLE, why).into_response();
+    }
+    if let Some(why) = s.slack_refusals.why() {
         return (StatusCode::SERVICE_UNAVAILABLE, why).into_response();
     }
     if !s.metrics.slack_connected.load(Ordering::SeqCst) {

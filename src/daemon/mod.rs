@@ -2,8 +2,10 @@
 //! (`states`).
 //!
 //! Start: config, soul, provider, store → the wakeup (in the background; messages wait in
-//! the inbox until it is over) → HTTP routes → auth.test (retried while Slack is
-//! unreachable) → router (resuming unfinished messages) → Socket Mode or Events API intake.
+//! the inbox until it is over) → HTTP routes → Slack takes the tokens (auth.test, and
+//! apps.connections.open in Socket Mode: retried while Slack is unreachable, exit 2 when it
+//! refuses one) → router (resuming unfinished messages) → Socket Mode (`door`: closed while
+//! the store does not answer) or Events API intake.
 //! SIGTERM/SIGINT: stop intake; the shutdown protocol (consent, as the template says) and
 //! the turns in flight end within `shutdown_grace_secs`; exit 0; unfinished inbox rows wait
 //! for the next start. SIGHUP: the config is read again and its tool servers put in force
@@ -11,6 +13,7 @@
 //! (`notify`).
 
 mod company;
+mod door;
 mod http;
 mod notify;
 mod reload;
@@ -30,6 +33,7 @@ use crate::engine::{BuildError, Engine};
 use crate::metrics::Metrics;
 use crate::router::Router;
 use crate::slack::api::{self, SlackApi};
+use crate::slack::credentials;
 use crate::slack::events::{self, EventsDoor};
 use crate::slack::out::SlackSurface;
 use crate::slack::{signature::Verifier, socket, Gate};
@@ -92,6 +96,10 @@ fn tokens(config: &Config) -> Result<Tokens, DaemonError> {
             )?),
         ),
     };
+    let misplaced = credentials::misplaced_all(&bot, app.as_ref());
+    if !misplaced.is_empty() {
+        return Err(DaemonError::Usage(misplaced.join("; ")));
+    }
     Ok(Tokens { bot, app, signing })
 }
 
@@ -151,6 +159,16 @@ pub async fn run(config: Arc<Config>) -> Result<(), DaemonError> {
         stop_rx.clone(),
     ));
 
+    let client = Arc::new(slack_morphism::SlackClient::new(api::connector(
+        &config.slack.api_base_url,
+    )));
+    let words = Arc::new(crate::assistant::Words::load(&config.soul_dir));
+    let slack = Arc::new(
+        SlackApi::new(client.clone(), &tokens.bot)
+            .with_metrics(metrics.clone())
+            .with_words(words.clone()),
+    );
+
     let stopping = Arc::new(AtomicBool::new(false));
     let door = Arc::new(EventsDoor {
         verifier: tokens.signing.as_ref().map(Verifier::new),
@@ -166,6 +184,7 @@ pub async fn run(config: Arc<Config>) -> Result<(), DaemonError> {
         admin_token: Secret::from_env("ANIMA_ADMIN_TOKEN"),
         last_probe_ms: Default::default(),
         stopping: stopping.clone(),
+        slack_refusals: slack.refusals().clone(),
     });
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
@@ -187,20 +206,19 @@ pub async fn run(config: Arc<Config>) -> Result<(), DaemonError> {
             .await;
     });
 
-    let client = Arc::new(slack_morphism::SlackClient::new(api::connector(
-        &config.slack.api_base_url,
-    )));
-    let words = Arc::new(crate::assistant::Words::load(&config.soul_dir));
-    let slack = Arc::new(
-        SlackApi::new(client.clone(), &tokens.bot)
-            .with_metrics(metrics.clone())
-            .with_words(words.clone()),
-    );
-    let Some(bot) = slack.connect(&stop_rx).await else {
-        info!("stopped before Slack answered");
-        waking.abort();
-        states::stopped_early(&engine).await;
-        return Ok(());
+    let bot = match door::slack_takes_tokens(&slack, tokens.app.as_ref(), &stop_rx).await {
+        Ok(Some(bot)) => bot,
+        stopped_or_refused => {
+            waking.abort();
+            states::stopped_early(&engine).await;
+            return match stopped_or_refused {
+                Err(refused) => Err(DaemonError::Usage(refused)),
+                Ok(_) => {
+                    info!("stopped before Slack answered");
+                    Ok(())
+                }
+            };
+        }
     };
     let ops = (!config.ops_channel.is_empty()).then(|| states::Ops {
         api: slack.clone(),
@@ -252,26 +270,20 @@ pub async fn run(config: Arc<Config>) -> Result<(), DaemonError> {
 
     let socket = match config.slack.mode {
         SlackMode::Socket => {
-            let l = socket::listener(client, gate);
-            let app_token =
-                socket::app_token(tokens.app.as_ref().expect("socket mode has an app token"));
-            let mut wait = Duration::from_millis(500);
-            loop {
-                match l.listen_for(&app_token).await {
-                    Ok(()) => break,
-                    Err(e) => {
-                        warn!(error = %e, retry_in_ms = wait.as_millis() as u64, "Socket Mode registration failed; retrying")
-                    }
-                }
-                let mut stop = stop_rx.clone();
-                tokio::select! {
-                    _ = tokio::time::sleep(wait) => {}
-                    _ = stop.wait_for(|s| *s) => return Ok(()),
-                }
-                wait = (wait * 2).min(Duration::from_secs(30));
-            }
-            l.start().await;
-            Some(l)
+            let app = tokens.app.expect("socket mode has an app token");
+            let door = door::SocketDoor::new(
+                socket::listener(client, gate),
+                app,
+                slack.clone(),
+                metrics.clone(),
+            );
+            door.connect().await;
+            tokio::spawn(door::follow_the_store(
+                door.clone(),
+                store.clone(),
+                stop_rx.clone(),
+            ));
+            Some(door)
         }
         SlackMode::Events => {
             metrics.slack_connected.store(true, Ordering::SeqCst);
@@ -279,6 +291,8 @@ pub async fn run(config: Arc<Config>) -> Result<(), DaemonError> {
             None
         }
     };
+    // From here a token Slack refuses is an ERROR line and a reason for `/healthz`.
+    slack.refusals().arm();
 
     // Claims are renewed until the turns in flight are over and let go, not only until the
     // stop signal: a turn draining after it still posts under its claim.
@@ -302,8 +316,8 @@ pub async fn run(config: Arc<Config>) -> Result<(), DaemonError> {
     );
     stopping.store(true, Ordering::SeqCst);
     notify::stopping();
-    if let Some(l) = &socket {
-        l.shutdown().await;
+    if let Some(door) = &socket {
+        door.shut().await;
     }
     metrics.slack_connected.store(false, Ordering::SeqCst);
     waking_abort.abort();

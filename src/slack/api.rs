@@ -12,6 +12,7 @@ use slack_morphism::errors::SlackClientError;
 use slack_morphism::prelude::*;
 use tracing::{debug, info, warn};
 
+use super::credentials::{Refusals, Token};
 use crate::config::secret::Secret;
 use crate::metrics::{MethodLabels, Metrics, SlackErrorLabels};
 
@@ -183,6 +184,8 @@ pub struct SlackApi {
     metrics: Option<Arc<Metrics>>,
     /// The soul's words for the assistant status (its loading messages).
     pub(super) words: Option<Arc<crate::assistant::Words>>,
+    /// The tokens Slack refuses now.
+    refusals: Arc<Refusals>,
 }
 
 /// A hyper connector that speaks HTTPS (native roots) and plain HTTP (for a local fake or a
@@ -269,11 +272,14 @@ pub(super) fn transient(code: &str) -> bool {
 }
 
 impl SlackError {
-    /// Whether trying again later can succeed (Slack unreachable, busy or rate limiting).
+    /// Whether trying again later can succeed (Slack unreachable, busy or rate limiting, or
+    /// refusing a token: the operator mends that, and the replies wait for it).
     pub fn is_temporary(&self) -> bool {
         match self {
             SlackError::Transport { .. } | SlackError::RateLimited { .. } => true,
-            SlackError::Api { code, .. } => code == "ratelimited" || transient(code),
+            SlackError::Api { code, .. } => {
+                code == "ratelimited" || transient(code) || super::credentials::refuses(code)
+            }
         }
     }
 }
@@ -298,7 +304,13 @@ impl SlackApi {
             warned: Mutex::new(Default::default()),
             metrics: None,
             words: None,
+            refusals: Arc::default(),
         }
+    }
+
+    /// The tokens Slack refuses now (each call's outcome is noted there).
+    pub fn refusals(&self) -> &Arc<Refusals> {
+        &self.refusals
     }
 
     /// The soul's words for the assistant surfaces (status and loading messages).
@@ -315,6 +327,17 @@ impl SlackApi {
 
     pub(super) async fn timed<T>(
         &self,
+        method: &'static str,
+        fut: impl std::future::Future<Output = ClientResult<T>>,
+    ) -> Result<T, SlackError> {
+        self.timed_as(Token::Bot, method, fut).await
+    }
+
+    /// A call made with `token`, within `CALL_TIMEOUT`: its errors counted, and what it says
+    /// of the token noted (`refusals`).
+    pub(super) async fn timed_as<T>(
+        &self,
+        token: Token,
         method: &'static str,
         fut: impl std::future::Future<Output = ClientResult<T>>,
     ) -> Result<T, SlackError> {
@@ -344,6 +367,7 @@ impl SlackApi {
                 }
             }
         }
+        self.refusals.note(token, method, &result);
         result
     }
 
@@ -358,21 +382,28 @@ impl SlackApi {
         })
     }
 
-    /// auth.test until it succeeds, backing off up to 30 s, logging each failure. Returns
-    /// `None` if `stop` fires first.
-    pub async fn connect(&self, stop: &tokio::sync::watch::Receiver<bool>) -> Option<BotIdentity> {
+    /// auth.test until Slack answers, backing off up to 30 s while it is unreachable or busy,
+    /// logging each failure. `Ok(None)`: `stop` fired first; `Err`: Slack refuses the bot
+    /// token (the paragraph that says so), which no retry mends.
+    pub async fn connect(
+        &self,
+        stop: &tokio::sync::watch::Receiver<bool>,
+    ) -> Result<Option<BotIdentity>, String> {
         let mut wait = Duration::from_millis(500);
         let mut stop = stop.clone();
         loop {
             match self.auth_test().await {
-                Ok(id) => return Some(id),
+                Ok(id) => return Ok(Some(id)),
+                Err(SlackError::Api { code, method }) if super::credentials::refuses(&code) => {
+                    return Err(super::credentials::refusal(Token::Bot, method, &code))
+                }
                 Err(e) => {
                     warn!(error = %e, retry_in_ms = wait.as_millis() as u64, "Slack is unreachable; retrying");
                 }
             }
             tokio::select! {
                 _ = tokio::time::sleep(wait) => {}
-                _ = stop.wait_for(|s| *s) => return None,
+                _ = stop.wait_for(|s| *s) => return Ok(None),
             }
             wait = (wait * 2).min(Duration::from_secs(30));
         }

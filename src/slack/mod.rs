@@ -12,6 +12,7 @@
 pub mod api;
 pub mod assistant;
 pub mod budget;
+pub mod credentials;
 pub mod events;
 pub mod feedback;
 pub mod intake;

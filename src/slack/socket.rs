@@ -93,6 +93,11 @@ fn on_error(
             Some(SlackClientError::ProtocolError(p)) => Some(p),
             _ => None,
         });
+    if let Some(SlackClientError::SocketModeProtocolError(e)) = err.downcast_ref() {
+        // The connection itself failed (slack-morphism opens it again): about no event.
+        warn!(error = %e.message, "the Socket Mode connection failed; reconnecting");
+        return HttpStatusCode::OK;
+    }
     if let Some(p) = protocol {
         // The body is user text (up to megabytes on one line): its size at warn, a cut of it
         // at debug only.

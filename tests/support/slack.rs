@@ -8,7 +8,8 @@
 //! turn (round robin). With `redeliver_unacked_after`, an events_api envelope not
 //! acknowledged in time is sent again as Slack does (a new envelope, the same event,
 //! `retry_attempt` 1..3, `retry_reason: "timeout"`), to another open connection when there is
-//! one. What went where is kept: `deliveries`, `acks_on`, `connections`.
+//! one; with no connection open, an event (a first delivery or a retry) waits for one. What
+//! went where is kept: `deliveries`, `acks_on`, `connections`.
 #![allow(dead_code)]
 
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -115,6 +116,9 @@ struct Inner {
     given_up: Vec<String>,
     /// Methods that answer `{"ok":false,"error":code}`.
     refused: HashMap<String, String>,
+    /// Every method called with the bot token answers `{"ok":false,"error":code}` (a revoked
+    /// token).
+    bot_token_refused: Option<String>,
     /// conversations.replies and conversations.history answer without any message's
     /// metadata, even when asked for it.
     drop_metadata: bool,
@@ -167,7 +171,8 @@ struct Pending {
     event_id: String,
     payload: Value,
     attempt: u32,
-    connection: usize,
+    /// Where it was sent; `None`: not sent yet (no connection was open).
+    connection: Option<usize>,
     sent: Instant,
 }
 
@@ -325,6 +330,22 @@ impl FakeSlack {
             .filter(|(m, _, _)| m == method)
             .map(|(_, _, a)| a.clone())
             .collect()
+    }
+
+    /// Makes every call with the bot token answer `{"ok":false,"error":code}`, as Slack does
+    /// once the token is revoked (`token_revoked`).
+    pub fn refuse_bot_token(&self, code: &str) {
+        self.inner.lock().unwrap().bot_token_refused = Some(code.to_string());
+    }
+
+    /// Slack takes the bot token again (after `refuse_bot_token`).
+    pub fn accept_bot_token(&self) {
+        self.inner.lock().unwrap().bot_token_refused = None;
+    }
+
+    /// `method` answers again (after `refuse`).
+    pub fn accept(&self, method: &str) {
+        self.inner.lock().unwrap().refused.remove(method);
     }
 
     /// Makes every call of `method` answer `{"ok":false,"error":code}`.
@@ -493,22 +514,25 @@ impl FakeSlack {
         send_on(&mut inner, frame, None).expect("an open Socket Mode connection");
     }
 
-    /// Sends an event as an events_api envelope; returns the envelope id.
+    /// Sends an event as an events_api envelope; returns the envelope id. With redelivery
+    /// on and no connection open, the event waits for one (as a retry does), and the id is
+    /// empty: its envelope is made when it is sent.
     pub fn send_event(&self, event: Value, event_id: &str, retry_attempt: u32) -> String {
         let payload = event_callback(event, event_id);
         let mut inner = self.inner.lock().unwrap();
-        let (envelope_id, connection) = send_envelope(&mut inner, &payload, retry_attempt, None)
-            .expect("an open Socket Mode connection");
-        if inner.redeliver_after.is_some() {
-            inner.pending.push(Pending {
-                envelope_id: envelope_id.clone(),
-                event_id: event_id.to_string(),
-                payload,
-                attempt: retry_attempt,
-                connection,
-                sent: Instant::now(),
-            });
+        let sent = send_envelope(&mut inner, &payload, retry_attempt, None);
+        if inner.redeliver_after.is_none() {
+            return sent.expect("an open Socket Mode connection").0;
         }
+        let (envelope_id, connection) = sent.map_or((String::new(), None), |(e, c)| (e, Some(c)));
+        inner.pending.push(Pending {
+            envelope_id: envelope_id.clone(),
+            event_id: event_id.to_string(),
+            payload,
+            attempt: retry_attempt,
+            connection,
+            sent: Instant::now(),
+        });
         envelope_id
     }
 
@@ -559,7 +583,7 @@ fn send_on(inner: &mut Inner, frame: String, avoid: Option<usize>) -> Option<usi
             .pending
             .iter()
             .filter(|p| p.sent.elapsed() >= after && !inner.acked.contains(&p.envelope_id))
-            .map(|p| p.connection)
+            .filter_map(|p| p.connection)
             .collect();
         for narrower in [
             |id: usize, avoid: Option<usize>, overdue: &HashSet<usize>| {
@@ -645,6 +669,19 @@ fn redeliver(inner: std::sync::Weak<Mutex<Inner>>) {
             let mut given_up = Vec::new();
             for i in 0..inner.pending.len() {
                 let p = &inner.pending[i];
+                if p.connection.is_none() {
+                    // Never sent: its first delivery, once a connection is open.
+                    let (payload, attempt) = (p.payload.clone(), p.attempt);
+                    if let Some((envelope_id, connection)) =
+                        send_envelope(inner, &payload, attempt, None)
+                    {
+                        let p = &mut inner.pending[i];
+                        p.envelope_id = envelope_id;
+                        p.connection = Some(connection);
+                        p.sent = Instant::now();
+                    }
+                    continue;
+                }
                 if p.sent.elapsed() < after {
                     continue;
                 }
@@ -655,11 +692,11 @@ fn redeliver(inner: std::sync::Weak<Mutex<Inner>>) {
                 let (payload, attempt, connection) = (p.payload.clone(), p.attempt, p.connection);
                 // With no connection open, the retry waits for one.
                 if let Some((envelope_id, connection)) =
-                    send_envelope(inner, &payload, attempt + 1, Some(connection))
+                    send_envelope(inner, &payload, attempt + 1, connection)
                 {
                     let p = &mut inner.pending[i];
                     p.envelope_id = envelope_id;
-                    p.connection = connection;
+                    p.connection = Some(connection);
                     p.attempt += 1;
                     p.sent = Instant::now();
                 }
@@ -771,6 +808,11 @@ async fn web_api(
     }
     if let Some(code) = s.inner.lock().unwrap().refused.get(&method).cloned() {
         return ok_false(&code);
+    }
+    if method != "apps.connections.open" {
+        if let Some(code) = s.inner.lock().unwrap().bot_token_refused.clone() {
+            return ok_false(&code);
+        }
     }
     {
         let mut inner = s.inner.lock().unwrap();
