@@ -462,6 +462,39 @@ fn a_provider_error_names_the_config_file_or_where_anima_looked() {
     );
 }
 
+#[test]
+fn a_port_in_use_names_the_config_file_even_in_a_folder_with_spaces() {
+    let model = FakeModel::start();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let home = Home::new(
+        "anthropic",
+        &model.url(),
+        &format!(
+            "\n[slack]\napi_base_url = \"http://127.0.0.1:9\"\n\n[http]\nlisten = \"{}\"\n",
+            taken.local_addr().unwrap()
+        ),
+    );
+    let folder = home.dir.path().join("my ånima home");
+    std::fs::create_dir(&folder).unwrap();
+    let config = folder.join("anima config.toml");
+    std::fs::copy(home.config(), &config).unwrap();
+    let mut cmd = anima_command(&config, home.dir.path(), &["run"]);
+    cmd.env("SLACK_BOT_TOKEN", support::slack::BOT_TOKEN)
+        .env("SLACK_APP_TOKEN", support::slack::APP_TOKEN);
+    let r = run(cmd, "");
+    assert_ne!(r.status, 0, "{}", r.stderr);
+    let said = r
+        .stderr
+        .lines()
+        .find(|l| l.contains("cannot listen on"))
+        .unwrap_or_else(|| panic!("{}", r.stderr));
+    assert!(
+        said.contains(&config.display().to_string()),
+        "{}: {said}",
+        config.display()
+    );
+}
+
 // `anima mind` (issue 34, point 3): dates, and a person nobody knows is an error.
 
 /// Whether `text` holds an RFC 3339 date to the second in UTC (2026-11-28T09:00:00Z).

@@ -479,6 +479,13 @@ fn a_target_that_is_nearly_a_process_says_which() {
         "{}",
         r.stdout
     );
+    // Follow-ups after a quiet spell run the `proactive` process: without it they never come.
+    assert!(
+        r.stdout
+            .contains("warning: processes: no `proactive` process in"),
+        "{}",
+        r.stdout
+    );
 }
 
 #[test]

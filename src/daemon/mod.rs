@@ -190,8 +190,9 @@ pub async fn run(config: Arc<Config>) -> Result<(), DaemonError> {
         .await
         .map_err(|e| {
             DaemonError::Runtime(format!(
-                "cannot listen on {} ([http] listen): {e}",
-                config.listen
+                "cannot listen on {} (`[http] listen` in {}): {e}",
+                config.listen,
+                config.origin()
             ))
         })?;
     let local = listener.local_addr().map_err(DaemonError::runtime)?;

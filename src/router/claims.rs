@@ -303,3 +303,28 @@ pub async fn keep_claims(router: Arc<Router>, mut stop: watch::Receiver<bool>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Posting;
+
+    #[test]
+    fn a_conversation_let_go_before_its_turn_posts_never_posts() {
+        let p = Posting::default();
+        assert!(p.let_go("C1"), "a turn waiting on the model: let go");
+        assert!(!p.enter("C1"), "its turn may not post from then on");
+    }
+
+    #[test]
+    fn a_turn_that_has_begun_to_post_keeps_its_claim_until_its_row_is_done() {
+        let p = Posting::default();
+        assert!(p.enter("C1"));
+        assert!(
+            !p.let_go("C1"),
+            "a post may be in flight: the claim lapses instead"
+        );
+        assert!(p.enter("C1"), "and the turn goes on posting");
+        p.done("C1");
+        assert!(p.let_go("C1"), "between rows nothing is in flight");
+    }
+}
