@@ -351,12 +351,24 @@ fn health_says_when_the_store_cannot_take_writes() {
         "not recorded, so not acknowledged"
     );
 
-    // The lock goes: health sees it by itself (an idle daemon writes nothing else), then Slack
-    // redelivers and the message is stored and answered.
+    // It cannot record what Slack sends it: it steps aside (its Socket Mode connection
+    // closed), so that Slack's retries wait for it rather than be spent on it.
+    slack.wait(20, "the daemon to close its connection", |s| {
+        s.sockets() == 0
+    });
+    assert_eq!(http("GET", &d.url("/healthz"), &[], "").0, 503);
+
+    // The lock goes: the daemon sees it by itself (an idle daemon writes nothing else), opens
+    // its connection again and is healthy; then Slack redelivers and the message is stored
+    // and answered.
     blocker.execute_batch("ROLLBACK;").unwrap();
     drop(blocker);
-    std::thread::sleep(Duration::from_millis(1_100));
-    assert_eq!(http("GET", &d.url("/healthz"), &[], "").0, 200);
+    slack.wait_connected_or(|| d.log());
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while http("GET", &d.url("/healthz"), &[], "").0 != 200 {
+        assert!(Instant::now() < deadline, "{}", d.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
     slack.send_event(mention("C1", "7.000001", "hello?"), "E1", 1);
     slack.wait(15, "the reply", |s| s.posts().len() == 1);
     assert_eq!(http("GET", &d.url("/healthz"), &[], "").0, 200);

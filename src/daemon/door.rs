@@ -168,12 +168,28 @@ async fn stopped_during(stop: &watch::Receiver<bool>, wait: Duration) -> bool {
     }
 }
 
-/// A write that proves the store answers, within `PROBE_TIMEOUT`.
-async fn store_answers(store: &dyn Store) -> bool {
-    matches!(
-        tokio::time::timeout(PROBE_TIMEOUT, store.probe()).await,
-        Ok(Ok(()))
-    )
+/// Probe writes that prove the store answers, one at a time: one that takes longer than
+/// `PROBE_TIMEOUT` counts as a failure and is left to finish (SQLite waits out its busy
+/// timeout) before the next begins, so a long outage does not pile probes up.
+struct Prober {
+    store: Arc<dyn Store>,
+    running: Option<tokio::task::JoinHandle<bool>>,
+}
+
+impl Prober {
+    async fn store_answers(&mut self) -> bool {
+        let mut probe = self.running.take().unwrap_or_else(|| {
+            let store = self.store.clone();
+            tokio::spawn(async move { store.probe().await.is_ok() })
+        });
+        match tokio::time::timeout(PROBE_TIMEOUT, &mut probe).await {
+            Ok(done) => done.unwrap_or(false),
+            Err(_) => {
+                self.running = Some(probe);
+                false
+            }
+        }
+    }
 }
 
 /// Keeps the door open while the store takes writes, and closed while it does not, until
@@ -183,6 +199,10 @@ pub async fn follow_the_store(
     store: Arc<dyn Store>,
     stop: watch::Receiver<bool>,
 ) {
+    let mut prober = Prober {
+        store: store.clone(),
+        running: None,
+    };
     loop {
         // Open: a failed write, confirmed by a probe (one broken connection in a pool is not
         // a store that does not answer), sends the daemon aside.
@@ -190,7 +210,7 @@ pub async fn follow_the_store(
             if stopped_during(&stop, WATCH_EVERY).await {
                 return;
             }
-            if store.write_health().failing().is_some() && !store_answers(store.as_ref()).await {
+            if store.write_health().failing().is_some() && !prober.store_answers().await {
                 break;
             }
         }
@@ -201,7 +221,7 @@ pub async fn follow_the_store(
             if stopped_during(&stop, PROBE_EVERY).await {
                 return;
             }
-            if store_answers(store.as_ref()).await {
+            if prober.store_answers().await {
                 break;
             }
         }
