@@ -213,3 +213,40 @@ fn an_admin_answer_whose_post_outcome_is_unknown_is_posted_once() {
     let meta = slack.posts()[0].metadata.clone().expect("a one-off mark");
     assert_eq!(meta["event_payload"]["inbox"], "0");
 }
+
+/// `anima users forget` beside the running daemon: the person's model, versions and working
+/// memory are gone for the daemon at once, and their next message starts a new model.
+#[test]
+fn a_person_forgotten_beside_the_daemon_starts_a_new_model_at_their_next_message() {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    model
+        .reply("<external_dialogue>Quinces, lovely.</external_dialogue><user_model_check>true</user_model_check><user_model_update># U1\nLoves quinces.</user_model_update><model_change_note>Loves quinces</model_change_note>")
+        .reply("<external_dialogue>Nice to meet you.</external_dialogue><user_model_check>true</user_model_check><user_model_update># U1\nJust met.</user_model_update><model_change_note>A first meeting</model_change_note>");
+    let home = home(&model, &slack, "socket", "");
+    let d = Daemon::start(&home);
+    slack.wait_connected_or(|| d.log());
+    slack.send_event(dm("U1", "4.000001", "I grow quinces"), "E1", 0);
+    slack.wait(10, "a reply", |s| s.posts().len() == 1);
+    assert_eq!(wait(home.store().model_history("U1")).unwrap().len(), 1);
+
+    let r = home.run(&["users", "forget", "U1", "--yes"], "");
+    assert_eq!(r.status, 0, "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("user model: 1 version"), "{}", r.stdout);
+    assert!(wait(home.store().user("U1")).unwrap().is_none());
+
+    slack.send_event(dm("U1", "4.000002", "hello"), "E2", 0);
+    slack.wait(10, "a reply", |s| s.posts().len() == 2);
+    let second = model.requests()[1].prompt_text();
+    assert!(!second.contains("quince"), "{second}");
+    assert!(
+        second.contains("<user_model name="),
+        "a new person's model: {second}"
+    );
+    let history = wait(home.store().model_history("U1")).unwrap();
+    let notes: Vec<&str> = history.iter().map(|(_, note, _)| note.as_str()).collect();
+    assert_eq!(
+        notes,
+        ["A first meeting"],
+        "a new model, from its first version"
+    );
+}

@@ -534,4 +534,128 @@ fn mind_shows_dates_and_refuses_a_person_nobody_knows() {
     assert_eq!(nobody.status, 1, "{}{}", nobody.stdout, nobody.stderr);
     assert!(nobody.stderr.contains("`NOBODY`"), "{}", nobody.stderr);
     assert!(nobody.stdout.is_empty(), "{}", nobody.stdout);
+
+// ------------------------------------------------------------------------ anima users forget
+
+/// Every object of the git repository at `root` read whole, and every file under its `.git`.
+fn everything_in_git(root: &std::path::Path) -> String {
+    let repo = git2::Repository::open(root).unwrap();
+    let odb = repo.odb().unwrap();
+    let mut all = String::new();
+    odb.foreach(|oid| {
+        all.push_str(&String::from_utf8_lossy(odb.read(*oid).unwrap().data()));
+        true
+    })
+    .unwrap();
+    let mut dirs = vec![repo.path().to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else {
+                all.push_str(&String::from_utf8_lossy(&std::fs::read(path).unwrap()));
+            }
+        }
+    }
+    all
+}
+
+fn model_turn(name: &str, model: &str, note: &str) -> String {
+    format!("<external_dialogue>ok</external_dialogue><user_model_check>true</user_model_check><user_model_update># {name}\n{model}</user_model_update><model_change_note>{note}</model_change_note>")
+}
+
+#[test]
+fn a_forgotten_person_leaves_the_store_and_with_purge_history_every_commit() {
+    let model = FakeModel::start();
+    model
+        .reply(&model_turn(
+            "Ada",
+            "Bakes quince tarts.",
+            "Ada bakes quince",
+        ))
+        .reply(&model_turn("Ada", "Quince tarts, Sundays.", "On Sundays"))
+        .reply(&model_turn("Tom", "Sails.", "Tom sails"))
+        .reply(&model_turn("Eve", "Hides.", "Eve hides"));
+    let home = Home::new("anthropic", &model.url(), "");
+    let chat = |user: &str, lines: &str| {
+        let thread = format!("with {user}");
+        let r = home.run(&["chat", "--user", user, "--thread", &thread], lines);
+        assert_eq!(r.status, 0, "{}", r.stderr);
+    };
+    chat("Ada Lovelace", "my quince recipe\nevery Sunday\n");
+    chat("Tom", "I sail\n");
+    chat("../../\"Eve\"/..", "who am I\n");
+    let repo = home.data().join("memory");
+    assert!(repo.join("users/ada-lovelace.md").exists());
+    assert!(everything_in_git(&repo).contains("quince"));
+
+    // No terminal to ask on, and no --yes: refused, nothing forgotten.
+    let r = home.run(&["users", "forget", "Ada Lovelace"], "yes\n");
+    assert_eq!(r.status, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("pass --yes"), "{}", r.stderr);
+    assert!(repo.join("users/ada-lovelace.md").exists());
+    // Someone unknown, however named, is no one: exit 1, as `users show`.
+    for name in [
+        "nobody",
+        "../../etc/passwd",
+        "\"ada\"",
+        "users/tom",
+        "..",
+        "/",
+    ] {
+        let r = home.run(&["users", "forget", name, "--yes"], "");
+        assert_eq!(r.status, 1, "{name}: {}", r.stderr);
+        assert!(r.stderr.contains("no user named"), "{}", r.stderr);
+    }
+
+    let r = home.run(
+        &[
+            "users",
+            "forget",
+            "Ada Lovelace",
+            "--purge-history",
+            "--yes",
+        ],
+        "",
+    );
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    assert!(
+        r.stdout
+            .contains("Forgot Ada Lovelace (terminal:ada-lovelace)"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("user model: 2 versions"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("1 conversation only theirs"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("history rewritten"), "{}", r.stdout);
+    assert!(!repo.join("users/ada-lovelace.md").exists());
+    let all = everything_in_git(&repo);
+    for word in ["quince", "Sundays", "ada-lovelace"] {
+        assert!(!all.contains(word), "{word:?} is still in the repository");
+    }
+    let users = home.run(&["users", "list"], "");
+    assert!(!users.stdout.contains("ada"), "{}", users.stdout);
+    assert!(users.stdout.contains("tom"), "{}", users.stdout);
+    let log = home.run(&["users", "log", "Tom"], "");
+    assert!(log.stdout.contains("Tom sails"), "{}", log.stdout);
+
+    // Without --purge-history the file leaves the working tree in a commit of its own; its
+    // history stays. A person named with quotes, slashes and `..` is their file, no other.
+    let r = home.run(&["users", "forget", "../../\"Eve\"/..", "--yes"], "");
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    assert!(!repo.join("users/eve.md").exists());
+    assert!(repo.join("users/tom.md").exists());
+    let git = git2::Repository::open(&repo).unwrap();
+    let head = git.head().unwrap().peel_to_commit().unwrap();
+    assert_eq!(head.message().ok(), Some("forget terminal:eve\n"));
+    let before = head.parent(0).unwrap().tree().unwrap();
+    assert!(before
+        .get_path(std::path::Path::new("users/eve.md"))
+        .is_ok());
+    assert!(home.data().join("anima.db").exists());
 }

@@ -1,11 +1,14 @@
-//! `anima users list | show NAME | log NAME`.
+//! `anima users list | show NAME | log NAME | forget NAME`.
 
+use std::io::{BufRead, IsTerminal, Write};
 use std::path::Path;
+use std::sync::Arc;
 
 use clap::Subcommand;
 
 use super::{load_config, open_existing_store, plural, CliResult, Failure};
-use crate::memory::UserRecord;
+use crate::memory::model_repo::{hold_exports, ModelRepo};
+use crate::memory::{Forgotten, Store, UserRecord};
 
 #[derive(Debug, Subcommand)]
 pub enum UsersCommand {
@@ -15,6 +18,17 @@ pub enum UsersCommand {
     Show { name: String },
     /// The history of a person's model, with change notes, from the git repository.
     Log { name: String },
+    /// Forgets a person: their model and its versions, their working memory, what the soul's
+    /// psyche keeps of them, their words in the inbox, and their file in the git repository.
+    Forget {
+        name: String,
+        /// Rewrite the git repository's history so that no version of their file remains.
+        #[arg(long)]
+        purge_history: bool,
+        /// Forget without asking (for scripts).
+        #[arg(long)]
+        yes: bool,
+    },
 }
 
 pub async fn run(config_path: Option<&Path>, command: UsersCommand) -> CliResult {
@@ -76,7 +90,140 @@ pub async fn run(config_path: Option<&Path>, command: UsersCommand) -> CliResult
             }
             Ok(())
         }
+        UsersCommand::Forget {
+            name,
+            purge_history,
+            yes,
+        } => {
+            let u = find(users, &name)?;
+            let Some(store) = store else {
+                // A person is found only in a store.
+                return Err(Failure::Runtime("there is no store yet".into()));
+            };
+            confirm(&u, yes)?;
+            forget(&store, &config.memory_dir(), &u, purge_history).await
+        }
     }
+}
+
+/// Asks on the terminal, unless `yes`: the person's name (or slug, or id) or `yes` goes on.
+fn confirm(u: &UserRecord, yes: bool) -> Result<(), Failure> {
+    if yes {
+        return Ok(());
+    }
+    if !std::io::stdin().is_terminal() {
+        return Err(Failure::Usage(format!(
+            "forgetting {} cannot be undone and there is no terminal to ask on: pass --yes",
+            u.display_name
+        )));
+    }
+    eprint!(
+        "Forget {} ({}) for good: their model, working memory and what the soul feels about \
+         them? Type their name or `yes`: ",
+        u.display_name, u.user_id
+    );
+    let _ = std::io::stderr().flush();
+    let mut answer = String::new();
+    std::io::stdin()
+        .lock()
+        .read_line(&mut answer)
+        .map_err(Failure::runtime)?;
+    let answer = answer.trim();
+    if [u.display_name.as_str(), &u.slug, &u.user_id, "yes"].contains(&answer) {
+        Ok(())
+    } else {
+        Err(Failure::Runtime(format!(
+            "not confirmed: {} is not forgotten",
+            u.display_name
+        )))
+    }
+}
+
+/// Forgets `u` from the git repository at `root` and from the store, under the repository's
+/// export lock: no daemon beside this commits the person's model again meanwhile, and once
+/// the store has forgotten them none has a version of theirs to commit.
+async fn forget(
+    store: &Arc<dyn Store>,
+    root: &Path,
+    u: &UserRecord,
+    purge_history: bool,
+) -> Result<(), Failure> {
+    let repo = ModelRepo::open_existing(root);
+    let _lock = match &repo {
+        Some(_) => Some(hold_exports(root).map_err(Failure::runtime)?),
+        None => None,
+    };
+    let removed = match &repo {
+        Some(repo) => repo
+            .remove_model(&u.slug, &u.user_id)
+            .map_err(Failure::runtime)?,
+        None => false,
+    };
+    let f = store
+        .forget_person(&u.user_id)
+        .await
+        .map_err(Failure::runtime)?;
+    let dropped = match repo {
+        Some(repo) if purge_history => Some(
+            repo.purge_history(&u.slug)
+                .map_err(|e| Failure::Runtime(format!("{e}; {} is forgotten from the store, but not yet from the repository's history: run this again", u.display_name)))?,
+        ),
+        _ => None,
+    };
+    println!("Forgot {} ({}):", u.display_name, u.user_id);
+    for line in report(&f) {
+        println!("  {line}");
+    }
+    let file = format!("memory/users/{}.md", u.slug);
+    match (removed, dropped) {
+        (true, None) => println!("  git: {file} removed (commit \"forget {}\")", u.user_id),
+        (false, None) => println!("  git: no {file}"),
+        (_, Some(n)) => println!(
+            "  git: {file} removed and history rewritten: no commit holds it ({} left out)",
+            plural(n as u64, "commit")
+        ),
+    }
+    if f.inbox_waiting > 0 {
+        println!(
+            "  {} of theirs not yet answered kept: run this again once answered",
+            plural(f.inbox_waiting, "message")
+        );
+    }
+    Ok(())
+}
+
+/// What the store removed, in lines.
+fn report(f: &Forgotten) -> Vec<String> {
+    vec![
+        format!("user model: {}", plural(f.model_versions, "version")),
+        format!(
+            "working memory: {} ({} only theirs, whole)",
+            counted(f.entries, "entry", "entries"),
+            plural(f.conversations, "conversation")
+        ),
+        format!(
+            "inbox: {} answered, their words blanked",
+            plural(f.inbox_rows, "message")
+        ),
+        format!(
+            "psyche: {}, {}, {}, {}, {}",
+            plural(f.relationships, "relationship"),
+            counted(f.memories, "memory", "memories"),
+            plural(f.facts, "fact"),
+            plural(f.intentions, "intention"),
+            plural(f.gate_decisions, "gate decision")
+        ),
+        format!(
+            "feedback: {}; admin commands: {}",
+            plural(f.feedback, "click"),
+            f.admin_commands
+        ),
+    ]
+}
+
+/// "1 entry", "2 entries".
+fn counted(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// A person by slug, user id or display name; not found is a runtime failure (exit 1).

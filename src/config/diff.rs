@@ -21,6 +21,7 @@ pub fn changed_sections(old: &Config, new: &Config) -> Vec<&'static str> {
         shutdown_grace_secs,
         ops_channel,
         states,
+        memory,
         initial_process,
         max_chain,
         ism,
@@ -52,6 +53,7 @@ pub fn changed_sections(old: &Config, new: &Config) -> Vec<&'static str> {
             "dream",
             states.dream_keep_recent != new.states.dream_keep_recent,
         ),
+        ("memory", *memory != new.memory),
         (
             "guardrails",
             states.crisis_keywords != new.states.crisis_keywords,

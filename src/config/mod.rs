@@ -35,6 +35,7 @@ pub struct Config {
     /// A Slack channel for wakeup notes and shutdown objections; empty: none.
     pub ops_channel: String,
     pub states: StatesConfig,
+    pub memory: MemoryConfig,
     /// The process a new thread starts in (falls back to `main` if there is no such file).
     pub initial_process: String,
     pub max_chain: u32,
@@ -118,6 +119,14 @@ pub struct StatesConfig {
     pub dream_keep_recent: u32,
     /// Lower-cased, blank ones left out.
     pub crisis_keywords: Vec<String>,
+}
+
+/// `[memory]`: how long working memory is kept.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemoryConfig {
+    /// A conversation quiet this long loses its working memory and its finished inbox rows;
+    /// `None`: kept (until a dream consolidates it).
+    pub keep: Option<std::time::Duration>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -437,6 +446,10 @@ fn validate(
                 .map(|k| k.trim().to_lowercase())
                 .filter(|k| !k.is_empty())
                 .collect(),
+        },
+        memory: MemoryConfig {
+            keep: (raw.memory.keep_days > 0)
+                .then(|| std::time::Duration::from_secs(raw.memory.keep_days * 86_400)),
         },
         initial_process: raw.processes.initial.trim().to_string(),
         max_chain: raw.processes.max_chain,

@@ -17,6 +17,7 @@ pub struct RawConfig {
     pub daemon: RawDaemon,
     pub states: RawStates,
     pub dream: RawDream,
+    pub memory: RawMemory,
     pub guardrails: RawGuardrails,
     pub processes: RawProcesses,
     pub ism: RawIsm,
@@ -258,6 +259,14 @@ impl Default for RawDream {
     fn default() -> Self {
         Self { keep_recent: 40 }
     }
+}
+
+/// `keep_days = 0`: working memory is kept until a dream consolidates it.
+#[derive(Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize))]
+#[serde(deny_unknown_fields, default)]
+pub struct RawMemory {
+    pub keep_days: u64,
 }
 
 #[derive(Debug, Default, Deserialize)]

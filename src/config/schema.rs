@@ -49,6 +49,9 @@ const U32: u64 = u32::MAX as u64;
 /// TOML integers are signed 64-bit: a `u64` key can hold no more.
 const I64: u64 = i64::MAX as u64;
 
+/// A century: `keep_days` in milliseconds fits the store's clock many times over.
+pub(super) const MAX_KEEP_DAYS: u64 = 36_500;
+
 const fn key(section: &'static str, name: &'static str, kind: Kind) -> Key {
     Key {
         section,
@@ -159,6 +162,15 @@ pub(super) const KEYS: &[Key] = &[
         },
     ),
     key("dream", "keep_recent", whole(1, U32)),
+    key(
+        "memory",
+        "keep_days",
+        Kind::Whole {
+            min: 0,
+            max: MAX_KEEP_DAYS,
+            unit: "days",
+        },
+    ),
     key("guardrails", "crisis_keywords", Kind::TextList),
     key(
         "processes",

@@ -14,6 +14,7 @@
 
 mod company;
 mod door;
+mod forgetting;
 mod http;
 mod notify;
 mod reload;
@@ -308,6 +309,11 @@ pub async fn run(config: Arc<Config>) -> Result<(), DaemonError> {
     tokio::spawn(follow_ups(engine.clone(), router.clone(), scan()));
     tokio::spawn(psyche_ticks(router.clone(), every, scan()));
     tokio::spawn(model_exports(engine.clone(), scan()));
+    tokio::spawn(forgetting::quiet_conversations(
+        store.clone(),
+        config.memory.keep,
+        scan(),
+    ));
 
     let mut stop = stop_rx.clone();
     let _ = stop.wait_for(|s| *s).await;

@@ -15,6 +15,7 @@ use serde_json::Value;
 use super::dream::{
     Backlog, Consolidated, Consolidation, DreamHold, DreamRow, Episode, Keep, Upkeep,
 };
+use super::forget::{Forgotten, Pruned};
 use super::process_state::TransitionRow;
 use super::psyche::{LoggedDecision, Mind, Place};
 use super::{
@@ -46,6 +47,7 @@ pub trait Store:
     + Psychology
     + Feedback
     + Admin
+    + Forgetting
     + Health
 {
 }
@@ -64,6 +66,7 @@ impl<T> Store for T where
         + Psychology
         + Feedback
         + Admin
+        + Forgetting
         + Health
 {
 }
@@ -385,6 +388,26 @@ pub trait Admin: Send + Sync {
     ) -> Result<bool>;
     async fn admin_done(&self, origin: &str) -> Result<()>;
     async fn snapshot(&self) -> Result<Snapshot>;
+}
+
+/// Forgetting: a person, on an operator's word, and conversations quiet for long. Each call is
+/// one transaction, so every daemon on the store sees the person whole or gone.
+#[async_trait]
+pub trait Forgetting: Send + Sync {
+    /// Removes what the store keeps of `user_id`: their row and every version of their model;
+    /// the conversations no one else spoke in, whole (entries, summaries, episodes, process,
+    /// usage); elsewhere their messages and the notes on their model; the psyche's
+    /// relationships with them, the memories they are in, facts, intentions about them and
+    /// gate decisions on their events; their feedback. Inbox rows of theirs already answered
+    /// keep only their origin (a late retry stays known, never answered twice), as admin
+    /// commands of theirs carried out do; rows not yet answered are kept and counted. A person
+    /// the store does not know removes nothing (`known` false).
+    async fn forget_person(&self, user_id: &str) -> Result<Forgotten>;
+    /// Drops the working memory of every conversation with nothing written and no message
+    /// received since `quiet_since` (unix ms, the store's clock) and none waiting, and those
+    /// conversations' inbox rows that are finished. Summaries and episodes a dream made stay.
+    /// The inbox's newest row stays whatever its age (SQLite would number the next after it).
+    async fn forget_quiet(&self, quiet_since: i64) -> Result<Pruned>;
 }
 
 /// Whether the store takes writes, and what it is.

@@ -23,6 +23,7 @@ pub mod sqlite;
 mod checkpoint;
 pub mod dream;
 pub mod feedback;
+pub mod forget;
 mod migrate;
 pub mod psyche;
 pub mod process_state;
@@ -46,6 +47,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 pub use claims::DaemonRow;
 pub use faces::{move_state, Quiet, Store};
 pub use feedback::{Judged, Verdict};
+pub use forget::{Forgotten, Pruned};
 pub use health::WriteHealth;
 
 pub use inbox::{Inbound, InboxItem, InboxStatus, Intake, Overheard};

@@ -2,8 +2,11 @@
 //! the model's change note as the message, author "anima".
 //!
 //! Uses libgit2 directly: no shell ever sees a note or a model, and nothing is pushed anywhere.
-//! The slug is the only part of a path that comes from outside, and `users::slug` admits only
-//! `a-z`, `0-9` and `-`.
+//! The slug is the only part of a path that comes from outside: `users::slug` admits only
+//! `a-z`, `0-9` and `-`, and every path is built through `file_of`, which refuses anything else
+//! (a store another program wrote is outside too).
+//!
+//! `forget` removes a person's file, and with it, on request, every version from history.
 //!
 //! `Exporter` brings git up to date with the store: every version not yet committed, in order,
 //! each with its own note, under a file lock so that processes sharing a home (`anima run`
@@ -17,6 +20,8 @@ use std::sync::{Arc, Mutex};
 use git2::{Oid, Repository, Signature};
 
 use super::faces::Users;
+
+mod forget;
 
 #[derive(Debug, thiserror::Error)]
 #[error("user-model repository {path}: {message}")]
@@ -73,8 +78,19 @@ impl ModelRepo {
         }
     }
 
-    fn rel_path(slug: &str) -> String {
-        format!("users/{slug}.md")
+    /// The path of a model's file in the repository: `users/<slug>.md`, for a slug of `a-z`,
+    /// `0-9` and `-` only; any other (quotes, slashes, `..`) is refused, never a path.
+    fn file_of(&self, slug: &str) -> Result<String, RepoError> {
+        let safe = !slug.is_empty()
+            && slug
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+        if !safe {
+            return Err(self.error(format!(
+                "{slug:?} is not a user model's name (a-z, 0-9 and - only)"
+            )));
+        }
+        Ok(format!("users/{slug}.md"))
     }
 
     /// Writes the model file and commits it. A model identical to the committed one makes no
@@ -85,13 +101,16 @@ impl ModelRepo {
         model: &str,
         note: &str,
     ) -> Result<Option<Oid>, RepoError> {
-        let rel = Self::rel_path(slug);
+        let rel = self.file_of(slug)?;
         let mut content = model.trim_end().to_string();
         content.push('\n');
         std::fs::create_dir_all(self.root.join("users")).map_err(|e| self.error(e))?;
         std::fs::write(self.root.join(&rel), &content).map_err(|e| self.error(e))?;
 
         let mut index = self.repo.index().map_err(|e| self.error(e))?;
+        // Read again if another process changed it (a person forgotten meanwhile), so that
+        // its removal is not undone by this process's older copy.
+        index.read(false).map_err(|e| self.error(e))?;
         index.add_path(Path::new(&rel)).map_err(|e| self.error(e))?;
         index.write().map_err(|e| self.error(e))?;
         let tree_id = index.write_tree().map_err(|e| self.error(e))?;
@@ -114,7 +133,7 @@ impl ModelRepo {
 
     /// The commits that changed `users/<slug>.md`, newest first.
     pub fn log(&self, slug: &str) -> Result<Vec<Revision>, RepoError> {
-        let rel = Self::rel_path(slug);
+        let rel = self.file_of(slug)?;
         let mut walk = self.repo.revwalk().map_err(|e| self.error(e))?;
         if walk.push_head().is_err() {
             return Ok(Vec::new());
@@ -191,19 +210,10 @@ impl Exporter {
         let _one = self.exporting.lock().await;
         // One exporter at a time across processes (creating the repository included); what is
         // pending is read again under the lock.
-        let me = self.clone();
-        let _lock = tokio::task::spawn_blocking(move || -> Result<std::fs::File, RepoError> {
-            let err = |e: &dyn std::fmt::Display| RepoError {
-                path: me.root.clone(),
-                message: e.to_string(),
-            };
-            let lock =
-                std::fs::File::create(me.root.with_extension("lock")).map_err(|e| err(&e))?;
-            lock.lock().map_err(|e| err(&e))?;
-            Ok(lock)
-        })
-        .await
-        .map_err(|e| err(&e))??;
+        let root = self.root.clone();
+        let _lock = tokio::task::spawn_blocking(move || hold_exports(&root))
+            .await
+            .map_err(|e| err(&e))??;
         let mut commits = 0;
         for user in store.unexported_models().await.map_err(|e| err(&e))? {
             for (version, model, note) in store
@@ -238,6 +248,18 @@ impl Exporter {
         let repo = guard.as_ref().expect("opened above");
         Ok(repo.commit_model(slug, model, note)?.is_some())
     }
+}
+
+/// Waits for, and holds until dropped, the lock every export of the repository at `root` takes
+/// (a file beside it), so that nothing is committed there meanwhile, by any process. Blocking.
+pub fn hold_exports(root: &Path) -> Result<std::fs::File, RepoError> {
+    let err = |e: std::io::Error| RepoError {
+        path: root.to_path_buf(),
+        message: e.to_string(),
+    };
+    let lock = std::fs::File::create(root.with_extension("lock")).map_err(err)?;
+    lock.lock().map_err(err)?;
+    Ok(lock)
 }
 
 /// The commit message: the change note, as data. Empty notes get a plain default.

@@ -6,6 +6,7 @@ mod backends;
 mod budgets;
 mod claims;
 mod dreams;
+mod forget;
 mod inbox;
 mod psyche;
 mod turns;

@@ -11,6 +11,7 @@ mod budgets;
 mod claims;
 mod copy;
 mod dreams;
+mod forget;
 mod inbox;
 mod migrate;
 mod operator;
