@@ -1,8 +1,14 @@
 //! anima on PostgreSQL through the real binary: chat, check, state and users on a database of
-//! their own, and a soul that grew up on SQLite copied across. Each test runs when
+//! their own, and a soul that grew up on SQLite copied across; the rights a role needs
+//! (`rights`) and TLS as libpq means it (`tls`). Each test runs when
 //! `ANIMA_TEST_POSTGRES_URL` names a server, and says it was skipped otherwise.
 
 mod support;
+
+#[path = "postgres/rights.rs"]
+mod rights;
+#[path = "postgres/tls.rs"]
+mod tls;
 
 use std::time::Duration;
 
@@ -211,56 +217,6 @@ fn a_soul_that_grew_up_on_sqlite_moves_to_postgres_whole_and_only_once() {
     let again = sqlite.run_env(&["store", "copy", "--to", "postgres"], "", &env);
     assert_eq!(again.status, 2, "{}", again.stdout);
     assert!(again.stderr.contains("not empty"), "{}", again.stderr);
-}
-
-/// `sslmode=require`: the connection is encrypted and the server's certificate checked against
-/// the roots `SSL_CERT_FILE` names. A certificate no trusted root signed is refused as a problem
-/// of the configuration (exit 2, saying it is TLS), not a server to wait for.
-#[test]
-fn a_database_asked_for_tls_gets_it_and_its_certificate_is_checked() {
-    let Some(url) = fresh_database() else { return };
-    let _dropped = DropAfter(url.clone());
-    let Some(ca) = std::env::var("ANIMA_TEST_POSTGRES_CA")
-        .ok()
-        .filter(|c| !c.is_empty())
-    else {
-        eprintln!("TLS skipped: ANIMA_TEST_POSTGRES_CA (the test server's CA) is not set");
-        return;
-    };
-    let required = match url.contains('?') {
-        true => format!("{url}&sslmode=require"),
-        false => format!("{url}?sslmode=require"),
-    };
-    let model = FakeModel::start();
-    model.reply(&answer("Chiffré 🔒"));
-    let home = postgres_home(&model);
-    // Without TLS on offer, `require` could not connect at all: this answer went over TLS.
-    let trusted = [
-        ("ANIMA_DATABASE_URL", required.as_str()),
-        ("SSL_CERT_FILE", ca.as_str()),
-    ];
-    let r = home.run_env(&["chat", "--user", "Zoë"], "secret ?\n", &trusted);
-    assert_eq!(r.status, 0, "{}", r.stderr);
-    assert_eq!(replies(&r.stdout), ["Chiffré 🔒"]);
-    let check = home.run_env(&["check"], "", &trusted);
-    assert_eq!(check.status, 0, "{}{}", check.stdout, check.stderr);
-    // Another CA's roots: the server's certificate is not trusted.
-    let other = home.dir.path().join("other-ca.pem");
-    std::fs::write(&other, OTHER_CA).unwrap();
-    let untrusted = [
-        ("ANIMA_DATABASE_URL", required.as_str()),
-        ("SSL_CERT_FILE", other.to_str().unwrap()),
-    ];
-    let refused = home.run_env(&["check"], "", &untrusted);
-    assert_eq!(refused.status, 2, "{}", refused.stdout);
-    assert!(
-        refused.stdout.contains("TLS") && refused.stdout.contains("certificate"),
-        "{}",
-        refused.stdout
-    );
-    let chat = home.run_env(&["chat", "--user", "Zoë"], "encore\n", &untrusted);
-    assert_eq!(chat.status, 2, "{}", chat.stderr);
-    assert_eq!(model.requests().len(), 1, "no turn without the database");
 }
 
 /// A CA certificate that signed nothing the test server holds.

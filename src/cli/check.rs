@@ -357,16 +357,17 @@ async fn slack_tokens_asked(
     }
 }
 
-/// The store `[store]` names: SQLite's file and schema, or PostgreSQL's server and schema.
-/// A missing connection string, a server that cannot be reached and refused credentials are
-/// one problem each, and the password is never shown.
+/// The store `[store]` names: SQLite's file and schema, or PostgreSQL's server and schema, and
+/// that its role may create and migrate the schema or write to the current one. A missing
+/// connection string, a server that cannot be reached, refused credentials and missing rights
+/// are one problem each, and the password is never shown.
 async fn check_store(config: &config::Config, problems: &mut Vec<String>, notes: &mut Vec<String>) {
     if config.store.backend == StoreBackend::Postgres {
         let url = match crate::memory::open::database_url() {
             Ok(url) => url,
             Err(e) => return problems.push(e.to_string()),
         };
-        match Postgres::inspect(url.expose()).await {
+        match Postgres::prove(url.expose()).await {
             Ok((place, server, 0)) => notes.push(format!(
                 "database: {place} (PostgreSQL {server}; empty: anima creates its schema at the first start)"
             )),

@@ -119,7 +119,9 @@ pub enum StoreError {
     },
     #[error("{place} is not empty ({what}): copy into a new, empty database")]
     NotEmpty { place: String, what: String },
-    #[error("PostgreSQL: {0}")]
+    /// The server's message, SQLSTATE, detail and hint (`postgres::describe`): tokio-postgres's
+    /// own text is only the error's kind.
+    #[error("PostgreSQL: {}", postgres::describe(.0))]
     Postgres(#[from] tokio_postgres::Error),
     #[error("a store task stopped: {0}")]
     Task(String),

@@ -122,3 +122,58 @@ pub fn drop_database(url: &str) {
         &format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
     );
 }
+
+/// `url` with its user and password replaced (`postgres://user:password@…`; no password when
+/// `password` is empty).
+pub fn as_user(url: &str, user: &str, password: &str) -> String {
+    let (scheme, rest) = url.split_once("://").expect("a postgres:// URL");
+    let host = rest.rsplit_once('@').map_or(rest, |(_, host)| host);
+    match password {
+        "" => format!("{scheme}://{user}@{host}"),
+        p => format!("{scheme}://{user}:{p}@{host}"),
+    }
+}
+
+/// A login role of its own on the test server, which may connect to the database at `url`
+/// and nothing more (not even create in its `public` schema, whatever the server's version);
+/// dropped with what it was granted when the test is done with it (made after the database's
+/// `DropAfter`, it is dropped before the database).
+pub struct Role {
+    pub name: String,
+    /// `url` as this role.
+    pub url: String,
+    admin: String,
+    /// `url` as the test server's superuser.
+    database: String,
+}
+
+impl Role {
+    pub fn new(url: &str) -> Role {
+        let name = format!(
+            "anima_role_{}",
+            &uuid::Uuid::new_v4().simple().to_string()[..12]
+        );
+        let password = format!("pw-{}", uuid::Uuid::new_v4().simple());
+        let admin = std::env::var(POSTGRES_URL).unwrap_or_else(|_| with_database(url, "postgres"));
+        query(
+            &admin,
+            &format!("CREATE ROLE {name} LOGIN PASSWORD '{password}'"),
+        );
+        query(url, "REVOKE CREATE ON SCHEMA public FROM PUBLIC");
+        Role {
+            url: as_user(url, &name, &password),
+            name,
+            admin,
+            database: url.to_string(),
+        }
+    }
+}
+
+impl Drop for Role {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            query(&self.database, &format!("DROP OWNED BY {}", self.name));
+            query(&self.admin, &format!("DROP ROLE {}", self.name));
+        }
+    }
+}

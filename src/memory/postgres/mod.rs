@@ -9,8 +9,10 @@
 
 mod budgets;
 mod claims;
+mod conninfo;
 mod copy;
 mod dreams;
+mod errors;
 mod forget;
 mod inbox;
 mod migrate;
@@ -23,7 +25,6 @@ mod turns;
 mod wire;
 mod working;
 
-use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Object, Pool, RecyclingMethod};
@@ -33,6 +34,7 @@ use tokio_postgres::{NoTls, Row};
 use super::{StoreError, WriteHealth};
 
 pub use copy::{copy_from_sqlite, Copied};
+pub use errors::describe;
 pub use migrate::SCHEMA_VERSION;
 
 /// The store in a PostgreSQL database.
@@ -55,19 +57,23 @@ impl Postgres {
     /// it (once, however many processes start together). Every failure says which part of the
     /// connection string is wrong, and never shows the password.
     pub async fn connect(url: &str, pool_size: usize) -> Result<Postgres, StoreError> {
-        let config = tokio_postgres::Config::from_str(url).map_err(|e| StoreError::Connect {
-            place: "ANIMA_DATABASE_URL".into(),
-            why: format!(
-                "not a PostgreSQL connection string ({})",
-                redact(&e.to_string(), url)
-            ),
-        })?;
-        Postgres::connect_with(config, pool_size).await
+        let conninfo = conninfo::parse(url)?;
+        Postgres::open(conninfo.config, &conninfo.tls, pool_size).await
     }
 
-    /// `connect`, with the connection string already read.
+    /// `connect`, with the connection string already read (its `sslmode` as libpq means it:
+    /// `require` without a check of the certificate).
     pub async fn connect_with(
+        config: tokio_postgres::Config,
+        pool_size: usize,
+    ) -> Result<Postgres, StoreError> {
+        let tls = tls::Settings::of(config.get_ssl_mode());
+        Postgres::open(config, &tls, pool_size).await
+    }
+
+    async fn open(
         mut config: tokio_postgres::Config,
+        tls: &tls::Settings,
         pool_size: usize,
     ) -> Result<Postgres, StoreError> {
         let place = place(&config);
@@ -93,10 +99,11 @@ impl Postgres {
             STALLED_TRANSACTION.as_millis()
         );
         config.options(options.trim_start());
+        let instance = super::instance_name();
         let recycling = ManagerConfig {
             recycling_method: RecyclingMethod::Fast,
         };
-        let manager = match tls::connector(&config, &place)? {
+        let manager = match tls::connector(tls, &place)? {
             Some(tls) => Manager::from_config(config, tls, recycling),
             None => Manager::from_config(config, NoTls, recycling),
         };
@@ -113,7 +120,7 @@ impl Postgres {
             place,
             health: WriteHealth::default(),
             writes: AtomicU64::new(0),
-            instance: super::instance_name(),
+            instance,
         };
         let mut client = store.client().await?;
         migrate::migrate(&mut client, &store.place).await?;
@@ -121,39 +128,14 @@ impl Postgres {
         Ok(store)
     }
 
-    /// Connects without migrating and reports the server's version and the schema's (for
-    /// `anima check`); a schema newer than this anima's is refused, as at start.
+    /// Connects without keeping anything and reports the server's version and the schema's;
+    /// a schema newer than this anima's is refused, as at start.
     pub async fn inspect(url: &str) -> Result<(String, String, i64), StoreError> {
-        let mut config =
-            tokio_postgres::Config::from_str(url).map_err(|e| StoreError::Connect {
-                place: "ANIMA_DATABASE_URL".into(),
-                why: format!(
-                    "not a PostgreSQL connection string ({})",
-                    redact(&e.to_string(), url)
-                ),
-            })?;
-        config.connect_timeout(std::time::Duration::from_secs(5));
-        let place = place(&config);
-        let (client, running) = match tls::connector(&config, &place)? {
-            Some(tls) => {
-                let (client, connection) = config
-                    .connect(tls)
-                    .await
-                    .map_err(|e| connect_error(&place, &e))?;
-                (client, tokio::spawn(connection))
-            }
-            None => {
-                let (client, connection) = config
-                    .connect(NoTls)
-                    .await
-                    .map_err(|e| connect_error(&place, &e))?;
-                (client, tokio::spawn(connection))
-            }
-        };
+        let (client, running, place) = Postgres::once(url).await?;
         let server: String = client.query_one("SHOW server_version", &[]).await?.get(0);
-        let found = migrate::version(&client).await?;
-        drop(client);
+        let found = migrate::version(&client).await;
         running.abort();
+        let found = found?;
         if found > SCHEMA_VERSION {
             return Err(StoreError::TooNewDatabase {
                 place,
@@ -164,11 +146,43 @@ impl Postgres {
         Ok((place, server, found))
     }
 
+    /// `inspect`, after proving the role can do what anima needs (for `anima check`): create
+    /// and migrate the schema, or write to every table of the current one, in a transaction
+    /// that is rolled back.
+    pub async fn prove(url: &str) -> Result<(String, String, i64), StoreError> {
+        let (mut client, running, place) = Postgres::once(url).await?;
+        let server = client.query_one("SHOW server_version", &[]).await;
+        let proved = migrate::prove(&mut client, &place).await;
+        running.abort();
+        Ok((place, server?.get(0), proved?))
+    }
+
+    /// One connection outside any pool, and the task that runs it.
+    async fn once(
+        url: &str,
+    ) -> Result<(tokio_postgres::Client, tokio::task::JoinHandle<()>, String), StoreError> {
+        let conninfo::Conninfo { mut config, tls } = conninfo::parse(url)?;
+        config.connect_timeout(std::time::Duration::from_secs(5));
+        let place = place(&config);
+        let failed = |e: tokio_postgres::Error| errors::connect_error(&place, &e);
+        let (client, running) = match tls::connector(&tls, &place)? {
+            Some(tls) => {
+                let (client, connection) = config.connect(tls).await.map_err(failed)?;
+                (client, tokio::spawn(async move { drop(connection.await) }))
+            }
+            None => {
+                let (client, connection) = config.connect(NoTls).await.map_err(failed)?;
+                (client, tokio::spawn(async move { drop(connection.await) }))
+            }
+        };
+        Ok((client, running, place))
+    }
+
     /// A connection from the pool. A server that cannot be reached, a database that does not
     /// exist or credentials it refuses is one clear error each.
     pub(super) async fn client(&self) -> Result<Object, StoreError> {
         self.pool.get().await.map_err(|e| match e {
-            deadpool_postgres::PoolError::Backend(e) => connect_error(&self.place, &e),
+            deadpool_postgres::PoolError::Backend(e) => errors::connect_error(&self.place, &e),
             e => StoreError::Unreachable {
                 place: self.place.clone(),
                 why: e.to_string(),
@@ -315,72 +329,4 @@ fn place(c: &tokio_postgres::Config) -> String {
         c.get_user().unwrap_or("?"),
         c.get_dbname().unwrap_or(c.get_user().unwrap_or("?"))
     )
-}
-
-/// Why a connection failed, in words that name the part of the string to fix: refused
-/// credentials and a missing database are the configuration's; anything else is a server
-/// that cannot be reached (yet).
-fn connect_error(place: &str, e: &tokio_postgres::Error) -> StoreError {
-    use tokio_postgres::error::SqlState;
-    let place = place.to_string();
-    if let Some(db) = e.as_db_error() {
-        let code = db.code();
-        let why = if *code == SqlState::INVALID_PASSWORD
-            || *code == SqlState::INVALID_AUTHORIZATION_SPECIFICATION
-        {
-            format!(
-                "the server refused the user's credentials ({})",
-                db.message()
-            )
-        } else if *code == SqlState::INVALID_CATALOG_NAME {
-            format!("the database does not exist ({})", db.message())
-        } else if code.code().starts_with("57") || code.code().starts_with("53") {
-            // Starting up, shutting down, too many connections: it may come back.
-            return StoreError::Unreachable {
-                place,
-                why: db.message().to_string(),
-            };
-        } else {
-            db.message().to_string()
-        };
-        return StoreError::Connect { place, why };
-    }
-    if let Some(why) = tls::failure(e) {
-        // A certificate anima cannot trust, or a server without TLS: the configuration's to
-        // fix, not a server to wait for.
-        let hint = if why.contains("certificate") {
-            " (its certificate must be signed by a trusted root: the system's, or one in the PEM \
-             file SSL_CERT_FILE names)"
-        } else {
-            ""
-        };
-        return StoreError::Connect {
-            place,
-            why: format!("TLS: {why}{hint}"),
-        };
-    }
-    let cause = std::error::Error::source(e).map_or_else(String::new, |s| format!(": {s}"));
-    StoreError::Unreachable {
-        place,
-        why: format!("{e}{cause}"),
-    }
-}
-
-/// An error text with the connection string's password taken out, if it was echoed.
-fn redact(text: &str, url: &str) -> String {
-    match password_of(url) {
-        Some(p) if !p.is_empty() => text.replace(p, "[redacted]"),
-        _ => text.to_string(),
-    }
-}
-
-/// The password of a `postgres://user:password@host/db` or `key=value` string, as written.
-fn password_of(url: &str) -> Option<&str> {
-    if let Some(rest) = url.split_once("://").map(|(_, r)| r) {
-        let userinfo = rest.rsplit_once('@')?.0;
-        return userinfo.split_once(':').map(|(_, p)| p);
-    }
-    url.split_whitespace()
-        .find_map(|kv| kv.strip_prefix("password="))
-        .map(|p| p.trim_matches('\''))
 }
