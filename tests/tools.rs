@@ -951,6 +951,36 @@ fn a_storm_of_list_changed_notices_is_one_re_list_a_second_and_one_log_line() {
 }
 
 #[test]
+fn a_server_that_dies_is_logged_at_warn_quoting_its_last_words() {
+    let logs = logged();
+    let dir = tempfile::tempdir().unwrap();
+    let server = fake(
+        "mortal",
+        &dir.path().join("calls"),
+        &["--die-says", "mortal: out of memory in the índex"],
+    );
+    with_tools(vec![server], |tools| async move {
+        let c = tools.call("mortal", "die", None).await;
+        assert_eq!(c.outcome, Outcome::Failed, "{}", c.text);
+        // The next call waits for the restart, which comes after the warning.
+        let c = tools
+            .call("mortal", "lookup", Some("{\"term\": \"x\"}"))
+            .await;
+        assert_eq!(c.outcome, Outcome::Ok, "{}", c.text);
+    });
+    let died = lines_about(&logs, "mortal", "tool server died");
+    assert_eq!(died.len(), 1, "{died:#?}");
+    assert!(died[0].contains("WARN"), "{}", died[0]);
+    let text = String::from_utf8_lossy(&logs.lock().unwrap()).to_string();
+    let at = text.find("tool server died").unwrap();
+    assert!(
+        text[at..].contains("its stderr ends:\n    mortal: out of memory in the índex"),
+        "{}",
+        &text[at..]
+    );
+}
+
+#[test]
 fn a_server_that_fails_at_start_makes_check_and_tools_list_exit_2_quoting_its_stderr() {
     let dir = tempfile::tempdir().unwrap();
     let model = FakeModel::start();

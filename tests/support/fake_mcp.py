@@ -13,7 +13,8 @@ Flags make it misbehave: --garbage (non-JSON lines on stdout), --flood (megabyte
 initialize), --exit-after N (exits after N calls), --id-last (the id at the end of each answer,
 as some SDKs write it), --storm SECS (after the first tools/list, says the list changed every
 0.5 ms for SECS seconds, then adds a tool and says so once more), --fail-start TEXT (writes
-TEXT to stderr and exits 1 before reading anything).
+TEXT to stderr and exits 1 before reading anything), --die-says TEXT (die writes TEXT to
+stderr before it exits).
 """
 import json
 import os
@@ -105,6 +106,9 @@ def call(name, arguments):
     if name == "hang":
         time.sleep(3600)
     if name == "die":
+        if "--die-says" in args:
+            sys.stderr.write(args[args.index("--die-says") + 1] + "\n")
+            sys.stderr.flush()
         os._exit(3)
     if name == "wait":
         deadline = time.time() + 60
