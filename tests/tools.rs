@@ -833,3 +833,274 @@ fn a_slow_server_holds_up_neither_the_others_nor_the_start() {
     });
     assert_eq!(received(&log).len(), 1);
 }
+
+#[test]
+fn a_50_mb_result_is_cut_as_it_streams_past_wherever_its_id_stands() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = |name: &str, flags: &[&str]| {
+        let mut s = fake(name, &dir.path().join(name), flags);
+        s.max_result_chars = 1000;
+        s.timeout = Duration::from_secs(60);
+        s
+    };
+    let servers = vec![
+        server("first", &["--big-mb", "50"]),
+        server("last", &["--big-mb", "50", "--id-last"]),
+    ];
+    with_tools(servers, |tools| async move {
+        for name in ["first", "last"] {
+            // Cut, not a timeout: the call is answered as the result streams past.
+            let c = tools.call(name, "big", None).await;
+            let start: String = c.text.chars().take(200).collect();
+            assert_eq!(c.outcome, Outcome::Ok, "{name}: {start}");
+            assert!(
+                c.text.starts_with(&"x".repeat(1000)) && c.text.len() < 1200,
+                "{name}: {start}"
+            );
+            assert!(
+                c.text.ends_with(
+                    "\n[cut: the result had 52428800 characters; only the first 1000 are shown]"
+                ),
+                "{name}: {}",
+                &c.text[1000..]
+            );
+            let c = tools
+                .call(name, "lookup", Some("{\"term\": \"after\"}"))
+                .await;
+            assert_eq!(c.outcome, Outcome::Ok, "{name}: {}", c.text);
+        }
+    });
+}
+
+/// What this test binary logs at INFO and above, from the first call on (every test of the
+/// binary logs into it: a test reads the lines of its own server).
+fn logged() -> Arc<std::sync::Mutex<Vec<u8>>> {
+    static LOGS: std::sync::OnceLock<Arc<std::sync::Mutex<Vec<u8>>>> = std::sync::OnceLock::new();
+    LOGS.get_or_init(|| {
+        let buf = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = buf.clone();
+        let _ = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_max_level(tracing::Level::INFO)
+            .with_writer(move || Sink(sink.clone()))
+            .try_init();
+        buf
+    })
+    .clone()
+}
+
+struct Sink(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Sink {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn lines_about(logs: &std::sync::Mutex<Vec<u8>>, server: &str, what: &str) -> Vec<String> {
+    String::from_utf8_lossy(&logs.lock().unwrap())
+        .lines()
+        .filter(|l| l.contains(&format!("server={server}")) && l.contains(what))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn a_storm_of_list_changed_notices_is_one_re_list_a_second_and_one_log_line() {
+    let logs = logged();
+    let dir = tempfile::tempdir().unwrap();
+    let lists = dir.path().join("lists");
+    let lists_arg = lists.display().to_string();
+    let server = fake(
+        "storm",
+        &dir.path().join("calls"),
+        &["--storm", "3", "--lists", &lists_arg],
+    );
+    let seen = logs.clone();
+    with_tools(vec![server], |tools| async move {
+        // Waits for the change after the storm (not a limit on how fast it comes), then for
+        // the storm's log line.
+        for _ in 0..400 {
+            if tools.tool("storm", "grown").is_ok() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(
+            tools.tool("storm", "grown").is_ok(),
+            "the last change is listed"
+        );
+        for _ in 0..200 {
+            if !lines_about(&seen, "storm", "tool list changed").is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+    // Thousands of notices in 3 s: the listing at start, and one re-list a second through
+    // the storm and once after it.
+    let listed = std::fs::read_to_string(&lists).unwrap().lines().count();
+    assert!((2..=7).contains(&listed), "{listed} tools/list requests");
+    let said = lines_about(&logs, "storm", "tool list changed");
+    assert_eq!(said.len(), 1, "{said:#?}");
+    assert!(said[0].contains("times; re-listed"), "{}", said[0]);
+}
+
+#[test]
+fn a_server_that_dies_is_logged_at_warn_quoting_its_last_words() {
+    let logs = logged();
+    let dir = tempfile::tempdir().unwrap();
+    let server = fake(
+        "mortal",
+        &dir.path().join("calls"),
+        &["--die-says", "mortal: out of memory in the índex"],
+    );
+    with_tools(vec![server], |tools| async move {
+        let c = tools.call("mortal", "die", None).await;
+        assert_eq!(c.outcome, Outcome::Failed, "{}", c.text);
+        // The next call waits for the restart, which comes after the warning.
+        let c = tools
+            .call("mortal", "lookup", Some("{\"term\": \"x\"}"))
+            .await;
+        assert_eq!(c.outcome, Outcome::Ok, "{}", c.text);
+    });
+    let died = lines_about(&logs, "mortal", "tool server died");
+    assert_eq!(died.len(), 1, "{died:#?}");
+    assert!(died[0].contains("WARN"), "{}", died[0]);
+    let text = String::from_utf8_lossy(&logs.lock().unwrap()).to_string();
+    let at = text.find("tool server died").unwrap();
+    assert!(
+        text[at..].contains("its stderr ends:\n    mortal: out of memory in the índex"),
+        "{}",
+        &text[at..]
+    );
+}
+
+#[test]
+fn a_server_that_fails_at_start_makes_check_and_tools_list_exit_2_quoting_its_stderr() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = FakeModel::start();
+    let why = "kb: the notes file /srv/kb/nötes.json is missing";
+    let home = Home::new(
+        "anthropic",
+        &model.url(),
+        &format!(
+            "model = \"m\"\n{}",
+            server_toml("kb", &dir.path().join("calls"), &["--fail-start", why])
+        ),
+    );
+    for args in [
+        &["check"][..],
+        &["tools", "list"],
+        &["tools", "list", "--json"],
+    ] {
+        let r = home.run(args, "");
+        assert_eq!(r.status, 2, "{args:?}: {}\n{}", r.stdout, r.stderr);
+        assert!(
+            r.stdout.contains("starting the knowledge base") && r.stdout.contains(why),
+            "{args:?}: {}",
+            r.stdout
+        );
+        if args[0] == "check" {
+            assert!(
+                r.stdout.contains("problem: tool server kb: not started"),
+                "{}",
+                r.stdout
+            );
+        } else {
+            assert!(
+                r.stderr.contains("1 tool server did not start: kb"),
+                "{}",
+                r.stderr
+            );
+        }
+    }
+}
+
+#[test]
+fn a_relative_program_runs_from_the_config_files_folder() {
+    let model = FakeModel::start();
+    let home = Home::new(
+        "anthropic",
+        &model.url(),
+        "model = \"m\"\n\n[[tools.servers]]\nname = \"kb\"\ncommand = [\"./bin/kb\", \"--log\", \"calls\"]\n",
+    );
+    let bin = home.dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let script = format!("#!{}\n{}", python(), std::fs::read_to_string(FAKE).unwrap());
+    std::fs::write(bin.join("kb"), script).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(bin.join("kb"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    // Run from another folder.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let r = support::run(
+        anima_command(&home.config(), elsewhere.path(), &["tools", "list"]),
+        "",
+    );
+    assert_eq!(r.status, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("kb: started, 9 tools"), "{}", r.stdout);
+}
+
+#[test]
+fn the_example_server_init_writes_runs_as_the_docs_configure_it() {
+    let model = FakeModel::start();
+    let home = Home::new("anthropic", &model.url(), "");
+    let target = home.dir.path().join("soul-home");
+    let r = home.run(&["init", target.to_str().unwrap()], "");
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    // config.example.toml's table, uncommented as it is written there.
+    let example =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/config.example.toml"))
+            .unwrap();
+    let table: String = example
+        .lines()
+        .skip_while(|l| !l.starts_with("# [[tools.servers]]"))
+        .take_while(|l| l.starts_with('#') && !l.starts_with("# url"))
+        .map(|l| format!("{}\n", l.trim_start_matches("# ")))
+        .collect();
+    assert!(table.contains("command = "), "{table}");
+    let config = target.join("anima.toml");
+    let text = std::fs::read_to_string(&config).unwrap() + "\n" + &table;
+    std::fs::write(&config, text).unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let r = support::run(
+        anima_command(&config, elsewhere.path(), &["tools", "list"]),
+        "",
+    );
+    assert_eq!(r.status, 0, "{table}\n{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout.contains("kb: started, 1 tool") && r.stdout.contains("kb.lookup (may run"),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
+fn an_http_server_refusing_the_token_is_said_in_words() {
+    let (url, _server) = http_server(Arc::new(AtomicUsize::new(0)), "the-right-token");
+    let model = FakeModel::start();
+    let home = Home::new(
+        "anthropic",
+        &model.url(),
+        &format!(
+            "\n[[tools.servers]]\nname = \"web\"\nurl = \"{url}\"\nbearer_env = \"WEB_TOKEN\"\n"
+        ),
+    );
+    let r = home.run_env(&["tools", "list"], "", &[("WEB_TOKEN", "a-wrong-token")]);
+    assert_eq!(r.status, 2, "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout.contains(&format!(
+            "web: not started: HTTP 401 Unauthorized from {url}: check bearer_env WEB_TOKEN"
+        )),
+        "{}",
+        r.stdout
+    );
+    let all = format!("{}{}", r.stdout, r.stderr);
+    for dump in ["Some(", "{ ", "Transport [", "a-wrong-token"] {
+        assert!(!all.contains(dump), "{dump}: {all}");
+    }
+}

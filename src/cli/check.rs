@@ -185,8 +185,8 @@ async fn check_provider(
 
 /// The soul's template, and the archetypes beside it in `templates/`: every problem with
 /// file and line.
-/// Each tool server (started, or why not) and each ISM tool action: a server that is not
-/// configured, or a tool its server (when it could be listed) does not have, with file and
+/// Each tool server (started, or a problem saying why not) and each ISM tool action: a
+/// server that is not configured, or a tool its server (when it could be listed) does not have, with file and
 /// line.
 async fn check_tools(
     config: &config::Config,
@@ -203,8 +203,8 @@ async fn check_tools(
                 s.name,
                 plural(s.tools.len() as u64, "tool")
             )),
-            Some(why) => warnings.push(format!(
-                "tool server {}: not started: {why}; its tools are unavailable",
+            Some(why) => problems.push(format!(
+                "tool server {}: not started (its tools are unavailable): {why}",
                 s.name
             )),
         }

@@ -1,6 +1,7 @@
 //! `anima init [DIR] [--force]`: writes the soul and processes built into the binary, and a
-//! commented anima.toml whose paths point at them, into DIR (default `~/.anima`) for editing.
-//! Never overwrites a file without `--force`.
+//! commented anima.toml whose paths point at them, into DIR (default `~/.anima`) for editing,
+//! and the example MCP server the commented `[[tools.servers]]` table names, so that table runs
+//! as written once uncommented. Never overwrites a file without `--force`.
 
 use std::path::{Path, PathBuf};
 
@@ -14,6 +15,10 @@ use crate::soul::{SHIPPED_PLAY_MD, SHIPPED_SKILLS_MD, SHIPPED_SOUL_MD};
 use crate::states::{ARCHETYPES, SHIPPED_TEMPLATE};
 
 const EXAMPLE: &str = include_str!("../../config.example.toml");
+/// The example MCP server (Python, standard library only), where config.example.toml's
+/// `[[tools.servers]]` table and docs/soul.md look for it: beside the config file.
+const KB_SERVER_PATH: &str = "examples/mcp/kb_server.py";
+const KB_SERVER: &str = include_str!("../../examples/mcp/kb_server.py");
 
 #[derive(Debug, Args)]
 pub struct InitArgs {
@@ -67,6 +72,7 @@ pub fn run(args: InitArgs) -> CliResult {
         "  processes/   {} process files, one per mental mode",
         library::SHIPPED.len()
     );
+    println!("  {KB_SERVER_PATH}   an example MCP tool server (see [[tools.servers]])");
     println!();
     println!(
         "Next: export ANIMA_CONFIG={} (or pass --config, or run anima from that folder),",
@@ -114,6 +120,7 @@ fn files(dir: &Path) -> Vec<(PathBuf, String)> {
     for (name, text) in library::SHIPPED {
         out.push((dir.join("processes").join(name), text.to_string()));
     }
+    out.push((dir.join(KB_SERVER_PATH), KB_SERVER.to_string()));
     out
 }
 
@@ -194,6 +201,7 @@ mod tests {
         assert!(names.contains(&"/a/soul/psyche.toml".to_string()));
         assert!(names.contains(&"/a/soul/templates/ally.toml".to_string()));
         assert!(names.contains(&"/a/soul/assistant.toml".to_string()));
-        assert_eq!(names.len(), 7 + ARCHETYPES.len() + library::SHIPPED.len());
+        assert!(names.contains(&"/a/examples/mcp/kb_server.py".to_string()));
+        assert_eq!(names.len(), 8 + ARCHETYPES.len() + library::SHIPPED.len());
     }
 }

@@ -1,7 +1,8 @@
 //! `anima tools list [--json]`: each configured MCP server (started, or why not) and its
 //! tools: name, description, input schema, and whether the tool may run (read-only by the
 //! server's annotations, or allowed by the config). Starts the servers, waits for them (at
-//! most their timeout), reports, and stops them.
+//! most their timeout), reports, and stops them. Exits 2 when a configured server does not
+//! start, having said why (a stdio server's last lines of stderr among it).
 
 use std::path::Path;
 use std::time::Duration;
@@ -31,7 +32,7 @@ pub async fn run(config_path: Option<&Path>, command: ToolsCommand) -> CliResult
     if args.json {
         let text = serde_json::to_string_pretty(&report).map_err(Failure::runtime)?;
         println!("{text}");
-        return Ok(());
+        return not_started(&report);
     }
     if report.is_empty() {
         println!("no tool servers are configured ([[tools.servers]] in the config file)");
@@ -62,7 +63,24 @@ pub async fn run(config_path: Option<&Path>, command: ToolsCommand) -> CliResult
             );
         }
     }
-    Ok(())
+    not_started(&report)
+}
+
+/// Exit 2 when a server did not start (the report has said why).
+fn not_started(report: &[ServerReport]) -> CliResult {
+    let down: Vec<&str> = report
+        .iter()
+        .filter(|s| !s.started)
+        .map(|s| s.name.as_str())
+        .collect();
+    if down.is_empty() {
+        return Ok(());
+    }
+    Err(Failure::Usage(format!(
+        "{} did not start: {} (see above why; fix the server or its [[tools.servers]] table)",
+        super::plural(down.len() as u64, "tool server"),
+        down.join(", ")
+    )))
 }
 
 /// Starts `servers`, waits until each has started or failed (at most the longest timeout),

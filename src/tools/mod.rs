@@ -9,9 +9,15 @@
 //! Knows nothing of Slack, prompts, the store or the engine: the engine calls it, and treats
 //! what comes back as untrusted text. Never panics on what a server sends.
 
+mod http;
 mod result;
+mod scan;
 pub mod schema;
 mod server;
+mod start;
+mod stderr;
+mod stdio;
+mod words;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -372,7 +378,11 @@ impl Tools {
                 ) {
                     server::mark_dead(&s.sender, generation);
                 }
-                (Outcome::Failed, format!("the call failed: {e}"), Some(sent))
+                (
+                    Outcome::Failed,
+                    format!("the call failed: {}", words::words(&e)),
+                    Some(sent),
+                )
             }
             Ok(Ok(r)) => {
                 let text = result::text(&r, s.config.max_result_chars);

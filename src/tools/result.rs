@@ -1,7 +1,10 @@
 //! A tool's result as text: its text blocks joined, other blocks named, structured content
 //! when there is nothing else, cut at the server's `max_result_chars` on a character boundary.
+//! A result already cut as it was read (too long to read whole) says how long it was.
 
 use rmcp::model::{CallToolResult, ContentBlock};
+
+use super::scan::CUT_META;
 
 /// The result's text, at most `max_chars` characters (and a note when cut).
 pub fn text(r: &CallToolResult, max_chars: usize) -> String {
@@ -23,7 +26,25 @@ pub fn text(r: &CallToolResult, max_chars: usize) -> String {
             text = s.to_string();
         }
     }
-    cut(&text, max_chars)
+    let whole = r.meta.as_ref().and_then(|m| m.0.get(CUT_META));
+    let of = |key: &str| {
+        whole
+            .and_then(|c| c.get(key))
+            .and_then(serde_json::Value::as_u64)
+    };
+    match (of("chars"), of("bytes")) {
+        (Some(chars), _) if chars > max_chars as u64 && text.chars().count() <= max_chars => {
+            format!("{text}\n{}", note(chars, max_chars))
+        }
+        (Some(_), Some(bytes)) if text.chars().count() <= max_chars => {
+            format!("{text}\n[cut: the result was {bytes} bytes; only its text is shown]")
+        }
+        _ => cut(&text, max_chars),
+    }
+}
+
+fn note(chars: u64, max_chars: usize) -> String {
+    format!("[cut: the result had {chars} characters; only the first {max_chars} are shown]")
 }
 
 /// `text` cut to at most `max_chars` characters, on a character boundary, with a note saying
@@ -32,9 +53,9 @@ pub fn cut(text: &str, max_chars: usize) -> String {
     match text.char_indices().nth(max_chars) {
         None => text.to_string(),
         Some((at, _)) => format!(
-            "{}\n[cut: the result had {} characters; only the first {max_chars} are shown]",
+            "{}\n{}",
             &text[..at],
-            text.chars().count()
+            note(text.chars().count() as u64, max_chars)
         ),
     }
 }

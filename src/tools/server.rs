@@ -7,19 +7,21 @@
 //! Never logs a bearer token or a server's environment values.
 
 use std::collections::HashMap;
-use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use rmcp::model::Tool;
-use rmcp::service::{NotificationContext, RunningService};
-use rmcp::{ClientHandler, Peer, RoleClient, ServiceExt};
-use tokio::io::AsyncReadExt;
+use rmcp::service::{NotificationContext, QuitReason, RunningService};
+use rmcp::{ClientHandler, Peer, RoleClient};
 use tokio::sync::{watch, Notify};
+use tokio::time::Instant;
 use tracing::{debug, info, warn, Instrument};
 
 use super::schema::{self, Compiled};
-use crate::config::{ToolServer, ToolTransport};
+use super::words::words;
+use super::{start, stderr};
+use crate::config::ToolServer;
 
 /// A tool as its server listed it.
 pub struct ToolInfo {
@@ -75,8 +77,6 @@ pub enum State {
 /// The first wait before a restart; doubled each time up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(200);
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
-/// Stderr reads logged per start (the rest are counted).
-const STDERR_PIECES: u32 = 20;
 
 /// How long a stop waits for the server to end by itself before its task is aborted (which
 /// kills a child all the same).
@@ -140,16 +140,23 @@ impl Handle {
     }
 }
 
-/// Tells the supervisor that the server's tools changed.
-struct Handler {
+/// Tells the supervisor that the server's tools changed, and counts how often it said so.
+pub(super) struct Handler {
     changed: Arc<Notify>,
+    notices: Arc<AtomicU64>,
 }
 
 impl ClientHandler for Handler {
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.notices.fetch_add(1, Ordering::Relaxed);
         self.changed.notify_one();
     }
 }
+
+/// At most one re-list a second: a storm of `list_changed` notices is one re-list a second.
+const RELIST_EVERY: Duration = Duration::from_secs(1);
+/// Quiet this long after a re-list ends a run of changes: one log line says how many.
+const QUIET: Duration = Duration::from_secs(2);
 
 /// Runs `server` until `stop` says so, publishing its state on `state`.
 async fn supervise(
@@ -166,6 +173,7 @@ async fn supervise(
             break;
         }
         let changed = Arc::new(Notify::new());
+        let notices = Arc::new(AtomicU64::new(0));
         // A server trying again after failing to start stays down meanwhile: calls fail at
         // once and `tools list` says why, rather than every call waiting for it.
         state.send_if_modified(|st| {
@@ -175,14 +183,18 @@ async fn supervise(
             }
             starting
         });
+        let handler = Handler {
+            changed: changed.clone(),
+            notices: notices.clone(),
+        };
         let started = tokio::select! {
-            s = start(&server, changed.clone()) => s,
+            s = start::start(&server, handler) => s,
             _ = stop.changed() => break,
         };
-        let running = match started {
+        let (running, stderr) = match started {
             Ok(r) => r,
             Err(why) => {
-                warn!(server = %server.name, error = %why, "tool server did not start; its tools are unavailable");
+                warn!(server = %server.name, "tool server did not start; its tools are unavailable: {why}");
                 state.send_replace(State::Down(why));
                 if !wait_or_stop(&mut stop, backoff).await {
                     break;
@@ -192,15 +204,19 @@ async fn supervise(
             }
         };
         let peer = running.peer().clone();
-        if let Err(why) = list(&server, &peer, &state, generation).await {
-            warn!(server = %server.name, error = %why, "tool server's tools could not be listed");
-            state.send_replace(State::Down(why));
-            let _ = running.cancel().await;
-            if !wait_or_stop(&mut stop, backoff).await {
-                break;
+        match list(&server, &peer, &state, generation).await {
+            Ok(tools) => info!(server = %server.name, tools, "tool server ready"),
+            Err(why) => {
+                let why = stderr::quoting(why, stderr.as_ref()).await;
+                warn!(server = %server.name, "tool server's tools could not be listed: {why}");
+                state.send_replace(State::Down(why));
+                let _ = running.cancel().await;
+                if !wait_or_stop(&mut stop, backoff).await {
+                    break;
+                }
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+                continue;
             }
-            backoff = (backoff * 2).min(MAX_BACKOFF);
-            continue;
         }
         if started_once {
             info!(server = %server.name, "tool server restarted");
@@ -209,23 +225,39 @@ async fn supervise(
         backoff = FIRST_BACKOFF;
         let cancel = running.cancellation_token();
         let mut waiting = Box::pin(running.waiting());
+        let mut relists = Relists::default();
         loop {
             tokio::select! {
                 quit = &mut waiting => {
-                    let why = format!("the server stopped ({})", match quit {
-                        Ok(reason) => format!("{reason:?}"),
-                        Err(e) => e.to_string(),
-                    });
-                    warn!(server = %server.name, why = %why, "tool server died; restarting it");
+                    let why = match quit {
+                        Ok(QuitReason::Cancelled) => "the server stopped (cancelled)".to_string(),
+                        Ok(QuitReason::Closed) => "the server closed its output (it exited)".to_string(),
+                        Ok(QuitReason::JoinError(e)) => format!("the server's task failed: {e}"),
+                        Err(e) => format!("the server's task failed: {e}"),
+                        Ok(_) => "the server stopped".to_string(),
+                    };
+                    let why = stderr::quoting(why, stderr.as_ref()).await;
+                    warn!(server = %server.name, "tool server died; restarting it: {why}");
                     // Calls wait for the restart (up to their timeout) rather than fail.
                     state.send_replace(State::Starting);
                     break;
                 }
-                _ = changed.notified() => {
+                _ = changed.notified(), if relists.due.is_none() => {
+                    relists.due = Some(relists.last.map_or_else(Instant::now, |l| (l + RELIST_EVERY).max(Instant::now())));
+                }
+                _ = tokio::time::sleep_until(relists.due.unwrap_or_else(far)), if relists.due.is_some() => {
+                    relists.due = None;
+                    relists.changes += notices.swap(0, Ordering::Relaxed);
+                    relists.lists += 1;
                     debug!(server = %server.name, "tool list changed; listing again");
                     if let Err(why) = list(&server, &peer, &state, generation).await {
-                        warn!(server = %server.name, error = %why, "tool server's tools could not be listed again");
+                        warn!(server = %server.name, "tool server's tools could not be listed again: {why}");
                     }
+                    relists.last = Some(Instant::now());
+                }
+                _ = tokio::time::sleep_until(relists.last.map_or_else(far, |l| l + QUIET)), if relists.due.is_none() && relists.lists > 0 => {
+                    info!(server = %server.name, changes = relists.changes, lists = relists.lists, "tool list changed {} times; re-listed {} times", relists.changes, relists.lists);
+                    relists = Relists { last: relists.last, ..Relists::default() };
                 }
                 _ = stop.changed() => {
                     cancel.cancel();
@@ -243,6 +275,22 @@ async fn supervise(
     state.send_replace(State::Down("stopped".into()));
 }
 
+/// The re-lists of one start, after the first listing.
+#[derive(Default)]
+struct Relists {
+    /// When the next is due (a notice came).
+    due: Option<Instant>,
+    /// When the last ended.
+    last: Option<Instant>,
+    /// Notices and re-lists since the last log line.
+    changes: u64,
+    lists: u64,
+}
+
+fn far() -> Instant {
+    Instant::now() + Duration::from_secs(86_400)
+}
+
 /// Waits `d`, or returns false at once when told to stop.
 async fn wait_or_stop(stop: &mut watch::Receiver<bool>, d: Duration) -> bool {
     if *stop.borrow() {
@@ -254,17 +302,17 @@ async fn wait_or_stop(stop: &mut watch::Receiver<bool>, d: Duration) -> bool {
     }
 }
 
-/// Lists the server's tools and publishes them.
+/// Lists the server's tools and publishes them; how many there are.
 async fn list(
     server: &ToolServer,
     peer: &Peer<RoleClient>,
     state: &watch::Sender<State>,
     generation: u64,
-) -> Result<(), String> {
+) -> Result<usize, String> {
     let listed = tokio::time::timeout(server.timeout, peer.list_all_tools())
         .await
         .map_err(|_| format!("no tool list within {} s", server.timeout.as_secs()))?
-        .map_err(|e| format!("tools/list failed: {e}"))?;
+        .map_err(|e| format!("tools/list failed: {}", words(&e)))?;
     let mut tools = HashMap::with_capacity(listed.len());
     let mut order = Vec::with_capacity(listed.len());
     for t in &listed {
@@ -275,109 +323,17 @@ async fn list(
         order.push(info.name.clone());
         tools.insert(info.name.clone(), Arc::new(info));
     }
-    info!(server = %server.name, tools = order.len(), "tool server ready");
+    let count = order.len();
     state.send_replace(State::Ready {
         generation,
         peer: peer.clone(),
         tools: Arc::new(tools),
         order: Arc::new(order),
     });
-    Ok(())
+    Ok(count)
 }
 
-type Running = RunningService<RoleClient, Handler>;
-
-/// Starts the server and makes the MCP handshake, within the server's timeout.
-async fn start(server: &ToolServer, changed: Arc<Notify>) -> Result<Running, String> {
-    let handler = Handler { changed };
-    let within = server.timeout;
-    let timed_out = || format!("no answer to `initialize` within {} s", within.as_secs());
-    match &server.transport {
-        ToolTransport::Stdio { command, env, dir } => {
-            let mut cmd = tokio::process::Command::new(program(&command[0], dir));
-            cmd.args(&command[1..])
-                .current_dir(dir)
-                .env_clear()
-                .kill_on_drop(true);
-            for name in env {
-                if let Some(v) = std::env::var_os(name) {
-                    cmd.env(name, v);
-                }
-            }
-            let (transport, stderr) = rmcp::transport::TokioChildProcess::builder(cmd)
-                .stderr(Stdio::piped())
-                .spawn()
-                .map_err(|e| format!("`{}` could not be started: {e}", command[0]))?;
-            if let Some(stderr) = stderr {
-                tokio::spawn(drain_stderr(server.name.clone(), stderr));
-            }
-            tokio::time::timeout(within, handler.serve(transport))
-                .await
-                .map_err(|_| timed_out())?
-                .map_err(|e| format!("the MCP handshake failed: {e}"))
-        }
-        ToolTransport::Http { url, bearer_env } => {
-            use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-            let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
-            if !bearer_env.is_empty() {
-                let token = std::env::var(bearer_env).map_err(|_| {
-                    format!("the bearer token's variable `{bearer_env}` is not set")
-                })?;
-                config = config.auth_header(token);
-            }
-            let client = reqwest::Client::builder()
-                .connect_timeout(within)
-                .build()
-                .map_err(|e| format!("no HTTP client: {e}"))?;
-            let transport =
-                rmcp::transport::StreamableHttpClientTransport::with_client(client, config);
-            tokio::time::timeout(within, handler.serve(transport))
-                .await
-                .map_err(|_| timed_out())?
-                .map_err(|e| format!("the MCP handshake with {url} failed: {e}"))
-        }
-    }
-}
-
-/// A program named with a path is relative to the config file's folder; a bare name is
-/// looked up on anima's `PATH` (the server itself gets only the variables it is given).
-fn program(name: &str, dir: &std::path::Path) -> std::path::PathBuf {
-    let p = std::path::Path::new(name);
-    if p.components().count() > 1 || p.is_absolute() {
-        return dir.join(p);
-    }
-    std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|path| std::env::split_paths(&path).collect::<Vec<_>>())
-        .map(|d| d.join(name))
-        .find(|c| c.is_file())
-        .unwrap_or_else(|| p.to_path_buf())
-}
-
-/// Reads the server's stderr so it can never block on a full pipe; the first pieces of each
-/// start are logged (at debug), the rest only counted.
-async fn drain_stderr(server: String, mut stderr: tokio::process::ChildStderr) {
-    let mut buf = vec![0u8; 8192];
-    let mut pieces: u32 = 0;
-    let mut bytes: u64 = 0;
-    while let Ok(n) = stderr.read(&mut buf).await {
-        if n == 0 {
-            break;
-        }
-        bytes += n as u64;
-        pieces += 1;
-        if pieces <= STDERR_PIECES {
-            let text: String = String::from_utf8_lossy(&buf[..n])
-                .chars()
-                .take(500)
-                .collect();
-            debug!(server = %server, text = %text.trim_end(), "tool server stderr");
-        }
-    }
-    if pieces > STDERR_PIECES {
-        debug!(server = %server, bytes, "tool server stderr (only the first pieces logged)");
-    }
-}
+pub(super) type Running = RunningService<RoleClient, Handler>;
 
 /// A call found start `generation`'s connection closed: calls wait for the restart (the
 /// supervisor sees the death a moment later, and a later start is left alone).
