@@ -90,6 +90,47 @@ fn nothing_usable_prints_what_to_set_and_exits_2() {
     assert!(r.stdout.is_empty());
 }
 
+/// The README's set-up: `anima init`, then `export ANIMA_CONFIG=…`. With no provider usable,
+/// the paragraph names that file as the place for `[llm] base_url`; with no file read at all,
+/// it says so.
+#[test]
+fn nothing_usable_names_the_config_file_to_set_base_url_in() {
+    let home = Home::new("auto", "", "");
+    let config = home.config().canonicalize().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let bare = |config: Option<&std::path::Path>| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_anima"));
+        cmd.arg("chat")
+            .current_dir(elsewhere.path())
+            .env_clear()
+            .env("PATH", home.dir.path())
+            .env("HOME", home.dir.path())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        if let Some(c) = config {
+            cmd.env("ANIMA_CONFIG", c);
+        }
+        run(cmd, "hi\n")
+    };
+    let r = bare(Some(&config));
+    assert_eq!(r.status, 2, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains(&format!("[llm] base_url in {} for", config.display())),
+        "{}",
+        r.stderr
+    );
+    let r = bare(None);
+    assert_eq!(r.status, 2, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("[llm] base_url in a config file (none was read"),
+        "{}",
+        r.stderr
+    );
+}
+
 #[test]
 fn an_explicit_provider_without_its_key_is_a_usage_error() {
     let home = Home::new("anthropic", "", "");

@@ -129,7 +129,14 @@ pub async fn run(config_path: Option<&Path>) -> CliResult {
         check_store(config, &mut problems, &mut notes).await;
 
         // The provider, resolved exactly as `chat` and `run` resolve it at start.
-        match select::select(&config.llm, &config.home, &Environment::from_process()).await {
+        match select::select(
+            &config.llm,
+            config.source.as_deref(),
+            &config.home,
+            &Environment::from_process(),
+        )
+        .await
+        {
             Ok(chosen) => {
                 notes.push(format!(
                     "provider: {} ({}), because {}",
