@@ -123,9 +123,10 @@ fn install(config_path: Option<&Path>, args: &InstallArgs) -> CliResult {
     // Files anima creates for a system service belong to the account it runs as.
     let owner = spec.run_as.as_ref().filter(|acc| !acc.is_root());
     let env_text = secrets_file::secrets_text(&spec.env_file)?;
-    let env_text = match args.env_from_shell {
-        true => secrets_file::from_shell(&config, &spec.env_file, env_text, a.dry_run, owner)?,
-        false => env_text,
+    let env_text = if args.env_from_shell {
+        secrets_file::from_shell(&config, &spec.env_file, env_text, a.dry_run, owner)?
+    } else {
+        env_text
     };
     if a.dry_run {
         println!("# {}\n{unit}", path.display());
@@ -252,8 +253,9 @@ fn config_for(explicit: Option<&Path>, run_as: Option<&Account>) -> Option<PathB
     }
     let theirs = run_as?.home.join(".anima/anima.toml");
     theirs.is_file().then(|| {
-        println!(
-            "using {} (no --config, no $ANIMA_CONFIG, no ./anima.toml)",
+        // On stderr: a dry run's stdout is the unit alone.
+        eprintln!(
+            "anima: using {} (no --config, no $ANIMA_CONFIG, no ./anima.toml)",
             theirs.display()
         );
         theirs

@@ -77,15 +77,15 @@ pub(super) fn from_shell(
     names.extend(secrets::optional(config));
     let mut values: Vec<(String, String)> = Vec::new();
     let mut bad = Vec::new();
-    for name in names {
-        let Ok(value) = std::env::var(&name) else {
+    for name in &names {
+        let Ok(value) = std::env::var(name) else {
             continue;
         };
         if value.is_empty() {
             continue;
         }
-        match secrets::check_value(&name, &value) {
-            Ok(()) => values.push((name, value)),
+        match secrets::check_value(name, &value) {
+            Ok(()) => values.push((name.clone(), value)),
             Err(e) => bad.push(e),
         }
     }
@@ -93,6 +93,10 @@ pub(super) fn from_shell(
         return Err(Failure::Usage(bad.join("; ")));
     }
     if values.is_empty() {
+        eprintln!(
+            "anima: --env-from-shell: none of {} is exported in this shell",
+            names.join(", ")
+        );
         return Ok(text);
     }
     let pairs: Vec<(&str, &str)> = values
