@@ -295,6 +295,43 @@ fn claude_cli_sessions_carry_the_soul_only_in_the_first_message() {
     assert!(r.stderr.contains("usage limit"), "{}", r.stderr);
 }
 
+/// `anima slack manifest --minimal`: the same app without the inner life's scopes and
+/// events.
+#[test]
+fn slack_manifest_minimal_leaves_out_the_inner_lifes_scopes() {
+    let home = Home::new("auto", "", "");
+    let full = home.run(&["slack", "manifest", "--json"], "");
+    let minimal = home.run(&["slack", "manifest", "--json", "--minimal"], "");
+    assert_eq!(minimal.status, 0, "{}", minimal.stderr);
+    let full: serde_json::Value = serde_json::from_str(&full.stdout).unwrap();
+    let minimal: serde_json::Value = serde_json::from_str(&minimal.stdout).unwrap();
+    let list = |m: &serde_json::Value, pointer: &str| -> Vec<String> {
+        m.pointer(pointer)
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_string())
+            .collect()
+    };
+    let scopes = "/oauth_config/scopes/bot";
+    let gone: Vec<String> = list(&full, scopes)
+        .into_iter()
+        .filter(|s| !list(&minimal, scopes).contains(s))
+        .collect();
+    assert_eq!(gone, ["channels:read", "groups:read", "reactions:read"]);
+    let events = list(&minimal, "/settings/event_subscriptions/bot_events");
+    assert!(events.contains(&"app_mention".to_string()), "{events:?}");
+    assert!(
+        !events.contains(&"reaction_added".to_string()),
+        "{events:?}"
+    );
+    assert!(
+        !events.contains(&"member_joined_channel".to_string()),
+        "{events:?}"
+    );
+}
+
 /// `anima slack manifest`: the Slack app for this soul, YAML by default and JSON with
 /// `--json` (the same manifest), Socket Mode unless `--events-url` names where Slack posts.
 #[test]
