@@ -368,9 +368,16 @@ fn malformed_secrets_are_named_and_the_service_is_not_started() {
     let env = [("PATH", path.as_str())];
     let secrets = home.dir.path().join("anima.env");
     std::fs::write(&secrets, "").unwrap();
+    std::fs::set_permissions(&secrets, std::fs::Permissions::from_mode(0o644)).unwrap();
     let r = home.run_env(&["service", "install", "--systemd", "--user"], "", &env);
     assert_eq!(r.status, 2, "{}", r.stderr);
     assert!(r.stderr.contains("holds no secrets yet"), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("is readable by others (mode 0644); run: chmod 600"),
+        "{}",
+        r.stderr
+    );
 
     std::fs::write(
         &secrets,

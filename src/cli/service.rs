@@ -182,7 +182,8 @@ fn install(config_path: Option<&Path>, args: &InstallArgs) -> CliResult {
             );
         }
         return Err(Failure::Usage(format!(
-            "the service is installed but not started: {why}; then run `anima service install{}` again to start it",
+            "the service is installed but not started: {why}; then run `{}anima service install{}` again to start it",
+            if a.user { "" } else { "sudo " },
             if a.user { " --user" } else { "" }
         )));
     }

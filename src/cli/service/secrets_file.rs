@@ -11,10 +11,22 @@ use crate::config::Config;
 use crate::service::secrets::{self, Needed};
 use crate::service::Account;
 
-/// The secrets file's text; None when it does not exist yet.
+/// The secrets file's text; None when it does not exist yet. A file others may read is
+/// read all the same, with a warning that says how to close it.
 pub(super) fn secrets_text(path: &Path) -> Result<Option<String>, Failure> {
+    use std::os::unix::fs::PermissionsExt;
     match std::fs::read_to_string(path) {
-        Ok(text) => Ok(Some(text)),
+        Ok(text) => {
+            let mode = std::fs::metadata(path).map_or(0, |m| m.permissions().mode() & 0o777);
+            if mode & 0o077 != 0 {
+                eprintln!(
+                    "anima: warning: {} is readable by others (mode {mode:04o}); run: chmod 600 {}",
+                    path.display(),
+                    path.display()
+                );
+            }
+            Ok(Some(text))
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(Failure::Usage(format!(
             "cannot read {}: {e}; run it as a user who may read it (with sudo for a system service)",
