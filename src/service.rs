@@ -1,11 +1,16 @@
 //! Service units for `anima service`: a systemd unit (Type=notify, watchdog, hardening) and a
-//! launchd agent, rendered from a `ServiceSpec`, and where each goes.
+//! launchd job, rendered from a `ServiceSpec`, and where each goes; the account a system
+//! service runs as, read from the system's user database; the secrets file (`secrets`).
 //!
 //! Pure text: no I/O, so the units are snapshot-tested. `cli/service.rs` writes them and
 //! talks to systemctl / launchctl. Secrets never appear in a unit: they live in an
-//! environment file (mode 0600) that anima creates empty and never fills.
+//! environment file (mode 0600) that anima creates and fills only when asked to
+//! (`--env-from-shell`). Exit status 2 (a bad configuration, a missing secret) is never
+//! restarted: restarting cannot mend it.
 
 use std::path::{Path, PathBuf};
+
+pub mod secrets;
 
 /// The systemd unit's (and launchd label's) name.
 pub const NAME: &str = "anima";
@@ -31,6 +36,51 @@ impl Manager {
     }
 }
 
+/// The account a system service runs as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Account {
+    pub name: String,
+    pub uid: u32,
+    pub gid: u32,
+    pub home: PathBuf,
+}
+
+impl Account {
+    /// From a line of `getent passwd NAME` (`name:x:uid:gid:gecos:home:shell`).
+    pub fn from_passwd(line: &str) -> Option<Account> {
+        let f: Vec<&str> = line.trim_end().split(':').collect();
+        if f.len() < 7 || f[0].is_empty() || f[5].is_empty() {
+            return None;
+        }
+        Some(Account {
+            name: f[0].to_string(),
+            uid: f[2].parse().ok()?,
+            gid: f[3].parse().ok()?,
+            home: PathBuf::from(f[5]),
+        })
+    }
+
+    /// From `dscl . -read /Users/NAME NFSHomeDirectory PrimaryGroupID UniqueID` (macOS).
+    pub fn from_dscl(name: &str, text: &str) -> Option<Account> {
+        let get = |key: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+                .map(str::trim)
+                .filter(|v| !v.is_empty())
+        };
+        Some(Account {
+            name: name.to_string(),
+            uid: get("UniqueID")?.parse().ok()?,
+            gid: get("PrimaryGroupID")?.parse().ok()?,
+            home: PathBuf::from(get("NFSHomeDirectory")?),
+        })
+    }
+
+    pub fn is_root(&self) -> bool {
+        self.uid == 0
+    }
+}
+
 /// Everything a unit says.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServiceSpec {
@@ -45,9 +95,9 @@ pub struct ServiceSpec {
     /// A per-user service (systemd --user, a LaunchAgent) rather than a system one.
     pub user: bool,
     pub shutdown_grace_secs: u64,
-    /// A system unit runs as this user (the one who ran `sudo anima service install`), so
-    /// that it can write the home it was configured with.
-    pub run_as: Option<String>,
+    /// A system unit runs as this account (`--run-as`, else the one who ran `sudo anima
+    /// service install`), so that it can write the home it was configured with.
+    pub run_as: Option<Account>,
     /// The model may be the Claude Code CLI, which writes its sessions and settings in the
     /// service user's home (`~/.claude`, `~/.claude.json`): those stay writable.
     pub claude_cli: bool,
@@ -89,8 +139,14 @@ pub fn systemd_unit(s: &ServiceSpec) -> String {
         .collect::<Vec<_>>()
         .join(" ");
     let run_as = match (&s.run_as, s.user) {
-        (Some(u), false) => format!("User={u}\n"),
+        (Some(a), false) => format!("User={}\n", a.name),
         _ => String::new(),
+    };
+    // A user manager cannot see the system's network targets: a user unit waits for nothing.
+    let network = if s.user {
+        ""
+    } else {
+        "Wants=network-online.target\nAfter=network-online.target\n"
     };
     let wanted_by = if s.user {
         "default.target"
@@ -102,9 +158,7 @@ pub fn systemd_unit(s: &ServiceSpec) -> String {
 # never here. Edit with care: `anima service install --force` writes it anew.
 [Unit]
 Description=anima, a Slack chat-bot daemon with a soul
-Wants=network-online.target
-After=network-online.target
-
+{network}
 [Service]
 Type=notify
 NotifyAccess=main
@@ -113,6 +167,8 @@ ExecReload=/bin/kill -HUP $MAINPID
 EnvironmentFile=-{env}
 Restart=on-failure
 RestartSec=5
+# Exit status 2 is a bad configuration or a missing secret: restarting cannot mend it.
+RestartPreventExitStatus=2
 WatchdogSec={WATCHDOG_SECS}
 TimeoutStopSec={stop}
 NoNewPrivileges=yes
@@ -141,8 +197,11 @@ WantedBy={wanted_by}
     )
 }
 
-/// The launchd property list. launchd has no environment file: a shell reads it and execs
-/// anima, so the secrets stay out of the plist.
+/// The launchd property list. launchd has no environment file: a shell reads it and runs
+/// anima, passing launchd's SIGTERM on. launchd restarts a job that exits with a status other
+/// than 0 (`KeepAlive` / `SuccessfulExit` false; `Crashed` covers signals only and no key
+/// names one status), so the shell turns anima's exit status 2 into 0: a bad configuration
+/// is not restarted every 10 s. A system daemon runs as `UserName`, with its `HOME`.
 pub fn launchd_plist(s: &ServiceSpec) -> String {
     let env = shell_quote(&s.env_file.display().to_string());
     let exec = exec_args(s)
@@ -150,12 +209,20 @@ pub fn launchd_plist(s: &ServiceSpec) -> String {
         .map(|a| shell_quote(a))
         .collect::<Vec<_>>()
         .join(" ");
-    let script = format!("set -a; [ -f {env} ] && . {env}; set +a; exec {exec}");
+    let script = launchd_script(&env, &exec);
     let logs = s.home.join("logs");
+    let user = match (&s.run_as, s.user) {
+        (Some(a), false) => format!(
+            "  <key>UserName</key>\n  <string>{}</string>\n  <key>EnvironmentVariables</key>\n  <dict>\n    <key>HOME</key>\n    <string>{}</string>\n  </dict>\n",
+            xml(&a.name),
+            xml(&a.home.display().to_string())
+        ),
+        _ => String::new(),
+    };
     format!(
         r#"<?xml version="1.0" encoding="UTF-8"?>
 <!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN" "http://www.apple.com/DTDs/PropertyList-1.0.dtd">
-<!-- Written by `anima service install`. Secrets go in the environment file that the script below reads (mode 0600), never here. -->
+<!-- Written by `anima service install`. Secrets go in the environment file that the script below reads (mode 0600), never here. Exit status 2 (a bad configuration) is reported as 0, so that launchd does not restart it. -->
 <plist version="1.0">
 <dict>
   <key>Label</key>
@@ -168,7 +235,7 @@ pub fn launchd_plist(s: &ServiceSpec) -> String {
   </array>
   <key>WorkingDirectory</key>
   <string>{home}</string>
-  <key>RunAtLoad</key>
+{user}  <key>RunAtLoad</key>
   <true/>
   <key>KeepAlive</key>
   <dict>
@@ -189,6 +256,21 @@ pub fn launchd_plist(s: &ServiceSpec) -> String {
         stop = s.shutdown_grace_secs + 10,
         out = xml(&logs.join("anima.out.log").display().to_string()),
         err = xml(&logs.join("anima.log").display().to_string()),
+    )
+}
+
+/// The launchd job's shell: reads the secrets, runs anima with SIGTERM passed on (a
+/// background job of a script ignores SIGINT, so only TERM), waits for its own exit (a
+/// trapped signal interrupts `wait`), and exits with anima's status, 2 as 0.
+pub fn launchd_script(env_file: &str, exec: &str) -> String {
+    format!(
+        "set -a; [ -f {env_file} ] && . {env_file}; set +a\n\
+         {exec} & pid=$!\n\
+         trap 'kill -TERM $pid' TERM\n\
+         wait $pid; status=$?\n\
+         while kill -0 $pid 2>/dev/null; do wait $pid; status=$?; done\n\
+         [ $status -eq 2 ] && exit 0\n\
+         exit $status"
     )
 }
 
@@ -253,7 +335,12 @@ mod tests {
             env_file: "/home/ada/anima/anima.env".into(),
             user,
             shutdown_grace_secs: 20,
-            run_as: (!user).then(|| "ada".to_string()),
+            run_as: (!user).then(|| Account {
+                name: "ada".into(),
+                uid: 1000,
+                gid: 1000,
+                home: "/home/ada".into(),
+            }),
             claude_cli: false,
         }
     }
@@ -278,8 +365,72 @@ mod tests {
     }
 
     #[test]
-    fn the_launchd_agent() {
+    fn the_launchd_jobs() {
         insta::assert_snapshot!("launchd_user", launchd_plist(&spec(true)));
+        insta::assert_snapshot!("launchd_system", launchd_plist(&spec(false)));
+    }
+
+    #[test]
+    fn a_bad_configuration_is_never_restarted() {
+        for user in [false, true] {
+            let unit = systemd_unit(&spec(user));
+            assert!(unit.contains("\nRestartPreventExitStatus=2\n"), "{unit}");
+            assert!(unit.contains("\nRestart=on-failure\n"), "{unit}");
+        }
+        let plist = launchd_plist(&spec(true));
+        assert!(
+            plist.contains("[ $status -eq 2 ] &amp;&amp; exit 0"),
+            "{plist}"
+        );
+    }
+
+    #[test]
+    fn a_system_unit_runs_as_its_account_and_a_user_unit_waits_for_no_network() {
+        let system = systemd_unit(&spec(false));
+        assert!(system.contains("\nUser=ada\n"), "{system}");
+        assert!(
+            system.contains("\nAfter=network-online.target\n"),
+            "{system}"
+        );
+        let user = systemd_unit(&spec(true));
+        assert!(!user.contains("User="), "{user}");
+        assert!(!user.contains("network-online"), "{user}");
+        let daemon = launchd_plist(&spec(false));
+        assert!(
+            daemon.contains("<key>UserName</key>\n  <string>ada</string>"),
+            "{daemon}"
+        );
+        assert!(
+            daemon.contains("<key>HOME</key>\n    <string>/home/ada</string>"),
+            "{daemon}"
+        );
+        assert!(!launchd_plist(&spec(true)).contains("UserName"));
+    }
+
+    #[test]
+    fn accounts_are_read_from_passwd_and_dscl() {
+        assert_eq!(
+            Account::from_passwd("ada:x:1000:1001:Ada L,,,:/home/ada:/bin/bash\n"),
+            Some(Account {
+                name: "ada".into(),
+                uid: 1000,
+                gid: 1001,
+                home: "/home/ada".into()
+            })
+        );
+        assert_eq!(Account::from_passwd("ada:x:1000"), None);
+        assert_eq!(Account::from_passwd("ada:x:uid:1:g:/h:/s"), None);
+        let dscl = "NFSHomeDirectory: /Users/ada\nPrimaryGroupID: 20\nUniqueID: 501\n";
+        assert_eq!(
+            Account::from_dscl("ada", dscl),
+            Some(Account {
+                name: "ada".into(),
+                uid: 501,
+                gid: 20,
+                home: "/Users/ada".into()
+            })
+        );
+        assert_eq!(Account::from_dscl("ada", "No such key: UniqueID\n"), None);
     }
 
     #[test]

@@ -90,6 +90,47 @@ fn nothing_usable_prints_what_to_set_and_exits_2() {
     assert!(r.stdout.is_empty());
 }
 
+/// The README's set-up: `anima init`, then `export ANIMA_CONFIG=…`. With no provider usable,
+/// the paragraph names that file as the place for `[llm] base_url`; with no file read at all,
+/// it says so.
+#[test]
+fn nothing_usable_names_the_config_file_to_set_base_url_in() {
+    let home = Home::new("auto", "", "");
+    let config = home.config().canonicalize().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let bare = |config: Option<&std::path::Path>| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_anima"));
+        cmd.arg("chat")
+            .current_dir(elsewhere.path())
+            .env_clear()
+            .env("PATH", home.dir.path())
+            .env("HOME", home.dir.path())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        if let Some(c) = config {
+            cmd.env("ANIMA_CONFIG", c);
+        }
+        run(cmd, "hi\n")
+    };
+    let r = bare(Some(&config));
+    assert_eq!(r.status, 2, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains(&format!("[llm] base_url in {} for", config.display())),
+        "{}",
+        r.stderr
+    );
+    let r = bare(None);
+    assert_eq!(r.status, 2, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("[llm] base_url in a config file (none was read"),
+        "{}",
+        r.stderr
+    );
+}
+
 #[test]
 fn an_explicit_provider_without_its_key_is_a_usage_error() {
     let home = Home::new("anthropic", "", "");
@@ -252,6 +293,43 @@ fn claude_cli_sessions_carry_the_soul_only_in_the_first_message() {
     let r = home.run(&["chat"], "QUOTA please\n");
     assert_eq!(replies(&r.stdout), vec![anima::engine::PROVIDER_DOWN_REPLY]);
     assert!(r.stderr.contains("usage limit"), "{}", r.stderr);
+}
+
+/// `anima slack manifest --minimal`: the same app without the inner life's scopes and
+/// events.
+#[test]
+fn slack_manifest_minimal_leaves_out_the_inner_lifes_scopes() {
+    let home = Home::new("auto", "", "");
+    let full = home.run(&["slack", "manifest", "--json"], "");
+    let minimal = home.run(&["slack", "manifest", "--json", "--minimal"], "");
+    assert_eq!(minimal.status, 0, "{}", minimal.stderr);
+    let full: serde_json::Value = serde_json::from_str(&full.stdout).unwrap();
+    let minimal: serde_json::Value = serde_json::from_str(&minimal.stdout).unwrap();
+    let list = |m: &serde_json::Value, pointer: &str| -> Vec<String> {
+        m.pointer(pointer)
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_string())
+            .collect()
+    };
+    let scopes = "/oauth_config/scopes/bot";
+    let gone: Vec<String> = list(&full, scopes)
+        .into_iter()
+        .filter(|s| !list(&minimal, scopes).contains(s))
+        .collect();
+    assert_eq!(gone, ["channels:read", "groups:read", "reactions:read"]);
+    let events = list(&minimal, "/settings/event_subscriptions/bot_events");
+    assert!(events.contains(&"app_mention".to_string()), "{events:?}");
+    assert!(
+        !events.contains(&"reaction_added".to_string()),
+        "{events:?}"
+    );
+    assert!(
+        !events.contains(&"member_joined_channel".to_string()),
+        "{events:?}"
+    );
 }
 
 /// `anima slack manifest`: the Slack app for this soul, YAML by default and JSON with

@@ -657,3 +657,88 @@ fn a_model_failure_mid_loop_answers_with_the_apology_once_and_counts_its_calls()
     assert!(texts.contains(&"Help?"), "{texts:?}");
     assert!(!texts.contains(&"Half a thought."), "{texts:?}");
 }
+
+/// A confused model's selection block in place of an answer: its reasoning is the soul's
+/// private working, never a reply.
+fn confused(secret: &str) -> String {
+    select(&["Respond"], &format!("The plan, privately: {secret}"))
+}
+
+/// Nothing of a selection block ever reaches a reply.
+fn assert_no_internal_block(reply: &str, secret: &str) {
+    for word in ["action_selection", "reasoning", "<action>", secret] {
+        assert!(!reply.contains(word), "{word} in the reply: {reply}");
+    }
+}
+
+/// A closing answer without a dialogue is asked for once more; a second one without a
+/// dialogue gives the short apology. An answering action without a dialogue says nothing.
+#[test]
+fn a_closing_answer_without_a_dialogue_is_asked_again_then_apologised_for() {
+    let secret = "tell them the cache is haunted";
+    let model = FakeModel::start();
+    model
+        // 1: the closing answer is a selection block; asked once more, it answers.
+        .reply(&select(&["Finish"], "Done."))
+        .reply(&confused(secret))
+        .reply(&said("The cache is stale: clear it."))
+        // 2: twice a selection block: the apology.
+        .reply(&select(&["Finish"], "Done."))
+        .reply(&confused(secret))
+        .reply(&confused(secret))
+        // 3: the respond action answers with a selection block: nothing of it is said,
+        // and the closing answer speaks.
+        .reply(&select(&["Respond"], "Answer."))
+        .reply(&confused(secret))
+        .reply(&said("Here is the answer."));
+    let home = home(&model, "");
+    let (turns, _) = chat(&home, &["one", "two", "three"], &[]);
+    let replies: Vec<&str> = turns.iter().map(|t| t["reply"].as_str().unwrap()).collect();
+    assert_eq!(
+        replies,
+        [
+            "The cache is stale: clear it.",
+            anima::parse::EMPTY_REPLY_APOLOGY,
+            "Here is the answer."
+        ]
+    );
+    let calls: Vec<&Value> = turns.iter().map(|t| &t["model_calls"]).collect();
+    assert_eq!(calls, [&json!(3), &json!(3), &json!(3)]);
+    assert!(
+        turn_texts(&model)[2].contains("The loop has ended without an answer"),
+        "asked once more as a closing answer"
+    );
+    // Nothing of the blocks is in what the soul said, in memory or in a reply.
+    let said: Vec<String> = wait(home.store().thread_entries("terminal"))
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.entry_type == anima::memory::EntryType::ExternalDialog)
+        .map(|e| e.content)
+        .collect();
+    assert_eq!(said, replies);
+    for reply in &said {
+        assert_no_internal_block(reply, secret);
+    }
+}
+
+/// In Slack: a loop whose closing answers are selection blocks posts the apology, once, and
+/// nothing of the blocks.
+#[test]
+fn in_the_daemon_a_selection_block_is_never_posted() {
+    let secret = "the person seems gullible";
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    model
+        .reply(&select(&["Finish"], "Done."))
+        .reply(&confused(secret))
+        .reply(&confused(secret));
+    let (_home, d) = ism_daemon(&model, &slack);
+    slack.send_event(dm("1700000000.000100", "Is my cache haunted?"), "Ev1", 0);
+    slack.wait(15, "the answer", |s| !s.posts().is_empty());
+    d.wait_log("ism loop ended", 5);
+    std::thread::sleep(Duration::from_millis(500));
+    let posts = slack.posts();
+    assert_eq!(posts.len(), 1, "one reply: {posts:?}");
+    assert_eq!(posts[0].text, anima::parse::EMPTY_REPLY_APOLOGY);
+    assert_no_internal_block(&posts[0].text, secret);
+    assert_eq!(model.requests().len(), 3);
+}

@@ -161,7 +161,14 @@ async fn check_provider(
     problems: &mut Vec<String>,
     notes: &mut Vec<String>,
 ) {
-    match select::select(&config.llm, &config.home, &Environment::from_process()).await {
+    match select::select(
+        &config.llm,
+        config.source.as_deref(),
+        &config.home,
+        &Environment::from_process(),
+    )
+    .await
+    {
         Ok(chosen) => {
             notes.push(format!(
                 "provider: {} ({}), because {}",
@@ -179,7 +186,8 @@ async fn check_provider(
                 }
             }
         }
-        Err(e) => problems.push(format!("{}: {e}", config.origin())),
+        // The error names the config file (or where a setting would go).
+        Err(e) => problems.push(e.to_string()),
     }
 }
 

@@ -1,20 +1,28 @@
 //! `anima service install|uninstall|status`: writes the unit `service` renders, creates the
-//! secrets file (mode 0600, never filled), and asks systemctl / launchctl to load, unload or
-//! describe it. Without the manager's tool on PATH, it says what to run instead.
+//! secrets file (mode 0600; filled only from the shell with `--env-from-shell`), and asks
+//! systemctl / launchctl to load, unload or describe it. It starts a service only when its
+//! secrets file holds what the configuration needs, and a system service only as a named
+//! user whose home is not root's. Without the manager's tool on PATH, it says what to run
+//! instead.
 
-use std::io::Write;
+mod account;
+mod secrets_file;
+mod status;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use clap::{Args, Subcommand};
 
 use super::{load_config, CliResult, Failure};
-use crate::service::{self, Manager, ServiceSpec};
+use crate::config::{self, Config};
+use crate::service::{self, Account, Manager, ServiceSpec};
 
 #[derive(Debug, Subcommand)]
 pub enum ServiceCommand {
-    /// Write the unit (and an empty secrets file) and start the service.
-    Install(ServiceArgs),
+    /// Write the unit (and the secrets file) and start the service once the secrets file
+    /// holds the tokens it needs.
+    Install(InstallArgs),
     /// Stop the service and remove its unit (the secrets file stays).
     Uninstall(ServiceArgs),
     /// Installed or not, running or not, and the last exit.
@@ -40,6 +48,20 @@ pub struct ServiceArgs {
     pub force: bool,
 }
 
+#[derive(Debug, Args)]
+pub struct InstallArgs {
+    #[command(flatten)]
+    pub service: ServiceArgs,
+    /// The user a system service runs as (default: the one who ran sudo). Never root unless
+    /// named: --run-as root.
+    #[arg(long, value_name = "USER")]
+    pub run_as: Option<String>,
+    /// Write the secrets the service reads that are exported in this shell into its secrets
+    /// file (mode 0600; the values are never printed).
+    #[arg(long)]
+    pub env_from_shell: bool,
+}
+
 impl ServiceArgs {
     fn manager(&self) -> Manager {
         match (self.systemd, self.launchd) {
@@ -54,32 +76,33 @@ pub fn run(config_path: Option<&Path>, command: ServiceCommand) -> CliResult {
     match command {
         ServiceCommand::Install(a) => install(config_path, &a),
         ServiceCommand::Uninstall(a) => uninstall(&a),
-        ServiceCommand::Status(a) => status(&a),
+        ServiceCommand::Status(a) => status::status(&a),
     }
 }
 
-fn user_home() -> PathBuf {
+pub(super) fn user_home() -> PathBuf {
     std::env::var_os("HOME")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("/"))
 }
 
-fn install(config_path: Option<&Path>, a: &ServiceArgs) -> CliResult {
-    let config = load_config(config_path)?;
+fn install(config_path: Option<&Path>, args: &InstallArgs) -> CliResult {
+    let a = &args.service;
+    let run_as = run_as(args)?;
+    let config = load_config(config_for(config_path, run_as.as_ref()).as_deref())?;
+    if let Some(account) = run_as.as_ref().filter(|acc| !acc.is_root()) {
+        not_in_roots_home(&config, account)?;
+    }
     let exe = std::env::current_exe()
         .and_then(|p| p.canonicalize())
         .map_err(|e| Failure::Runtime(format!("cannot find the anima binary: {e}")))?;
-    let config_file = config
-        .source
-        .as_ref()
-        .map(|p| std::path::absolute(p).unwrap_or(p.clone()));
-    let env_file = match &config_file {
+    let env_file = match &config.source {
         Some(c) => c.with_file_name("anima.env"),
         None => config.home.join("anima.env"),
     };
     let spec = ServiceSpec {
         exe,
-        config: config_file,
+        config: config.source.clone(),
         home: config.home.clone(),
         env_file,
         user: a.user,
@@ -88,9 +111,7 @@ fn install(config_path: Option<&Path>, a: &ServiceArgs) -> CliResult {
             config.llm.provider,
             crate::config::ProviderKind::ClaudeCli | crate::config::ProviderKind::Auto
         ),
-        run_as: std::env::var("SUDO_USER")
-            .ok()
-            .filter(|u| !u.is_empty() && u != "root"),
+        run_as,
     };
     spec.check().map_err(Failure::Usage)?;
     let manager = a.manager();
@@ -99,13 +120,26 @@ fn install(config_path: Option<&Path>, a: &ServiceArgs) -> CliResult {
         Manager::Launchd => service::launchd_plist(&spec),
     };
     let path = service::unit_path(manager, a.user, &user_home());
+    // Files anima creates for a system service belong to the account it runs as.
+    let owner = spec.run_as.as_ref().filter(|acc| !acc.is_root());
+    let env_text = secrets_file::secrets_text(&spec.env_file)?;
+    let env_text = if args.env_from_shell {
+        secrets_file::from_shell(&config, &spec.env_file, env_text, a.dry_run, owner)?
+    } else {
+        env_text
+    };
     if a.dry_run {
         println!("# {}\n{unit}", path.display());
+        if let Err(why) = secrets_file::secrets_ready(&config, &spec.env_file, env_text.as_deref())
+        {
+            eprintln!("anima: note: {why}");
+        }
         return Ok(());
     }
-    if path.exists() && !a.force {
+    let same = std::fs::read_to_string(&path).is_ok_and(|old| old == unit);
+    if path.exists() && !same && !a.force {
         return Err(Failure::Usage(format!(
-            "{} is already installed; add --force to write it anew",
+            "{} is already installed, and differs; add --force to write it anew",
             path.display()
         )));
     }
@@ -121,18 +155,37 @@ fn install(config_path: Option<&Path>, a: &ServiceArgs) -> CliResult {
         std::fs::create_dir_all(dir).map_err(|e| cannot(dir, e))?;
     }
     std::fs::write(&path, &unit).map_err(|e| cannot(&path, e))?;
-    std::fs::create_dir_all(&spec.home).map_err(|e| cannot(&spec.home, e))?;
+    let mut folders = vec![spec.home.clone()];
     if manager == Manager::Launchd {
-        let logs = spec.home.join("logs");
-        std::fs::create_dir_all(&logs).map_err(|e| cannot(&logs, e))?;
+        folders.push(spec.home.join("logs"));
     }
-    let created = create_secrets_file(&spec.env_file).map_err(|e| cannot(&spec.env_file, e))?;
+    for dir in folders {
+        if !dir.exists() {
+            std::fs::create_dir_all(&dir).map_err(|e| cannot(&dir, e))?;
+            account::hand_over(&dir, owner).map_err(|e| cannot(&dir, e))?;
+        }
+    }
+    let created = secrets_file::create_secrets_file(&spec.env_file, owner)
+        .map_err(|e| cannot(&spec.env_file, e))?;
     println!("wrote {}", path.display());
     if created {
         println!(
-            "created {} (mode 0600): put SLACK_BOT_TOKEN, SLACK_APP_TOKEN (or SLACK_SIGNING_SECRET) and your model key there, one NAME=value a line",
+            "created {} (mode 0600) for the service's secrets, one NAME=value a line",
             spec.env_file.display()
         );
+    }
+    if let Err(why) = secrets_file::secrets_ready(&config, &spec.env_file, env_text.as_deref()) {
+        if manager == Manager::Systemd {
+            run_steps(
+                &[systemctl(a.user, &["daemon-reload"])],
+                "for systemd to see it",
+            );
+        }
+        return Err(Failure::Usage(format!(
+            "the service is installed but not started: {why}; then run `{}anima service install{}` again to start it",
+            if a.user { "" } else { "sudo " },
+            if a.user { " --user" } else { "" }
+        )));
     }
     let steps: Vec<Vec<String>> = match manager {
         Manager::Systemd => vec![
@@ -147,6 +200,101 @@ fn install(config_path: Option<&Path>, a: &ServiceArgs) -> CliResult {
         ]],
     };
     run_steps(&steps, "to start it");
+    if a.user {
+        match manager {
+            Manager::Systemd => println!(
+                "a user service stops when you log out; to keep it running, run: loginctl enable-linger {}",
+                account::current().unwrap_or_else(|| "$USER".into())
+            ),
+            Manager::Launchd => println!(
+                "a LaunchAgent runs while you are logged in; for a service that runs from boot, install a system one: sudo anima service install --launchd"
+            ),
+        }
+    }
+    Ok(())
+}
+
+/// The account a system service runs as: `--run-as`, else the user who ran sudo, else the
+/// user running anima; never root unless named. None for a per-user service.
+fn run_as(args: &InstallArgs) -> Result<Option<Account>, Failure> {
+    let sudo_user = std::env::var("SUDO_USER")
+        .ok()
+        .filter(|u| !u.is_empty() && u != "root");
+    if args.service.user {
+        if args.run_as.is_some() {
+            return Err(Failure::Usage(
+                "--run-as is for a system service; a --user service runs as you".into(),
+            ));
+        }
+        if sudo_user.is_some() && account::current().as_deref() == Some("root") {
+            return Err(Failure::Usage(
+                "--user under sudo would install root's own service: run `anima service install --user` without sudo".into(),
+            ));
+        }
+        return Ok(None);
+    }
+    let name = match (&args.run_as, sudo_user) {
+        (Some(name), _) => name.clone(),
+        (None, Some(caller)) => caller,
+        (None, None) => match account::current() {
+            Some(me) if me != "root" => me,
+            _ => return Err(Failure::Usage(
+                "a system service runs as a named user, not root: give --run-as USER (the user whose files anima reads and writes), or --run-as root to run it as root".into(),
+            )),
+        },
+    };
+    account::lookup(&name).map(Some)
+}
+
+/// The configuration file: `--config`, `$ANIMA_CONFIG` or `./anima.toml`, else (sudo passes
+/// no `$ANIMA_CONFIG`) the one `anima init` wrote in the service user's home.
+fn config_for(explicit: Option<&Path>, run_as: Option<&Account>) -> Option<PathBuf> {
+    if let Some(found) = config::locate(explicit) {
+        return Some(found);
+    }
+    let theirs = run_as?.home.join(".anima/anima.toml");
+    theirs.is_file().then(|| {
+        // On stderr: a dry run's stdout is the unit alone.
+        eprintln!(
+            "anima: using {} (no --config, no $ANIMA_CONFIG, no ./anima.toml)",
+            theirs.display()
+        );
+        theirs
+    })
+}
+
+/// A service that runs as `account` cannot use files in root's home: under sudo, `~` is
+/// root's home, so a config read there, or a `~` path in it, would be a silent
+/// `/root/.anima`.
+fn not_in_roots_home(config: &Config, account: &Account) -> Result<(), Failure> {
+    let Some(root) = account::lookup("root").ok().map(|r| r.home) else {
+        return Ok(());
+    };
+    if root == Path::new("/") {
+        return Ok(());
+    }
+    let paths = [
+        ("the config file", config.source.as_deref()),
+        ("[paths] home", Some(config.home.as_path())),
+        ("[paths] soul_dir", Some(config.soul_dir.as_path())),
+        (
+            "[paths] processes_dir",
+            Some(config.processes_dir.as_path()),
+        ),
+    ];
+    for (what, path) in paths {
+        let Some(path) = path.filter(|p| p.starts_with(&root)) else {
+            continue;
+        };
+        return Err(Failure::Usage(format!(
+            "{what} is {}, in root's home, but the service runs as {} (home {}); under sudo `~` is root's home. Give --config with {}'s anima.toml (e.g. {}) and write its [paths] out in full, or pass --run-as root",
+            path.display(),
+            account.name,
+            account.home.display(),
+            account.name,
+            account.home.join(".anima/anima.toml").display()
+        )));
+    }
     Ok(())
 }
 
@@ -185,91 +333,7 @@ fn uninstall(a: &ServiceArgs) -> CliResult {
     Ok(())
 }
 
-fn status(a: &ServiceArgs) -> CliResult {
-    let manager = a.manager();
-    let path = service::unit_path(manager, a.user, &user_home());
-    let installed = path.exists();
-    println!(
-        "installed: {}",
-        if installed {
-            format!("yes ({})", path.display())
-        } else {
-            format!("no ({} does not exist)", path.display())
-        }
-    );
-    match manager {
-        Manager::Systemd => {
-            let active = output(&systemctl(a.user, &["is-active", "anima.service"]));
-            let shown = output(&systemctl(
-                a.user,
-                &[
-                    "show",
-                    "anima.service",
-                    "-p",
-                    "ExecMainStatus",
-                    "-p",
-                    "ExecMainExitTimestamp",
-                ],
-            ));
-            match active {
-                Some(state) => println!(
-                    "running: {} ({state})",
-                    if state == "active" { "yes" } else { "no" }
-                ),
-                None => println!("running: unknown (systemctl is not available)"),
-            }
-            if let Some(props) = shown {
-                let get = |k: &str| {
-                    props
-                        .lines()
-                        .find_map(|l| l.strip_prefix(&format!("{k}=")))
-                        .filter(|v| !v.is_empty())
-                        .map(str::to_string)
-                };
-                match (get("ExecMainStatus"), get("ExecMainExitTimestamp")) {
-                    (Some(code), Some(at)) => println!("last exit: status {code} at {at}"),
-                    (Some(code), None) => println!("last exit: status {code}"),
-                    _ => println!("last exit: none recorded"),
-                }
-            }
-        }
-        Manager::Launchd => {
-            match output(&[
-                "launchctl".to_string(),
-                "list".to_string(),
-                service::LAUNCHD_LABEL.to_string(),
-            ]) {
-                Some(list) => {
-                    let pid = list.lines().find_map(|l| {
-                        l.trim()
-                            .strip_prefix("\"PID\" = ")
-                            .map(|v| v.trim_end_matches(';').to_string())
-                    });
-                    let last = list.lines().find_map(|l| {
-                        l.trim()
-                            .strip_prefix("\"LastExitStatus\" = ")
-                            .map(|v| v.trim_end_matches(';').to_string())
-                    });
-                    println!(
-                        "running: {}",
-                        pid.map_or("no".to_string(), |p| format!("yes (pid {p})"))
-                    );
-                    println!(
-                        "last exit: {}",
-                        last.map_or("none recorded".to_string(), |c| format!("status {c}"))
-                    );
-                }
-                None => println!(
-                    "running: no (launchctl does not list {})",
-                    service::LAUNCHD_LABEL
-                ),
-            }
-        }
-    }
-    Ok(())
-}
-
-fn systemctl(user: bool, args: &[&str]) -> Vec<String> {
+pub(super) fn systemctl(user: bool, args: &[&str]) -> Vec<String> {
     let mut v = vec!["systemctl".to_string()];
     if user {
         v.push("--user".into());
@@ -294,34 +358,5 @@ fn run_steps(steps: &[Vec<String>], purpose: &str) {
             }
             return;
         }
-    }
-}
-
-/// A command's stdout, trimmed; `None` when it cannot run.
-fn output(cmd: &[String]) -> Option<String> {
-    let out = Command::new(&cmd[0]).args(&cmd[1..]).output().ok()?;
-    Some(String::from_utf8_lossy(&out.stdout).trim().to_string())
-}
-
-/// Creates the secrets file empty with mode 0600 if it is missing. True if it was created.
-fn create_secrets_file(path: &Path) -> std::io::Result<bool> {
-    use std::os::unix::fs::OpenOptionsExt;
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    match std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-    {
-        Ok(mut f) => {
-            f.write_all(
-                b"# Secrets for anima, one NAME=value a line (never logged, never in the unit).\n",
-            )?;
-            Ok(true)
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
-        Err(e) => Err(e),
     }
 }

@@ -1,4 +1,4 @@
-//! `anima slack manifest [--json] [--events-url URL]`: the Slack app manifest for this soul,
+//! `anima slack manifest [--json] [--events-url URL] [--minimal]`: the Slack app manifest for this soul,
 //! to paste into "Create New App → From a manifest". Reads the soul's name and its
 //! suggested prompts; what the manifest holds is `slack::manifest`'s.
 
@@ -9,7 +9,7 @@ use clap::{Args, Subcommand};
 
 use super::{load_config, CliResult, Failure};
 use crate::config::SlackMode;
-use crate::slack::manifest::{self, yaml, App, Delivery, EVENTS_PATH};
+use crate::slack::manifest::{self, yaml, App, Delivery, Extent, EVENTS_PATH};
 use crate::soul::SoulFiles;
 
 #[derive(Debug, Subcommand)]
@@ -29,6 +29,11 @@ pub struct ManifestArgs {
     /// `POST /slack/events` (e.g. https://anima.example.com/slack/events).
     #[arg(long, value_name = "URL")]
     pub events_url: Option<String>,
+    /// Leave out the events and scopes only the soul's inner life uses (reactions, people
+    /// joining its channels: `reactions:read`, `channels:read`, `groups:read`); the soul
+    /// answers as well without them.
+    #[arg(long)]
+    pub minimal: bool,
 }
 
 /// The name a soul without a `# Name` heading goes by in Slack.
@@ -75,7 +80,12 @@ pub fn run(config_path: Option<&Path>, command: SlackCommand) -> CliResult {
         name,
         prompts: &words.prompts,
     };
-    let value = manifest::manifest(&app, delivery);
+    let extent = if args.minimal {
+        Extent::Minimal
+    } else {
+        Extent::Full
+    };
+    let value = manifest::manifest(&app, delivery, extent);
     let text = if args.json {
         serde_json::to_string_pretty(&value).map_err(Failure::runtime)? + "\n"
     } else {

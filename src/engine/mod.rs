@@ -269,12 +269,17 @@ impl Engine {
     /// the soul and process files (watched), the store; user models that missed git are
     /// committed.
     pub async fn build(config: &Arc<Config>) -> Result<Engine, BuildError> {
-        let selected = select::select(&config.llm, &config.home, &Environment::from_process())
-            .await
-            .map_err(|e| match e {
-                SelectError::Build(e) => BuildError::Runtime(e.to_string()),
-                other => BuildError::Config(format!("{}: {other}", config.origin())),
-            })?;
+        let selected = select::select(
+            &config.llm,
+            config.source.as_deref(),
+            &config.home,
+            &Environment::from_process(),
+        )
+        .await
+        .map_err(|e| match e {
+            SelectError::Build(e) => BuildError::Runtime(e.to_string()),
+            other => BuildError::Config(other.to_string()),
+        })?;
         tracing::info!(
             provider = selected.provider.name(),
             model = selected.provider.model(),

@@ -8,7 +8,8 @@
 //! call (tool: see `tool`), or none (transition, done); what each produced goes into the log
 //! the next selection sees. A loop that ends without an answer gets one closing answering
 //! call, unless a newer message interrupted it: then that message is answered next, with
-//! these thoughts in memory.
+//! these thoughts in memory. An answer is said only from its dialogue: a closing answer
+//! without one is asked for once more, then the short apology is said.
 
 use serde_json::json;
 use tracing::{info, warn};
@@ -20,7 +21,7 @@ use super::Engine;
 use crate::ism::{Choice, Effect, Ending, Ism, Iteration, Loop};
 use crate::llm::LlmError;
 use crate::memory::{Entry, EntryType, NewEntry, SoulState, UsageRecord, UserRecord};
-use crate::parse::{parse_selection, MentalQuery};
+use crate::parse::{parse_selection, MentalQuery, ReplySource, EMPTY_REPLY_APOLOGY};
 use crate::prompt::ism::{LoggedIteration, MachineCall, MachineInput};
 use crate::prompt::TurnPlan;
 use crate::steps::Step;
@@ -191,10 +192,16 @@ impl Engine {
                         let run = self
                             .call_applied_with(&mut rs, plan, Some(m), None, None, stream)
                             .await?;
-                        said.push(run.cognition.reply.clone());
-                        let reply = run.cognition.reply.clone();
-                        answer = Some(run);
-                        reply
+                        if has_dialogue(&run) {
+                            let reply = run.cognition.reply.clone();
+                            said.push(reply.clone());
+                            answer = Some(run);
+                            reply
+                        } else {
+                            warn!(process = %rs.input.def.name, action = %action.name, "the answer has no dialogue; nothing of it is said");
+                            last = Some(run);
+                            SAID_NOTHING.to_string()
+                        }
                     }
                     Effect::Transition {
                         to,
@@ -227,13 +234,29 @@ impl Engine {
         // A hand-over at once: the process handed to answers.
         let answered_next = hand_over_now && handed_over.as_ref().is_some_and(|h| h.execute_now);
         if said.is_empty() && !interrupted && !answered_next {
-            // Every message gets its answer: the loop ended without one.
-            let plan = rs.input.plan.clone();
-            let m = (&frame, &lp, MachineCall::Close);
-            let stream = rs.stream;
-            let run = self
-                .call_applied_with(&mut rs, plan, Some(m), None, None, stream)
-                .await?;
+            // Every message gets its answer: the loop ended without one. Only a dialogue is
+            // said: an answer without one (a confused model's selection block, its reasoning
+            // and all) is asked for once more, then the short apology stands in.
+            let mut attempt = 1;
+            let run = loop {
+                let plan = rs.input.plan.clone();
+                let m = (&frame, &lp, MachineCall::Close);
+                let stream = rs.stream;
+                let mut run = self
+                    .call_applied_with(&mut rs, plan, Some(m), None, None, stream)
+                    .await?;
+                if has_dialogue(&run) {
+                    break run;
+                }
+                if attempt == CLOSING_ATTEMPTS {
+                    warn!(process = %rs.input.def.name, attempts = attempt, "the closing answer has no dialogue; the short apology is said");
+                    run.cognition.reply = EMPTY_REPLY_APOLOGY.to_string();
+                    run.cognition.reply_source = ReplySource::Apology;
+                    break run;
+                }
+                warn!(process = %rs.input.def.name, "the closing answer has no dialogue; asking once more");
+                attempt += 1;
+            };
             said.push(run.cognition.reply.clone());
             answer = Some(run);
         }
@@ -316,6 +339,19 @@ impl Engine {
             .apply(&run.plan, &run.cognition, rs.user, rs.soul, &rs.meta);
         Ok(run)
     }
+}
+
+/// How many closing answers a loop asks for before the apology stands in for a dialogue.
+const CLOSING_ATTEMPTS: u32 = 2;
+
+/// What the log says an answering action produced when its answer had no dialogue.
+const SAID_NOTHING: &str = "(said nothing: the answer had no dialogue)";
+
+/// Whether an answering call said something: an ISM's reply comes only from a dialogue,
+/// never from the text around the tags (which, from a confused model, may be a selection
+/// block with its reasoning).
+fn has_dialogue(run: &Run) -> bool {
+    run.cognition.reply_source == ReplySource::Dialogue
 }
 
 /// The loop's constant part of every call's `<implicit_machine>` section.

@@ -17,24 +17,40 @@ use crate::config::{LlmConfig, ProviderKind, StructuredOutput};
 /// Where a local Ollama's OpenAI-compatible API answers.
 pub const OLLAMA_URL: &str = "http://127.0.0.1:11434/v1";
 
-pub const NOTHING_USABLE: &str = "no model provider is usable. Set one of: ANTHROPIC_API_KEY \
-(the Anthropic API); OPENAI_API_KEY, or [llm] base_url for any OpenAI-compatible server such as \
-Ollama, vLLM or llama.cpp (e.g. base_url = \"http://127.0.0.1:11434/v1\"); start Ollama on \
-127.0.0.1:11434 with a model pulled; or install the Claude Code CLI so that `claude` is on PATH \
-(or set [llm] claude_cli_path). Then run anima again, or choose explicitly with [llm] provider.";
-
 #[derive(Debug, thiserror::Error)]
 pub enum SelectError {
-    #[error("{NOTHING_USABLE}")]
-    NothingUsable,
-    #[error("[llm] provider is \"anthropic\" but ANTHROPIC_API_KEY is not set; export it, or choose another provider")]
-    MissingAnthropicKey,
-    #[error("[llm] provider is \"claude-cli\" but `{0}` is not an executable on PATH; install Claude Code or set [llm] claude_cli_path")]
-    CliMissing(String),
-    #[error("{0}; set [llm] model to the model to use")]
-    NoModel(LlmError),
+    #[error(
+        "no model provider is usable. Set one of: ANTHROPIC_API_KEY (the Anthropic API); \
+OPENAI_API_KEY, or [llm] base_url{file} for any OpenAI-compatible server such as Ollama, vLLM or \
+llama.cpp (e.g. base_url = \"http://127.0.0.1:11434/v1\"); start Ollama on 127.0.0.1:11434 with a \
+model pulled; or install the Claude Code CLI so that `claude` is on PATH (or set [llm] \
+claude_cli_path). Then run anima again, or choose explicitly with [llm] provider."
+    )]
+    NothingUsable { file: ConfigFile },
+    #[error("[llm] provider is \"anthropic\"{file} but ANTHROPIC_API_KEY is not set; export it, or choose another provider")]
+    MissingAnthropicKey { file: ConfigFile },
+    #[error("[llm] provider is \"claude-cli\"{file} but `{exe}` is not an executable on PATH; install Claude Code or set [llm] claude_cli_path")]
+    CliMissing { exe: String, file: ConfigFile },
+    #[error("{error}; set [llm] model{file} to the model to use")]
+    NoModel { error: LlmError, file: ConfigFile },
     #[error("{0}")]
     Build(LlmError),
+}
+
+/// The configuration file a selection error sends the reader to: ` in FILE`, or where a
+/// setting would go when no file was read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigFile(pub Option<PathBuf>);
+
+impl std::fmt::Display for ConfigFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.0 {
+            Some(path) => write!(f, " in {}", path.display()),
+            None => f.write_str(
+                " in a config file (none was read: no --config, no $ANIMA_CONFIG, no ./anima.toml)",
+            ),
+        }
+    }
 }
 
 /// What selection looks at, gathered from the environment (tests supply their own).
@@ -63,11 +79,14 @@ pub struct Selected {
     pub reason: &'static str,
 }
 
+/// The provider `cfg` (read from `config_file`, which errors name) asks for.
 pub async fn select(
     cfg: &LlmConfig,
+    config_file: Option<&Path>,
     home: &Path,
     env: &Environment,
 ) -> Result<Selected, SelectError> {
+    let file = || ConfigFile(config_file.map(Path::to_path_buf));
     let timeout = Duration::from_secs(cfg.timeout_secs);
     let anthropic = |key: Secret| -> Result<Arc<dyn Provider>, SelectError> {
         let p = Anthropic::new(&cfg.base_url, key, &cfg.model, cfg.stream, timeout)
@@ -95,19 +114,24 @@ pub async fn select(
             let key = env
                 .anthropic_key
                 .clone()
-                .ok_or(SelectError::MissingAnthropicKey)?;
+                .ok_or_else(|| SelectError::MissingAnthropicKey { file: file() })?;
             Ok(Selected {
                 provider: anthropic(key)?,
                 reason: "[llm] provider = \"anthropic\"",
             })
         }
         ProviderKind::Openai => Ok(Selected {
-            provider: openai_provider(cfg, &cfg.base_url, env.openai_key.clone(), timeout).await?,
+            provider: openai_provider(cfg, env.openai_key.clone(), timeout, file()).await?,
             reason: "[llm] provider = \"openai\"",
         }),
         ProviderKind::ClaudeCli => {
-            let exe = find_executable(&cfg.claude_cli_path, env.path.as_deref())
-                .ok_or_else(|| SelectError::CliMissing(cfg.claude_cli_path.clone()))?;
+            let exe =
+                find_executable(&cfg.claude_cli_path, env.path.as_deref()).ok_or_else(|| {
+                    SelectError::CliMissing {
+                        exe: cfg.claude_cli_path.clone(),
+                        file: file(),
+                    }
+                })?;
             Ok(Selected {
                 provider: claude(exe),
                 reason: "[llm] provider = \"claude-cli\"",
@@ -122,8 +146,7 @@ pub async fn select(
             }
             if env.openai_key.is_some() || !cfg.base_url.is_empty() {
                 return Ok(Selected {
-                    provider: openai_provider(cfg, &cfg.base_url, env.openai_key.clone(), timeout)
-                        .await?,
+                    provider: openai_provider(cfg, env.openai_key.clone(), timeout, file()).await?,
                     reason: "auto: OPENAI_API_KEY or [llm] base_url is set",
                 });
             }
@@ -150,17 +173,18 @@ pub async fn select(
                     reason: "auto: the claude CLI is on PATH",
                 });
             }
-            Err(SelectError::NothingUsable)
+            Err(SelectError::NothingUsable { file: file() })
         }
     }
 }
 
 async fn openai_provider(
     cfg: &LlmConfig,
-    base_url: &str,
     key: Option<Secret>,
     timeout: Duration,
+    file: ConfigFile,
 ) -> Result<Arc<dyn Provider>, SelectError> {
+    let base_url = cfg.base_url.as_str();
     let model = if !cfg.model.is_empty() {
         cfg.model.clone()
     } else if base_url.is_empty() {
@@ -168,7 +192,7 @@ async fn openai_provider(
     } else {
         OpenAi::first_model(base_url, key.as_ref(), timeout.min(Duration::from_secs(10)))
             .await
-            .map_err(SelectError::NoModel)?
+            .map_err(|error| SelectError::NoModel { error, file })?
     };
     let p = OpenAi::new(base_url, key, &model, cfg.stream, timeout).map_err(SelectError::Build)?;
     // OpenAI's own API (no base_url) is the provider's default: it says nothing about itself.

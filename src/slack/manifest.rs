@@ -3,8 +3,9 @@
 //!
 //! Owns the two tables that tie the manifest to the code: the Web API methods anima calls
 //! with the bot token and the scopes each needs (`METHODS`), and the event types the intake
-//! handles with the bot events that deliver them (`EVENTS`). A test reads `src/slack/` and
-//! fails naming any method or event the tables lack, and any entry the code no longer uses.
+//! handles with the bot events that deliver them (`EVENTS`), each marked when only the inner
+//! life uses it (`Extent::Minimal` leaves those out). A test reads `src/slack/` and fails
+//! naming any method or event the tables lack, and any entry the code no longer uses.
 //! Pure: data in, JSON or YAML out (`yaml` writes it). Knows nothing of souls or models: the
 //! caller names the bot and gives its words.
 
@@ -101,6 +102,9 @@ pub const METHODS: &[Method] = &[
 pub struct Event {
     pub handled: &'static str,
     pub subscriptions: &'static [(&'static str, &'static [&'static str])],
+    /// Only the soul's inner life feels it (nothing is said): an app without it answers as
+    /// well.
+    pub inner_life_only: bool,
 }
 
 /// Every event type the intake handles.
@@ -114,33 +118,40 @@ pub const EVENTS: &[Event] = &[
             ("message.im", &["im:history"]),
             ("message.mpim", &["mpim:history"]),
         ],
+        inner_life_only: false,
     },
     Event {
         handled: "app_mention",
         subscriptions: &[("app_mention", &["app_mentions:read"])],
+        inner_life_only: false,
     },
     Event {
         handled: "reaction_added",
         subscriptions: &[("reaction_added", &["reactions:read"])],
+        inner_life_only: true,
     },
     Event {
         // Public channels need the first, private ones the second.
         handled: "member_joined_channel",
         subscriptions: &[("member_joined_channel", &["channels:read", "groups:read"])],
+        inner_life_only: true,
     },
     Event {
         handled: "assistant_thread_started",
         subscriptions: &[("assistant_thread_started", &["assistant:write"])],
+        inner_life_only: false,
     },
     Event {
         // The Messages tab opened: needs no scope.
         handled: "app_home_opened",
         subscriptions: &[("app_home_opened", &[])],
+        inner_life_only: false,
     },
     Event {
         // The stop button of the agent view.
         handled: "agent_session_stopped",
         subscriptions: &[("agent_session_stopped", &["assistant:write"])],
+        inner_life_only: false,
     },
 ];
 
@@ -161,6 +172,22 @@ pub enum Delivery<'a> {
     Events { url: &'a str },
 }
 
+/// What the app asks Slack for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Extent {
+    /// Every event the intake handles, with its scopes.
+    Full,
+    /// Without the events (and so the scopes) only the inner life uses: the soul answers as
+    /// well, and is not moved by reactions or by people joining its channels.
+    Minimal,
+}
+
+impl Extent {
+    fn takes(self, e: &Event) -> bool {
+        self == Extent::Full || !e.inner_life_only
+    }
+}
+
 /// Who the app is: the bot's name and the words of its agent view.
 #[derive(Debug, Clone, Copy)]
 pub struct App<'a> {
@@ -169,10 +196,11 @@ pub struct App<'a> {
 }
 
 /// Every bot scope the manifest asks for: those of the methods and of the events, sorted.
-pub fn bot_scopes() -> Vec<&'static str> {
+pub fn bot_scopes(extent: Extent) -> Vec<&'static str> {
     let methods = METHODS.iter().flat_map(|m| m.scopes.iter());
     let events = EVENTS
         .iter()
+        .filter(|e| extent.takes(e))
         .flat_map(|e| e.subscriptions.iter().flat_map(|(_, s)| s.iter()));
     let mut scopes: Vec<&'static str> = methods.chain(events).copied().collect();
     scopes.sort_unstable();
@@ -181,15 +209,16 @@ pub fn bot_scopes() -> Vec<&'static str> {
 }
 
 /// Every bot event the manifest subscribes to, in the table's order.
-pub fn bot_events() -> Vec<&'static str> {
+pub fn bot_events(extent: Extent) -> Vec<&'static str> {
     EVENTS
         .iter()
+        .filter(|e| extent.takes(e))
         .flat_map(|e| e.subscriptions.iter().map(|(name, _)| *name))
         .collect()
 }
 
 /// The manifest, as Slack's JSON.
-pub fn manifest(app: &App, delivery: Delivery) -> Value {
+pub fn manifest(app: &App, delivery: Delivery, extent: Extent) -> Value {
     let name = app.name.trim();
     let description = cut(
         &format!("{name}, a soul with memory and moods, at home in Slack (run by anima)"),
@@ -214,7 +243,7 @@ pub fn manifest(app: &App, delivery: Delivery) -> Value {
         // Interactions come to the same door as events (a signed form post).
         interactivity.insert("request_url".into(), json!(url));
     }
-    events.insert("bot_events".into(), json!(bot_events()));
+    events.insert("bot_events".into(), json!(bot_events(extent)));
     json!({
         "display_information": {
             "name": cut(name, MAX_APP_NAME),
@@ -233,7 +262,7 @@ pub fn manifest(app: &App, delivery: Delivery) -> Value {
             },
         },
         "oauth_config": {
-            "scopes": { "bot": bot_scopes() },
+            "scopes": { "bot": bot_scopes(extent) },
         },
         "settings": {
             "event_subscriptions": events,

@@ -301,6 +301,109 @@ fn every_event_the_intake_handles_is_subscribed_to() {
     );
 }
 
+/// The events marked `inner_life_only` are those whose intake arm only ever feels (or
+/// ignores): nothing is answered, so `--minimal` loses no reply.
+#[test]
+fn the_events_only_the_inner_life_uses_are_those_the_intake_only_feels() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src/slack/intake.rs");
+    let code = read_code(&path).text;
+    let arms: Vec<(&str, &str)> = names_after(&code, "SlackEventCallbackBody::");
+    let mut only_felt = BTreeSet::new();
+    for (variant, after) in &arms {
+        // The arm: up to the next event variant or the end of its function.
+        let end = [after.find("SlackEventCallbackBody::"), after.find("\n}\n")]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(after.len());
+        let arm = &after[..end];
+        let decisions: Vec<&str> = names_after(arm, "Decision::")
+            .into_iter()
+            .map(|(d, _)| d)
+            .collect();
+        if decisions.contains(&"Felt") && decisions.iter().all(|d| matches!(*d, "Felt" | "Ignore"))
+        {
+            only_felt.insert(snake_case(variant));
+        }
+    }
+    let marked: BTreeSet<String> = EVENTS
+        .iter()
+        .filter(|e| e.inner_life_only)
+        .map(|e| e.handled.to_string())
+        .collect();
+    assert_eq!(
+        marked, only_felt,
+        "manifest::EVENTS' inner_life_only marks must be the intake's events that are only felt"
+    );
+    assert_eq!(
+        marked,
+        BTreeSet::from(["member_joined_channel".into(), "reaction_added".into()])
+    );
+}
+
+/// `--minimal` leaves out the inner life's events and the scopes only they need, and keeps
+/// every scope a Web API method needs.
+#[test]
+fn the_minimal_manifest_leaves_out_only_what_the_inner_life_uses() {
+    let full: BTreeSet<&str> = bot_scopes(Extent::Full).into_iter().collect();
+    let minimal: BTreeSet<&str> = bot_scopes(Extent::Minimal).into_iter().collect();
+    let left_out: Vec<&str> = full.difference(&minimal).copied().collect();
+    assert_eq!(left_out, ["channels:read", "groups:read", "reactions:read"]);
+    for m in METHODS {
+        for scope in m.scopes {
+            assert!(minimal.contains(scope), "{} needs {scope}", m.name);
+        }
+    }
+    let events = bot_events(Extent::Minimal);
+    assert!(!events.contains(&"reaction_added") && !events.contains(&"member_joined_channel"));
+    assert_eq!(events.len() + 2, bot_events(Extent::Full).len());
+    let m = manifest(&app(&[]), Delivery::Socket, Extent::Minimal);
+    assert_eq!(
+        m["oauth_config"]["scopes"]["bot"],
+        json!(Vec::from_iter(minimal))
+    );
+    assert_eq!(
+        m["settings"]["event_subscriptions"]["bot_events"],
+        json!(events)
+    );
+}
+
+/// docs/slack.md names every Web API method anima calls with the scopes it needs, and each
+/// optional scope as optional.
+#[test]
+fn the_slack_page_names_every_method_with_its_scopes() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs/slack.md");
+    let page = std::fs::read_to_string(&path).unwrap();
+    let mut missing = Vec::new();
+    for m in METHODS {
+        let scopes = if m.scopes.is_empty() {
+            "none".to_string()
+        } else {
+            m.scopes
+                .iter()
+                .map(|s| format!("`{s}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let row = format!("| `{}` | {scopes} |", m.name);
+        if !page.contains(&row) {
+            missing.push(row);
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "docs/slack.md lacks these rows of its methods table: {missing:#?}"
+    );
+    for e in EVENTS.iter().filter(|e| e.inner_life_only) {
+        for (event, scopes) in e.subscriptions {
+            for scope in *scopes {
+                let row = format!("| `{scope}` | optional: `{event}`");
+                assert!(page.contains(&row), "docs/slack.md lacks {row:?}");
+            }
+        }
+    }
+}
+
 #[test]
 fn interactivity_is_on_because_the_code_takes_interactions() {
     let takes = slack_sources()
@@ -310,7 +413,7 @@ fn interactivity_is_on_because_the_code_takes_interactions() {
         takes,
         "the code no longer takes interactions: turn interactivity off"
     );
-    let m = manifest(&app(&[]), Delivery::Socket);
+    let m = manifest(&app(&[]), Delivery::Socket, Extent::Full);
     assert_eq!(m["settings"]["interactivity"]["is_enabled"], json!(true));
 }
 
@@ -418,7 +521,7 @@ fn prompt(n: usize) -> Prompt {
 #[test]
 fn socket_mode_has_no_urls_and_every_scope_and_event() {
     let prompts: Vec<Prompt> = (1..=6).map(prompt).collect();
-    let m = manifest(&app(&prompts), Delivery::Socket);
+    let m = manifest(&app(&prompts), Delivery::Socket, Extent::Full);
     assert_eq!(m["display_information"]["name"], "Wren");
     assert_eq!(m["features"]["bot_user"]["display_name"], "Wren");
     assert_eq!(m["features"]["bot_user"]["always_online"], true);
@@ -479,7 +582,7 @@ fn socket_mode_has_no_urls_and_every_scope_and_event() {
 #[test]
 fn the_events_api_takes_events_and_interactions_at_one_url() {
     let url = "https://x.example/slack/events";
-    let m = manifest(&app(&[]), Delivery::Events { url });
+    let m = manifest(&app(&[]), Delivery::Events { url }, Extent::Full);
     let s = &m["settings"];
     assert_eq!(s["socket_mode_enabled"], false);
     assert_eq!(s["event_subscriptions"]["request_url"], url);
@@ -503,6 +606,7 @@ fn a_long_name_is_cut_to_what_slack_takes() {
             prompts: &[],
         },
         Delivery::Socket,
+        Extent::Full,
     );
     let len = |v: &Value| v.as_str().unwrap().chars().count();
     assert!(len(&m["display_information"]["name"]) <= 35);
@@ -517,7 +621,7 @@ fn yaml_has_the_manifest_shape() {
         title: "Untangle a bug".into(),
         message: "I have a bug: \"help\"".into(),
     }];
-    let m = manifest(&app(&prompts), Delivery::Socket);
+    let m = manifest(&app(&prompts), Delivery::Socket, Extent::Full);
     let y = to_yaml(&m);
     assert!(y.contains("\nfeatures:\n  agent_view:\n"), "{y}");
     assert!(
@@ -601,7 +705,13 @@ fn yaml_reads_back_as_the_json_manifest() {
             message: "line\nbreak \"quotes\" \\ 'single' \u{85}\u{2028}\u{7f} 🦀 {x} [y] &a *b !c %d @e `f`".into(),
         },
     ];
-    for name in ["Wren", "on", "0x1F", "- dash: colon # hash", "Ünï 🦀"] {
+    for (name, extent) in [
+        ("Wren", Extent::Full),
+        ("on", Extent::Minimal),
+        ("0x1F", Extent::Full),
+        ("- dash: colon # hash", Extent::Minimal),
+        ("Ünï 🦀", Extent::Full),
+    ] {
         for delivery in [
             Delivery::Socket,
             Delivery::Events {
@@ -614,6 +724,7 @@ fn yaml_reads_back_as_the_json_manifest() {
                     prompts: &prompts,
                 },
                 delivery,
+                extent,
             );
             let back: Value = serde_yaml_ng::from_str(&to_yaml(&m)).unwrap();
             assert_eq!(back, m, "{name}");
