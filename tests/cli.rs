@@ -125,7 +125,7 @@ fn nothing_usable_names_the_config_file_to_set_base_url_in() {
     assert_eq!(r.status, 2, "{}", r.stderr);
     assert!(
         r.stderr
-            .contains("[llm] base_url in a config file (none was read"),
+            .contains("[llm] base_url in a config file (no configuration file was read"),
         "{}",
         r.stderr
     );

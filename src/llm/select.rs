@@ -46,9 +46,16 @@ impl std::fmt::Display for ConfigFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.0 {
             Some(path) => write!(f, " in {}", path.display()),
-            None => f.write_str(
-                " in a config file (none was read: no --config, no $ANIMA_CONFIG, no ./anima.toml)",
-            ),
+            None => {
+                let local = std::path::absolute("anima.toml")
+                    .unwrap_or_else(|_| PathBuf::from("anima.toml"));
+                write!(
+                    f,
+                    " in a config file (no configuration file was read: no --config, \
+                     $ANIMA_CONFIG not set, no {})",
+                    local.display()
+                )
+            }
         }
     }
 }
