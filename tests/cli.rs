@@ -612,6 +612,7 @@ fn mind_shows_dates_and_refuses_a_person_nobody_knows() {
     assert_eq!(nobody.status, 1, "{}{}", nobody.stdout, nobody.stderr);
     assert!(nobody.stderr.contains("`NOBODY`"), "{}", nobody.stderr);
     assert!(nobody.stdout.is_empty(), "{}", nobody.stdout);
+}
 
 // ------------------------------------------------------------------------ anima users forget
 
