@@ -461,7 +461,21 @@ fn a_forgotten_person_leaves_the_store_and_with_purge_history_every_commit() {
     assert!(before
         .get_path(std::path::Path::new("users/eve.md"))
         .is_ok());
-    assert!(home.data().join("anima.db").exists());
+    // Their history can be rewritten later: the store has forgotten them, the repository not.
+    assert!(everything_in_git(&repo).contains("Hides"));
+    let r = home.run(&["users", "forget", "eve", "--purge-history"], "");
+    assert_eq!(r.status, 2, "asked first: {}", r.stderr);
+    let r = home.run(&["users", "forget", "eve", "--purge-history", "--yes"], "");
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("history rewritten"), "{}", r.stdout);
+    let all = everything_in_git(&repo);
+    assert!(
+        !all.contains("Hides") && !all.contains("eve.md"),
+        "gone from history"
+    );
+    assert!(all.contains("Tom sails"), "the others' history stays");
+    let r = home.run(&["users", "forget", "eve", "--purge-history", "--yes"], "");
+    assert_eq!(r.status, 1, "no one left: {}", r.stderr);
 }
 
 /// `anima ARGS…` on a pseudo-terminal (util-linux `script`), `typed` on its input.
