@@ -221,6 +221,7 @@ fn a_person_forgotten_beside_the_daemon_starts_a_new_model_at_their_next_message
     let (model, slack) = (FakeModel::start(), FakeSlack::start());
     model
         .reply("<external_dialogue>Quinces, lovely.</external_dialogue><user_model_check>true</user_model_check><user_model_update># U1\nLoves quinces.</user_model_update><model_change_note>Loves quinces</model_change_note>")
+        .reply("<external_dialogue>Hi Bo.</external_dialogue><user_model_check>true</user_model_check><user_model_update># U2\nBo.</user_model_update><model_change_note>Met Bo</model_change_note>")
         .reply("<external_dialogue>Nice to meet you.</external_dialogue><user_model_check>true</user_model_check><user_model_update># U1\nJust met.</user_model_update><model_change_note>A first meeting</model_change_note>");
     let home = home(&model, &slack, "socket", "");
     let d = Daemon::start(&home);
@@ -233,10 +234,33 @@ fn a_person_forgotten_beside_the_daemon_starts_a_new_model_at_their_next_message
     assert_eq!(r.status, 0, "{}{}", r.stdout, r.stderr);
     assert!(r.stdout.contains("user model: 1 version"), "{}", r.stdout);
     assert!(wait(home.store().user("U1")).unwrap().is_none());
-
-    slack.send_event(dm("U1", "4.000002", "hello"), "E2", 0);
+    // The daemon's next export (another person's model) does not bring the file back.
+    slack.send_event(dm("U2", "4.000002", "I am Bo"), "E2", 0);
     slack.wait(10, "a reply", |s| s.posts().len() == 2);
-    let second = model.requests()[1].prompt_text();
+    let files = || {
+        let repo = git2::Repository::open(home.data().join("memory")).unwrap();
+        let tree = repo.head().unwrap().peel_to_tree().unwrap();
+        let mut texts = Vec::new();
+        tree.walk(git2::TreeWalkMode::PreOrder, |_, e| {
+            if let Ok(blob) = e.to_object(&repo).and_then(|o| o.peel_to_blob()) {
+                texts.push(String::from_utf8_lossy(blob.content()).into_owned());
+            }
+            git2::TreeWalkResult::Ok
+        })
+        .unwrap();
+        texts
+    };
+    for _ in 0..100 {
+        if files().len() == 1 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(files(), ["# U2\nBo.\n"], "{}", d.log());
+
+    slack.send_event(dm("U1", "4.000003", "hello"), "E3", 0);
+    slack.wait(10, "a reply", |s| s.posts().len() == 3);
+    let second = model.requests()[2].prompt_text();
     assert!(!second.contains("quince"), "{second}");
     assert!(
         second.contains("<user_model name="),

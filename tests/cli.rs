@@ -736,5 +736,66 @@ fn a_forgotten_person_leaves_the_store_and_with_purge_history_every_commit() {
     assert!(before
         .get_path(std::path::Path::new("users/eve.md"))
         .is_ok());
-    assert!(home.data().join("anima.db").exists());
+    // Their history can be rewritten later: the store has forgotten them, the repository not.
+    assert!(everything_in_git(&repo).contains("Hides"));
+    let r = home.run(&["users", "forget", "eve", "--purge-history"], "");
+    assert_eq!(r.status, 2, "asked first: {}", r.stderr);
+    let r = home.run(&["users", "forget", "eve", "--purge-history", "--yes"], "");
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("history rewritten"), "{}", r.stdout);
+    let all = everything_in_git(&repo);
+    assert!(
+        !all.contains("Hides") && !all.contains("eve.md"),
+        "gone from history"
+    );
+    assert!(all.contains("Tom sails"), "the others' history stays");
+    let r = home.run(&["users", "forget", "eve", "--purge-history", "--yes"], "");
+    assert_eq!(r.status, 1, "no one left: {}", r.stderr);
+}
+
+/// `anima ARGS…` on a pseudo-terminal (util-linux `script`), `typed` on its input.
+fn on_a_terminal(home: &Home, args: &str, typed: &str) -> Run {
+    let inner = anima_command(&home.config(), home.dir.path(), &[]);
+    let mut cmd = std::process::Command::new("script");
+    cmd.env_clear();
+    for (k, v) in inner.get_envs() {
+        if let Some(v) = v {
+            cmd.env(k, v);
+        }
+    }
+    let line = format!(
+        "{} --config {} {args}",
+        env!("CARGO_BIN_EXE_anima"),
+        home.config().display()
+    );
+    cmd.args(["-qec", &line, "/dev/null"])
+        .current_dir(home.dir.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    run(cmd, typed)
+}
+
+#[test]
+fn forgetting_asks_on_the_terminal_and_goes_on_only_for_the_name_or_yes() {
+    let model = FakeModel::start();
+    model.reply(&model_turn("Ada", "Counts.", "Ada counts"));
+    let home = Home::new("anthropic", &model.url(), "");
+    let r = home.run(&["chat", "--user", "Ada"], "one two three\n");
+    assert_eq!(r.status, 0, "{}", r.stderr);
+
+    let r = on_a_terminal(&home, "users forget Ada", "no\n");
+    assert_eq!(r.status, 1, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout.contains("Type their name or `yes`"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("not confirmed"), "{}", r.stdout);
+    assert!(home.data().join("memory/users/ada.md").exists());
+
+    let r = on_a_terminal(&home, "users forget Ada", "Ada\n");
+    assert_eq!(r.status, 0, "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("Forgot Ada"), "{}", r.stdout);
+    assert!(!home.data().join("memory/users/ada.md").exists());
 }

@@ -95,32 +95,59 @@ pub async fn run(config_path: Option<&Path>, command: UsersCommand) -> CliResult
             purge_history,
             yes,
         } => {
-            let u = find(users, &name)?;
-            let Some(store) = store else {
-                // A person is found only in a store.
-                return Err(Failure::Runtime("there is no store yet".into()));
+            let (u, store) = match (find(users, &name), store) {
+                (Ok(u), Some(store)) => (u, store),
+                // Forgotten by the store already (or never known): only their file's history
+                // may be left, in this home's repository.
+                (unknown, _) if purge_history => {
+                    return purge_left_over(&config.memory_dir(), &name, yes)
+                        .unwrap_or(unknown.map(drop));
+                }
+                (unknown, _) => return unknown.map(drop),
             };
-            confirm(&u, yes)?;
+            confirm(&u.display_name, &[&u.slug, &u.user_id], yes)?;
             forget(&store, &config.memory_dir(), &u, purge_history).await
         }
     }
 }
 
-/// Asks on the terminal, unless `yes`: the person's name (or slug, or id) or `yes` goes on.
-fn confirm(u: &UserRecord, yes: bool) -> Result<(), Failure> {
+/// The history of a person's file when the store no longer knows them (forgotten without
+/// `--purge-history`, or on another home): rewritten, if this home's repository has any;
+/// `None` when it has none, and NAME is no one.
+fn purge_left_over(root: &Path, name: &str, yes: bool) -> Option<Result<(), Failure>> {
+    let slug = crate::memory::slug(name.trim(), name.trim());
+    let repo = ModelRepo::open_existing(root)?;
+    if repo.log(&slug).ok()?.is_empty() {
+        return None;
+    }
+    let purged = (|| {
+        confirm(&slug, &[], yes)?;
+        let _lock = hold_exports(root).map_err(Failure::runtime)?;
+        repo.remove_model(&slug, &slug).map_err(Failure::runtime)?;
+        let dropped = repo.purge_history(&slug).map_err(Failure::runtime)?;
+        println!(
+            "No one named `{slug}` in the store; memory/users/{slug}.md: history rewritten, no \
+             commit holds it ({} left out)",
+            plural(dropped as u64, "commit")
+        );
+        Ok(())
+    })();
+    Some(purged)
+}
+
+/// Asks on the terminal, unless `yes`: `name`, one of `also` (a slug, an id) or `yes` goes on.
+fn confirm(name: &str, also: &[&str], yes: bool) -> Result<(), Failure> {
     if yes {
         return Ok(());
     }
     if !std::io::stdin().is_terminal() {
         return Err(Failure::Usage(format!(
-            "forgetting {} cannot be undone and there is no terminal to ask on: pass --yes",
-            u.display_name
+            "forgetting {name} cannot be undone and there is no terminal to ask on: pass --yes"
         )));
     }
     eprint!(
-        "Forget {} ({}) for good: their model, working memory and what the soul feels about \
-         them? Type their name or `yes`: ",
-        u.display_name, u.user_id
+        "Forget {name} for good: their model, working memory and what the soul feels about \
+         them? Type their name or `yes`: "
     );
     let _ = std::io::stderr().flush();
     let mut answer = String::new();
@@ -129,12 +156,11 @@ fn confirm(u: &UserRecord, yes: bool) -> Result<(), Failure> {
         .read_line(&mut answer)
         .map_err(Failure::runtime)?;
     let answer = answer.trim();
-    if [u.display_name.as_str(), &u.slug, &u.user_id, "yes"].contains(&answer) {
+    if answer == name || answer == "yes" || also.contains(&answer) {
         Ok(())
     } else {
         Err(Failure::Runtime(format!(
-            "not confirmed: {} is not forgotten",
-            u.display_name
+            "not confirmed: {name} is not forgotten"
         )))
     }
 }
@@ -164,10 +190,13 @@ async fn forget(
         .await
         .map_err(Failure::runtime)?;
     let dropped = match repo {
-        Some(repo) if purge_history => Some(
-            repo.purge_history(&u.slug)
-                .map_err(|e| Failure::Runtime(format!("{e}; {} is forgotten from the store, but not yet from the repository's history: run this again", u.display_name)))?,
-        ),
+        Some(repo) if purge_history => Some(repo.purge_history(&u.slug).map_err(|e| {
+            Failure::Runtime(format!(
+                "{e}; {} is forgotten from the store, not yet from the repository's \
+                         history: run `anima users forget {} --purge-history` again",
+                u.display_name, u.slug
+            ))
+        })?),
         _ => None,
     };
     println!("Forgot {} ({}):", u.display_name, u.user_id);

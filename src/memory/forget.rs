@@ -34,12 +34,15 @@ pub struct Forgotten {
     pub relationships: u64,
     /// The psyche's memories they were in.
     pub memories: u64,
-    /// Facts, intentions about them, and gate decisions on their events.
+    /// Facts the psyche learnt about them.
     pub facts: u64,
+    /// Intentions aimed at them.
     pub intentions: u64,
+    /// Gate decisions on their events.
     pub gate_decisions: u64,
-    /// Their feedback on replies, and admin commands they sent.
+    /// Their feedback on replies.
     pub feedback: u64,
+    /// Admin commands they sent, carried out: blanked.
     pub admin_commands: u64,
 }
 
