@@ -573,6 +573,29 @@ fn a_port_in_use_names_the_config_file_even_in_a_folder_with_spaces() {
     );
 }
 
+#[test]
+fn postgres_without_its_connection_string_names_the_config_file() {
+    let model = FakeModel::start();
+    let home = Home::on(Backend::Sqlite, "anthropic", &model.url(), "");
+    let cfg = std::fs::read_to_string(home.config()).unwrap();
+    std::fs::write(home.config(), format!("{cfg}\n{ON_POSTGRES}")).unwrap();
+    let file = home.config().display().to_string();
+    for args in [&["chat"][..], &["state"][..], &["run"][..]] {
+        let mut cmd = anima_command(&home.config(), home.dir.path(), args);
+        cmd.env_remove(anima::config::DATABASE_URL_VAR)
+            .env("SLACK_BOT_TOKEN", support::slack::BOT_TOKEN)
+            .env("SLACK_APP_TOKEN", support::slack::APP_TOKEN);
+        let r = run(cmd, "hi\n");
+        assert_eq!(r.status, 2, "{args:?}: {}", r.stderr);
+        assert!(r.stderr.contains(&file), "{args:?}: {}", r.stderr);
+        assert!(
+            r.stderr.contains(anima::config::DATABASE_URL_VAR),
+            "{args:?}: {}",
+            r.stderr
+        );
+    }
+}
+
 // `anima mind` (issue 34, point 3): dates, and a person nobody knows is an error.
 
 /// Whether `text` holds an RFC 3339 date to the second in UTC (2026-11-28T09:00:00Z).

@@ -235,11 +235,15 @@ pub(crate) async fn read_store(config: &Config) -> Result<Arc<dyn Store>, Failur
         .map_err(store_failure)
 }
 
-/// Opens the store `[store]` names.
+/// Opens the store `[store]` names. A missing connection string names the config file that
+/// chose PostgreSQL.
 pub(crate) async fn open_store(config: &Config) -> Result<Arc<dyn Store>, Failure> {
     crate::memory::open::open(&config.store, &config.db_path())
         .await
-        .map_err(store_failure)
+        .map_err(|e| match e {
+            e if e.is_unset_url() => Failure::Usage(format!("{}: {e}", config.origin())),
+            e => store_failure(e),
+        })
 }
 
 /// A store that is newer than this anima, that cannot be reached or logged into, or whose

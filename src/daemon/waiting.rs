@@ -31,7 +31,8 @@ pub async fn for_database(
     if config.store.backend != StoreBackend::Postgres {
         return Ok(true);
     }
-    let url = crate::memory::open::database_url().map_err(|e| DaemonError::Usage(e.to_string()))?;
+    let url = crate::memory::open::database_url()
+        .map_err(|e| DaemonError::Usage(format!("{}: {e}", config.origin())))?;
     let reason = Arc::new(Mutex::new(String::new()));
     let mut health: Option<(
         tokio::task::JoinHandle<()>,

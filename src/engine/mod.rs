@@ -290,6 +290,10 @@ impl Engine {
             .map_err(|e| BuildError::Config(e.to_string()))?;
         let store = match crate::memory::open::open(&config.store, &config.db_path()).await {
             Ok(s) => s,
+            // The connection string `[store] backend = "postgres"` needs is not set.
+            Err(e @ StoreError::Connect { .. }) if e.is_unset_url() => {
+                return Err(BuildError::Config(format!("{}: {e}", config.origin())))
+            }
             Err(
                 e @ (StoreError::TooNew { .. }
                 | StoreError::TooNewDatabase { .. }

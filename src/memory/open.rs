@@ -56,3 +56,10 @@ pub fn database_url() -> Result<Secret, StoreError> {
         why: "not set: with [store] backend = \"postgres\" the connection string comes from it (postgres://user:password@host:port/db)".into(),
     })
 }
+
+impl StoreError {
+    /// Whether this is [`database_url`]'s error: the connection string is not set.
+    pub fn is_unset_url(&self) -> bool {
+        matches!(self, StoreError::Connect { place, .. } if place == DATABASE_URL_VAR)
+    }
+}
