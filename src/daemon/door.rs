@@ -10,9 +10,10 @@
 //! this one's once it is back. A probe write every second says when the store answers again;
 //! then the connections open anew. `/healthz` answers 503 meanwhile (the store's reason).
 //!
-//! Refusals of the app token are said here: at start they end the daemon (exit 2); on a
-//! reopening they are an ERROR line, `/healthz` names the token, and the door is tried again
-//! slowly. Owns no event: `slack::socket` reads them and `Gate` records them.
+//! At start, before any message is taken, Slack must take both tokens (`slack_takes_tokens`:
+//! auth.test, apps.connections.open): a refusal ends the daemon (exit 2). On a reopening, a
+//! refused app token is an ERROR line, `/healthz` names it, and the door is tried again every
+//! minute. Owns no event: `slack::socket` reads them and `Gate` records them.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
