@@ -79,7 +79,8 @@ pub(super) fn watch(pool: &Pool, name: String, place: String) {
     });
 }
 
-/// This opening's sessions waiting on a lock, and each session holding one they wait for:
+/// This opening's sessions waiting on a lock in a statement begun seconds ago (a row another
+/// daemon holds for a moment is not worth a word), and each session holding one they wait for:
 /// (waiting pid, holding pid, holder's name, its client address, its state, seconds in its
 /// transaction, its statement). Another role's sessions show as much as the role may see.
 const WAITING: &str = "
@@ -92,4 +93,5 @@ const WAITING: &str = "
     FROM pg_stat_activity w
     CROSS JOIN LATERAL unnest(pg_blocking_pids(w.pid)) AS b(pid)
     JOIN pg_stat_activity h ON h.pid = b.pid
-    WHERE w.application_name = $1 AND w.wait_event_type = 'Lock'";
+    WHERE w.application_name = $1 AND w.wait_event_type = 'Lock'
+      AND w.query_start < now() - interval '2 seconds'";
