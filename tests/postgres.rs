@@ -1,10 +1,13 @@
 //! anima on PostgreSQL through the real binary: chat, check, state and users on a database of
 //! their own, and a soul that grew up on SQLite copied across; the rights a role needs
-//! (`rights`) and TLS as libpq means it (`tls`). Each test runs when
+//! (`rights`), TLS as libpq means it (`tls`) and locks held by sessions that do not end
+//! (`locks`). Each test runs when
 //! `ANIMA_TEST_POSTGRES_URL` names a server, and says it was skipped otherwise.
 
 mod support;
 
+#[path = "postgres/locks.rs"]
+mod locks;
 #[path = "postgres/rights.rs"]
 mod rights;
 #[path = "postgres/tls.rs"]

@@ -81,3 +81,23 @@ fn a_role_granted_the_tables_of_a_current_schema_passes_check_and_runs() {
     assert_eq!(chat.status, 0, "{}", chat.stderr);
     assert_eq!(replies(&chat.stdout), ["Salut ✨"]);
 }
+
+/// A statement ended by a `statement_timeout` (here the connection string's, which cuts the
+/// schema's creation short) says so in the server's words, not "db error".
+#[test]
+fn a_statement_cut_by_a_timeout_says_so() {
+    let Some(url) = fresh_database() else { return };
+    let _dropped = DropAfter(url.clone());
+    let model = FakeModel::start();
+    let home = postgres_home(&model);
+    let hurried = format!("{url}?options=-c%20statement_timeout%3D1");
+    let state = home.run_env(&["state"], "", &[("ANIMA_DATABASE_URL", &hurried)]);
+    assert_ne!(state.status, 0, "{}", state.stdout);
+    for words in [
+        "canceling statement due to statement timeout",
+        "SQLSTATE 57014",
+        "statement_timeout",
+    ] {
+        assert!(state.stderr.contains(words), "{words}: {}", state.stderr);
+    }
+}

@@ -1,10 +1,10 @@
 //! A TCP relay between anima and its PostgreSQL server that can cut the database off: every
 //! connection through it broken at once (a restart, a failover, a network blip), and, while it
 //! is down, new connections refused (nothing listens on its port), as a daemon sees a server
-//! that is gone.
+//! that is gone; or every connection frozen, as a lost machine leaves it (`freeze`).
 #![allow(dead_code)]
 
-use std::io::ErrorKind;
+use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -17,6 +17,8 @@ pub struct Relay {
     down: Arc<AtomicBool>,
     /// The listener is open (the accepting thread's word on it).
     listening: Arc<AtomicBool>,
+    /// Nothing passes any more, and neither side hears of the other closing (`freeze`).
+    frozen: Arc<AtomicBool>,
 }
 
 impl Relay {
@@ -27,7 +29,9 @@ impl Relay {
         let open = Arc::new(Mutex::new(Vec::new()));
         let down = Arc::new(AtomicBool::new(false));
         let listening = Arc::new(AtomicBool::new(true));
+        let frozen = Arc::new(AtomicBool::new(false));
         let (conns, asked_down, said) = (open.clone(), down.clone(), listening.clone());
+        let cold = frozen.clone();
         std::thread::spawn(move || {
             let mut listener = Some(listener);
             loop {
@@ -73,9 +77,18 @@ impl Relay {
                     (client.try_clone().unwrap(), server.try_clone().unwrap()),
                     (server, client),
                 ] {
+                    let cold = cold.clone();
                     std::thread::spawn(move || {
-                        let _ = std::io::copy(&mut from, &mut into);
-                        let _ = into.shutdown(Shutdown::Both);
+                        let mut buf = [0u8; 16 * 1024];
+                        while let Ok(n @ 1..) = from.read(&mut buf) {
+                            // Frozen: what comes is lost on the way, as on a dead link.
+                            if !cold.load(Ordering::SeqCst) && into.write_all(&buf[..n]).is_err() {
+                                break;
+                            }
+                        }
+                        if !cold.load(Ordering::SeqCst) {
+                            let _ = into.shutdown(Shutdown::Both);
+                        }
                     });
                 }
             }
@@ -85,6 +98,7 @@ impl Relay {
             open,
             down,
             listening,
+            frozen,
         }
     }
 
@@ -93,6 +107,13 @@ impl Relay {
         for s in self.open.lock().unwrap().drain(..) {
             let _ = s.shutdown(Shutdown::Both);
         }
+    }
+
+    /// The link goes dead, as when a machine is lost: nothing passes either way any more, and
+    /// a side that closes its end is not heard of on the other, whose connection stays open
+    /// (the relay holds both ends) until that side gives up on it.
+    pub fn freeze(&self) {
+        self.frozen.store(true, Ordering::SeqCst);
     }
 
     /// The database goes away: every connection is broken and new ones are refused until `up`.

@@ -155,6 +155,10 @@ const TABLES: &[Table] = &[
         ("choice", "choice", Bool), ("listened", "listened", Bool)] },
 ];
 
+/// How long the copy's transaction may sit idle between its statements (while it reads a
+/// table of SQLite) before the server ends it.
+const COPY_IDLE: std::time::Duration = std::time::Duration::from_secs(15);
+
 /// What a copy wrote: (kind, rows), in the order copied.
 pub type Copied = Vec<(&'static str, u64)>;
 
@@ -165,12 +169,16 @@ pub async fn copy_from_sqlite(from: &SqliteStore, to: &Postgres) -> Result<Copie
     from.write(crate::memory::psyche::write_out)?;
     let mut client = to.client().await?;
     let tx = client.transaction().await?;
-    // No one else writes while the copy runs: a daemon started meanwhile waits. Between its
-    // statements the copy reads SQLite, as long as a large soul takes: not a stalled process.
-    tx.batch_execute(
-        "SET LOCAL idle_in_transaction_session_timeout = 0;
+    // No one else writes while the copy runs: a daemon started meanwhile waits (and says so,
+    // `locks`). Between its statements the copy reads a table of SQLite, which takes longer
+    // than a turn's pause but not long: a copy that says nothing for longer was killed with
+    // its connection left open (a lost machine), and the server ends its transaction and lets
+    // its locks go, for the next copy.
+    tx.batch_execute(&format!(
+        "SET LOCAL idle_in_transaction_session_timeout = {};
          LOCK TABLE inbox, working_memory, users, counters IN EXCLUSIVE MODE",
-    )
+        COPY_IDLE.as_millis()
+    ))
     .await?;
     if let Some(what) = not_empty(&tx).await? {
         return Err(StoreError::NotEmpty {

@@ -57,8 +57,8 @@ fn advice(db: &DbError) -> Option<String> {
     }
     if *code == SqlState::QUERY_CANCELED && db.message().contains("statement timeout") {
         return Some(
-            "a statement_timeout set on the role or the database ended it; anima's statements \
-             need no limit (ALTER ROLE <role> RESET statement_timeout)"
+            "a statement_timeout (the role's, the database's or the connection string's) ended \
+             it; anima's statements need none (ALTER ROLE <role> RESET statement_timeout)"
                 .into(),
         );
     }

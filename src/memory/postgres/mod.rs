@@ -15,6 +15,7 @@ mod dreams;
 mod errors;
 mod forget;
 mod inbox;
+mod locks;
 mod migrate;
 mod operator;
 mod psyche;
@@ -100,6 +101,11 @@ impl Postgres {
         );
         config.options(options.trim_start());
         let instance = super::instance_name();
+        let name = match config.get_application_name() {
+            Some(theirs) => theirs.to_string(),
+            None => locks::name(&instance),
+        };
+        config.application_name(&name);
         let recycling = ManagerConfig {
             recycling_method: RecyclingMethod::Fast,
         };
@@ -115,6 +121,7 @@ impl Postgres {
                 place: place.clone(),
                 why: e.to_string(),
             })?;
+        locks::watch(&pool, name, place.clone());
         let store = Postgres {
             pool,
             place,
