@@ -8,9 +8,14 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use slack_morphism::errors::SlackClientError;
 use slack_morphism::prelude::*;
 use tracing::{debug, info, warn};
+
+pub(super) use super::error::transient;
+pub use super::error::SlackError;
+pub use super::mark::{PostMark, REPLY_EVENT_TYPE};
+pub(super) use super::mark::reply_content;
+use super::mark::{is_mine, unmarked};
 
 use super::credentials::{Refusals, Token};
 use crate::config::secret::Secret;
@@ -33,129 +38,6 @@ pub struct BotIdentity {
     pub team_id: String,
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum SlackError {
-    #[error("Slack {method} failed: {code}")]
-    Api { method: &'static str, code: String },
-    #[error("Slack {method} is rate limited")]
-    RateLimited {
-        method: &'static str,
-        retry_after: Option<Duration>,
-    },
-    #[error("Slack {method}: {message}")]
-    Transport {
-        method: &'static str,
-        message: String,
-    },
-}
-
-#[cfg(test)]
-impl BotIdentity {
-    /// The bot the unit tests' events are judged for (`UBOT`, `BBOT`).
-    pub fn for_tests() -> BotIdentity {
-        BotIdentity {
-            user_id: "UBOT".into(),
-            bot_id: Some("BBOT".into()),
-            team: "T".into(),
-            team_id: "T1".into(),
-        }
-    }
-}
-
-impl SlackError {
-    fn from_client(method: &'static str, e: SlackClientError) -> Self {
-        match e {
-            SlackClientError::ApiError(api) => SlackError::Api {
-                method,
-                code: api.code,
-            },
-            SlackClientError::RateLimitError(rl) => SlackError::RateLimited {
-                method,
-                retry_after: rl.retry_after,
-            },
-            other => SlackError::Transport {
-                method,
-                message: transport_words(&other),
-            },
-        }
-    }
-}
-
-/// A transport failure in words: each cause's own message, never slack-morphism's debug dump
-/// of it (its Display prints an HTTP or system error's cause with `{:?}`).
-fn transport_words(e: &SlackClientError) -> String {
-    let (what, cause) = match e {
-        SlackClientError::HttpProtocolError(p) => ("cannot reach Slack", p.cause.as_deref()),
-        SlackClientError::SystemError(s) => (
-            s.message.as_deref().unwrap_or("Slack's client failed"),
-            s.cause.as_deref(),
-        ),
-        other => return other.to_string(),
-    };
-    let mut words = what.to_string();
-    let mut next = cause.map(|c| c as &(dyn std::error::Error + 'static));
-    while let Some(c) = next {
-        let said = c.to_string();
-        // hyper repeats its cause in its own message at times: each words once.
-        if !words.contains(&said) {
-            words.push_str(": ");
-            words.push_str(&said);
-        }
-        next = c.source();
-    }
-    words
-}
-
-/// The `metadata` event type on every reply anima posts.
-pub const REPLY_EVENT_TYPE: &str = "anima_reply";
-
-/// Which reply a message is: its inbox row and part. Slack keeps it as message metadata, so
-/// a message whose post outcome was lost (a timeout, or a crash while the post was in flight)
-/// is found again in the conversation instead of being posted twice.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PostMark {
-    pub inbox: i64,
-    pub part: usize,
-}
-
-impl PostMark {
-    /// A mark for a message that answers no inbox row (a follow-up, a closing note, an admin
-    /// answer): row 0, which no row has, and a part number drawn at random.
-    fn one_off() -> PostMark {
-        use std::hash::BuildHasher;
-        let seed = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        let part = std::collections::hash_map::RandomState::new().hash_one(seed) as usize;
-        PostMark {
-            inbox: 0,
-            part: part.max(1),
-        }
-    }
-
-    pub(super) fn metadata(self) -> SlackMessageMetadata {
-        SlackMessageMetadata {
-            event_type: REPLY_EVENT_TYPE.to_string(),
-            event_payload: Some(
-                [
-                    ("inbox".to_string(), self.inbox.to_string()),
-                    ("part".to_string(), self.part.to_string()),
-                ]
-                .into(),
-            ),
-        }
-    }
-
-    fn is_on(self, m: &SlackHistoryMessage) -> bool {
-        m.content.metadata.as_ref().is_some_and(|meta| {
-            let payload = meta.event_payload.as_ref();
-            let field = |k: &str| payload.and_then(|p| p.get(k)).map(String::as_str);
-            meta.event_type == REPLY_EVENT_TYPE
-                && field("inbox") == Some(self.inbox.to_string().as_str())
-                && field("part") == Some(self.part.to_string().as_str())
-        })
-    }
-}
 
 /// One message to post.
 #[derive(Debug, Clone, Copy)]
@@ -210,78 +92,6 @@ pub fn connector(api_base_url: &str) -> SlackClientHyperHttpsConnector {
     // slack-morphism joins `{base}/{method}`: the base has no trailing slash.
     SlackClientHyperConnector::with_connector(https)
         .with_slack_api_url(api_base_url.trim_end_matches('/'))
-}
-
-/// Slack error codes that say "not now" rather than "never".
-/// A reply's content: Markdown with the reply's mark; with the feedback buttons, the text goes
-/// as a `markdown` block beside them (`markdown_text` cannot go with blocks), and `text` is
-/// the notification's fallback.
-pub(super) fn reply_content(
-    text: &str,
-    mark: Option<PostMark>,
-    feedback: bool,
-) -> SlackMessageContent {
-    let content = SlackMessageContent::new().opt_metadata(mark.map(PostMark::metadata));
-    if feedback {
-        content.with_text(text.to_string()).with_blocks(vec![
-            SlackMarkdownBlock::new(text.to_string()).into(),
-            super::feedback::feedback_block(),
-        ])
-    } else {
-        content.with_markdown_text(text.to_string())
-    }
-}
-
-/// The first of `messages` that is ours, after `after_ts`, carries no reply mark and is not
-/// `held` (given to a reply by the inbox).
-fn unmarked(
-    bot: &BotIdentity,
-    messages: &[SlackHistoryMessage],
-    after_ts: &str,
-    held: &[String],
-) -> Option<String> {
-    messages
-        .iter()
-        .filter(|m| ts_order(m.origin.ts.as_ref()) > ts_order(after_ts))
-        .filter(|m| !held.iter().any(|h| h.as_str() == m.origin.ts.as_ref()))
-        .find(|m| {
-            is_mine(bot, m)
-                && m.content
-                    .metadata
-                    .as_ref()
-                    .is_none_or(|meta| meta.event_type != REPLY_EVENT_TYPE)
-        })
-        .map(|m| m.origin.ts.to_string())
-}
-
-/// Whether the bot wrote `m`.
-fn is_mine(bot: &BotIdentity, m: &SlackHistoryMessage) -> bool {
-    m.sender.user.as_ref().map(|u| u.to_string()) == Some(bot.user_id.clone())
-        || (bot.bot_id.is_some() && m.sender.bot_id.as_ref().map(|b| b.to_string()) == bot.bot_id)
-}
-
-pub(super) fn transient(code: &str) -> bool {
-    matches!(
-        code,
-        "internal_error"
-            | "fatal_error"
-            | "service_unavailable"
-            | "request_timeout"
-            | "team_added_to_org"
-    )
-}
-
-impl SlackError {
-    /// Whether trying again later can succeed (Slack unreachable, busy or rate limiting, or
-    /// refusing a token: the operator mends that, and the replies wait for it).
-    pub fn is_temporary(&self) -> bool {
-        match self {
-            SlackError::Transport { .. } | SlackError::RateLimited { .. } => true,
-            SlackError::Api { code, .. } => {
-                code == "ratelimited" || transient(code) || super::credentials::refuses(code)
-            }
-        }
-    }
 }
 
 /// A Slack ts (`"1610241741.000200"`) as a sortable pair; unreadable parts sort first.
@@ -733,6 +543,19 @@ impl SlackApi {
             warn!(error = %e, "{what} (further failures like this at debug)");
         } else {
             debug!(error = %e, "{what}");
+        }
+    }
+}
+
+#[cfg(test)]
+impl BotIdentity {
+    /// The bot the unit tests' events are judged for (`UBOT`, `BBOT`).
+    pub fn for_tests() -> BotIdentity {
+        BotIdentity {
+            user_id: "UBOT".into(),
+            bot_id: Some("BBOT".into()),
+            team: "T".into(),
+            team_id: "T1".into(),
         }
     }
 }
