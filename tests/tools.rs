@@ -947,7 +947,7 @@ fn a_storm_of_list_changed_notices_is_one_re_list_a_second_and_one_log_line() {
     assert!((2..=7).contains(&listed), "{listed} tools/list requests");
     let said = lines_about(&logs, "storm", "tool list changed");
     assert_eq!(said.len(), 1, "{said:#?}");
-    assert!(said[0].contains("times; re-listed"), "{}", said[0]);
+    assert!(said[0].contains(" times; re-listed "), "{}", said[0]);
 }
 
 #[test]
@@ -978,6 +978,40 @@ fn a_server_that_dies_is_logged_at_warn_quoting_its_last_words() {
         "{}",
         &text[at..]
     );
+}
+
+#[test]
+fn a_server_flooding_stderr_is_logged_in_bounded_lines() {
+    let logs = logged();
+    let dir = tempfile::tempdir().unwrap();
+    // 2,000 lines of 6,000 characters on stderr before it answers anything.
+    let server = fake("flooder", &dir.path().join("calls"), &["--flood"]);
+    with_tools(vec![server], |tools| async move {
+        let c = tools
+            .call("flooder", "lookup", Some("{\"term\": \"x\"}"))
+            .await;
+        assert_eq!(c.outcome, Outcome::Ok, "{}", c.text);
+    });
+    // Once the pipe has ended, one line says how many were not logged.
+    let mut summary = Vec::new();
+    for _ in 0..200 {
+        summary = lines_about(&logs, "flooder", "more lines not logged");
+        if !summary.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(summary.len(), 1, "{summary:#?}");
+    let logged = lines_about(&logs, "flooder", "tool server stderr:");
+    assert!(logged.len() <= 53, "{} lines", logged.len());
+    assert!(
+        logged.len() > 50,
+        "the first 50 and the summary: {}",
+        logged.len()
+    );
+    for line in &logged {
+        assert!(line.chars().count() < 600, "{line}");
+    }
 }
 
 #[test]
