@@ -384,7 +384,8 @@ fn after_shutdown_a_reload_starts_nothing() {
 }
 
 /// A streamable-HTTP MCP server in this process: JSON answers, a session id, the bearer
-/// token checked, and the tools/call requests counted.
+/// token checked, and the tools/call requests counted. Its tool `big` answers 50 MB of text,
+/// as JSON, or as an SSE event when called with `{"sse": true}`.
 fn http_server(calls: Arc<AtomicUsize>, token: &str) -> (String, tokio::runtime::Runtime) {
     use axum::http::{HeaderMap, StatusCode};
     use axum::response::IntoResponse;
@@ -415,7 +416,15 @@ fn http_server(calls: Arc<AtomicUsize>, token: &str) -> (String, tokio::runtime:
                     "name": "lookup",
                     "inputSchema": {"type": "object", "properties": {"term": {"type": "string"}}, "required": ["term"]},
                     "annotations": {"readOnlyHint": true}
+                }, {
+                    "name": "big",
+                    "inputSchema": {"type": "object", "properties": {"sse": {"type": "boolean"}}},
+                    "annotations": {"readOnlyHint": true}
                 }]}),
+                "tools/call" if msg["params"]["name"] == "big" => {
+                    let text = "x".repeat(50 << 20);
+                    json!({"content": [{"type": "text", "text": text}]})
+                }
                 "tools/call" => {
                     calls.fetch_add(1, Ordering::SeqCst);
                     let term = msg["params"]["arguments"]["term"].as_str().unwrap_or("");
@@ -423,12 +432,24 @@ fn http_server(calls: Arc<AtomicUsize>, token: &str) -> (String, tokio::runtime:
                 }
                 _ => json!({}),
             };
+            let answer = json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string();
+            if msg["params"]["arguments"]["sse"] == true {
+                let event = format!("event: message\nid: 1\ndata: {answer}\n\n");
+                return (
+                    [
+                        ("content-type", "text/event-stream"),
+                        ("mcp-session-id", "s1"),
+                    ],
+                    event,
+                )
+                    .into_response();
+            }
             (
                 [
                     ("content-type", "application/json"),
                     ("mcp-session-id", "s1"),
                 ],
-                json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string(),
+                answer,
             )
                 .into_response()
         }
@@ -493,6 +514,53 @@ fn a_streamable_http_server_is_called_with_its_bearer_token() {
         1,
         "the invalid call was not sent"
     );
+}
+
+#[test]
+fn a_50_mb_result_from_an_http_server_is_cut_at_once_as_json_or_as_an_event() {
+    let (url, _server) = http_server(
+        Arc::new(AtomicUsize::new(0)),
+        &std::env::var("HOME").unwrap(),
+    );
+    let server = ToolServer {
+        name: "web".into(),
+        transport: ToolTransport::Http {
+            url,
+            bearer_env: "HOME".into(),
+        },
+        allow: Vec::new(),
+        timeout: Duration::from_secs(60),
+        max_result_chars: 1000,
+    };
+    with_tools(vec![server], |tools| async move {
+        for arguments in ["{}", "{\"sse\": true}"] {
+            let began = std::time::Instant::now();
+            let c = tools.call("web", "big", Some(arguments)).await;
+            let start: String = c.text.chars().take(200).collect();
+            assert_eq!(c.outcome, Outcome::Ok, "{arguments}: {start}");
+            assert!(
+                began.elapsed() < Duration::from_secs(20),
+                "{arguments}: answered in {:?}, not at once",
+                began.elapsed()
+            );
+            assert!(
+                c.text.starts_with(&"x".repeat(1000)) && c.text.len() < 1200,
+                "{arguments}: {start}"
+            );
+            assert!(
+                c.text.ends_with(
+                    "\n[cut: the result had 52428800 characters; only the first 1000 are shown]"
+                ),
+                "{arguments}: {}",
+                &c.text[1000..]
+            );
+            let c = tools
+                .call("web", "lookup", Some("{\"term\": \"after\"}"))
+                .await;
+            assert_eq!(c.outcome, Outcome::Ok, "{arguments}: {}", c.text);
+            assert_eq!(c.text, "after over http");
+        }
+    });
 }
 
 /// An ISM process with tool actions on the fake server `kb`.
