@@ -384,7 +384,8 @@ fn after_shutdown_a_reload_starts_nothing() {
 }
 
 /// A streamable-HTTP MCP server in this process: JSON answers, a session id, the bearer
-/// token checked, and the tools/call requests counted.
+/// token checked, and the tools/call requests counted. Its tool `big` answers 50 MB of text,
+/// as JSON, or as an SSE event when called with `{"sse": true}`.
 fn http_server(calls: Arc<AtomicUsize>, token: &str) -> (String, tokio::runtime::Runtime) {
     use axum::http::{HeaderMap, StatusCode};
     use axum::response::IntoResponse;
@@ -415,7 +416,15 @@ fn http_server(calls: Arc<AtomicUsize>, token: &str) -> (String, tokio::runtime:
                     "name": "lookup",
                     "inputSchema": {"type": "object", "properties": {"term": {"type": "string"}}, "required": ["term"]},
                     "annotations": {"readOnlyHint": true}
+                }, {
+                    "name": "big",
+                    "inputSchema": {"type": "object", "properties": {"sse": {"type": "boolean"}}},
+                    "annotations": {"readOnlyHint": true}
                 }]}),
+                "tools/call" if msg["params"]["name"] == "big" => {
+                    let text = "x".repeat(50 << 20);
+                    json!({"content": [{"type": "text", "text": text}]})
+                }
                 "tools/call" => {
                     calls.fetch_add(1, Ordering::SeqCst);
                     let term = msg["params"]["arguments"]["term"].as_str().unwrap_or("");
@@ -423,12 +432,24 @@ fn http_server(calls: Arc<AtomicUsize>, token: &str) -> (String, tokio::runtime:
                 }
                 _ => json!({}),
             };
+            let answer = json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string();
+            if msg["params"]["arguments"]["sse"] == true {
+                let event = format!("event: message\nid: 1\ndata: {answer}\n\n");
+                return (
+                    [
+                        ("content-type", "text/event-stream"),
+                        ("mcp-session-id", "s1"),
+                    ],
+                    event,
+                )
+                    .into_response();
+            }
             (
                 [
                     ("content-type", "application/json"),
                     ("mcp-session-id", "s1"),
                 ],
-                json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string(),
+                answer,
             )
                 .into_response()
         }
@@ -493,6 +514,53 @@ fn a_streamable_http_server_is_called_with_its_bearer_token() {
         1,
         "the invalid call was not sent"
     );
+}
+
+#[test]
+fn a_50_mb_result_from_an_http_server_is_cut_at_once_as_json_or_as_an_event() {
+    let (url, _server) = http_server(
+        Arc::new(AtomicUsize::new(0)),
+        &std::env::var("HOME").unwrap(),
+    );
+    let server = ToolServer {
+        name: "web".into(),
+        transport: ToolTransport::Http {
+            url,
+            bearer_env: "HOME".into(),
+        },
+        allow: Vec::new(),
+        timeout: Duration::from_secs(60),
+        max_result_chars: 1000,
+    };
+    with_tools(vec![server], |tools| async move {
+        for arguments in ["{}", "{\"sse\": true}"] {
+            let began = std::time::Instant::now();
+            let c = tools.call("web", "big", Some(arguments)).await;
+            let start: String = c.text.chars().take(200).collect();
+            assert_eq!(c.outcome, Outcome::Ok, "{arguments}: {start}");
+            assert!(
+                began.elapsed() < Duration::from_secs(20),
+                "{arguments}: answered in {:?}, not at once",
+                began.elapsed()
+            );
+            assert!(
+                c.text.starts_with(&"x".repeat(1000)) && c.text.len() < 1200,
+                "{arguments}: {start}"
+            );
+            assert!(
+                c.text.ends_with(
+                    "\n[cut: the result had 52428800 characters; only the first 1000 are shown]"
+                ),
+                "{arguments}: {}",
+                &c.text[1000..]
+            );
+            let c = tools
+                .call("web", "lookup", Some("{\"term\": \"after\"}"))
+                .await;
+            assert_eq!(c.outcome, Outcome::Ok, "{arguments}: {}", c.text);
+            assert_eq!(c.text, "after over http");
+        }
+    });
 }
 
 /// An ISM process with tool actions on the fake server `kb`.
@@ -947,7 +1015,7 @@ fn a_storm_of_list_changed_notices_is_one_re_list_a_second_and_one_log_line() {
     assert!((2..=7).contains(&listed), "{listed} tools/list requests");
     let said = lines_about(&logs, "storm", "tool list changed");
     assert_eq!(said.len(), 1, "{said:#?}");
-    assert!(said[0].contains("times; re-listed"), "{}", said[0]);
+    assert!(said[0].contains(" times; re-listed "), "{}", said[0]);
 }
 
 #[test]
@@ -978,6 +1046,40 @@ fn a_server_that_dies_is_logged_at_warn_quoting_its_last_words() {
         "{}",
         &text[at..]
     );
+}
+
+#[test]
+fn a_server_flooding_stderr_is_logged_in_bounded_lines() {
+    let logs = logged();
+    let dir = tempfile::tempdir().unwrap();
+    // 2,000 lines of 6,000 characters on stderr before it answers anything.
+    let server = fake("flooder", &dir.path().join("calls"), &["--flood"]);
+    with_tools(vec![server], |tools| async move {
+        let c = tools
+            .call("flooder", "lookup", Some("{\"term\": \"x\"}"))
+            .await;
+        assert_eq!(c.outcome, Outcome::Ok, "{}", c.text);
+    });
+    // Once the pipe has ended, one line says how many were not logged.
+    let mut summary = Vec::new();
+    for _ in 0..200 {
+        summary = lines_about(&logs, "flooder", "more lines not logged");
+        if !summary.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(summary.len(), 1, "{summary:#?}");
+    let logged = lines_about(&logs, "flooder", "tool server stderr:");
+    assert!(logged.len() <= 53, "{} lines", logged.len());
+    assert!(
+        logged.len() > 50,
+        "the first 50 and the summary: {}",
+        logged.len()
+    );
+    for line in &logged {
+        assert!(line.chars().count() < 600, "{line}");
+    }
 }
 
 #[test]

@@ -256,7 +256,7 @@ async fn supervise(
                     relists.last = Some(Instant::now());
                 }
                 _ = tokio::time::sleep_until(relists.last.map_or_else(far, |l| l + QUIET)), if relists.due.is_none() && relists.lists > 0 => {
-                    info!(server = %server.name, changes = relists.changes, lists = relists.lists, "tool list changed {} times; re-listed {} times", relists.changes, relists.lists);
+                    info!(server = %server.name, changes = relists.changes, lists = relists.lists, "tool list changed {}; re-listed {}", times(relists.changes), times(relists.lists));
                     relists = Relists { last: relists.last, ..Relists::default() };
                 }
                 _ = stop.changed() => {
@@ -285,6 +285,15 @@ struct Relists {
     /// Notices and re-lists since the last log line.
     changes: u64,
     lists: u64,
+}
+
+/// `n` times, in words.
+fn times(n: u64) -> String {
+    match n {
+        1 => "once".into(),
+        2 => "twice".into(),
+        n => format!("{n} times"),
+    }
 }
 
 fn far() -> Instant {

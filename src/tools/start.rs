@@ -40,7 +40,9 @@ pub(super) async fn start(
             Err(stderr::quoting(why, Some(&stderr)).await)
         }
         ToolTransport::Http { url, bearer_env } => {
-            let (transport, probe) = http::transport(url, bearer_env, within)?;
+            let bounds = stdio::Bounds::for_chars(server.max_result_chars);
+            let (transport, probe) =
+                http::transport(&server.name, url, bearer_env, within, bounds)?;
             match tokio::time::timeout(within, handler.serve(transport)).await {
                 Ok(Ok(running)) => Ok((running, None)),
                 Ok(Err(e)) => Err(probe.failed(words(&e)).await),

@@ -29,8 +29,8 @@ const FRAMING: usize = 64 * 1024;
 pub const ANY_BOUND: usize = 16 * 1024 * 1024;
 /// How long a closed server gets to exit before it is killed.
 const EXIT_WAIT: Duration = Duration::from_secs(3);
-/// The pipe between the reader of stdout and rmcp.
-const PIPE: usize = 64 * 1024;
+/// The pipe between the reader of stdout (or of an HTTP server's events) and rmcp.
+pub const PIPE: usize = 64 * 1024;
 
 /// How much of a message is read before it is cut.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,7 +90,7 @@ pub fn spawn(
     };
     let stderr = Stderr::spawn(server.to_string(), stderr);
     let (to_rmcp, from_pump) = tokio::io::duplex(PIPE);
-    tokio::spawn(pump(server.to_string(), stdout, to_rmcp, bounds));
+    tokio::spawn(pump(server.to_string(), stdout, to_rmcp, bounds, b""));
     let transport = AsyncRwTransport::new(from_pump, stdin).with_max_line_length(bounds.any + 1);
     Ok((Child { transport, child }, stderr))
 }
@@ -129,14 +129,16 @@ impl Transport<RoleClient> for Child {
     }
 }
 
-/// Copies `from` (the server's stdout) to `to` (rmcp's side) message by message: a message
-/// within its bound as it is, one past it as its [`Scan`] answers for it. Ends when either
-/// side does.
+/// Copies `from` (the server's stdout, or the lines of an HTTP server's SSE events) to `to`
+/// (rmcp's side) message by message, one a line: a message within its bound as it is, one past
+/// it as its [`Scan`] answers for it, after `frame` (what a line holding a message starts
+/// with: nothing on stdio, `data: ` in SSE). Ends when either side does.
 pub async fn pump(
     server: String,
     from: impl AsyncRead + Unpin,
     mut to: impl AsyncWrite + Unpin,
     bounds: Bounds,
+    frame: &'static [u8],
 ) {
     let mut from = BufReader::with_capacity(PIPE, from);
     let mut line: Vec<u8> = Vec::new();
@@ -176,7 +178,7 @@ pub async fn pump(
             (true, Some(s)) => match s.answer(bounds.any) {
                 Some(answer) => {
                     info!(server = %server, bytes = s.bytes(), "a message of {} bytes from the tool server was cut (its bound: {} bytes)", s.bytes(), if s.is_tool_result() { bounds.result } else { bounds.any });
-                    answer.into_bytes()
+                    [frame, answer.as_bytes()].concat()
                 }
                 None => {
                     warn!(server = %server, bytes = s.bytes(), "a message of {} bytes from the tool server, too long and not an answer anima waits for, was dropped", s.bytes());
@@ -203,9 +205,15 @@ mod tests {
     use super::*;
     use tokio::io::AsyncReadExt;
 
-    async fn through(input: Vec<u8>, bounds: Bounds) -> String {
+    async fn through(input: Vec<u8>, bounds: Bounds, frame: &'static [u8]) -> String {
         let (mut rx, tx) = tokio::io::duplex(1 << 16);
-        let pumping = tokio::spawn(pump("t".into(), std::io::Cursor::new(input), tx, bounds));
+        let pumping = tokio::spawn(pump(
+            "t".into(),
+            std::io::Cursor::new(input),
+            tx,
+            bounds,
+            frame,
+        ));
         let mut out = String::new();
         rx.read_to_string(&mut out).await.unwrap();
         pumping.await.unwrap();
@@ -233,7 +241,7 @@ mod tests {
             "t".repeat(5000)
         );
         let input = format!("{small}\n{list}\n{big}\n{huge_list}\n{small}\n");
-        let out = through(input.into_bytes(), bounds).await;
+        let out = through(input.into_bytes(), bounds, b"").await;
         let lines: Vec<&str> = out.lines().collect();
         assert_eq!(lines.len(), 5, "{out}");
         assert_eq!(lines[0], small);
@@ -249,5 +257,27 @@ mod tests {
         assert_eq!(refused["id"], 4);
         assert!(refused["error"]["message"].is_string(), "{refused}");
         assert_eq!(lines[4], small, "the next message is read as ever");
+    }
+
+    #[tokio::test]
+    async fn an_sse_event_past_its_bound_keeps_its_data_frame_and_the_other_lines() {
+        let bounds = Bounds {
+            result: 200,
+            any: 1000,
+            max_chars: 3,
+        };
+        let big = format!(
+            r#"data: {{"jsonrpc":"2.0","id":3,"result":{{"content":[{{"type":"text","text":"{}"}}]}}}}"#,
+            "x".repeat(100_000)
+        );
+        let input = format!("event: message\nid: 1\n{big}\n\n");
+        let out = through(input.into_bytes(), bounds, b"data: ").await;
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines[..2], ["event: message", "id: 1"], "{out}");
+        let cut: serde_json::Value =
+            serde_json::from_str(lines[2].strip_prefix("data: ").unwrap()).unwrap();
+        assert_eq!(cut["id"], 3);
+        assert_eq!(cut["result"]["content"][0]["text"], "xxx");
+        assert_eq!(lines[3], "", "the event still ends: {out}");
     }
 }
