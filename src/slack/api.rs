@@ -13,9 +13,9 @@ use tracing::{debug, info, warn};
 
 pub(super) use super::error::transient;
 pub use super::error::SlackError;
-pub use super::mark::{PostMark, REPLY_EVENT_TYPE};
 pub(super) use super::mark::reply_content;
 use super::mark::{is_mine, unmarked};
+pub use super::mark::{PostMark, REPLY_EVENT_TYPE};
 
 use super::credentials::{Refusals, Token};
 use crate::config::secret::Secret;
@@ -37,7 +37,6 @@ pub struct BotIdentity {
     /// The workspace's id (a stream in a channel names its recipient's team).
     pub team_id: String,
 }
-
 
 /// One message to post.
 #[derive(Debug, Clone, Copy)]

@@ -103,4 +103,3 @@ pub(super) fn is_mine(bot: &BotIdentity, m: &SlackHistoryMessage) -> bool {
     m.sender.user.as_ref().map(|u| u.to_string()) == Some(bot.user_id.clone())
         || (bot.bot_id.is_some() && m.sender.bot_id.as_ref().map(|b| b.to_string()) == bot.bot_id)
 }
-
