@@ -543,6 +543,11 @@ fn a_daemon_cut_off_from_the_database_steps_aside_and_every_message_is_answered_
 }
 
 #[test]
+fn of_three_daemons_one_cut_off_from_the_database_steps_aside_and_every_message_is_answered_once() {
+    a_partition_loses_nothing(3);
+}
+
+#[test]
 fn a_daemon_alone_cut_off_from_the_database_steps_aside_and_answers_every_message_once_back() {
     a_partition_loses_nothing(1);
 }
