@@ -38,7 +38,7 @@ const MORPHISM_CALLS: &[(&str, &str)] = &[
 
 /// slack-morphism calls made with the app-level token, not the bot's: their scope
 /// (`connections:write`) is the token's own, which no manifest gives.
-const APP_TOKEN_CALLS: &[&str] = &["apps_connections_open"];
+const APP_TOKEN_CALLS: &[(&str, &str)] = &[("apps_connections_open", "apps.connections.open")];
 
 /// The code of one source file: the part before its test module, without comments, with
 /// its string literals apart.
@@ -235,13 +235,17 @@ fn methods_called(sources: &[Code]) -> Vec<(String, String)> {
     let mut found: Vec<(String, String)> = Vec::new();
     let mut unknown = Vec::new();
     for code in sources {
-        let literal = code.strings.iter().filter(|s| is_method_name(s)).cloned();
+        let literal = code
+            .strings
+            .iter()
+            .filter(|s| is_method_name(s) && !APP_TOKEN_CALLS.iter().any(|(_, m)| m == s))
+            .cloned();
         let mut names: Vec<String> = literal.collect();
         for (call, after) in names_after(&code.text, "session.") {
             if !after.starts_with('(') {
                 continue; // a field, like `session.http_session_api`
             }
-            if APP_TOKEN_CALLS.contains(&call) {
+            if APP_TOKEN_CALLS.iter().any(|(f, _)| *f == call) {
                 continue;
             }
             match MORPHISM_CALLS.iter().find(|(f, _)| *f == call) {
