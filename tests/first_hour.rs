@@ -511,3 +511,25 @@ fn a_token_revoked_while_running_is_said_and_the_reply_waits_for_it() {
     let (status, body) = support::daemon::http("GET", &d.url("/healthz"), &[], "");
     assert_eq!(status, 200, "{body}");
 }
+
+#[test]
+fn an_app_token_revoked_while_connected_is_said_within_the_check_interval() {
+    use support::slack::FakeSlack;
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    model.echo();
+    let home = support::daemon::home(&model, &slack, "socket", "app_token_check_secs = 1");
+    let d = support::daemon::Daemon::start_env(&home, &[]);
+    slack.wait_connected_or(|| d.log());
+    // The connections stay open (slack-morphism would only meet the refusal at its next
+    // reconnection, and say nothing of it): the daemon's own check finds it.
+    slack.refuse("apps.connections.open", "token_revoked");
+    let line = d.wait_log("Slack refuses SLACK_APP_TOKEN (token_revoked", 20);
+    assert!(line.contains("ERROR"), "{line}");
+    let (status, body) = support::daemon::http("GET", &d.url("/healthz"), &[], "");
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("SLACK_APP_TOKEN"), "{body}");
+    slack.accept("apps.connections.open");
+    d.wait_log("Slack takes SLACK_APP_TOKEN again", 20);
+    let (status, body) = support::daemon::http("GET", &d.url("/healthz"), &[], "");
+    assert_eq!(status, 200, "{body}");
+}

@@ -148,6 +148,9 @@ pub struct SlackConfig {
     /// Stream replies into one message as they are written (needs `[llm] stream`).
     pub stream_replies: bool,
     pub max_concurrent_turns: usize,
+    /// Socket Mode: how often the daemon asks Slack whether it still takes the app token
+    /// (slack-morphism reconnects by itself and says nothing of a refusal).
+    pub app_token_check_secs: u64,
     /// Channels whose unaddressed messages go to the meaningfulness gate (`[autonomy]`
     /// channels, when it is enabled).
     pub overheard_channels: Vec<String>,
@@ -428,6 +431,7 @@ fn validate(
             allow_broadcast: raw.slack.allow_broadcast,
             stream_replies: raw.slack.stream_replies,
             max_concurrent_turns: raw.slack.max_concurrent_turns,
+            app_token_check_secs: raw.slack.app_token_check_secs,
             overheard_channels: if raw.autonomy.enabled {
                 raw.autonomy.channels.clone()
             } else {

@@ -199,6 +199,7 @@ pub struct RawSlack {
     pub allow_broadcast: bool,
     pub stream_replies: bool,
     pub max_concurrent_turns: usize,
+    pub app_token_check_secs: u64,
 }
 
 impl Default for RawSlack {
@@ -212,6 +213,7 @@ impl Default for RawSlack {
             allow_broadcast: false,
             stream_replies: true,
             max_concurrent_turns: 8,
+            app_token_check_secs: 300,
         }
     }
 }

@@ -138,6 +138,7 @@ pub(super) const KEYS: &[Key] = &[
     key("slack", "allow_broadcast", Kind::Bool),
     key("slack", "stream_replies", Kind::Bool),
     key("slack", "max_concurrent_turns", whole(1, I64)),
+    key("slack", "app_token_check_secs", whole(1, I64)),
     key(
         "daemon",
         "shutdown_grace_secs",

@@ -13,7 +13,10 @@
 //! At start, before any message is taken, Slack must take both tokens (`slack_takes_tokens`:
 //! auth.test, apps.connections.open): a refusal ends the daemon (exit 2). On a reopening, a
 //! refused app token is an ERROR line, `/healthz` names it, and the door is tried again every
-//! minute. Owns no event: `slack::socket` reads them and `Gate` records them.
+//! minute. While the door is open, Slack is asked every `[slack] app_token_check_secs` whether
+//! it still takes the app token: slack-morphism reconnects its connections by itself and says
+//! nothing of a refusal, so a token revoked while connected would otherwise go unsaid. Owns
+//! no event: `slack::socket` reads them and `Gate` records them.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -46,6 +49,8 @@ pub struct SocketDoor {
     app: Secret,
     api: Arc<SlackApi>,
     metrics: Arc<Metrics>,
+    /// How often an open door asks Slack whether it still takes the app token.
+    check_every: Duration,
     /// Open (connections registered and started); `None` once shut for good.
     open: Mutex<Option<bool>>,
 }
@@ -56,12 +61,14 @@ impl SocketDoor {
         app: Secret,
         api: Arc<SlackApi>,
         metrics: Arc<Metrics>,
+        check_every: Duration,
     ) -> Arc<SocketDoor> {
         Arc::new(SocketDoor {
             listener,
             app,
             api,
             metrics,
+            check_every,
             open: Mutex::new(Some(false)),
         })
     }
@@ -207,12 +214,20 @@ pub async fn follow_the_store(
     loop {
         // Open: a failed write, confirmed by a probe (one broken connection in a pool is not
         // a store that does not answer), sends the daemon aside.
+        let mut asked = tokio::time::Instant::now();
         loop {
             if stopped_during(&stop, WATCH_EVERY).await {
                 return;
             }
             if store.write_health().failing().is_some() && !prober.store_answers().await {
                 break;
+            }
+            if asked.elapsed() >= door.check_every {
+                // A refusal is noted by the call itself (an ERROR line, `/healthz`), and so
+                // is Slack taking the token again; a Slack that does not answer says nothing
+                // of the token.
+                let _ = credentials::ask_app(&door.api, &door.app).await;
+                asked = tokio::time::Instant::now();
             }
         }
         let why = store.write_health().failing().unwrap_or_default();

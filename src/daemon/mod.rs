@@ -278,6 +278,7 @@ pub async fn run(config: Arc<Config>) -> Result<(), DaemonError> {
                 app,
                 slack.clone(),
                 metrics.clone(),
+                Duration::from_secs(config.slack.app_token_check_secs.max(1)),
             );
             door.connect().await;
             tokio::spawn(door::follow_the_store(
