@@ -822,3 +822,58 @@ fn forgetting_asks_on_the_terminal_and_goes_on_only_for_the_name_or_yes() {
     assert!(r.stdout.contains("Forgot Ada"), "{}", r.stdout);
     assert!(!home.data().join("memory/users/ada.md").exists());
 }
+
+/// A home on a read-only disk (a tmpfs mounted read-only over the data folder; needs root,
+/// as CI runs, and is skipped elsewhere): `chat` and `state` name the file and the system's
+/// reason, and what was stored before is still there once the disk is writable again.
+#[test]
+fn a_home_on_a_read_only_disk_is_named_with_the_systems_reason() {
+    if skipped_on_postgres("the home's SQLite file is what the disk refuses") {
+        return;
+    }
+    let model = FakeModel::start();
+    model.reply(&answer("Noted."));
+    let home = Home::new("anthropic", &model.url(), "");
+    let data = home.dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let mount = |args: &[&str]| {
+        std::process::Command::new("mount")
+            .args(args)
+            .arg(&data)
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !mount(&["-t", "tmpfs", "none"]) {
+        return eprintln!("skipped: cannot mount a tmpfs here (not root)");
+    }
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(data.clone());
+    let first = home.run(&["chat", "--user", "Ada"], "remember this\n");
+    assert_eq!(first.status, 0, "{}", first.stderr);
+    assert!(mount(&["-o", "remount,ro", "-t", "tmpfs", "none"]));
+    let db = data.join("anima.db").display().to_string();
+    for args in [&["chat"][..], &["state"][..]] {
+        let r = home.run(args, "hello\n");
+        assert_ne!(r.status, 0, "{args:?}: {}", r.stdout);
+        assert!(r.stderr.contains(&db), "{args:?}: {}", r.stderr);
+        assert!(
+            r.stderr.contains("Read-only file system"),
+            "{args:?}: {}",
+            r.stderr
+        );
+        assert_words(&format!("{args:?}"), &r.stderr);
+    }
+    assert!(mount(&["-o", "remount,rw", "-t", "tmpfs", "none"]));
+    let state = home.run(&["state"], "");
+    assert_eq!(state.status, 0, "{}", state.stderr);
+    assert!(
+        state.stdout.contains("conversations: 1\n"),
+        "{}",
+        state.stdout
+    );
+}

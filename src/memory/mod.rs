@@ -151,6 +151,22 @@ pub struct SqliteStore {
 
 /// A name no other opening of a store has had: the process id, the time, and a count within
 /// the process.
+/// A database that SQLite could not use as it opened it. SQLite says only "unable to open
+/// database file" when it cannot write beside the database (a read-only disk): then the
+/// file and the system's reason are the error.
+fn open_failure(path: &Path, source: rusqlite::Error) -> StoreError {
+    match std::fs::OpenOptions::new().append(true).open(path) {
+        Err(io) => StoreError::File {
+            path: path.to_path_buf(),
+            source: io,
+        },
+        Ok(_) => StoreError::Open {
+            path: path.to_path_buf(),
+            source,
+        },
+    }
+}
+
 fn instance_name() -> String {
     static OPENED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = OPENED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -166,10 +182,18 @@ impl SqliteStore {
                 source,
             })?;
         }
-        let mut conn = Connection::open(path).map_err(|source| StoreError::Open {
+        let conn = Connection::open(path).map_err(|source| StoreError::Open {
             path: path.to_path_buf(),
             source,
         })?;
+        Self::ready(conn, path).map_err(|e| match e {
+            StoreError::Sql(source) => open_failure(path, source),
+            other => other,
+        })
+    }
+
+    /// Configures and migrates a freshly opened database, and proves it takes writes.
+    fn ready(mut conn: Connection, path: &Path) -> Result<SqliteStore, StoreError> {
         configure(&mut conn)?;
         migrate::migrate(&mut conn, path)?;
         // Checkpoints (the WAL copied back into the database, with an fsync) run on their

@@ -55,7 +55,11 @@ impl SqliteStore {
             source,
         })?;
         conn.busy_timeout(super::BUSY_TIMEOUT)?;
-        let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        // Reading a database in WAL mode writes its -shm file beside it: on a read-only disk
+        // the first read fails, and the system's reason says why.
+        let version: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(|source| super::open_failure(path, source))?;
         if version < super::SCHEMA_VERSION {
             return Err(StoreError::Outdated {
                 path: path.to_path_buf(),
