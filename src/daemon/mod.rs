@@ -138,11 +138,9 @@ pub async fn run(config: Arc<Config>) -> Result<(), DaemonError> {
     ));
     let waking = {
         let engine = engine.clone();
-        // A daemon joining others finds the soul awake, or waking: no second wakeup, and
-        // its messages wait for the first one's.
-        if !first {
-            engine.hold();
-        }
+        // Messages wait from here until the soul is awake: the first daemon wakes it; one
+        // joining others finds it awake, or waking, and waits for the first one's wakeup.
+        engine.hold();
         tokio::spawn(async move {
             if first {
                 states::start(engine).await

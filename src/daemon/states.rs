@@ -155,11 +155,14 @@ async fn woken_for_the_dead(engine: &Engine) {
 }
 
 /// The first daemon wakes the soul (see `wake_up`), then tells the daemons waiting for it.
+/// The caller holds the engine (see [`Engine::hold`]) before the router starts; this releases it
+/// however the wakeup ends.
 pub async fn start(engine: Arc<Engine>) -> Option<String> {
     let affirmation = wake_up(engine.clone()).await;
     if let Err(e) = engine.store().woke().await {
         warn!(error = %e, "the others were not told the soul is awake; they wait for its lease");
     }
+    engine.release();
     affirmation
 }
 
@@ -215,7 +218,6 @@ async fn wake_up(engine: Arc<Engine>) -> Option<String> {
         None,
     )
     .await;
-    engine.hold();
     let slept_minutes =
         (before.since_ms > 0).then(|| ((now_ms() - before.since_ms).max(0) / 60_000) as u64);
     let affirmation = wake(&engine, slept_minutes).await;
@@ -242,7 +244,6 @@ async fn wake_up(engine: Arc<Engine>) -> Option<String> {
         }
     };
     move_to(&engine, State::Work, cause.0, cause.1, degraded, None).await;
-    engine.release();
     affirmation.ok().map(|(t, _)| t)
 }
 

@@ -162,9 +162,15 @@ impl Engine {
         self.awake.send_replace(Gate::Held);
     }
 
-    /// Messages go ahead again.
+    /// Messages go ahead again, unless the daemon has closed the gate to stop.
     pub fn release(&self) {
-        self.awake.send_replace(Gate::Open);
+        self.awake.send_if_modified(|g| {
+            let held = *g == Gate::Held;
+            if held {
+                *g = Gate::Open;
+            }
+            held
+        });
     }
 
     /// The daemon stops: messages still held are not begun (they wait in the inbox for the
