@@ -143,16 +143,13 @@ pub(super) fn log_decision(
     conn: &Connection,
     soul: &str,
     lines: &mut String,
-    event: &Event,
-    place: &Place,
-    d: &Decision,
+    logged: &LoggedDecision,
 ) -> Result<(), StoreError> {
-    let logged = LoggedDecision::new(event, place, d);
     match logged.line() {
         Some(line) => lines.push_str(&line),
         None => {
             move_to_table(conn, soul, lines)?;
-            insert(conn, soul, &logged)?;
+            insert(conn, soul, logged)?;
         }
     }
     Ok(())

@@ -14,6 +14,7 @@
 mod gate_log;
 mod memories;
 mod mind;
+pub(crate) mod rule;
 mod seen;
 mod state;
 #[cfg(test)]
@@ -24,11 +25,12 @@ use std::collections::BTreeMap;
 use rusqlite::Connection;
 
 use super::{SqliteStore, StoreError};
-use crate::psyche::gate::{self, Decision, GateRules, Situation};
-use crate::psyche::mapping::{self, Applied, IntentionUpdate, StanceShift};
-use crate::psyche::packet::{Input, Packet, Present};
-use crate::psyche::update::{apply, Effects};
-use crate::psyche::{Event, Psyche};
+use crate::psyche::classify::Fact;
+use crate::psyche::gate::{Decision, GateRules};
+use crate::psyche::mapping::{IntentionUpdate, StanceShift};
+use crate::psyche::packet::Packet;
+use crate::psyche::update::{Effects, NewMemory};
+use crate::psyche::{Event, Intention, Psyche, Relationship, Substrate, Unit};
 use gate_log::log_decision;
 pub use gate_log::{LoggedDecision, GATE_LOG_KEEP};
 use memories::{candidates, Shared};
@@ -97,42 +99,56 @@ pub struct Place {
     pub listened: bool,
 }
 
-/// Writes what an event did besides the soul's row (its relationship, the salience it owes,
-/// its facts and memory). `shared` is what the author's relationship row kept of the memories
-/// shared with them when the event began.
-fn write_effects(
-    conn: &Connection,
-    soul: &str,
-    fx: &Effects,
+/// An event's writes on SQLite, as `rule::event` asks for them, in its write transaction.
+/// The soul's row, which the caller writes back, takes the decision's line (`decisions`) and
+/// the new state (`state`); `shared` is what the author's relationship row keeps of the
+/// memories shared with them, carried from the boost through the new memory to the row.
+struct EventRows<'a> {
+    tx: &'a Connection,
+    soul: &'a str,
+    decisions: &'a mut String,
+    state: Option<Substrate>,
     shared: Shared,
-) -> Result<(), StoreError> {
-    let Some((person, r)) = &fx.relationship else {
-        if let Some(m) = &fx.memory {
-            memories::insert(conn, soul, m)?;
-        }
-        return Ok(());
-    };
-    // The update boosts only the author's memory, and the one they left behind: before this
-    // event's own memory is made.
-    let mut shared = match &fx.salience_boost {
-        Some((who, boost)) if who == person => memories::boost(conn, soul, *boost, shared)?,
-        _ => shared,
-    };
-    if let Some(m) = &fx.memory {
-        let id = memories::insert(conn, soul, m)?;
-        if m.people.contains(person) {
-            shared = memories::made(conn, shared, id, m.salience.get())?;
-        }
-    }
-    save_relationship(conn, soul, person, r, &shared)?;
-    for f in &fx.classification.facts {
-        save_fact(conn, soul, person, f, fx.substrate.updated_at)?;
-    }
-    Ok(())
 }
 
-/// One event in an open write transaction, from the soul's row as read in it: update,
-/// decide, write, log. `row` leaves with the new state and the decision; the caller writes it.
+impl rule::EventWrites for EventRows<'_> {
+    fn boost(&mut self, _person: &str, boost: Unit) -> Result<(), StoreError> {
+        self.shared = memories::boost(self.tx, self.soul, boost, self.shared)?;
+        Ok(())
+    }
+
+    fn memory(&mut self, m: &NewMemory, shared_with: Option<&str>) -> Result<(), StoreError> {
+        let id = memories::insert(self.tx, self.soul, m)?;
+        if shared_with.is_some() {
+            self.shared = memories::made(self.tx, self.shared, id, m.salience.get())?;
+        }
+        Ok(())
+    }
+
+    fn relationship(&mut self, person: &str, r: &Relationship) -> Result<(), StoreError> {
+        save_relationship(self.tx, self.soul, person, r, &self.shared)
+    }
+
+    fn facts(&mut self, person: &str, facts: &[Fact], at: i64) -> Result<(), StoreError> {
+        for f in facts {
+            save_fact(self.tx, self.soul, person, f, at)?;
+        }
+        Ok(())
+    }
+
+    fn log(&mut self, logged: LoggedDecision) -> Result<(), StoreError> {
+        log_decision(self.tx, self.soul, self.decisions, &logged)
+    }
+
+    fn state(&mut self, substrate: &Substrate) -> Result<(), StoreError> {
+        self.state = Some(substrate.clone());
+        Ok(())
+    }
+}
+
+/// One event in an open write transaction, from the soul's row as read in it: the author's
+/// relationship read, then `rule::event`. `row` leaves with the new state and the decision;
+/// the caller writes it.
 fn event_in(
     tx: &Connection,
     soul: &str,
@@ -147,33 +163,49 @@ fn event_in(
         None => None,
     };
     let (rel, shared) = rel.unzip();
-    let fx = apply(&row.substrate, rel.as_ref(), event, psyche);
-    let d = gate::decide(
-        fx.gate,
-        Situation {
-            kind: event.kind,
-            trivial: fx.classification.trivial,
-            choice: fx.choice,
-            listened: place.listened,
-            last_unasked_at: row.substrate.last_unasked_at,
-            now: fx.substrate.updated_at,
-        },
+    let mut writes = EventRows {
+        tx,
+        soul,
+        decisions: &mut row.decisions,
+        state: None,
+        shared: shared.unwrap_or_default(),
+    };
+    let applied = rule::event(
+        &row.substrate,
+        rel.as_ref(),
+        event,
+        place,
+        psyche,
         rules,
-    );
-    let mut after = fx.substrate.clone();
-    if d.verdict == gate::Verdict::Speak {
-        after.last_unasked_at = Some(after.updated_at);
+        &mut writes,
+    )?;
+    if let Some(state) = writes.state {
+        row.substrate = state;
     }
-    write_effects(tx, soul, &fx, shared.unwrap_or_default())?;
-    log_decision(tx, soul, &mut row.decisions, event, place, &d)?;
-    row.substrate = after.clone();
-    Ok((
-        Effects {
-            substrate: after,
-            ..fx
-        },
-        d,
-    ))
+    Ok(applied)
+}
+
+/// Post-cognition's writes on SQLite: each relationship row keeps what it kept of the
+/// memories shared (`shared`, as read).
+struct CognitionRows<'a> {
+    tx: &'a Connection,
+    soul: &'a str,
+    shared: BTreeMap<String, Shared>,
+}
+
+impl rule::CognitionWrites for CognitionRows<'_> {
+    fn state(&mut self, substrate: &Substrate) -> Result<(), StoreError> {
+        save_substrate(self.tx, self.soul, substrate)
+    }
+
+    fn relationship(&mut self, person: &str, r: &Relationship) -> Result<(), StoreError> {
+        let w = self.shared.get(person).copied().unwrap_or_default();
+        save_relationship(self.tx, self.soul, person, r, &w)
+    }
+
+    fn intentions(&mut self, all: Vec<Intention>) -> Result<(), StoreError> {
+        save_intentions(self.tx, self.soul, &all)
+    }
 }
 
 impl SqliteStore {
@@ -231,36 +263,22 @@ impl SqliteStore {
         now: i64,
     ) -> Result<Packet, StoreError> {
         let conn = self.conn();
-        let substrate = load_substrate(&conn, soul, psyche, now)?;
-        let mut rels = Vec::new();
-        let mut facts = Vec::new();
+        let mut relationships = BTreeMap::new();
+        let mut facts = BTreeMap::new();
         for (id, _) in people {
-            rels.push(load_relationship(&conn, soul, id)?);
-            facts.push(facts_of(&conn, soul, id)?);
+            if let Some(r) = load_relationship(&conn, soul, id)? {
+                relationships.insert(id.clone(), r);
+            }
+            facts.insert(id.clone(), facts_of(&conn, soul, id)?);
         }
-        let present: Vec<Present> = people
-            .iter()
-            .enumerate()
-            .map(|(i, (id, name))| Present {
-                id,
-                name,
-                relationship: rels[i].as_ref(),
-                facts: &facts[i],
-            })
-            .collect();
-        // What happened before now: the memory the current message just became is not recalled.
-        let mut memories = candidates(&conn, soul, query)?;
-        memories.retain(|m| m.at < now);
-        let intentions = intentions(&conn, soul)?;
-        Ok(Packet::build(&Input {
-            substrate: &substrate,
-            psyche,
-            people: &present,
-            query,
-            memories: &memories,
-            intentions: &intentions,
-            now,
-        }))
+        let read = rule::PacketRead {
+            substrate: load_substrate(&conn, soul, psyche, now)?,
+            relationships,
+            facts,
+            memories: candidates(&conn, soul, query)?,
+            intentions: intentions(&conn, soul)?,
+        };
+        Ok(rule::packet(read, psyche, people, query, now))
     }
 
     /// Applies the model's stance shifts and intention updates through the table, in one
@@ -274,30 +292,22 @@ impl SqliteStore {
         now: i64,
     ) -> Result<Vec<String>, StoreError> {
         self.write(|tx| {
-            let state = load_substrate(tx, soul, psyche, now)?;
-            let mut rels = BTreeMap::new();
+            let substrate = load_substrate(tx, soul, psyche, now)?;
+            let mut relationships = BTreeMap::new();
             let mut shared = BTreeMap::new();
-            for s in shifts {
-                let who = s.target.trim();
+            for who in rule::shifted(shifts) {
                 if let Some((r, w)) = load_relationship_row(tx, soul, who)? {
-                    rels.insert(who.to_string(), r);
+                    relationships.insert(who.to_string(), r);
                     shared.insert(who.to_string(), w);
                 }
             }
-            let before = intentions(tx, soul)?;
-            let Applied {
+            let read = rule::CognitionRead {
                 substrate,
                 relationships,
-                intentions,
-                applied,
-            } = mapping::apply(&state, &rels, &before, shifts, updates, psyche, now);
-            save_substrate(tx, soul, &substrate)?;
-            for (who, r) in &relationships {
-                let w = shared.get(who).copied().unwrap_or_default();
-                save_relationship(tx, soul, who, r, &w)?;
-            }
-            save_intentions(tx, soul, &intentions)?;
-            Ok(applied)
+                intentions: intentions(tx, soul)?,
+            };
+            let mut writes = CognitionRows { tx, soul, shared };
+            rule::post_cognition(&read, shifts, updates, psyche, now, &mut writes)
         })
     }
 }

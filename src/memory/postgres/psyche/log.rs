@@ -5,9 +5,9 @@
 use deadpool_postgres::GenericClient;
 
 use super::{Param, Result};
-use crate::memory::psyche::{LoggedDecision, Place, GATE_LOG_KEEP};
-use crate::psyche::gate::{Decision, GateInputs};
-use crate::psyche::{Event, Unit};
+use crate::memory::psyche::{LoggedDecision, GATE_LOG_KEEP};
+use crate::psyche::gate::GateInputs;
+use crate::psyche::Unit;
 
 /// Logs one decision, and on every hundredth id prunes the soul's oldest, in one statement.
 pub(super) const LOG: &str = "WITH logged AS (
@@ -19,8 +19,7 @@ pub(super) const LOG: &str = "WITH logged AS (
     DELETE FROM psyche_gate_log g USING logged
     WHERE logged.id % 100 = 0 AND g.soul = $1 AND g.id <= logged.id - $17";
 
-pub(super) fn log_params(soul: &str, event: &Event, place: &Place, d: &Decision) -> Vec<Param> {
-    let l = LoggedDecision::new(event, place, d);
+pub(super) fn log_params(soul: &str, l: LoggedDecision) -> Vec<Param> {
     let i = l.inputs;
     vec![
         Box::new(soul.to_string()),

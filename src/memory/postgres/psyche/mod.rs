@@ -28,13 +28,14 @@ use tokio_postgres::types::ToSql;
 
 use super::{snapshot, Postgres};
 use crate::memory::faces::Psychology;
-use crate::memory::psyche::{LoggedDecision, Mind, Place};
+use crate::memory::psyche::{rule, LoggedDecision, Mind, Place};
 use crate::memory::StoreError;
-use crate::psyche::gate::{self, Decision, GateRules, Situation};
-use crate::psyche::mapping::{self, Applied, IntentionUpdate, StanceShift};
-use crate::psyche::packet::{Input, Packet, Present};
-use crate::psyche::update::{apply, Effects};
-use crate::psyche::{Event, Psyche, Substrate};
+use crate::psyche::classify::Fact;
+use crate::psyche::gate::{Decision, GateRules};
+use crate::psyche::mapping::{IntentionUpdate, StanceShift};
+use crate::psyche::packet::Packet;
+use crate::psyche::update::{Effects, NewMemory};
+use crate::psyche::{Event, Intention, Psyche, Relationship, Substrate, Unit};
 
 type Result<T> = std::result::Result<T, StoreError>;
 
@@ -191,65 +192,86 @@ impl Postgres {
         }
         let substrate = rows::substrate(Some(state.get(0)), psyche, event.at);
         let rel = rel.map(|r| rows::relationship(&r));
-        let fx = apply(&substrate, rel.as_ref(), event, psyche);
-        let d = gate::decide(
-            fx.gate,
-            Situation {
-                kind: event.kind,
-                trivial: fx.classification.trivial,
-                choice: fx.choice,
-                listened: place.listened,
-                last_unasked_at: substrate.last_unasked_at,
-                now: fx.substrate.updated_at,
-            },
+        let mut writes = Statements::new(soul);
+        let applied = rule::event(
+            &substrate,
+            rel.as_ref(),
+            event,
+            place,
+            psyche,
             rules,
-        );
-        let mut after = fx.substrate.clone();
-        if d.verdict == gate::Verdict::Speak {
-            after.last_unasked_at = Some(after.updated_at);
+            &mut writes,
+        )?;
+        committed(client, writes.writes).await?;
+        Ok(Some(applied))
+    }
+}
+
+/// The statements of what a rule decided, in the order it asked for them, for the
+/// transaction's last round trip (`pipeline`, `committed`); `soul` whose rows they write.
+/// Post-cognition's intentions, two statements of their own, wait in `intentions`.
+struct Statements<'a> {
+    soul: &'a str,
+    writes: Vec<(&'static str, Vec<Param>)>,
+    intentions: Vec<Intention>,
+}
+
+impl<'a> Statements<'a> {
+    fn new(soul: &'a str) -> Statements<'a> {
+        Statements {
+            soul,
+            writes: Vec::new(),
+            intentions: Vec::new(),
         }
-        let mut writes: Vec<(&str, Vec<Param>)> = Vec::new();
-        match &fx.relationship {
-            Some((person, r)) => {
-                // The boost goes to the memory the author left behind: before this event's own.
-                if let Some((_, boost)) = fx.salience_boost.as_ref().filter(|(w, _)| w == person) {
-                    writes.push((
-                        memories::BOOST,
-                        memories::boost_params(soul, person, *boost),
-                    ));
-                }
-                if let Some(m) = &fx.memory {
-                    writes.push((memories::INSERT, memories::insert_params(soul, m)));
-                }
-                writes.push((
-                    rows::SAVE_RELATIONSHIP,
-                    rows::relationship_params(soul, person, r),
-                ));
-                let facts = &fx.classification.facts;
-                if !facts.is_empty() {
-                    let at = fx.substrate.updated_at;
-                    writes.push((
-                        rows::SAVE_FACTS,
-                        rows::facts_params(soul, person, facts, at),
-                    ));
-                }
-            }
-            None => {
-                if let Some(m) = &fx.memory {
-                    writes.push((memories::INSERT, memories::insert_params(soul, m)));
-                }
-            }
-        }
-        writes.push((log::LOG, log::log_params(soul, event, place, &d)));
-        writes.push((rows::SAVE_STATE, rows::state_params(soul, &after)));
-        committed(client, writes).await?;
-        Ok(Some((
-            Effects {
-                substrate: after,
-                ..fx
-            },
-            d,
-        )))
+    }
+
+    fn push(&mut self, sql: &'static str, params: Vec<Param>) -> Result<()> {
+        self.writes.push((sql, params));
+        Ok(())
+    }
+}
+
+impl rule::EventWrites for Statements<'_> {
+    fn boost(&mut self, person: &str, boost: Unit) -> Result<()> {
+        let params = memories::boost_params(self.soul, person, boost);
+        self.push(memories::BOOST, params)
+    }
+
+    fn memory(&mut self, m: &NewMemory, _shared_with: Option<&str>) -> Result<()> {
+        self.push(memories::INSERT, memories::insert_params(self.soul, m))
+    }
+
+    fn relationship(&mut self, person: &str, r: &Relationship) -> Result<()> {
+        let params = rows::relationship_params(self.soul, person, r);
+        self.push(rows::SAVE_RELATIONSHIP, params)
+    }
+
+    fn facts(&mut self, person: &str, facts: &[Fact], at: i64) -> Result<()> {
+        let params = rows::facts_params(self.soul, person, facts, at);
+        self.push(rows::SAVE_FACTS, params)
+    }
+
+    fn log(&mut self, logged: LoggedDecision) -> Result<()> {
+        self.push(log::LOG, log::log_params(self.soul, logged))
+    }
+
+    fn state(&mut self, substrate: &Substrate) -> Result<()> {
+        self.push(rows::SAVE_STATE, rows::state_params(self.soul, substrate))
+    }
+}
+
+impl rule::CognitionWrites for Statements<'_> {
+    fn state(&mut self, substrate: &Substrate) -> Result<()> {
+        rule::EventWrites::state(self, substrate)
+    }
+
+    fn relationship(&mut self, person: &str, r: &Relationship) -> Result<()> {
+        rule::EventWrites::relationship(self, person, r)
+    }
+
+    fn intentions(&mut self, all: Vec<Intention>) -> Result<()> {
+        self.intentions = all;
+        Ok(())
     }
 }
 
@@ -295,7 +317,7 @@ impl Psychology for Postgres {
         let tx = snapshot(&mut client).await?;
         let ids: Vec<&str> = people.iter().map(|(id, _)| id.as_str()).collect();
         // Sent together: reads of one snapshot, in any order.
-        let (substrate, rels, facts, mut memories, intentions) = tokio::try_join!(
+        let (substrate, relationships, facts, memories, intentions) = tokio::try_join!(
             rows::load_substrate(&tx, soul, psyche, now),
             rows::relationships_with(&tx, soul, &ids),
             rows::facts_of(&tx, soul, &ids),
@@ -303,26 +325,14 @@ impl Psychology for Postgres {
             rows::intentions(&tx, soul),
         )?;
         tx.commit().await?;
-        // What happened before now: the memory the current message just became is not recalled.
-        memories.retain(|m| m.at < now);
-        let present: Vec<Present> = people
-            .iter()
-            .map(|(id, name)| Present {
-                id,
-                name,
-                relationship: rels.get(id),
-                facts: facts.get(id).map_or(&[][..], Vec::as_slice),
-            })
-            .collect();
-        Ok(Packet::build(&Input {
-            substrate: &substrate,
-            psyche,
-            people: &present,
-            query,
-            memories: &memories,
-            intentions: &intentions,
-            now,
-        }))
+        let read = rule::PacketRead {
+            substrate,
+            relationships,
+            facts,
+            memories,
+            intentions,
+        };
+        Ok(rule::packet(read, psyche, people, query, now))
     }
 
     async fn psyche_post_cognition(
@@ -336,27 +346,21 @@ impl Psychology for Postgres {
         let result = async {
             let mut client = self.client().await?;
             let tx = client.transaction().await?;
-            let state = lock(&tx, soul, psyche, now).await?;
-            let targets: Vec<&str> = shifts.iter().map(|s| s.target.trim()).collect();
-            let (rels, before) = tokio::try_join!(
+            let substrate = lock(&tx, soul, psyche, now).await?;
+            let targets = rule::shifted(shifts);
+            let (relationships, intentions) = tokio::try_join!(
                 rows::relationships_with(&tx, soul, &targets),
                 rows::intentions(&tx, soul),
             )?;
-            let Applied {
+            let read = rule::CognitionRead {
                 substrate,
                 relationships,
                 intentions,
-                applied,
-            } = mapping::apply(&state, &rels, &before, shifts, updates, psyche, now);
-            let mut writes = vec![(rows::SAVE_STATE, rows::state_params(soul, &substrate))];
-            for (who, r) in &relationships {
-                writes.push((
-                    rows::SAVE_RELATIONSHIP,
-                    rows::relationship_params(soul, who, r),
-                ));
-            }
-            pipeline(&tx, writes).await?;
-            rows::save_intentions(&tx, soul, &intentions).await?;
+            };
+            let mut writes = Statements::new(soul);
+            let applied = rule::post_cognition(&read, shifts, updates, psyche, now, &mut writes)?;
+            pipeline(&tx, writes.writes).await?;
+            rows::save_intentions(&tx, soul, &writes.intentions).await?;
             tx.commit().await?;
             Ok(applied)
         }
