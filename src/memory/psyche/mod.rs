@@ -2,14 +2,16 @@
 //! (with an FTS5 index for retrieval candidates), biographical facts, intentions and the log of
 //! gate decisions with their inputs.
 //!
-//! Owns the SQL only: every number is computed by `psyche`'s pure functions. Applying one event
-//! is one write transaction that reads the state, runs `psyche::update::apply` and
-//! `psyche::gate::decide`, and writes everything back, so two events never interleave.
+//! Owns the SQL only: every number is computed by `psyche`'s pure functions, and what an
+//! event, post-cognition and a packet do with them by `rule`, which PostgreSQL runs too.
+//! Applying one event is one write transaction that reads the soul's row and the author's
+//! relationship, runs `rule::event` (update, gate) and carries out the writes it asks for
+//! (`EventRows`), so two events never interleave.
 //!
-//! Here: an event, the packet and post-cognition, each as one transaction or read. `state`
-//! holds the substrate, relationships, facts and intentions; `seen` the keys of the events
-//! applied; `memories` the episodic memories and retrieval's candidates; `gate_log` the
-//! decisions; `mind` the operator's view.
+//! Here: an event, the packet and post-cognition, each as one transaction or read. `rule`
+//! holds the rules both backends run; `state` the substrate, relationships, facts and
+//! intentions; `seen` the keys of the events applied; `memories` the episodic memories and
+//! retrieval's candidates; `gate_log` the decisions; `mind` the operator's view.
 
 mod gate_log;
 mod memories;

@@ -1,23 +1,26 @@
 //! The psychology substrate on PostgreSQL (see `memory::psyche` for what each operation
-//! promises). Every number is computed by `psyche`'s pure functions, the same calls SQLite
-//! makes; this module owns the SQL only.
+//! promises). What an event, post-cognition and a packet decide is `memory::psyche::rule`'s,
+//! the same rules SQLite runs; this module owns the SQL only, and turns a rule's writes into
+//! statements (`Statements`).
 //!
 //! An event is one transaction that locks the soul's substrate row first (`SELECT … FOR
 //! UPDATE`, the row inserted empty beforehand if missing, `ON CONFLICT DO NOTHING`), reads the
-//! state and the author's relationship under that lock, runs `psyche::update::apply` and
-//! `psyche::gate::decide`, and writes everything back: two events never interleave, from one
+//! state and the author's relationship under that lock, runs `rule::event` (update, gate), and
+//! writes what it decided: two events never interleave, from one
 //! process or many, and post-cognition takes the same lock. An event with a key claims it in
 //! `psyche_seen` (unique per soul, `ON CONFLICT DO NOTHING`) under the lock, so a key is
 //! applied once ever. Statements of one step go to the server together (tokio-postgres
 //! pipelines them; it runs them in the order sent), the BEGIN with the first and the COMMIT
 //! with the writes, so an event is two round trips and holds the row for one.
 //! `rows` holds the state, relationships, facts and intentions; `memories` the episodic
-//! memories and retrieval's candidates; `log` the gate decisions.
+//! memories and retrieval's candidates; `log` the gate decisions; `statements` a rule's
+//! writes as statements.
 
 mod log;
 mod memories;
 pub(super) use memories::lexemes;
 mod rows;
+mod statements;
 
 use std::collections::BTreeMap;
 
@@ -30,12 +33,12 @@ use super::{snapshot, Postgres};
 use crate::memory::faces::Psychology;
 use crate::memory::psyche::{rule, LoggedDecision, Mind, Place};
 use crate::memory::StoreError;
-use crate::psyche::classify::Fact;
 use crate::psyche::gate::{Decision, GateRules};
 use crate::psyche::mapping::{IntentionUpdate, StanceShift};
 use crate::psyche::packet::Packet;
-use crate::psyche::update::{Effects, NewMemory};
-use crate::psyche::{Event, Intention, Psyche, Relationship, Substrate, Unit};
+use crate::psyche::update::Effects;
+use crate::psyche::{Event, Psyche, Substrate};
+use statements::Statements;
 
 type Result<T> = std::result::Result<T, StoreError>;
 
@@ -204,74 +207,6 @@ impl Postgres {
         )?;
         committed(client, writes.writes).await?;
         Ok(Some(applied))
-    }
-}
-
-/// The statements of what a rule decided, in the order it asked for them, for the
-/// transaction's last round trip (`pipeline`, `committed`); `soul` whose rows they write.
-/// Post-cognition's intentions, two statements of their own, wait in `intentions`.
-struct Statements<'a> {
-    soul: &'a str,
-    writes: Vec<(&'static str, Vec<Param>)>,
-    intentions: Vec<Intention>,
-}
-
-impl<'a> Statements<'a> {
-    fn new(soul: &'a str) -> Statements<'a> {
-        Statements {
-            soul,
-            writes: Vec::new(),
-            intentions: Vec::new(),
-        }
-    }
-
-    fn push(&mut self, sql: &'static str, params: Vec<Param>) -> Result<()> {
-        self.writes.push((sql, params));
-        Ok(())
-    }
-}
-
-impl rule::EventWrites for Statements<'_> {
-    fn boost(&mut self, person: &str, boost: Unit) -> Result<()> {
-        let params = memories::boost_params(self.soul, person, boost);
-        self.push(memories::BOOST, params)
-    }
-
-    fn memory(&mut self, m: &NewMemory, _shared_with: Option<&str>) -> Result<()> {
-        self.push(memories::INSERT, memories::insert_params(self.soul, m))
-    }
-
-    fn relationship(&mut self, person: &str, r: &Relationship) -> Result<()> {
-        let params = rows::relationship_params(self.soul, person, r);
-        self.push(rows::SAVE_RELATIONSHIP, params)
-    }
-
-    fn facts(&mut self, person: &str, facts: &[Fact], at: i64) -> Result<()> {
-        let params = rows::facts_params(self.soul, person, facts, at);
-        self.push(rows::SAVE_FACTS, params)
-    }
-
-    fn log(&mut self, logged: LoggedDecision) -> Result<()> {
-        self.push(log::LOG, log::log_params(self.soul, logged))
-    }
-
-    fn state(&mut self, substrate: &Substrate) -> Result<()> {
-        self.push(rows::SAVE_STATE, rows::state_params(self.soul, substrate))
-    }
-}
-
-impl rule::CognitionWrites for Statements<'_> {
-    fn state(&mut self, substrate: &Substrate) -> Result<()> {
-        rule::EventWrites::state(self, substrate)
-    }
-
-    fn relationship(&mut self, person: &str, r: &Relationship) -> Result<()> {
-        rule::EventWrites::relationship(self, person, r)
-    }
-
-    fn intentions(&mut self, all: Vec<Intention>) -> Result<()> {
-        self.intentions = all;
-        Ok(())
     }
 }
 
