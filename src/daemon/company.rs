@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::engine::Engine;
@@ -154,19 +154,19 @@ pub async fn take_lead(store: &Arc<dyn Store>, lease: Duration, lead: &Lead) {
 }
 
 /// Renews this daemon's heartbeat, and takes or renews the lead, every `lease / 3` until it
-/// stops. A lead the store cannot confirm is not held.
+/// stops (`stop` cancelled). A lead the store cannot confirm is not held.
 pub async fn keep_alive(
     store: Arc<dyn Store>,
     lease: Duration,
     lead: Lead,
-    mut stop: watch::Receiver<bool>,
+    stop: CancellationToken,
 ) {
     let mut beats = tokio::time::interval((lease / 3).max(Duration::from_millis(100)));
     beats.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let stopping = tokio::select! {
             _ = beats.tick() => false,
-            _ = stop.wait_for(|s| *s) => true,
+            _ = stop.cancelled() => true,
         };
         if stopping {
             // The scans stop; the lead's claim is this daemon's until it leaves, so the turns

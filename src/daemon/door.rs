@@ -23,7 +23,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use slack_morphism::prelude::SlackApiToken;
-use tokio::sync::{watch, Mutex};
+use tokio::sync::Mutex;
+use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::config::secret::Secret;
@@ -112,7 +113,7 @@ impl SocketDoor {
     /// Opens the door again after stepping aside: apps.connections.open until Slack takes
     /// the token (a refusal is an ERROR line, through the API's `Refusals`, and is tried
     /// again every minute), then the connections. False: stopped first.
-    async fn reopen(&self, stop: &watch::Receiver<bool>) -> bool {
+    async fn reopen(&self, stop: &CancellationToken) -> bool {
         let mut wait = Duration::from_millis(500);
         loop {
             match credentials::ask_app(&self.api, &self.app).await {
@@ -143,9 +144,15 @@ impl SocketDoor {
 pub async fn slack_takes_tokens(
     api: &SlackApi,
     app: Option<&Secret>,
-    stop: &watch::Receiver<bool>,
+    stop: &CancellationToken,
 ) -> Result<Option<BotIdentity>, String> {
-    let Some(bot) = api.connect(stop).await? else {
+    // The API's wait watches a channel of its own: it is left when `stop` is cancelled.
+    let never = tokio::sync::watch::channel(false);
+    let bot = tokio::select! {
+        bot = api.connect(&never.1) => bot?,
+        _ = stop.cancelled() => None,
+    };
+    let Some(bot) = bot else {
         return Ok(None);
     };
     let Some(app) = app else {
@@ -167,12 +174,11 @@ pub async fn slack_takes_tokens(
     }
 }
 
-/// Sleeps `wait`; true if `stop` fired meanwhile.
-async fn stopped_during(stop: &watch::Receiver<bool>, wait: Duration) -> bool {
-    let mut stop = stop.clone();
+/// Sleeps `wait`; true if `stop` was cancelled meanwhile.
+async fn stopped_during(stop: &CancellationToken, wait: Duration) -> bool {
     tokio::select! {
         _ = tokio::time::sleep(wait) => false,
-        _ = stop.wait_for(|s| *s) => true,
+        _ = stop.cancelled() => true,
     }
 }
 
@@ -201,11 +207,11 @@ impl Prober {
 }
 
 /// Keeps the door open while the store takes writes, and closed while it does not, until
-/// the daemon stops.
+/// the daemon stops (`stop` cancelled).
 pub async fn follow_the_store(
     door: Arc<SocketDoor>,
     store: Arc<dyn Store>,
-    stop: watch::Receiver<bool>,
+    stop: CancellationToken,
 ) {
     let mut prober = Prober {
         store: store.clone(),

@@ -10,19 +10,14 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
-use super::Scan;
+use super::scans::Scan;
 use crate::memory::Store;
 
 /// How often the pass runs at most: it reads every conversation's last moment.
 const EVERY: Duration = Duration::from_secs(3600);
 
-/// Runs the pass while the daemon leads, for conversations quiet `keep`; nothing when `None`.
-pub(crate) async fn quiet_conversations(
-    store: Arc<dyn Store>,
-    keep: Option<Duration>,
-    mut scan: Scan,
-) {
-    let Some(keep) = keep else { return };
+/// Runs the pass while the daemon leads, for conversations quiet `keep`.
+pub(crate) async fn quiet_conversations(store: Arc<dyn Store>, keep: Duration, mut scan: Scan) {
     let mut last: Option<Instant> = None;
     while scan.next().await {
         if last.is_some_and(|t| t.elapsed() < EVERY) {

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use tokio::signal::unix::{signal, Signal, SignalKind};
-use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::config::{self, Config};
@@ -28,21 +28,24 @@ pub fn listen() -> Option<Signal> {
     }
 }
 
-/// Reloads on every SIGHUP until the daemon stops. `started` is the config the daemon runs
-/// with: each reload names every section that still differs from it.
+/// Reloads on every SIGHUP until the daemon stops (`stop` cancelled). `started` is the config
+/// the daemon runs with: each reload names every section that still differs from it.
+/// `hangups`: those `listen` took, or `None` to take them anew (a task started again).
 pub async fn on_hangup(
     hangups: Option<Signal>,
     engine: Arc<Engine>,
     started: Arc<Config>,
-    mut stop: watch::Receiver<bool>,
+    stop: CancellationToken,
 ) {
-    let Some(mut hangups) = hangups else {
+    let Some(mut hangups) = hangups.or_else(listen) else {
+        // Said by `listen`; the daemon runs on without reloads.
+        stop.cancelled().await;
         return;
     };
     loop {
         tokio::select! {
             got = hangups.recv() => if got.is_none() { return },
-            _ = stop.wait_for(|s| *s) => return,
+            _ = stop.cancelled() => return,
         }
         info!("SIGHUP: reading the config again");
         reload(&engine, &started).await;

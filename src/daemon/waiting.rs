@@ -11,7 +11,7 @@ use std::time::Duration;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
-use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::DaemonError;
@@ -23,11 +23,8 @@ use crate::memory::StoreError;
 const MAX_WAIT: Duration = Duration::from_secs(30);
 
 /// Returns once the configured database answers; at once for SQLite. `false`: asked to stop
-/// while waiting.
-pub async fn for_database(
-    config: &Config,
-    stop: &mut watch::Receiver<bool>,
-) -> Result<bool, DaemonError> {
+/// (`stop` cancelled) while waiting.
+pub async fn for_database(config: &Config, stop: &CancellationToken) -> Result<bool, DaemonError> {
     if config.store.backend != StoreBackend::Postgres {
         return Ok(true);
     }
@@ -51,7 +48,7 @@ pub async fn for_database(
                 }
                 tokio::select! {
                     _ = tokio::time::sleep(wait) => {}
-                    _ = stop.wait_for(|s| *s) => break Ok(false),
+                    _ = stop.cancelled() => break Ok(false),
                 }
                 wait = (wait * 2).min(MAX_WAIT);
             }
