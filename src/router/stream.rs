@@ -16,7 +16,7 @@ use tracing::{error, info};
 use super::claims::Fence;
 use super::surface::{Address, Appended, Begun, Surface};
 use crate::engine::Speech;
-use crate::memory::Store;
+use crate::memory::faces::Inbox;
 
 /// The least time between two additions to one streamed message: Slack takes about 100
 /// appends a minute per workspace, shared by every reply being written.
@@ -75,7 +75,7 @@ impl Streamer {
     /// it begins is told to `reference`. Nothing is shown once `fence` no longer holds.
     pub fn start(
         surface: Arc<dyn Surface>,
-        store: Arc<dyn Store>,
+        store: Arc<dyn Inbox>,
         row: i64,
         to: (Address, Fence),
         recipient: String,
@@ -109,7 +109,7 @@ impl Streamer {
 
 async fn run(
     surface: Arc<dyn Surface>,
-    store: Arc<dyn Store>,
+    store: Arc<dyn Inbox>,
     row: i64,
     (to, fence): (Address, Fence),
     recipient: String,
