@@ -7,11 +7,10 @@ use tracing::{info, warn};
 
 use super::apply::Outcome;
 use super::begin::Begun;
-use super::model::Streaming;
+use super::model::{Caller, Streaming};
 use super::perception::Perception;
 use super::prompting::{facts_for, gate_input, will_stand, Moment, RunInput};
 use super::run::{Ran, RunState, Spent};
-use super::Engine;
 use crate::ism::Iteration;
 use crate::llm::LlmError;
 use crate::memory::TurnContext;
@@ -46,7 +45,7 @@ pub(super) struct Failed {
     pub ran: Vec<String>,
 }
 
-impl Engine {
+impl Caller<'_> {
     /// Runs the thread's process, and the processes execute_now rules hand the message to.
     pub(super) async fn chain(
         &self,

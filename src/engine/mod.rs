@@ -205,7 +205,7 @@ impl Engine {
         let constraint = self
             .provider
             .structured()
-            .map(|form| self.constraint(call.shape.clone(), form));
+            .map(|form| self.caller().constraint(call.shape.clone(), form));
         let request = crate::llm::ChatRequest {
             system: &call.system,
             history: &[],
@@ -245,24 +245,6 @@ impl Engine {
             "state call"
         );
         out
-    }
-
-    /// The constraint for a call of `shape` in the form the server takes, its texts bounded
-    /// so that the longest answer fits `[llm] max_tokens`; built once per shape.
-    pub(crate) fn constraint(
-        &self,
-        shape: crate::prompt::shape::Shape,
-        form: crate::llm::Form,
-    ) -> crate::llm::Constraint {
-        use crate::prompt::shape::{Built, Form};
-        let form = match form {
-            crate::llm::Form::Gbnf => Form::Gbnf,
-            crate::llm::Form::JsonSchema => Form::JsonSchema,
-        };
-        match self.shapes.get(shape, form, self.config.llm.max_tokens) {
-            Built::Gbnf(g) => crate::llm::Constraint::Gbnf(g),
-            Built::JsonSchema(s) => crate::llm::Constraint::JsonSchema(s),
-        }
     }
 
     /// Counts turns, model calls, tokens and transitions in `metrics` (the daemon's).

@@ -21,7 +21,7 @@ impl Engine {
             Perception::Message(m) => self.psyche_turn(m, &lib).await,
             Perception::Quiet(_) => None,
         };
-        match self.chain(p, &begun, &lib, packet.as_ref()).await {
+        match self.caller().chain(p, &begun, &lib, packet.as_ref()).await {
             Ok(chained) => self.commit(p, &begun, &lib, chained, started).await,
             Err(f) => {
                 let spent = (f.model_us, f.calls);
