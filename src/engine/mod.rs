@@ -14,6 +14,7 @@ mod apply;
 mod begin;
 mod chain;
 mod commit;
+mod consolidate;
 mod dream;
 mod model;
 mod perception;
@@ -202,49 +203,7 @@ impl Engine {
         call: &crate::states::calls::Call,
         timeout: std::time::Duration,
     ) -> Result<String, String> {
-        let constraint = self
-            .provider
-            .structured()
-            .map(|form| self.caller().constraint(call.shape.clone(), form));
-        let request = crate::llm::ChatRequest {
-            system: &call.system,
-            history: &[],
-            user: &call.user,
-            max_tokens: self.config.llm.max_tokens,
-            session: None,
-            model: None,
-            constraint: constraint.as_ref(),
-        };
-        let started = std::time::Instant::now();
-        let result = tokio::time::timeout(timeout, self.provider.complete(request, None)).await;
-        let latency = started.elapsed();
-        let json = matches!(constraint, Some(crate::llm::Constraint::JsonSchema(_)));
-        let (ok, out) = match result {
-            // The readers take tags: an answer in its JSON form is written as them.
-            Ok(Ok(c)) if json => (
-                true,
-                Ok(crate::parse::json_as_tags(&c.text).unwrap_or(c.text)),
-            ),
-            Ok(Ok(c)) => (true, Ok(c.text)),
-            Ok(Err(e)) => (false, Err(e.to_string())),
-            Err(_) => (
-                false,
-                Err(format!("no answer within {} s", timeout.as_secs_f32())),
-            ),
-        };
-        if let Some(m) = &self.metrics {
-            m.state_calls.inc();
-            if !ok {
-                m.state_calls_failed.inc();
-            }
-        }
-        tracing::info!(
-            kind = call.kind,
-            ok,
-            latency_ms = latency.as_millis() as u64,
-            "state call"
-        );
-        out
+        self.caller().state_call(call, timeout).await
     }
 
     /// Counts turns, model calls, tokens and transitions in `metrics` (the daemon's).

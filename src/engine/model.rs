@@ -42,6 +42,57 @@ impl Engine {
 }
 
 impl Caller<'_> {
+    /// One model call outside any conversation (see [`Engine::state_call`]).
+    pub(super) async fn state_call(
+        &self,
+        call: &crate::states::calls::Call,
+        timeout: std::time::Duration,
+    ) -> Result<String, String> {
+        let constraint = self
+            .provider
+            .structured()
+            .map(|form| self.constraint(call.shape.clone(), form));
+        let request = crate::llm::ChatRequest {
+            system: &call.system,
+            history: &[],
+            user: &call.user,
+            max_tokens: self.config.llm.max_tokens,
+            session: None,
+            model: None,
+            constraint: constraint.as_ref(),
+        };
+        let started = std::time::Instant::now();
+        let result = tokio::time::timeout(timeout, self.provider.complete(request, None)).await;
+        let latency = started.elapsed();
+        let json = matches!(constraint, Some(crate::llm::Constraint::JsonSchema(_)));
+        let (ok, out) = match result {
+            // The readers take tags: an answer in its JSON form is written as them.
+            Ok(Ok(c)) if json => (
+                true,
+                Ok(crate::parse::json_as_tags(&c.text).unwrap_or(c.text)),
+            ),
+            Ok(Ok(c)) => (true, Ok(c.text)),
+            Ok(Err(e)) => (false, Err(e.to_string())),
+            Err(_) => (
+                false,
+                Err(format!("no answer within {} s", timeout.as_secs_f32())),
+            ),
+        };
+        if let Some(m) = self.metrics {
+            m.state_calls.inc();
+            if !ok {
+                m.state_calls_failed.inc();
+            }
+        }
+        tracing::info!(
+            kind = call.kind,
+            ok,
+            latency_ms = latency.as_millis() as u64,
+            "state call"
+        );
+        out
+    }
+
     /// The constraint for a call of `shape` in the form the server takes, its texts bounded
     /// so that the longest answer fits `[llm] max_tokens`; built once per shape.
     pub(super) fn constraint(&self, shape: prompt::shape::Shape, form: llm::Form) -> Constraint {
