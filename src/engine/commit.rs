@@ -12,13 +12,14 @@ use tracing::{info, warn};
 use super::begin::Begun;
 use super::chain::Chained;
 use super::model::Run;
-use super::perception::{answer, Perception, FOLLOW_UP_QUESTION};
+use super::apply::Outcome;
+use super::perception::{answer, Perception, Policy, FOLLOW_UP_QUESTION};
 use super::run::Ran;
 use super::{Engine, EngineError, TurnOutcome, PROVIDER_DOWN_REPLY};
 use crate::llm::LlmError;
 use crate::memory::faces::Turns;
 use crate::memory::{EntryType, NewEntry, StoreError, TurnRecord, UserRecord};
-use crate::process::Loaded;
+use crate::process::{Loaded, TransitionRecord};
 use crate::prompt::TurnPlan;
 
 /// What a turn settled into before anything is written.
@@ -55,27 +56,7 @@ fn settle(p: &Perception, begun: &Begun, chained: Chained) -> Settled {
         iterations,
         machine_log,
     } = chained;
-    let said = last.speaks
-        && last
-            .last
-            .as_ref()
-            .is_some_and(|run| policy.speaks(&run.cognition));
-    if let (true, Some(run)) = (said, &last.last) {
-        outcome.say(&run.cognition, &policy.said_meta());
-    } else if policy.proactive && outcome.entries.is_empty() {
-        // A silent quiet-spell turn still leaves its mark, so the spell gets one attempt.
-        let result = last
-            .last
-            .as_ref()
-            .and_then(|run| answer(&run.cognition, FOLLOW_UP_QUESTION));
-        outcome.entries.push(
-            NewEntry::new(EntryType::MentalQuery, FOLLOW_UP_QUESTION)
-                .metadata(json!({ "result": result, "proactive": true })),
-        );
-    }
-    if policy.proactive {
-        info!(thread = p.thread(), quiet_minutes = ?begun.quiet_minutes, follow_up = said, "proactive turn");
-    }
+    let said = say(p, &policy, begun, &last, &mut outcome);
     let Ran { last, speaks, .. } = last;
     let streamed = last
         .as_ref()
@@ -123,18 +104,8 @@ fn settle(p: &Perception, begun: &Begun, chained: Chained) -> Settled {
         since_id: Some(ctx.since_id),
         claim,
     };
-    let word = match (policy.proactive, said) {
-        (false, true) => "completed",
-        (false, false) => "interrupted",
-        (true, true) => "followed_up",
-        (true, false) => "stayed_quiet",
-    };
-    let requested = record
-        .transitions
-        .last()
-        .and_then(|t| t.params.get(REQUEST_STATE))
-        .and_then(|v| v.as_str())
-        .map(str::to_string);
+    let word = outcome_word(policy.proactive, said);
+    let requested = requested_state(&record.transitions);
     let taken = policy.counted.then(|| {
         let whisper = ctx.whisper.as_ref().map(|w| (w.id, begun.claimant.clone()));
         (ctx.interaction, whisper)
@@ -169,6 +140,52 @@ fn settle(p: &Perception, begun: &Begun, chained: Chained) -> Settled {
         last,
         word,
     }
+}
+
+/// Whether the turn says its answer (recorded in `outcome` if so); a quiet spell that says
+/// nothing still leaves its mark, so the spell gets one attempt.
+fn say(p: &Perception, policy: &Policy, begun: &Begun, last: &Ran, outcome: &mut Outcome) -> bool {
+    let said = last.speaks
+        && last
+            .last
+            .as_ref()
+            .is_some_and(|run| policy.speaks(&run.cognition));
+    if let (true, Some(run)) = (said, &last.last) {
+        outcome.say(&run.cognition, &policy.said_meta());
+    } else if policy.proactive && outcome.entries.is_empty() {
+        // A silent quiet-spell turn still leaves its mark, so the spell gets one attempt.
+        let result = last
+            .last
+            .as_ref()
+            .and_then(|run| answer(&run.cognition, FOLLOW_UP_QUESTION));
+        outcome.entries.push(
+            NewEntry::new(EntryType::MentalQuery, FOLLOW_UP_QUESTION)
+                .metadata(json!({ "result": result, "proactive": true })),
+        );
+    }
+    if policy.proactive {
+        info!(thread = p.thread(), quiet_minutes = ?begun.quiet_minutes, follow_up = said, "proactive turn");
+    }
+    said
+}
+
+/// How a turn ended, in a word.
+fn outcome_word(proactive: bool, said: bool) -> &'static str {
+    match (proactive, said) {
+        (false, true) => "completed",
+        (false, false) => "interrupted",
+        (true, true) => "followed_up",
+        (true, false) => "stayed_quiet",
+    }
+}
+
+/// The cognitive state the turn's last transition requests (`request_state`), if any.
+fn requested_state(transitions: &[TransitionRecord]) -> Option<String> {
+    transitions
+        .last()
+        .and_then(|t| t.params.get(REQUEST_STATE))
+        .and_then(|v| v.as_str())
+        .map(str::to_string)
 }
 
 /// Records what the turn did into its span, and says it is done.
