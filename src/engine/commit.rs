@@ -9,10 +9,10 @@ use std::time::Instant;
 use serde_json::json;
 use tracing::{info, warn};
 
+use super::apply::Outcome;
 use super::begin::Begun;
 use super::chain::Chained;
 use super::model::Run;
-use super::apply::Outcome;
 use super::perception::{answer, Perception, Policy, FOLLOW_UP_QUESTION};
 use super::run::Ran;
 use super::{Engine, EngineError, TurnOutcome, PROVIDER_DOWN_REPLY};
@@ -291,7 +291,7 @@ impl Engine {
             self.export_pending_models().await?;
         }
         if let (Perception::Message(m), Some(run)) = (p, &last) {
-            self.psyche_after(&run.completion.text, m, lib).await;
+            super::psyche::psyche_after(self.store.as_ref(), &run.completion.text, m, lib).await;
         }
         Ok(TurnOutcome {
             cognition: last.map(|r| r.cognition),
@@ -311,11 +311,12 @@ impl Engine {
         (model_us, model_calls): (u64, u32),
     ) -> Result<TurnOutcome, EngineError> {
         let said = matches!(p, Perception::Message(_));
+        let turns: &dyn Turns = self.store.as_ref();
         if said {
             warn!(provider = self.provider.name(), error = %e, "model call failed; the message stays in working memory");
             let (n, claimant) = (begun.ctx.interaction, begun.claimant.clone());
             let whisper = begun.ctx.whisper.as_ref().map(|w| w.id);
-            self.store
+            turns
                 .release_turn(n, whisper.map(|id| (id, claimant)))
                 .await?;
         } else {
@@ -330,7 +331,7 @@ impl Engine {
                 proactive: true,
                 ..TurnRecord::default()
             };
-            self.store.commit_turn(record).await?;
+            turns.commit_turn(record).await?;
         }
         tracing::Span::current().record("process", process.as_str());
         tracing::Span::current().record("outcome", "model_failed");
