@@ -72,7 +72,10 @@ impl Router {
         };
         for (i, text) in parts.iter().enumerate().skip(skip) {
             let last = i + 1 == parts.len();
-            if !self.deliver_part(to, row, stream_ref, (i, text, last), &mut d).await? {
+            if !self
+                .deliver_part(to, row, stream_ref, (i, text, last), &mut d)
+                .await?
+            {
                 break;
             }
         }

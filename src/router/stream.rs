@@ -164,28 +164,8 @@ async fn run(
                 if ended {
                     break;
                 }
-                let begun = match surface.begin_stream(&to, &recipient, &s.pending).await {
-                    // It may have begun: if so, it is the unrecorded stream at `to` (never a
-                    // message the inbox gave to another row).
-                    Begun::Unknown { took } => {
-                        let held = store.references_held(row).await;
-                        let found = match held {
-                            Ok(held) => surface.find_unrecorded_stream(&to, &held).await,
-                            Err(e) => {
-                                error!(error = %e, "cannot tell which messages are other replies'");
-                                None
-                            }
-                        };
-                        match found {
-                            Some(reference) => {
-                                info!(reference = %reference, "the stream had begun after all; the reply goes into it");
-                                Begun::Started { reference, took }
-                            }
-                            None => Begun::Whole,
-                        }
-                    }
-                    begun => begun,
-                };
+                let begun = surface.begin_stream(&to, &recipient, &s.pending).await;
+                let begun = settle_begun(&*surface, &*store, row, &to, begun).await;
                 match begun {
                     Begun::Started { reference, took } => {
                         take(&mut s, took);
@@ -221,6 +201,34 @@ async fn run(
         }
     }
     s
+}
+
+/// A stream that may have begun (`Begun::Unknown`) is the unrecorded stream at `to`, if one
+/// is found there (never a message the inbox gave to another row); else the reply is whole.
+async fn settle_begun(
+    surface: &dyn Surface,
+    store: &dyn Inbox,
+    row: i64,
+    to: &Address,
+    begun: Begun,
+) -> Begun {
+    let Begun::Unknown { took } = begun else {
+        return begun;
+    };
+    let found = match store.references_held(row).await {
+        Ok(held) => surface.find_unrecorded_stream(to, &held).await,
+        Err(e) => {
+            error!(error = %e, "cannot tell which messages are other replies'");
+            None
+        }
+    };
+    match found {
+        Some(reference) => {
+            info!(reference = %reference, "the stream had begun after all; the reply goes into it");
+            Begun::Started { reference, took }
+        }
+        None => Begun::Whole,
+    }
 }
 
 impl Streamed {
