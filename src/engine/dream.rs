@@ -88,7 +88,7 @@ impl Engine {
                 "another dream is running; try again once it ends".into(),
             ));
         };
-        let (from, dreaming_in) = self.into_dream(&map, cause, quiet).await?;
+        let (from, dreaming_in) = self.enter_dream(&map, cause, quiet).await?;
         let cause_owned = cause.to_string();
         let id = self.store.begin_dream(&cause_owned).await?;
         let mut r = DreamReport {
@@ -152,7 +152,7 @@ impl Engine {
     /// The moves into the state the soul dreams in: from WORK to DREAM (through WORK from
     /// PLAY or SOLITUDE; out of a DREAM a killed dreamer left first); none when the soul is
     /// shut down. The state it was in, and the one it dreams in.
-    async fn into_dream(
+    async fn enter_dream(
         &self,
         map: &Map,
         cause: &str,
