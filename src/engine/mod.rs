@@ -4,8 +4,15 @@
 //! a fixed process's call, or an ISM's loop of calls), `prompting` (a call's prompt, the
 //! facts rules read, whether a dialogue will stand), `model` (the call, streamed or not,
 //! parsed) and `apply` (answers → writes); `psyche` takes a message into the psychology
-//! substrate and gives the turn its inner life in words; `dream` carries out a dream (memory
-//! consolidation).
+//! substrate and gives the turn its inner life in words; `dream` carries out a dream and
+//! `consolidate` its memory consolidation.
+//!
+//! Each stage takes what it uses, not the engine: `begin`, `commit`'s write, `psyche` and
+//! `consolidate` the store's faces they read or write (`Turns`, `States`, `Psychology`,
+//! `Dreams`, upcast from the engine's `Store`); the calling stages (`chain`, `run`, `model`,
+//! `tool`) a `Caller` (config, provider, shapes, counters, tools), which reaches no store.
+//! Each returns what it decided (`Begun`, `Chained`, `Ran`, `Settled`, `Batched`) for the
+//! next; `Engine` only wires them.
 //!
 //! The one place where store, process machine, prompt, provider and parser meet. Knows
 //! nothing about where a perception came from (terminal or Slack) or where the reply goes.
