@@ -68,6 +68,18 @@ impl Outcome {
                 );
             }
         }
+        self.apply_user_model(plan, c, user, &meta);
+        self.apply_soul_state(plan, c, soul, &meta);
+    }
+
+    /// The user-model check's answer, and the update it allows (only after a true check).
+    fn apply_user_model(
+        &mut self,
+        plan: &TurnPlan,
+        c: &Cognition,
+        user: Option<&UserRecord>,
+        meta: &impl Fn(serde_json::Value) -> serde_json::Value,
+    ) {
         if let (true, Some(answer), Some(user)) = (
             plan.requests(Step::UserModelCheck),
             c.user_model_check,
@@ -105,6 +117,17 @@ impl Outcome {
             }
             (None, ..) => {}
         }
+    }
+
+    /// The soul-state check's answer, and the update it allows (only after a true check):
+    /// the keys the model may set, applied to `soul` in place.
+    fn apply_soul_state(
+        &mut self,
+        plan: &TurnPlan,
+        c: &Cognition,
+        soul: &mut SoulState,
+        meta: &impl Fn(serde_json::Value) -> serde_json::Value,
+    ) {
         if let (true, Some(answer)) = (plan.requests(Step::SoulStateCheck), c.soul_state_check) {
             self.entries.push(
                 NewEntry::new(EntryType::MentalQuery, SOUL_STATE_CHECK)

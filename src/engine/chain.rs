@@ -7,16 +7,15 @@ use tracing::{info, warn};
 
 use super::apply::Outcome;
 use super::begin::Begun;
-use super::model::Streaming;
-use super::perception::Perception;
+use super::model::{Caller, Streaming};
+use super::perception::{Perception, Policy};
 use super::prompting::{facts_for, gate_input, will_stand, Moment, RunInput};
 use super::run::{Ran, RunState, Spent};
-use super::Engine;
 use crate::ism::Iteration;
 use crate::llm::LlmError;
-use crate::memory::TurnContext;
+use crate::memory::{SoulState, TurnContext};
 use crate::process::machine::{self, Chaining};
-use crate::process::{Loaded, ThreadProcess, TransitionRecord};
+use crate::process::{Loaded, ProcessDef, ThreadProcess, TransitionRecord};
 use crate::prompt::{self, Gates, TurnPlan};
 use crate::psyche::Packet;
 
@@ -46,7 +45,33 @@ pub(super) struct Failed {
     pub ran: Vec<String>,
 }
 
-impl Engine {
+/// What every run of a turn's chain shares, from the perception and its begin.
+struct Turn<'a> {
+    p: &'a Perception,
+    begun: &'a Begun,
+    lib: &'a Loaded,
+    packet: Option<&'a Packet>,
+    policy: Policy,
+    moment: Moment<'a>,
+    /// The questions the engine adds to the processes' own.
+    extra_queries: Vec<&'static str>,
+}
+
+/// What the chain's runs have decided so far.
+struct Sofar {
+    /// The thread's place in the machine.
+    state: ThreadProcess,
+    /// The soul's state as the runs have left it.
+    soul: SoulState,
+    outcome: Outcome,
+    transitions: Vec<TransitionRecord>,
+    ran: Vec<String>,
+    spent: Spent,
+    iterations: u32,
+    machine_log: Vec<Iteration>,
+}
+
+impl Caller<'_> {
     /// Runs the thread's process, and the processes execute_now rules hand the message to.
     pub(super) async fn chain(
         &self,
@@ -57,132 +82,66 @@ impl Engine {
     ) -> Result<Chained, Failed> {
         let ctx = &begun.ctx;
         let policy = p.policy();
-        let moment = Moment {
-            turns: begun.turns,
-            idle_minutes: begun.idle_minutes,
-            cognitive_state: &ctx.cognitive_state,
-            inner: packet.map(|p| p.words),
-        };
-        let user = (!policy.proactive).then_some(&ctx.user);
-        let message = match p {
-            Perception::Message(m) => Some((m.display_name.as_str(), m.text.as_str())),
-            Perception::Quiet(_) => None,
-        };
-        let (newer, speech) = match p {
-            Perception::Message(m) => (m.newer.as_ref(), m.speech.as_ref()),
-            Perception::Quiet(_) => (None, None),
-        };
-        let mut state = begun.state.clone();
-        let mut soul = ctx.soul.clone();
-        let mut outcome = Outcome::default();
-        let (mut transitions, mut ran) = (Vec::new(), Vec::new());
-        let mut spent = Spent::default();
-        let (mut chain, mut iterations) = (0, 0);
-        let mut machine_log = Vec::new();
         // A template whose shutdown asks consent while a referral is pending has the soul
         // say, turn by turn, whether it is referring someone on.
         let mut extra_queries: Vec<&str> = policy.extra_queries.to_vec();
         if !policy.proactive && asks_about_referrals(&lib.template) {
             extra_queries.push(crate::states::shutdown::REFERRAL_QUESTION);
         }
+        let turn = Turn {
+            p,
+            begun,
+            lib,
+            packet,
+            moment: Moment {
+                turns: begun.turns,
+                idle_minutes: begun.idle_minutes,
+                cognitive_state: &ctx.cognitive_state,
+                inner: packet.map(|p| p.words),
+            },
+            policy,
+            extra_queries,
+        };
+        let mut sofar = Sofar {
+            state: begun.state.clone(),
+            soul: ctx.soul.clone(),
+            outcome: Outcome::default(),
+            transitions: Vec::new(),
+            ran: Vec::new(),
+            spent: Spent::default(),
+            iterations: 0,
+            machine_log: Vec::new(),
+        };
+        let mut chain = 0;
         let last = loop {
-            let def = machine::begin_run(&mut state, lib);
-            ran.push(def.name.clone());
-            let plan = self.plan(def, ctx);
-            info!(process = %def.name, interaction = ctx.interaction, steps = ?plan.steps, user_model = plan.inject_user_model, why = plan.user_model_reason, "turn planned");
-            // Shown as it is written only when no execute_now rule can hand the message on.
-            let soul_now = speech.map(|_| soul.clone());
-            let stands = |raw: &str| {
-                soul_now.as_ref().is_some_and(|soul| {
-                    will_stand(def, raw, self.config.pipeline.max_response_chars, |c| {
-                        facts_for(soul, &state, c, &def.name, &moment)
-                    })
-                })
-            };
-            let streaming = speech.map(|speech| Streaming {
-                speech,
-                stands: &stands,
-            });
-            let rs = RunState {
-                input: RunInput {
-                    lib,
-                    def,
-                    state: &state,
-                    ctx,
-                    soul: &ctx.soul,
-                    plan: &plan,
-                    history: &begun.history,
-                    extra_queries: &extra_queries,
-                    whisper: ctx.whisper.as_ref().filter(|_| policy.whisper),
-                    message,
-                    quiet_minutes: begun.quiet_minutes,
-                    machine: None,
-                    queries: None,
-                    psyche: packet,
-                },
-                soul: &mut soul,
-                outcome: &mut outcome,
-                user,
-                meta: policy.entry_meta(&def.name),
-                spent: &mut spent,
-                session: ctx.claude_session.as_deref(),
-                stream: streaming.as_ref(),
-            };
-            let result = match def.ism.as_ref().filter(|_| self.config.ism.enabled) {
-                Some(ism) => {
-                    let hand_over_now = policy.chains && chain < self.config.max_chain;
-                    self.run_machine(ism, rs, newer, hand_over_now).await
-                }
-                None => self.run_fixed(rs).await,
-            };
-            let run = match result {
+            let def = machine::begin_run(&mut sofar.state, lib);
+            sofar.ran.push(def.name.clone());
+            let run = match self.run_once(&turn, def, &mut sofar, chain).await {
                 Ok(run) => run,
-                Err((e, model_us)) => {
+                Err((error, model_us)) => {
                     // The calls that answered before the one that failed, and that one.
-                    let calls = spent.usage.len() as u32 + 1;
+                    let calls = sofar.spent.usage.len() as u32 + 1;
                     return Err(Failed {
-                        error: e,
+                        error,
                         model_us,
                         calls,
-                        process: state.current,
-                        ran,
+                        process: sofar.state.current,
+                        ran: sofar.ran,
                     });
                 }
             };
-            iterations += run.iterations;
-            machine_log.extend(run.log.iter().cloned());
+            sofar.iterations += run.iterations;
+            sofar.machine_log.extend(run.log.iter().cloned());
             let chaining = Chaining {
                 done: chain,
                 max: self.config.max_chain,
                 // An interrupted run hands nothing on: the newer message comes next.
-                allowed: policy.chains && !run.interrupted,
+                allowed: turn.policy.chains && !run.interrupted,
             };
-            let step = match (&run.handed_over, &run.last) {
-                (Some(h), _) => machine::hand_over(
-                    def,
-                    &h.action,
-                    &h.to,
-                    &h.params,
-                    h.execute_now,
-                    lib,
-                    chaining,
-                ),
-                (None, Some(last)) if !run.interrupted => {
-                    let facts = facts_for(&soul, &state, &last.cognition, &def.name, &moment);
-                    machine::step(def, state.clone(), &facts, lib, chaining)
-                }
-                // Interrupted before it spoke: the thread stays where it is.
-                (None, _) => machine::Step {
-                    state: state.clone(),
-                    record: None,
-                    run_again: false,
-                    fell_back_from: None,
-                    chain_cut: false,
-                },
-            };
+            let step = step_after(def, &run, &sofar, &turn, chaining);
             log_step(&step, self.config.max_chain);
-            state = step.state;
-            transitions.extend(step.record);
+            sofar.state = step.state;
+            sofar.transitions.extend(step.record);
             if !step.run_again {
                 break run;
             }
@@ -190,17 +149,92 @@ impl Engine {
         };
         Ok(Chained {
             last,
-            state,
-            outcome,
-            transitions,
-            ran,
-            spent,
-            iterations,
-            machine_log,
+            state: sofar.state,
+            outcome: sofar.outcome,
+            transitions: sofar.transitions,
+            ran: sofar.ran,
+            spent: sofar.spent,
+            iterations: sofar.iterations,
+            machine_log: sofar.machine_log,
         })
     }
 
-    fn plan(&self, def: &crate::process::ProcessDef, ctx: &TurnContext) -> TurnPlan {
+    /// One run of `def`: its plan, its prompt's inputs, its calls (fixed or ISM), applied to
+    /// what the chain decided so far.
+    async fn run_once(
+        &self,
+        turn: &Turn<'_>,
+        def: &ProcessDef,
+        sofar: &mut Sofar,
+        chain: u32,
+    ) -> Result<Ran, (LlmError, u64)> {
+        let (ctx, policy) = (&turn.begun.ctx, &turn.policy);
+        let plan = self.plan(def, ctx);
+        info!(process = %def.name, interaction = ctx.interaction, steps = ?plan.steps, user_model = plan.inject_user_model, why = plan.user_model_reason, "turn planned");
+        let (message, newer, speech) = match turn.p {
+            Perception::Message(m) => (
+                Some((m.display_name.as_str(), m.text.as_str())),
+                m.newer.as_ref(),
+                m.speech.as_ref(),
+            ),
+            Perception::Quiet(_) => (None, None, None),
+        };
+        let Sofar {
+            state,
+            soul,
+            outcome,
+            spent,
+            ..
+        } = sofar;
+        let state = &*state;
+        // Shown as it is written only when no execute_now rule can hand the message on.
+        let soul_now = speech.map(|_| soul.clone());
+        let stands = |raw: &str| {
+            soul_now.as_ref().is_some_and(|soul| {
+                will_stand(def, raw, self.config.pipeline.max_response_chars, |c| {
+                    facts_for(soul, state, c, &def.name, &turn.moment)
+                })
+            })
+        };
+        let streaming = speech.map(|speech| Streaming {
+            speech,
+            stands: &stands,
+        });
+        let rs = RunState {
+            input: RunInput {
+                lib: turn.lib,
+                def,
+                state,
+                ctx,
+                soul: &ctx.soul,
+                plan: &plan,
+                history: &turn.begun.history,
+                extra_queries: &turn.extra_queries,
+                whisper: ctx.whisper.as_ref().filter(|_| policy.whisper),
+                message,
+                quiet_minutes: turn.begun.quiet_minutes,
+                machine: None,
+                queries: None,
+                psyche: turn.packet,
+            },
+            soul,
+            outcome,
+            user: (!policy.proactive).then_some(&ctx.user),
+            meta: policy.entry_meta(&def.name),
+            spent,
+            session: ctx.claude_session.as_deref(),
+            stream: streaming.as_ref(),
+        };
+        match def.ism.as_ref().filter(|_| self.config.ism.enabled) {
+            Some(ism) => {
+                let hand_over_now = policy.chains && chain < self.config.max_chain;
+                self.run_machine(ism, rs, newer, hand_over_now).await
+            }
+            None => self.run_fixed(rs).await,
+        }
+    }
+
+    fn plan(&self, def: &ProcessDef, ctx: &TurnContext) -> TurnPlan {
         prompt::plan(
             &def.steps,
             &gate_input(ctx),
@@ -209,6 +243,47 @@ impl Engine {
                 user_model_interval: self.config.pipeline.user_model_interval,
             },
         )
+    }
+}
+
+/// Where the machine takes the thread after a run: the hand-over the soul chose, else the
+/// process's rules on what the run decided; an interrupted run that did not speak leaves the
+/// thread where it is.
+fn step_after(
+    def: &ProcessDef,
+    run: &Ran,
+    sofar: &Sofar,
+    turn: &Turn,
+    chaining: Chaining,
+) -> machine::Step {
+    match (&run.handed_over, &run.last) {
+        (Some(h), _) => machine::hand_over(
+            def,
+            &h.action,
+            &h.to,
+            &h.params,
+            h.execute_now,
+            turn.lib,
+            chaining,
+        ),
+        (None, Some(last)) if !run.interrupted => {
+            let facts = facts_for(
+                &sofar.soul,
+                &sofar.state,
+                &last.cognition,
+                &def.name,
+                &turn.moment,
+            );
+            machine::step(def, sofar.state.clone(), &facts, turn.lib, chaining)
+        }
+        // Interrupted before it spoke: the thread stays where it is.
+        (None, _) => machine::Step {
+            state: sofar.state.clone(),
+            record: None,
+            run_again: false,
+            fell_back_from: None,
+            chain_cut: false,
+        },
     }
 }
 

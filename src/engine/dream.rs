@@ -13,16 +13,9 @@ use serde_json::json;
 use tracing::{info, warn};
 
 use super::Engine;
-use crate::memory::dream::{Keep, ModelRefresh, Upkeep};
-use crate::memory::{move_state, now_ms, EntryType, NewMove, Quiet, StoreError};
-use crate::states::dream::{self as words, Item, Someone};
-use crate::states::shutdown;
+use crate::memory::dream::Upkeep;
+use crate::memory::{move_state, now_ms, NewMove, Quiet, StoreError};
 use crate::states::{Map, State};
-
-/// The most entries one consolidation call shows.
-const BATCH_ENTRIES: usize = 200;
-/// The most characters one consolidation call shows (one entry at least).
-const BATCH_CHARS: usize = 40_000;
 
 /// What a dream did, as stored and printed.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -95,39 +88,7 @@ impl Engine {
                 "another dream is running; try again once it ends".into(),
             ));
         };
-        let now = self.store.cognitive_state().await?;
-        let mut from = State::from_name(&now.state).unwrap_or(State::Shutdown);
-        if from == State::Dream {
-            self.move_state(
-                &map,
-                State::Dream,
-                State::Work,
-                "the last dream ended without a word (its process was killed)".into(),
-                None,
-            )
-            .await?;
-            from = State::Work;
-        }
-        let dreaming_in = match from {
-            State::Shutdown => State::Shutdown,
-            State::Wakeup | State::Dream => {
-                return Err(DreamError::Refused(format!(
-                    "the soul is in {from}; try again once it works"
-                )))
-            }
-            State::Play | State::Solitude => {
-                self.move_state(&map, from, State::Work, format!("to dream: {cause}"), quiet)
-                    .await?;
-                self.move_state(&map, State::Work, State::Dream, cause.to_string(), quiet)
-                    .await?;
-                State::Dream
-            }
-            State::Work => {
-                self.move_state(&map, State::Work, State::Dream, cause.to_string(), quiet)
-                    .await?;
-                State::Dream
-            }
-        };
+        let (from, dreaming_in) = self.enter_dream(&map, cause, quiet).await?;
         let cause_owned = cause.to_string();
         let id = self.store.begin_dream(&cause_owned).await?;
         let mut r = DreamReport {
@@ -141,26 +102,20 @@ impl Engine {
             },
             ..Default::default()
         };
-        self.consolidate_all(&mut r, dreaming_in, &dreaming).await;
+        let lib = &self.library;
+        let consolidation = super::consolidate::Dreaming {
+            dreams: self.store.as_ref(),
+            states: self.store.as_ref(),
+            caller: self.caller(),
+            library: lib,
+            dreaming_in,
+            hold: &dreaming,
+        };
+        consolidation.all(&mut r).await;
         if let Err(e) = self.export_pending_models().await {
             r.errors.push(e.to_string());
         }
-        if r.yielded {
-            r.upkeep_note = Some("skipped: the dream yielded".into());
-        } else {
-            match self.store.upkeep().await {
-                Ok(u) => {
-                    if !u.vacuumed {
-                        r.upkeep_note = Some(format!(
-                            "no incremental vacuum: the database's auto_vacuum is {} (only a database created in INCREMENTAL mode, i.e. a home made by anima with migration 9 or later, can give pages back without a full VACUUM)",
-                            u.auto_vacuum
-                        ));
-                    }
-                    r.upkeep = Some(u);
-                }
-                Err(e) => r.upkeep_note = Some(format!("failed: {e}")),
-            }
-        }
+        self.upkeep(&mut r).await;
         r.complete = !r.yielded && r.errors.is_empty() && r.backlog_left == 0;
         r.took_ms = now_ms() - started;
         let report = serde_json::to_value(&r).unwrap_or_default();
@@ -194,6 +149,71 @@ impl Engine {
         Ok(r)
     }
 
+    /// The moves into the state the soul dreams in: from WORK to DREAM (through WORK from
+    /// PLAY or SOLITUDE; out of a DREAM a killed dreamer left first); none when the soul is
+    /// shut down. The state it was in, and the one it dreams in.
+    async fn enter_dream(
+        &self,
+        map: &Map,
+        cause: &str,
+        quiet: Option<Quiet>,
+    ) -> Result<(State, State), DreamError> {
+        let now = self.store.cognitive_state().await?;
+        let mut from = State::from_name(&now.state).unwrap_or(State::Shutdown);
+        if from == State::Dream {
+            self.move_state(
+                map,
+                State::Dream,
+                State::Work,
+                "the last dream ended without a word (its process was killed)".into(),
+                None,
+            )
+            .await?;
+            from = State::Work;
+        }
+        let dreaming_in = match from {
+            State::Shutdown => State::Shutdown,
+            State::Wakeup | State::Dream => {
+                return Err(DreamError::Refused(format!(
+                    "the soul is in {from}; try again once it works"
+                )))
+            }
+            State::Play | State::Solitude => {
+                self.move_state(map, from, State::Work, format!("to dream: {cause}"), quiet)
+                    .await?;
+                self.move_state(map, State::Work, State::Dream, cause.to_string(), quiet)
+                    .await?;
+                State::Dream
+            }
+            State::Work => {
+                self.move_state(map, State::Work, State::Dream, cause.to_string(), quiet)
+                    .await?;
+                State::Dream
+            }
+        };
+        Ok((from, dreaming_in))
+    }
+
+    /// The store's upkeep after a dream that did not yield, and what it could not do.
+    async fn upkeep(&self, r: &mut DreamReport) {
+        if r.yielded {
+            r.upkeep_note = Some("skipped: the dream yielded".into());
+        } else {
+            match self.store.upkeep().await {
+                Ok(u) => {
+                    if !u.vacuumed {
+                        r.upkeep_note = Some(format!(
+                            "no incremental vacuum: the database's auto_vacuum is {} (only a database created in INCREMENTAL mode, i.e. a home made by anima with migration 9 or later, can give pages back without a full VACUUM)",
+                            u.auto_vacuum
+                        ));
+                    }
+                    r.upkeep = Some(u);
+                }
+                Err(e) => r.upkeep_note = Some(format!("failed: {e}")),
+            }
+        }
+    }
+
     /// Moves `from → to` if the soul is still in `from` and the map allows it.
     async fn move_state(
         &self,
@@ -225,195 +245,6 @@ impl Engine {
                 Ok(())
             }
             Err(why) => Err(DreamError::Refused(why)),
-        }
-    }
-
-    /// Whether the dream should stop: the soul left the state it dreams in.
-    async fn interrupted(&self, dreaming_in: State) -> bool {
-        match self.store.cognitive_state().await {
-            Ok(row) => State::from_name(&row.state) != Some(dreaming_in),
-            Err(_) => true,
-        }
-    }
-
-    /// What a dream keeps of each conversation, as of now: the newest `[dream] keep_recent`
-    /// entries, and the last hour, which the conditional shutdown reads.
-    fn keep(&self) -> Keep {
-        Keep {
-            entries: self.config.states.dream_keep_recent,
-            since_ms: now_ms() - shutdown::RECENT_MS,
-        }
-    }
-
-    async fn consolidate_all(
-        &self,
-        r: &mut DreamReport,
-        dreaming_in: State,
-        dreaming: &crate::memory::dream::DreamHold,
-    ) {
-        let timeout = std::time::Duration::from_secs(self.config.llm.timeout_secs);
-        let keep = self.keep();
-        let threads = match self.store.dream_threads(keep).await {
-            Ok(t) => t,
-            Err(e) => {
-                r.errors.push(e.to_string());
-                return;
-            }
-        };
-        r.threads = threads.len();
-        'threads: for thread in threads {
-            let mut done_any = false;
-            loop {
-                if self.interrupted(dreaming_in).await {
-                    r.yielded = true;
-                    break 'threads;
-                }
-                // A dream whose hold was lost (its database connection closed) stops: another
-                // may have begun.
-                if !dreaming.holds() {
-                    r.errors
-                        .push("the dream's lock was lost (its connection closed)".into());
-                    r.yielded = true;
-                    break 'threads;
-                }
-                let t = thread.clone();
-                let keep = self.keep();
-                let backlog = match self
-                    .store
-                    .backlog(&t, keep, BATCH_ENTRIES, BATCH_CHARS)
-                    .await
-                {
-                    Ok(Some(b)) => b,
-                    Ok(None) => break,
-                    Err(e) => {
-                        r.errors.push(format!("{thread}: {e}"));
-                        break;
-                    }
-                };
-                let soul = self.library.current().soul.soul_md.clone();
-                let people: Vec<Someone> = backlog
-                    .people
-                    .iter()
-                    .map(|p| Someone {
-                        id: &p.user_id,
-                        name: &p.display_name,
-                    })
-                    .collect();
-                let items: Vec<Item> = backlog
-                    .entries
-                    .iter()
-                    .map(|e| {
-                        let who = e
-                            .user_id
-                            .as_deref()
-                            .and_then(|u| backlog.people.iter().find(|p| p.user_id == u))
-                            .map_or("someone", |p| p.display_name.as_str());
-                        let (who, what) = match e.entry_type {
-                            EntryType::UserMessage => (who, "said"),
-                            EntryType::ExternalDialog => ("you", "said"),
-                            EntryType::InternalMonologue => ("you", "thought"),
-                            EntryType::MentalQuery => ("you", "asked yourself"),
-                            EntryType::SoulStateUpdate => ("you", "noted your state"),
-                            EntryType::UserModelUpdate => ("you", "updated a user model"),
-                            EntryType::ActionSelection => ("you", "chose"),
-                        };
-                        Item {
-                            who,
-                            what,
-                            text: &e.content,
-                        }
-                    })
-                    .collect();
-                let call = words::consolidation(&soul, backlog.summary.as_deref(), &items, &people);
-                r.model_calls += 1;
-                let dreamt = match self.state_call(&call, timeout).await {
-                    Ok(answer) => words::read_consolidation(&answer, &people),
-                    Err(e) => {
-                        r.failed_calls += 1;
-                        r.errors.push(format!("{thread}: {e}"));
-                        r.backlog_left += backlog.entries.len() as u64 + backlog.left;
-                        continue 'threads;
-                    }
-                };
-                let Some(dreamt) = dreamt else {
-                    r.errors.push(format!(
-                        "{thread}: the answer held no <summary>; nothing consolidated"
-                    ));
-                    r.backlog_left += backlog.entries.len() as u64 + backlog.left;
-                    continue 'threads;
-                };
-                let models: Vec<ModelRefresh> = dreamt
-                    .notes
-                    .iter()
-                    .filter_map(|(id, note)| {
-                        let p = backlog.people.iter().find(|p| &p.user_id == id)?;
-                        // A person without a model yet gets their first one from a turn.
-                        let model = p.model.as_deref()?;
-                        Some(ModelRefresh {
-                            user_id: id.clone(),
-                            version: p.model_version,
-                            model: format!("{}\n- {}", model.trim_end(), note),
-                            note: format!("Dream: {note}"),
-                        })
-                    })
-                    .collect();
-                let c = crate::memory::dream::Consolidation {
-                    thread: thread.clone(),
-                    since_id: backlog.since_id,
-                    summary: dreamt.summary,
-                    first_id: backlog.entries[0].id,
-                    through_id: backlog.entries.last().map_or(0, |e| e.id),
-                    episodes: dreamt.memories,
-                    models,
-                };
-                let episodes = c.episodes.len() as u64;
-                let summarised = backlog.entries.len() as u64;
-                let keep = self.keep();
-                match self.store.consolidate(c, keep).await {
-                    Ok(done) if done.written => {
-                        if !done_any {
-                            r.threads_consolidated += 1;
-                        }
-                        done_any = true;
-                        r.entries_summarised += summarised;
-                        r.entries_pruned += done.pruned;
-                        r.episodes += episodes;
-                        for m in done.models {
-                            if !r.models_refreshed.contains(&m) {
-                                r.models_refreshed.push(m);
-                            }
-                        }
-                    }
-                    Ok(_) => {
-                        info!(thread = %thread, "dream: another dream consolidated this batch");
-                        continue 'threads;
-                    }
-                    Err(e) => {
-                        r.errors.push(format!("{thread}: {e}"));
-                        r.backlog_left += backlog.entries.len() as u64 + backlog.left;
-                        continue 'threads;
-                    }
-                }
-                if backlog.left == 0 {
-                    break;
-                }
-            }
-        }
-        if r.yielded {
-            // What is left, for the report: counted without a model call.
-            let keep = self.keep();
-            let store = &self.store;
-            let left = async {
-                let mut n = 0;
-                for t in store.dream_threads(keep).await? {
-                    if let Some(b) = store.backlog(&t, keep, usize::MAX, usize::MAX).await? {
-                        n += b.entries.len() as u64;
-                    }
-                }
-                Ok::<_, StoreError>(n)
-            }
-            .await;
-            r.backlog_left = left.unwrap_or(0);
         }
     }
 }

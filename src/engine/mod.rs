@@ -4,8 +4,15 @@
 //! a fixed process's call, or an ISM's loop of calls), `prompting` (a call's prompt, the
 //! facts rules read, whether a dialogue will stand), `model` (the call, streamed or not,
 //! parsed) and `apply` (answers → writes); `psyche` takes a message into the psychology
-//! substrate and gives the turn its inner life in words; `dream` carries out a dream (memory
-//! consolidation).
+//! substrate and gives the turn its inner life in words; `dream` carries out a dream and
+//! `consolidate` its memory consolidation.
+//!
+//! Each stage takes what it uses, not the engine: `begin`, `commit`'s write, `psyche` and
+//! `consolidate` the store's faces they read or write (`Turns`, `States`, `Psychology`,
+//! `Dreams`, upcast from the engine's `Store`); the calling stages (`chain`, `run`, `model`,
+//! `tool`) a `Caller` (config, provider, shapes, counters, tools), which reaches no store.
+//! Each returns what it decided (`Begun`, `Chained`, `Ran`, `Settled`, `Batched`) for the
+//! next; `Engine` only wires them.
 //!
 //! The one place where store, process machine, prompt, provider and parser meet. Knows
 //! nothing about where a perception came from (terminal or Slack) or where the reply goes.
@@ -14,6 +21,7 @@ mod apply;
 mod begin;
 mod chain;
 mod commit;
+mod consolidate;
 mod dream;
 mod model;
 mod perception;
@@ -202,67 +210,7 @@ impl Engine {
         call: &crate::states::calls::Call,
         timeout: std::time::Duration,
     ) -> Result<String, String> {
-        let constraint = self
-            .provider
-            .structured()
-            .map(|form| self.constraint(call.shape.clone(), form));
-        let request = crate::llm::ChatRequest {
-            system: &call.system,
-            history: &[],
-            user: &call.user,
-            max_tokens: self.config.llm.max_tokens,
-            session: None,
-            model: None,
-            constraint: constraint.as_ref(),
-        };
-        let started = std::time::Instant::now();
-        let result = tokio::time::timeout(timeout, self.provider.complete(request, None)).await;
-        let latency = started.elapsed();
-        let json = matches!(constraint, Some(crate::llm::Constraint::JsonSchema(_)));
-        let (ok, out) = match result {
-            // The readers take tags: an answer in its JSON form is written as them.
-            Ok(Ok(c)) if json => (
-                true,
-                Ok(crate::parse::json_as_tags(&c.text).unwrap_or(c.text)),
-            ),
-            Ok(Ok(c)) => (true, Ok(c.text)),
-            Ok(Err(e)) => (false, Err(e.to_string())),
-            Err(_) => (
-                false,
-                Err(format!("no answer within {} s", timeout.as_secs_f32())),
-            ),
-        };
-        if let Some(m) = &self.metrics {
-            m.state_calls.inc();
-            if !ok {
-                m.state_calls_failed.inc();
-            }
-        }
-        tracing::info!(
-            kind = call.kind,
-            ok,
-            latency_ms = latency.as_millis() as u64,
-            "state call"
-        );
-        out
-    }
-
-    /// The constraint for a call of `shape` in the form the server takes, its texts bounded
-    /// so that the longest answer fits `[llm] max_tokens`; built once per shape.
-    pub(crate) fn constraint(
-        &self,
-        shape: crate::prompt::shape::Shape,
-        form: crate::llm::Form,
-    ) -> crate::llm::Constraint {
-        use crate::prompt::shape::{Built, Form};
-        let form = match form {
-            crate::llm::Form::Gbnf => Form::Gbnf,
-            crate::llm::Form::JsonSchema => Form::JsonSchema,
-        };
-        match self.shapes.get(shape, form, self.config.llm.max_tokens) {
-            Built::Gbnf(g) => crate::llm::Constraint::Gbnf(g),
-            Built::JsonSchema(s) => crate::llm::Constraint::JsonSchema(s),
-        }
+        self.caller().state_call(call, timeout).await
     }
 
     /// Counts turns, model calls, tokens and transitions in `metrics` (the daemon's).

@@ -8,10 +8,105 @@ use std::time::Instant;
 use tracing::{debug, info};
 
 use super::{Engine, Speech};
+use crate::config::Config;
 use crate::llm::{self, ChatRequest, Completion, Constraint, LlmError, Message, Role};
 use crate::memory::UsageRecord;
+use crate::metrics::Metrics;
 use crate::parse::{parse_json_response, parse_response, Cognition, DialogueStream, Passed};
 use crate::prompt::{self, TurnPlan};
+
+/// What the calling stages (chain, run, model, tool) need of the engine, and nothing else:
+/// the configuration, the provider, the answers' shapes, the counters and the tool servers.
+/// Borrowed, so building one per turn costs nothing; no store is reachable from here (the
+/// calls decide, the commit writes).
+#[derive(Clone, Copy)]
+pub(super) struct Caller<'a> {
+    pub config: &'a Config,
+    pub provider: &'a dyn llm::Provider,
+    pub shapes: &'a prompt::shape::Cache,
+    pub metrics: Option<&'a Metrics>,
+    pub tools: Option<&'a crate::tools::Tools>,
+}
+
+impl Engine {
+    /// The calling stages' view of this engine.
+    pub(super) fn caller(&self) -> Caller<'_> {
+        Caller {
+            config: &self.config,
+            provider: self.provider.as_ref(),
+            shapes: &self.shapes,
+            metrics: self.metrics.as_deref(),
+            tools: self.tools.as_deref(),
+        }
+    }
+}
+
+impl Caller<'_> {
+    /// One model call outside any conversation (see [`Engine::state_call`]).
+    pub(super) async fn state_call(
+        &self,
+        call: &crate::states::calls::Call,
+        timeout: std::time::Duration,
+    ) -> Result<String, String> {
+        let constraint = self
+            .provider
+            .structured()
+            .map(|form| self.constraint(call.shape.clone(), form));
+        let request = crate::llm::ChatRequest {
+            system: &call.system,
+            history: &[],
+            user: &call.user,
+            max_tokens: self.config.llm.max_tokens,
+            session: None,
+            model: None,
+            constraint: constraint.as_ref(),
+        };
+        let started = std::time::Instant::now();
+        let result = tokio::time::timeout(timeout, self.provider.complete(request, None)).await;
+        let latency = started.elapsed();
+        let json = matches!(constraint, Some(crate::llm::Constraint::JsonSchema(_)));
+        let (ok, out) = match result {
+            // The readers take tags: an answer in its JSON form is written as them.
+            Ok(Ok(c)) if json => (
+                true,
+                Ok(crate::parse::json_as_tags(&c.text).unwrap_or(c.text)),
+            ),
+            Ok(Ok(c)) => (true, Ok(c.text)),
+            Ok(Err(e)) => (false, Err(e.to_string())),
+            Err(_) => (
+                false,
+                Err(format!("no answer within {} s", timeout.as_secs_f32())),
+            ),
+        };
+        if let Some(m) = self.metrics {
+            m.state_calls.inc();
+            if !ok {
+                m.state_calls_failed.inc();
+            }
+        }
+        tracing::info!(
+            kind = call.kind,
+            ok,
+            latency_ms = latency.as_millis() as u64,
+            "state call"
+        );
+        out
+    }
+
+    /// The constraint for a call of `shape` in the form the server takes, its texts bounded
+    /// so that the longest answer fits `[llm] max_tokens`; built once per shape.
+    pub(super) fn constraint(&self, shape: prompt::shape::Shape, form: llm::Form) -> Constraint {
+        use crate::prompt::shape::{Built, Form};
+        let form = match form {
+            llm::Form::Gbnf => Form::Gbnf,
+            llm::Form::JsonSchema => Form::JsonSchema,
+        };
+        match self.shapes.get(shape, form, self.config.llm.max_tokens) {
+            Built::Gbnf(g) => Constraint::Gbnf(g),
+            Built::JsonSchema(s) => Constraint::JsonSchema(s),
+        }
+    }
+}
 
 /// One process run's result.
 pub(super) struct Run {
@@ -77,7 +172,7 @@ impl Pump<'_> {
     }
 }
 
-impl Engine {
+impl Caller<'_> {
     /// One model call with retries, parsed (in the JSON form when `constraint` is a schema).
     /// On failure: the error and the time it took.
     pub(super) async fn call(
@@ -196,7 +291,7 @@ fn messages(history: &[prompt::HistoryMessage]) -> Vec<Message<'_>> {
         .collect()
 }
 
-impl Engine {
+impl Caller<'_> {
     /// Counts a model call: outcome, latency, tokens.
     pub(super) fn count_call(&self, called: &Result<super::model::Run, (LlmError, u64)>) {
         let Some(m) = &self.metrics else { return };

@@ -18,6 +18,7 @@ use tracing::{info, warn};
 use super::perception::Message;
 use super::{Engine, EngineError};
 use crate::config::AutonomyConfig;
+use crate::memory::faces::Psychology;
 use crate::memory::now_ms;
 use crate::memory::psyche::Place;
 use crate::process::Loaded;
@@ -38,100 +39,104 @@ pub struct Happened<'a> {
     pub at_ms: i64,
 }
 
-impl Engine {
-    /// Applies an addressed message to the substrate and builds the turn's packet.
-    pub(super) async fn psyche_turn(&self, m: &Message, lib: &Loaded) -> Option<Packet> {
-        let soul = lib.soul.name().to_string();
-        let psyche = lib.psyche.clone();
-        let rules = gate_rules(&self.config.autonomy);
-        let event = Event {
-            kind: EventKind::Addressed,
-            person: Some(m.user_id.clone()),
-            text: m.text.clone(),
-            at: now_ms(),
-        };
-        let people = vec![(m.user_id.clone(), m.display_name.clone())];
-        let key = m
-            .source
-            .clone()
-            .or_else(|| m.inbox_id.map(|id| format!("inbox:{id}")));
-        let store = &self.store;
-        let place = Place::default();
-        let result = async {
-            match &key {
-                // A message from the inbox may come again (a retried turn): once only.
-                Some(key) => {
-                    store
-                        .psyche_event_once(&soul, &psyche, &rules, &event, &place, key)
-                        .await?;
-                }
-                None => {
-                    store
-                        .psyche_event(&soul, &psyche, &rules, &event, &place)
-                        .await?;
-                }
+/// Applies an addressed message to the substrate and builds the turn's packet, through the
+/// psychology face only.
+pub(super) async fn psyche_turn(
+    store: &dyn Psychology,
+    autonomy: &AutonomyConfig,
+    m: &Message,
+    lib: &Loaded,
+) -> Option<Packet> {
+    let soul = lib.soul.name().to_string();
+    let psyche = lib.psyche.clone();
+    let rules = gate_rules(autonomy);
+    let event = Event {
+        kind: EventKind::Addressed,
+        person: Some(m.user_id.clone()),
+        text: m.text.clone(),
+        at: now_ms(),
+    };
+    let people = vec![(m.user_id.clone(), m.display_name.clone())];
+    let key = m
+        .source
+        .clone()
+        .or_else(|| m.inbox_id.map(|id| format!("inbox:{id}")));
+    let place = Place::default();
+    let result = async {
+        match &key {
+            // A message from the inbox may come again (a retried turn): once only.
+            Some(key) => {
+                store
+                    .psyche_event_once(&soul, &psyche, &rules, &event, &place, key)
+                    .await?;
             }
-            store
-                .psyche_packet(&soul, &psyche, &people, &event.text, event.at)
-                .await
-        }
-        .await;
-        match result {
-            Ok(packet) => Some(packet),
-            Err(e) => {
-                warn!(error = %e, "the psyche could not take this message in; the turn goes on without its inner life");
-                None
+            None => {
+                store
+                    .psyche_event(&soul, &psyche, &rules, &event, &place)
+                    .await?;
             }
         }
-    }
-
-    /// Applies the answer's stance shifts and intention updates, through the table.
-    pub(super) async fn psyche_after(&self, raw: &str, m: &Message, lib: &Loaded) {
-        let (shifts, updates) = answer::read(raw);
-        if shifts.is_empty() && updates.is_empty() {
-            return;
-        }
-        let is_speaker = |name: &str| {
-            let name = name.trim().trim_start_matches('@');
-            name.is_empty()
-                || name.eq_ignore_ascii_case(&m.display_name)
-                || name == m.user_id
-                || name.to_lowercase() == m.display_name.to_lowercase()
-        };
-        // Only the person spoken with can be a stance's target.
-        let shifts: Vec<_> = shifts
-            .into_iter()
-            .filter(|s| is_speaker(&s.target))
-            .map(|mut s| {
-                s.target = m.user_id.clone();
-                s
-            })
-            .collect();
-        let updates: Vec<_> = updates
-            .into_iter()
-            .map(|mut u| {
-                if u.target.as_deref().is_some_and(is_speaker) {
-                    u.target = Some(m.user_id.clone());
-                }
-                u
-            })
-            .collect();
-        let soul = lib.soul.name().to_string();
-        let psyche = lib.psyche.clone();
-        let now = now_ms();
-        match self
-            .store
-            .psyche_post_cognition(&soul, &psyche, &shifts, &updates, now)
+        store
+            .psyche_packet(&soul, &psyche, &people, &event.text, event.at)
             .await
-        {
-            Ok(applied) if !applied.is_empty() => {
-                info!(applied = ?applied, "psyche changed by the answer")
-            }
-            Ok(_) => {}
-            Err(e) => warn!(error = %e, "the answer's stances and intentions could not be applied"),
+    }
+    .await;
+    match result {
+        Ok(packet) => Some(packet),
+        Err(e) => {
+            warn!(error = %e, "the psyche could not take this message in; the turn goes on without its inner life");
+            None
         }
     }
+}
 
+/// Applies the answer's stance shifts and intention updates, through the table.
+pub(super) async fn psyche_after(store: &dyn Psychology, raw: &str, m: &Message, lib: &Loaded) {
+    let (shifts, updates) = answer::read(raw);
+    if shifts.is_empty() && updates.is_empty() {
+        return;
+    }
+    let is_speaker = |name: &str| {
+        let name = name.trim().trim_start_matches('@');
+        name.is_empty()
+            || name.eq_ignore_ascii_case(&m.display_name)
+            || name == m.user_id
+            || name.to_lowercase() == m.display_name.to_lowercase()
+    };
+    // Only the person spoken with can be a stance's target.
+    let shifts: Vec<_> = shifts
+        .into_iter()
+        .filter(|s| is_speaker(&s.target))
+        .map(|mut s| {
+            s.target = m.user_id.clone();
+            s
+        })
+        .collect();
+    let updates: Vec<_> = updates
+        .into_iter()
+        .map(|mut u| {
+            if u.target.as_deref().is_some_and(is_speaker) {
+                u.target = Some(m.user_id.clone());
+            }
+            u
+        })
+        .collect();
+    let soul = lib.soul.name().to_string();
+    let psyche = lib.psyche.clone();
+    let now = now_ms();
+    match store
+        .psyche_post_cognition(&soul, &psyche, &shifts, &updates, now)
+        .await
+    {
+        Ok(applied) if !applied.is_empty() => {
+            info!(applied = ?applied, "psyche changed by the answer")
+        }
+        Ok(_) => {}
+        Err(e) => warn!(error = %e, "the answer's stances and intentions could not be applied"),
+    }
+}
+
+impl Engine {
     /// A message in `channel` that does not address the soul: applied to the substrate, and
     /// the gate's decision (logged with its inputs). `Verdict::Speak` means the soul may take
     /// a turn on it unasked; the cooldown has then begun. `source`: the message's working-memory

@@ -15,10 +15,9 @@ use serde_json::json;
 use tracing::{info, warn};
 
 use super::apply::Outcome;
-use super::model::{Run, Streaming};
+use super::model::{Caller, Run, Streaming};
 use super::prompting::{run_prompt, RunInput};
-use super::Engine;
-use crate::ism::{Choice, Effect, Ending, Ism, Iteration, Loop};
+use crate::ism::{Action, Choice, Effect, Ending, Ism, Iteration, Loop};
 use crate::llm::LlmError;
 use crate::memory::{Entry, EntryType, NewEntry, SoulState, UsageRecord, UserRecord};
 use crate::parse::{parse_selection, MentalQuery, ReplySource, EMPTY_REPLY_APOLOGY};
@@ -73,7 +72,7 @@ pub(super) struct RunState<'a, 'b> {
     pub stream: Option<&'a Streaming<'a>>,
 }
 
-impl Engine {
+impl Caller<'_> {
     /// A fixed process: one call with the planned steps.
     pub(super) async fn run_fixed(&self, rs: RunState<'_, '_>) -> Result<Ran, (LlmError, u64)> {
         let plan = rs.input.plan.clone();
@@ -116,27 +115,53 @@ impl Engine {
             tools: &tool_schemas,
             carried: &carried,
         };
+        let mut got = Gathered::default();
+        let ending = self
+            .iterate(&frame, &mut lp, &mut rs, &mut got, newer)
+            .await?;
+        let interrupted = ending == Ending::Interrupted;
+        // A hand-over at once: the process handed to answers.
+        let answered_next =
+            hand_over_now && got.handed_over.as_ref().is_some_and(|h| h.execute_now);
+        if got.said.is_empty() && !interrupted && !answered_next {
+            // Every message gets its answer: the loop ended without one.
+            let run = self.close(&frame, &lp, &mut rs).await?;
+            got.said.push(run.cognition.reply.clone());
+            got.answer = Some(run);
+        }
+        record_iterations(&lp, &mut got.recorded, &mut rs, Some(&ending));
+        info!(process = %rs.input.def.name, iterations = lp.iterations(), ending = ending.word(), why = %ending, spoke = !got.said.is_empty(), "ism loop ended");
+        if let Some(m) = &self.metrics {
+            m.ism_loop(ending.word(), lp.iterations());
+        }
+        Ok(got.ran(&lp, interrupted))
+    }
+
+    /// The loop's iterations: before each, a newer message may interrupt it; a selection
+    /// call names actions, each carried out (`act`) and its account logged. How it ended.
+    async fn iterate(
+        &self,
+        frame: &Frame<'_>,
+        lp: &mut Loop<'_>,
+        rs: &mut RunState<'_, '_>,
+        got: &mut Gathered,
+        newer: Option<&super::Newer>,
+    ) -> Result<Ending, (LlmError, u64)> {
         let selection_model =
             Some(self.config.ism.selection_model.as_str()).filter(|m| !m.is_empty());
-        let mut said: Vec<String> = Vec::new();
-        let mut answer: Option<Run> = None;
-        let mut last: Option<Run> = None;
-        let mut asked: Vec<MentalQuery> = Vec::new();
-        let mut handed_over = None;
-        let mut recorded = 0;
-        let ending = 'ism: loop {
-            record_iterations(&lp, &mut recorded, &mut rs, None);
+        loop {
+            record_iterations(lp, &mut got.recorded, rs, None);
             let arrived = newer.is_some_and(|n| n.arrived());
             if let Some(end) = lp.before_iteration(arrived) {
-                break end;
+                return Ok(end);
             }
             let select = TurnPlan {
                 steps: Vec::new(),
                 ..rs.input.plan.clone()
             };
-            let machine = (&frame, &lp, MachineCall::Select);
+            let machine = (frame, &*lp, MachineCall::Select);
             let run = self
-                .call_applied_with(&mut rs, select, Some(machine), None, selection_model, None)
+                .call_applied_with(rs, select, Some(machine), None, selection_model, None)
                 .await?;
             let choice = parse_selection(&run.completion.text).map(|s| Choice {
                 actions: s.actions,
@@ -144,7 +169,7 @@ impl Engine {
                 arguments: s.arguments,
             });
             let given = choice.clone().unwrap_or_default();
-            last = Some(run);
+            got.last = Some(run);
             let decision = lp.choose(choice);
             if let Some(it) = lp.log().last() {
                 for name in &it.unknown {
@@ -152,138 +177,126 @@ impl Engine {
                 }
             }
             if let Some(end) = decision.ending {
-                break end;
+                return Ok(end);
             }
             for action in decision.run {
-                let account = match &action.effect {
-                    Effect::Think => {
-                        let plan = step_plan(&rs, &[Step::InternalMonologue]);
-                        let m = (&frame, &lp, MachineCall::Act(&action.name));
-                        let run = self
-                            .call_applied_with(&mut rs, plan, Some(m), None, None, None)
-                            .await?;
-                        let thought = run.cognition.monologue.as_ref().map(|m| m.text.clone());
-                        last = Some(run);
-                        thought.unwrap_or_default()
-                    }
-                    Effect::Query { question } => {
-                        let plan = step_plan(&rs, &[Step::MentalQuery]);
-                        let m = (&frame, &lp, MachineCall::Act(&action.name));
-                        let questions = [question.clone()];
-                        let run = self
-                            .call_applied_with(&mut rs, plan, Some(m), Some(&questions), None, None)
-                            .await?;
-                        let answer = super::perception::answer(&run.cognition, question);
-                        asked.push(MentalQuery {
-                            question: question.clone(),
-                            answer,
-                        });
-                        last = Some(run);
-                        format!(
-                            "{question} {}",
-                            answer.map_or("(no answer)", |a| if a { "true" } else { "false" })
-                        )
-                    }
-                    Effect::Respond { keep_going } => {
-                        let plan = rs.input.plan.clone();
-                        let m = (&frame, &lp, MachineCall::Act(&action.name));
-                        // Only the answer that ends the loop is streamed.
-                        let stream = rs.stream.filter(|_| !keep_going && said.is_empty());
-                        let run = self
-                            .call_applied_with(&mut rs, plan, Some(m), None, None, stream)
-                            .await?;
-                        if has_dialogue(&run) {
-                            let reply = run.cognition.reply.clone();
-                            said.push(reply.clone());
-                            answer = Some(run);
-                            reply
-                        } else {
-                            warn!(process = %rs.input.def.name, action = %action.name, "the answer has no dialogue; nothing of it is said");
-                            last = Some(run);
-                            SAID_NOTHING.to_string()
-                        }
-                    }
-                    Effect::Transition {
-                        to,
-                        params,
-                        execute_now,
-                    } => {
-                        handed_over = Some(HandOver {
-                            action: action.name.clone(),
-                            to: to.clone(),
-                            params: params.clone(),
-                            execute_now: *execute_now,
-                        });
-                        format!("handed over to {to}")
-                    }
-                    Effect::Done => String::new(),
-                    Effect::Tool { server, tool } => {
-                        let arguments = given.arguments_for(&action.name);
-                        let (call, account) =
-                            self.call_tool(&action.name, server, tool, arguments).await;
-                        lp.called(call);
-                        account
-                    }
-                };
+                let account = self.act(frame, lp, rs, got, action, &given).await?;
                 if let Some(end) = lp.produced(action, &account) {
-                    break 'ism end;
+                    return Ok(end);
                 }
             }
-        };
-        let interrupted = ending == Ending::Interrupted;
-        // A hand-over at once: the process handed to answers.
-        let answered_next = hand_over_now && handed_over.as_ref().is_some_and(|h| h.execute_now);
-        if said.is_empty() && !interrupted && !answered_next {
-            // Every message gets its answer: the loop ended without one. Only a dialogue is
-            // said: an answer without one (a confused model's selection block, its reasoning
-            // and all) is asked for once more, then the short apology stands in.
-            let mut attempt = 1;
-            let run = loop {
+        }
+    }
+
+    /// Carries out one chosen action: a call (think, query, respond), a tool call, a
+    /// hand-over or nothing. What the log says it produced.
+    async fn act(
+        &self,
+        frame: &Frame<'_>,
+        lp: &mut Loop<'_>,
+        rs: &mut RunState<'_, '_>,
+        got: &mut Gathered,
+        action: &Action,
+        given: &Choice,
+    ) -> Result<String, (LlmError, u64)> {
+        let m = (frame, &*lp, MachineCall::Act(&action.name));
+        Ok(match &action.effect {
+            Effect::Think => {
+                let plan = step_plan(rs, &[Step::InternalMonologue]);
+                let run = self
+                    .call_applied_with(rs, plan, Some(m), None, None, None)
+                    .await?;
+                let thought = run.cognition.monologue.as_ref().map(|m| m.text.clone());
+                got.last = Some(run);
+                thought.unwrap_or_default()
+            }
+            Effect::Query { question } => {
+                let plan = step_plan(rs, &[Step::MentalQuery]);
+                let questions = [question.clone()];
+                let run = self
+                    .call_applied_with(rs, plan, Some(m), Some(&questions), None, None)
+                    .await?;
+                let answer = super::perception::answer(&run.cognition, question);
+                got.asked.push(MentalQuery {
+                    question: question.clone(),
+                    answer,
+                });
+                got.last = Some(run);
+                format!(
+                    "{question} {}",
+                    answer.map_or("(no answer)", |a| if a { "true" } else { "false" })
+                )
+            }
+            Effect::Respond { keep_going } => {
                 let plan = rs.input.plan.clone();
-                let m = (&frame, &lp, MachineCall::Close);
-                let stream = rs.stream;
-                let mut run = self
-                    .call_applied_with(&mut rs, plan, Some(m), None, None, stream)
+                // Only the answer that ends the loop is streamed.
+                let stream = rs.stream.filter(|_| !keep_going && got.said.is_empty());
+                let run = self
+                    .call_applied_with(rs, plan, Some(m), None, None, stream)
                     .await?;
                 if has_dialogue(&run) {
-                    break run;
+                    let reply = run.cognition.reply.clone();
+                    got.said.push(reply.clone());
+                    got.answer = Some(run);
+                    reply
+                } else {
+                    warn!(process = %rs.input.def.name, action = %action.name, "the answer has no dialogue; nothing of it is said");
+                    got.last = Some(run);
+                    SAID_NOTHING.to_string()
                 }
-                if attempt == CLOSING_ATTEMPTS {
-                    warn!(process = %rs.input.def.name, attempts = attempt, "the closing answer has no dialogue; the short apology is said");
-                    run.cognition.reply = EMPTY_REPLY_APOLOGY.to_string();
-                    run.cognition.reply_source = ReplySource::Apology;
-                    break run;
-                }
-                warn!(process = %rs.input.def.name, "the closing answer has no dialogue; asking once more");
-                attempt += 1;
-            };
-            said.push(run.cognition.reply.clone());
-            answer = Some(run);
-        }
-        record_iterations(&lp, &mut recorded, &mut rs, Some(&ending));
-        info!(process = %rs.input.def.name, iterations = lp.iterations(), ending = ending.word(), why = %ending, spoke = !said.is_empty(), "ism loop ended");
-        if let Some(m) = &self.metrics {
-            m.ism_loop(ending.word(), lp.iterations());
-        }
-        let speaks = !said.is_empty();
-        let last = match answer {
-            Some(mut run) => {
-                run.cognition.reply = said.join("\n\n");
-                // The rules after the run read every answer the loop got.
-                asked.append(&mut run.cognition.mental_queries);
-                run.cognition.mental_queries = asked;
-                Some(run)
             }
-            None => last,
-        };
-        Ok(Ran {
-            last,
-            speaks,
-            interrupted,
-            handed_over: handed_over.filter(|_| !interrupted),
-            iterations: lp.iterations(),
-            log: lp.log().to_vec(),
+            Effect::Transition {
+                to,
+                params,
+                execute_now,
+            } => {
+                got.handed_over = Some(HandOver {
+                    action: action.name.clone(),
+                    to: to.clone(),
+                    params: params.clone(),
+                    execute_now: *execute_now,
+                });
+                format!("handed over to {to}")
+            }
+            Effect::Done => String::new(),
+            Effect::Tool { server, tool } => {
+                let arguments = given.arguments_for(&action.name);
+                let (call, account) = self.call_tool(&action.name, server, tool, arguments).await;
+                lp.called(call);
+                account
+            }
         })
+    }
+
+    /// The closing answer of a loop that ended without one. Only a dialogue is said: an
+    /// answer without one (a confused model's selection block, its reasoning and all) is
+    /// asked for once more, then the short apology stands in.
+    async fn close(
+        &self,
+        frame: &Frame<'_>,
+        lp: &Loop<'_>,
+        rs: &mut RunState<'_, '_>,
+    ) -> Result<Run, (LlmError, u64)> {
+        let mut attempt = 1;
+        loop {
+            let plan = rs.input.plan.clone();
+            let m = (frame, lp, MachineCall::Close);
+            let stream = rs.stream;
+            let mut run = self
+                .call_applied_with(rs, plan, Some(m), None, None, stream)
+                .await?;
+            if has_dialogue(&run) {
+                return Ok(run);
+            }
+            if attempt == CLOSING_ATTEMPTS {
+                warn!(process = %rs.input.def.name, attempts = attempt, "the closing answer has no dialogue; the short apology is said");
+                run.cognition.reply = EMPTY_REPLY_APOLOGY.to_string();
+                run.cognition.reply_source = ReplySource::Apology;
+                return Ok(run);
+            }
+            warn!(process = %rs.input.def.name, "the closing answer has no dialogue; asking once more");
+            attempt += 1;
+        }
     }
 
     async fn call_applied(
@@ -338,6 +351,49 @@ impl Engine {
         rs.outcome
             .apply(&run.plan, &run.cognition, rs.user, rs.soul, &rs.meta);
         Ok(run)
+    }
+}
+
+/// What an ISM loop gathered as it ran: its answers and the calls that stand for it.
+#[derive(Default)]
+struct Gathered {
+    /// The replies said, in order.
+    said: Vec<String>,
+    /// The last answering call.
+    answer: Option<Run>,
+    /// The last call of any kind.
+    last: Option<Run>,
+    /// The questions the loop's query actions asked, with their answers.
+    asked: Vec<MentalQuery>,
+    handed_over: Option<HandOver>,
+    /// Iterations already in the turn's entries.
+    recorded: usize,
+}
+
+impl Gathered {
+    /// What the loop leaves for the pipeline: the answer, with everything said and every
+    /// question asked, stands for it; without one, its last call.
+    fn ran(self, lp: &Loop, interrupted: bool) -> Ran {
+        let speaks = !self.said.is_empty();
+        let mut asked = self.asked;
+        let last = match self.answer {
+            Some(mut run) => {
+                run.cognition.reply = self.said.join("\n\n");
+                // The rules after the run read every answer the loop got.
+                asked.append(&mut run.cognition.mental_queries);
+                run.cognition.mental_queries = asked;
+                Some(run)
+            }
+            None => self.last,
+        };
+        Ran {
+            last,
+            speaks,
+            interrupted,
+            handed_over: self.handed_over.filter(|_| !interrupted),
+            iterations: lp.iterations(),
+            log: lp.log().to_vec(),
+        }
     }
 }
 

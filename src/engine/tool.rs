@@ -4,11 +4,11 @@
 //! it goes only into the log (where the prompt fences it) and working memory's record of the
 //! iteration, never into the user model, the soul state or a whisper.
 
-use super::Engine;
+use super::model::Caller;
 use crate::ism::{Ism, ToolCall};
 use crate::tools::{self, Called, Outcome};
 
-impl Engine {
+impl Caller<'_> {
     /// Each tool action's arguments as a selection is shown them (action, schema), after
     /// waiting for the servers they need that are still starting.
     pub(super) async fn tool_schemas<'i>(&self, ism: &'i Ism) -> Vec<(&'i str, String)> {

@@ -28,13 +28,14 @@ use tokio::sync::watch;
 use tracing::{info, warn};
 
 use super::Router;
-use crate::memory::{Store, StoreError};
+use crate::memory::faces::Claims;
+use crate::memory::StoreError;
 
 /// A worker's claim on its conversation, as a task beside the turn (a reply's stream) asks
 /// about it before posting.
 #[derive(Clone)]
 pub struct Fence {
-    store: Arc<dyn Store>,
+    store: Arc<dyn Claims>,
     posting: Arc<Posting>,
     conversation: String,
     epoch: i64,
@@ -112,7 +113,7 @@ impl Router {
     /// The fence a worker holding `conversation` at `epoch` posts behind.
     pub(super) fn fence(&self, conversation: &str, epoch: i64) -> Fence {
         Fence {
-            store: self.store.clone(),
+            store: self.claims.clone(),
             posting: self.posting.clone(),
             conversation: conversation.to_string(),
             epoch,
@@ -123,7 +124,7 @@ impl Router {
     /// Takes `conversation` for this daemon: the claim's epoch, or `None` while another
     /// daemon holds it.
     pub(super) async fn take(&self, conversation: &str) -> Result<Option<i64>, StoreError> {
-        let epoch = self.store.claim(conversation, self.lease).await?;
+        let epoch = self.claims.claim(conversation, self.lease).await?;
         if let Some(e) = epoch {
             self.held
                 .lock()
@@ -137,7 +138,7 @@ impl Router {
     /// after all (another daemon accepted them while this one held it: this one answers them).
     pub(super) async fn let_go(&self, conversation: &str, epoch: i64) -> bool {
         self.forget_claim(conversation);
-        match self.store.release(conversation, epoch).await {
+        match self.claims.release(conversation, epoch).await {
             Ok(open) => open,
             Err(e) => {
                 // It lapses by itself within the lease, and the scan finds what is left.
@@ -171,7 +172,7 @@ impl Router {
             .get(conversation)
             .copied();
         match epoch {
-            Some(epoch) => self.store.holds(conversation, epoch, self.lease / 3).await,
+            Some(epoch) => self.claims.holds(conversation, epoch, self.lease / 3).await,
             None => Ok(false),
         }
     }
@@ -183,7 +184,7 @@ impl Router {
         conversation: &str,
         epoch: i64,
     ) -> Result<bool, StoreError> {
-        self.store.holds(conversation, epoch, Duration::ZERO).await
+        self.claims.holds(conversation, epoch, Duration::ZERO).await
     }
 
     /// The error a worker gets when the conversation is no longer this daemon's.
@@ -215,7 +216,7 @@ impl Router {
             .collect();
         for (conversation, epoch) in held {
             // What is still open there is the other daemons' (the scan finds it).
-            if let Err(e) = self.store.release(&conversation, epoch).await {
+            if let Err(e) = self.claims.release(&conversation, epoch).await {
                 warn!(error = %e, "a conversation's claim was not let go; it lapses by itself");
             }
         }
@@ -230,13 +231,13 @@ impl Router {
             .keys()
             .cloned()
             .collect();
-        self.store.heartbeat(&held, self.lease).await
+        self.claims.heartbeat(&held, self.lease).await
     }
 
     /// Gives a worker to every conversation with open rows that no daemon holds (one whose
     /// holder died, or stopped before it was answered). How many there were.
     pub async fn adopt_unheld(self: &Arc<Self>) -> Result<usize, StoreError> {
-        let keys = self.store.unheld_conversations().await?;
+        let keys = self.claims.unheld_conversations().await?;
         for k in &keys {
             self.notify(k);
         }

@@ -12,6 +12,21 @@ use super::{Address, Part, PartMark, Router, Undeliverable};
 use crate::memory::InboxItem;
 use crate::metrics::Metrics;
 
+/// Where a reply's delivery stands, part after part.
+struct Delivery {
+    /// The next part may have arrived already (it is looked for first).
+    maybe_delivered: bool,
+    /// What the inbox holds in the conversation (kept up to date with this reply's parts):
+    /// none of it is taken for a part's copy. Read before a row's first part, not only after
+    /// a crash: a post whose answer is lost is looked for at once, and without Slack's
+    /// metadata only this list keeps another reply from being taken for it.
+    held: Option<Vec<String>>,
+    /// The first part went into the message the reply streamed into.
+    streamed: bool,
+    /// The row's last part is delivered and recorded.
+    finished: bool,
+}
+
 impl Router {
     /// Delivers a reply part by part. For an inbox row, each part is marked, the parts it
     /// already has are skipped, each delivery is recorded, and the row is done at the end (or
@@ -29,7 +44,7 @@ impl Router {
         } else {
             self.surface.parts(reply)
         };
-        let (skip, mut maybe_delivered) = row.map_or((0, false), |r| {
+        let (skip, maybe_delivered) = row.map_or((0, false), |r| {
             (r.item.parts_posted.max(0) as usize, r.maybe_delivered)
         });
         // The first part goes into the message the reply streamed into, if it began one.
@@ -49,83 +64,24 @@ impl Router {
             });
             self.surface.halt_stream(to, reference, "", mark).await;
         }
-        let mut finished = false;
-        let mut streamed = false;
-        // What the inbox holds in the conversation (kept up to date with this reply's parts):
-        // none of it is taken for a part's copy. Read before a row's first part, not only
-        // after a crash: a post whose answer is lost is looked for at once, and without
-        // Slack's metadata only this list keeps another reply from being taken for it.
-        let mut held: Option<Vec<String>> = None;
-        'parts: for (i, text) in parts.iter().enumerate().skip(skip) {
-            let mut wait = Duration::from_secs(1);
-            loop {
-                if let (Some(r), None) = (row, &held) {
-                    let id = r.item.id;
-                    held = Some(self.store.references_held(id).await?);
-                }
-                if let Some(r) = row {
-                    if !self.may_post(&r.item.conversation).await? {
-                        return Err(Self::fenced(&r.item.conversation));
-                    }
-                }
-                let part = Part {
-                    text,
-                    mark: row.map(|r| PartMark {
-                        row: r.item.id,
-                        part: i + 1,
-                    }),
-                    maybe_delivered,
-                    last: i + 1 == parts.len(),
-                    held: held.as_deref().unwrap_or_default(),
-                };
-                let delivered = match stream_ref.filter(|_| i == 0) {
-                    Some(reference) => {
-                        // All that streamed, if it is known to have arrived (never after a
-                        // failed attempt to finish: that may have added to it).
-                        let live = row.and_then(|r| r.live).filter(|_| !maybe_delivered);
-                        streamed = true;
-                        self.surface.finish_stream(to, reference, live, part).await
-                    }
-                    None => self.surface.deliver(to, part).await,
-                };
-                match delivered {
-                    Ok(reference) => {
-                        maybe_delivered = false;
-                        if let Some(h) = held.as_mut() {
-                            h.push(reference.clone());
-                        }
-                        Metrics::inc(&self.metrics.replies_posted);
-                        if let Some(Row { item: r, .. }) = row {
-                            let (id, last) = (r.id, i + 1 == parts.len());
-                            self.store
-                                .mark_part_posted(id, i as i64 + 1, &reference, last)
-                                .await?;
-                            finished = last;
-                        }
-                        break;
-                    }
-                    Err(Undeliverable::Unavailable(e)) => {
-                        // Not now: the same part again later (it may have arrived, so it is
-                        // looked for first). No attempt is spent; at shutdown the row waits
-                        // for the next start.
-                        maybe_delivered = true;
-                        if self.stopping.load(Ordering::SeqCst) {
-                            anyhow::bail!("stopping with a part undelivered: {e}");
-                        }
-                        warn!(error = %e, retry_in_ms = wait.as_millis() as u64, "reply not delivered yet; trying again");
-                        tokio::time::sleep(wait).await;
-                        wait = (wait * 2).min(Duration::from_secs(60));
-                    }
-                    Err(e @ Undeliverable::Refused(_)) => {
-                        // Refused for good (e.g. not_in_channel): give up on this reply rather
-                        // than retry forever; the message and reply stay in the store.
-                        Metrics::inc(&self.metrics.replies_undeliverable);
-                        warn!(error = %e, "reply not delivered");
-                        break 'parts;
-                    }
-                }
+        let mut d = Delivery {
+            maybe_delivered,
+            held: None,
+            streamed: false,
+            finished: false,
+        };
+        for (i, text) in parts.iter().enumerate().skip(skip) {
+            let last = i + 1 == parts.len();
+            if !self
+                .deliver_part(to, row, stream_ref, (i, text, last), &mut d)
+                .await?
+            {
+                break;
             }
         }
+        let Delivery {
+            finished, streamed, ..
+        } = d;
         if finished || row.is_none() {
             let mode = if streamed { "streamed" } else { "whole" };
             Metrics::inc(
@@ -141,6 +97,86 @@ impl Router {
             self.store.mark_done(id).await?;
         }
         Ok(parts.len())
+    }
+
+    /// Delivers part `i` of a reply (`last`: the reply's last), trying again while the
+    /// surface cannot take it now: false when the surface refused it for good (the reply is
+    /// given up).
+    async fn deliver_part(
+        &self,
+        to: &Address,
+        row: Option<Row<'_>>,
+        stream_ref: Option<&str>,
+        (i, text, last): (usize, &str, bool),
+        d: &mut Delivery,
+    ) -> anyhow::Result<bool> {
+        let mut wait = Duration::from_secs(1);
+        loop {
+            if let (Some(r), None) = (row, &d.held) {
+                let id = r.item.id;
+                d.held = Some(self.store.references_held(id).await?);
+            }
+            if let Some(r) = row {
+                if !self.may_post(&r.item.conversation).await? {
+                    return Err(Self::fenced(&r.item.conversation));
+                }
+            }
+            let part = Part {
+                text,
+                mark: row.map(|r| PartMark {
+                    row: r.item.id,
+                    part: i + 1,
+                }),
+                maybe_delivered: d.maybe_delivered,
+                last,
+                held: d.held.as_deref().unwrap_or_default(),
+            };
+            let delivered = match stream_ref.filter(|_| i == 0) {
+                Some(reference) => {
+                    // All that streamed, if it is known to have arrived (never after a
+                    // failed attempt to finish: that may have added to it).
+                    let live = row.and_then(|r| r.live).filter(|_| !d.maybe_delivered);
+                    d.streamed = true;
+                    self.surface.finish_stream(to, reference, live, part).await
+                }
+                None => self.surface.deliver(to, part).await,
+            };
+            match delivered {
+                Ok(reference) => {
+                    d.maybe_delivered = false;
+                    if let Some(h) = d.held.as_mut() {
+                        h.push(reference.clone());
+                    }
+                    Metrics::inc(&self.metrics.replies_posted);
+                    if let Some(Row { item: r, .. }) = row {
+                        self.store
+                            .mark_part_posted(r.id, i as i64 + 1, &reference, last)
+                            .await?;
+                        d.finished = last;
+                    }
+                    return Ok(true);
+                }
+                Err(Undeliverable::Unavailable(e)) => {
+                    // Not now: the same part again later (it may have arrived, so it is
+                    // looked for first). No attempt is spent; at shutdown the row waits for
+                    // the next start.
+                    d.maybe_delivered = true;
+                    if self.stopping.load(Ordering::SeqCst) {
+                        anyhow::bail!("stopping with a part undelivered: {e}");
+                    }
+                    warn!(error = %e, retry_in_ms = wait.as_millis() as u64, "reply not delivered yet; trying again");
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(Duration::from_secs(60));
+                }
+                Err(e @ Undeliverable::Refused(_)) => {
+                    // Refused for good (e.g. not_in_channel): give up on this reply rather
+                    // than retry forever; the message and reply stay in the store.
+                    Metrics::inc(&self.metrics.replies_undeliverable);
+                    warn!(error = %e, "reply not delivered");
+                    return Ok(false);
+                }
+            }
+        }
     }
 
     /// Says `text` in a conversation outside any turn (a closing note before a shutdown).

@@ -23,7 +23,8 @@
 //! claim (`claims`), and a row is answered by whichever daemon holds its conversation.
 //!
 //! By stage: `claims` (this daemon's claims on conversations, the heartbeat, the scan for
-//! conversations no daemon holds), `worker` (a conversation's worker: claims, failures, the apology), `turn` (one
+//! conversations no daemon holds), `hold` (a worker's hold on its conversation: a pure state machine), `worker` (a
+//! conversation's worker driving it: claims, failures, the apology), `turn` (one
 //! row's turn and the stop button), `deliver` (a reply part by part), `unasked` (what the soul
 //! overhears, the tick, follow-ups after a quiet spell), `stream` (a reply's stream task) and
 //! `surface` (the trait a reply surface implements). This file holds the router itself: it
@@ -33,6 +34,7 @@
 
 mod claims;
 mod deliver;
+mod hold;
 pub mod stream;
 pub mod surface;
 mod turn;
@@ -48,7 +50,8 @@ use tokio::sync::{Notify, Semaphore};
 use tracing::Instrument;
 
 use crate::engine::Engine;
-use crate::memory::{Inbound, InboxItem, Intake, Store, StoreError};
+use crate::memory::faces::{Claims, Inbox};
+use crate::memory::{Inbound, InboxItem, Intake, StoreError};
 use crate::metrics::Metrics;
 pub use claims::keep_claims;
 use stream::StreamRef;
@@ -75,7 +78,10 @@ struct Active {
 }
 
 pub struct Router {
-    store: Arc<dyn Store>,
+    /// The store's faces the router uses: its inbox (rows, replies, parts) and this daemon's
+    /// claims on conversations; nothing else of the store.
+    store: Arc<dyn Inbox>,
+    claims: Arc<dyn Claims>,
     engine: Arc<Engine>,
     surface: Arc<dyn Surface>,
     permits: Arc<Semaphore>,
@@ -108,8 +114,10 @@ impl Router {
         lease: Duration,
         metrics: Arc<Metrics>,
     ) -> Arc<Router> {
+        let store = engine.store().clone();
         Arc::new(Router {
-            store: engine.store().clone(),
+            claims: store.clone(),
+            store,
             engine,
             surface,
             permits: Arc::new(Semaphore::new(max_concurrent_turns)),

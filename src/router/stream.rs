@@ -16,7 +16,7 @@ use tracing::{error, info};
 use super::claims::Fence;
 use super::surface::{Address, Appended, Begun, Surface};
 use crate::engine::Speech;
-use crate::memory::Store;
+use crate::memory::faces::Inbox;
 
 /// The least time between two additions to one streamed message: Slack takes about 100
 /// appends a minute per workspace, shared by every reply being written.
@@ -75,7 +75,7 @@ impl Streamer {
     /// it begins is told to `reference`. Nothing is shown once `fence` no longer holds.
     pub fn start(
         surface: Arc<dyn Surface>,
-        store: Arc<dyn Store>,
+        store: Arc<dyn Inbox>,
         row: i64,
         to: (Address, Fence),
         recipient: String,
@@ -109,7 +109,7 @@ impl Streamer {
 
 async fn run(
     surface: Arc<dyn Surface>,
-    store: Arc<dyn Store>,
+    store: Arc<dyn Inbox>,
     row: i64,
     (to, fence): (Address, Fence),
     recipient: String,
@@ -164,28 +164,8 @@ async fn run(
                 if ended {
                     break;
                 }
-                let begun = match surface.begin_stream(&to, &recipient, &s.pending).await {
-                    // It may have begun: if so, it is the unrecorded stream at `to` (never a
-                    // message the inbox gave to another row).
-                    Begun::Unknown { took } => {
-                        let held = store.references_held(row).await;
-                        let found = match held {
-                            Ok(held) => surface.find_unrecorded_stream(&to, &held).await,
-                            Err(e) => {
-                                error!(error = %e, "cannot tell which messages are other replies'");
-                                None
-                            }
-                        };
-                        match found {
-                            Some(reference) => {
-                                info!(reference = %reference, "the stream had begun after all; the reply goes into it");
-                                Begun::Started { reference, took }
-                            }
-                            None => Begun::Whole,
-                        }
-                    }
-                    begun => begun,
-                };
+                let begun = surface.begin_stream(&to, &recipient, &s.pending).await;
+                let begun = settle_begun(&*surface, &*store, row, &to, begun).await;
                 match begun {
                     Begun::Started { reference, took } => {
                         take(&mut s, took);
@@ -221,6 +201,34 @@ async fn run(
         }
     }
     s
+}
+
+/// A stream that may have begun (`Begun::Unknown`) is the unrecorded stream at `to`, if one
+/// is found there (never a message the inbox gave to another row); else the reply is whole.
+async fn settle_begun(
+    surface: &dyn Surface,
+    store: &dyn Inbox,
+    row: i64,
+    to: &Address,
+    begun: Begun,
+) -> Begun {
+    let Begun::Unknown { took } = begun else {
+        return begun;
+    };
+    let found = match store.references_held(row).await {
+        Ok(held) => surface.find_unrecorded_stream(to, &held).await,
+        Err(e) => {
+            error!(error = %e, "cannot tell which messages are other replies'");
+            None
+        }
+    };
+    match found {
+        Some(reference) => {
+            info!(reference = %reference, "the stream had begun after all; the reply goes into it");
+            Begun::Started { reference, took }
+        }
+        None => Begun::Whole,
+    }
 }
 
 impl Streamed {

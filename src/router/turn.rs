@@ -38,18 +38,7 @@ impl Router {
                 async move { surface.working(&at, true).await },
             ));
             let name = self.surface.speaker_name(&item.user_id).await;
-            if item.attempts >= 1 && item.stream_ref.is_none() {
-                // A turn of this row began before: a stream it began may not have been
-                // recorded (anima stopped while Slack was answering). Its reply goes there,
-                // never into a message the inbox gave to another row.
-                let id = item.id;
-                let held = self.store.references_held(id).await?;
-                if let Some(found) = self.surface.find_unrecorded_stream(&to, &held).await {
-                    let (id, r) = (item.id, found.clone());
-                    self.store.set_stream_ref(id, &r).await?;
-                    item.stream_ref = Some(found);
-                }
-            }
+            self.adopt_stream(&mut item, &to).await?;
             // A row whose reply already began streaming (before a restart) is not streamed
             // again: its reply goes into that message when it is fixed.
             let streaming = StreamRef::default();
@@ -103,18 +92,7 @@ impl Router {
             };
             let mut outcome = result?;
             model_us = outcome.model_us;
-            if outcome.error.is_some() {
-                Metrics::inc(&self.metrics.turns_failed);
-                // What the person saw stays; the apology follows it in the same message.
-                let said = streamed.said();
-                if streamed.reference.is_some() && !said.trim().is_empty() {
-                    outcome.reply = format!("{}\n\n{}", said.trim_end(), outcome.reply);
-                }
-                let (id, reply) = (item.id, outcome.reply.clone());
-                self.store.set_inbox_reply(id, &reply).await?;
-            } else {
-                Metrics::inc(&self.metrics.turns_completed);
-            }
+            self.count_outcome(&item, &mut outcome, &streamed).await?;
             // The turn's transaction (or set_inbox_reply) fixed exactly this reply.
             item.reply = Some(outcome.reply);
             item.status = InboxStatus::Replying;
@@ -134,6 +112,42 @@ impl Router {
         let overhead_us = (now_us() - item.received_us - model_us as i64).max(0) as u64;
         self.metrics.overhead.observe(overhead_us as f64 / 1e6);
         info!(inbox = item.id, parts, "replied");
+        Ok(())
+    }
+
+    /// A turn of this row began before: a stream it began may not have been recorded (anima
+    /// stopped while Slack was answering). Its reply goes there, never into a message the
+    /// inbox gave to another row.
+    async fn adopt_stream(&self, item: &mut InboxItem, to: &Address) -> anyhow::Result<()> {
+        if item.attempts < 1 || item.stream_ref.is_some() {
+            return Ok(());
+        }
+        let held = self.store.references_held(item.id).await?;
+        if let Some(found) = self.surface.find_unrecorded_stream(to, &held).await {
+            self.store.set_stream_ref(item.id, &found).await?;
+            item.stream_ref = Some(found);
+        }
+        Ok(())
+    }
+
+    /// Counts a turn's outcome; a failed model's apology is fixed as the row's reply, after
+    /// what the person saw of it (which stays, in the same message).
+    async fn count_outcome(
+        &self,
+        item: &InboxItem,
+        outcome: &mut crate::engine::TurnOutcome,
+        streamed: &Streamed,
+    ) -> anyhow::Result<()> {
+        if outcome.error.is_none() {
+            Metrics::inc(&self.metrics.turns_completed);
+            return Ok(());
+        }
+        Metrics::inc(&self.metrics.turns_failed);
+        let said = streamed.said();
+        if streamed.reference.is_some() && !said.trim().is_empty() {
+            outcome.reply = format!("{}\n\n{}", said.trim_end(), outcome.reply);
+        }
+        self.store.set_inbox_reply(item.id, &outcome.reply).await?;
         Ok(())
     }
 

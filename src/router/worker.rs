@@ -1,165 +1,145 @@
 //! A conversation's worker: it claims the conversation's rows one at a time, in order, runs
-//! each row's turn, and leaves when none is open. No row can wedge it: a turn that fails or
+//! each row's turn, and leaves when none is open. What it does next is its `hold`'s to say
+//! (a pure state machine); the worker carries that out. No row can wedge it: a turn that fails or
 //! panics is recorded as a failure and tried again; a row out of attempts is answered with
 //! the apology and marked failed, and the worker goes on with the next.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::Instant;
 
 use futures_util::FutureExt;
 use tracing::{error, info, warn};
 
+use super::hold::{Act, Event, Hold, Letting};
 use super::{address, panic_text, Part, PartMark, Router, FAILED_REPLY};
 use crate::engine::EngineError;
 use crate::memory::inbox::{MAX_FAILURES, MAX_INTERRUPTIONS};
 use crate::memory::InboxItem;
 
 impl Router {
+    /// Drives the conversation's `Hold`: carries out each act against the store and the
+    /// engine and feeds what came of it back, until the hold says the worker is done.
     pub(super) async fn work(self: Arc<Self>, guard: &WorkerGuard) {
         let key = &guard.key;
-        let mut failures = 0u32;
-        // This daemon's claim on the conversation: taken before a row is, let go when there
-        // is nothing left to do.
-        let mut epoch: Option<i64> = None;
-        // When the claim was last known to hold: a worker that has not heard for a third of
-        // the lease (it may have been paused) asks before it claims a row.
-        let mut confirmed = std::time::Instant::now();
+        let mut hold = Hold::new(self.lease, Instant::now());
+        let mut act = Act::Between;
         loop {
-            // Between rows: no post of this worker's is in flight.
-            self.posting.done(key);
-            if self.stopping.load(Ordering::SeqCst) {
-                // Between rows: what is left here is the other daemons' at once.
-                if let Some(e) = epoch.take() {
-                    self.let_go(key, e).await;
-                }
-                break;
-            }
-            if epoch.is_none() {
-                match self.take(key).await {
-                    Ok(Some(e)) => {
-                        epoch = Some(e);
-                        confirmed = std::time::Instant::now();
+            let event = match act {
+                Act::Between => self.between(key),
+                Act::Take => match self.take(key).await {
+                    Ok(epoch) => Event::Taken(epoch, Instant::now()),
+                    Err(e) => Event::Failed(e.to_string()),
+                },
+                Act::Confirm(epoch) => match self.still_holds(key, epoch).await {
+                    Ok(holds) => Event::Confirmed(holds, Instant::now()),
+                    Err(e) => Event::Failed(e.to_string()),
+                },
+                Act::Claim => self.claim_row(key).await,
+                Act::Answer(item, epoch) => self.answer(item, epoch).await,
+                Act::GiveUp(item) => match self.give_up(&item).await {
+                    Ok(()) => Event::GaveUp,
+                    Err(e) if super::claims::is_fenced(&e) => {
+                        taken_away(&item);
+                        Event::Fenced
                     }
-                    Ok(None) => {
-                        // Another daemon works here: it finds these rows itself, unless it let
-                        // the conversation go since (a row accepted meanwhile says so).
-                        if self.leave(guard) {
-                            break;
+                    Err(e) => Event::Failed(e.to_string()),
+                },
+                Act::Release(epoch) => Event::Released {
+                    open: self.let_go(key, epoch).await,
+                },
+                Act::Leave(letting) => {
+                    match letting {
+                        Letting::Nothing => {}
+                        Letting::Forget => {
+                            self.forget_claim(key);
+                            warn!("the conversation is another daemon's now; leaving it");
                         }
-                        continue;
-                    }
-                    Err(e) => {
-                        self.backoff(&mut failures, &e.to_string()).await;
-                        continue;
-                    }
-                }
-            }
-            let Some(held) = epoch else {
-                continue;
-            };
-            if confirmed.elapsed() > self.lease / 3 {
-                match self.still_holds(key, held).await {
-                    Ok(true) => confirmed = std::time::Instant::now(),
-                    Ok(false) => {
-                        self.forget_claim(key);
-                        epoch = None;
-                        warn!("the conversation is another daemon's now; leaving it");
-                        if self.leave(guard) {
-                            break;
-                        }
-                        continue;
-                    }
-                    Err(e) => {
-                        self.backoff(&mut failures, &e.to_string()).await;
-                        continue;
-                    }
-                }
-            }
-            // Rows accepted before this claim are the claim's to see (`others_waiting`): one
-            // answered already, however late in order, is not newer than the next.
-            self.newest
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(key);
-            let k = key.clone();
-            let item = match self.store.claim_next(&k).await {
-                Ok(Some(item)) => item,
-                Ok(None) => {
-                    // A row another daemon accepted while this one held the conversation is
-                    // this one's to answer: it takes the conversation again.
-                    if let Some(e) = epoch.take() {
-                        if self.let_go(key, e).await {
-                            continue;
+                        Letting::LetGo(epoch) => {
+                            self.let_go(key, epoch).await;
                         }
                     }
-                    if self.leave(guard) {
-                        break;
-                    }
-                    continue;
+                    Event::Left(self.leave(guard))
                 }
-                Err(e) => {
-                    self.backoff(&mut failures, &e.to_string()).await;
-                    continue;
+                Act::Backoff { failures, error } => {
+                    self.backoff(failures, &error).await;
+                    self.between(key)
+                }
+                Act::Exit(epoch) => {
+                    // Between rows: what is left here is the other daemons' at once.
+                    if let Some(e) = epoch {
+                        self.let_go(key, e).await;
+                    }
+                    break;
                 }
             };
-            if item.exhausted() {
-                if let Err(e) = self.give_up(&item).await {
-                    if super::claims::is_fenced(&e) {
-                        self.taken_away(&item, guard, held).await;
-                        epoch = None;
-                        if self.leave(guard) {
-                            break;
-                        }
-                        continue;
-                    }
-                    self.backoff(&mut failures, &e.to_string()).await;
+            act = hold.on(event);
+        }
+    }
+
+    /// Between rows: no post of this worker's is in flight.
+    fn between(&self, key: &str) -> Event<InboxItem> {
+        self.posting.done(key);
+        Event::Between {
+            stopping: self.stopping.load(Ordering::SeqCst),
+            now: Instant::now(),
+        }
+    }
+
+    /// Claims the conversation's next row.
+    async fn claim_row(&self, key: &str) -> Event<InboxItem> {
+        // Rows accepted before this claim are the claim's to see (`others_waiting`): one
+        // answered already, however late in order, is not newer than the next.
+        self.newest
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key);
+        match self.store.claim_next(key).await {
+            Ok(Some(item)) => Event::Claimed {
+                exhausted: item.exhausted(),
+                row: item,
+            },
+            Ok(None) => Event::NoRow,
+            Err(e) => Event::Failed(e.to_string()),
+        }
+    }
+
+    /// Runs `item`'s turn under the claim at `epoch`, catching a failure or a panic.
+    async fn answer(&self, item: InboxItem, epoch: i64) -> Event<InboxItem> {
+        let shown = item.clone();
+        match AssertUnwindSafe(self.process(item, epoch))
+            .catch_unwind()
+            .await
+        {
+            Ok(Ok(())) => Event::Answered(Instant::now()),
+            Ok(Err(e)) => {
+                self.clear_working_sign(&shown);
+                if matches!(e.downcast_ref(), Some(EngineError::Stopping)) {
+                    info!(
+                        inbox = shown.id,
+                        "stopping before the soul woke: the message waits for the next start"
+                    );
+                    return Event::Stopping;
                 }
-                continue;
+                if super::claims::is_fenced(&e) {
+                    taken_away(&shown);
+                    return Event::Fenced;
+                }
+                // Work cut short by the shutdown is an interruption (the next start counts
+                // it), not the message's failure.
+                if !self.stopping.load(Ordering::SeqCst) {
+                    self.note_failure(&shown).await;
+                }
+                Event::Failed(e.to_string())
             }
-            let shown = item.clone();
-            match AssertUnwindSafe(self.process(item, held))
-                .catch_unwind()
-                .await
-            {
-                Ok(Ok(())) => {
-                    failures = 0;
-                    // Its commit and its posts asked.
-                    confirmed = std::time::Instant::now();
-                }
-                Ok(Err(e)) => {
-                    self.clear_working_sign(&shown);
-                    if matches!(e.downcast_ref(), Some(EngineError::Stopping)) {
-                        info!(
-                            inbox = shown.id,
-                            "stopping before the soul woke: the message waits for the next start"
-                        );
-                        break;
-                    }
-                    if super::claims::is_fenced(&e) {
-                        self.taken_away(&shown, guard, held).await;
-                        epoch = None;
-                        if self.leave(guard) {
-                            break;
-                        }
-                        continue;
-                    }
-                    // Work cut short by the shutdown is an interruption (the next start
-                    // counts it), not the message's failure.
-                    if !self.stopping.load(Ordering::SeqCst) {
-                        self.note_failure(&shown).await;
-                    }
-                    self.backoff(&mut failures, &e.to_string()).await
-                }
-                Err(panic) => {
-                    self.metrics.note_panic();
-                    let failed = self.note_failure(&shown).await;
-                    error!(inbox = shown.id, failures = failed, max_failures = MAX_FAILURES, panic = %panic_text(&panic),
-                        "a turn panicked; the message is tried again, then answered with an apology");
-                    self.clear_working_sign(&shown);
-                    self.backoff(&mut failures, "a turn panicked").await;
-                }
+            Err(panic) => {
+                self.metrics.note_panic();
+                let failed = self.note_failure(&shown).await;
+                error!(inbox = shown.id, failures = failed, max_failures = MAX_FAILURES, panic = %panic_text(&panic),
+                    "a turn panicked; the message is tried again, then answered with an apology");
+                self.clear_working_sign(&shown);
+                Event::Failed("a turn panicked".into())
             }
         }
     }
@@ -183,18 +163,6 @@ impl Router {
         true
     }
 
-    /// The conversation is not this daemon's to post in now (another daemon took it, or its
-    /// claim ran too short to post under): nothing more is written or posted for it here. Its
-    /// claim is let go, if it is still this one's at `epoch`, and its rows are answered by
-    /// whoever takes it next (this worker too, if a row comes before it leaves).
-    async fn taken_away(&self, item: &InboxItem, guard: &WorkerGuard, epoch: i64) {
-        warn!(
-            inbox = item.id,
-            "the conversation's claim no longer holds; leaving it without posting"
-        );
-        self.let_go(&guard.key, epoch).await;
-    }
-
     /// Records that the attempt at `item` under way failed; the row's failures so far (as
     /// claimed plus this one, if the store cannot say).
     async fn note_failure(&self, item: &InboxItem) -> i64 {
@@ -208,9 +176,8 @@ impl Router {
         }
     }
 
-    async fn backoff(&self, failures: &mut u32, error: &str) {
-        *failures += 1;
-        let wait = Duration::from_millis(200 * 2u64.pow((*failures).min(7)));
+    async fn backoff(&self, failures: u32, error: &str) {
+        let wait = super::hold::backoff(failures);
         error!(
             error,
             retry_in_ms = wait.as_millis() as u64,
@@ -278,6 +245,18 @@ impl Router {
         let (surface, at) = (self.surface.clone(), address(item));
         tokio::spawn(async move { surface.working(&at, false).await });
     }
+}
+
+/// The conversation is not this daemon's to post in now (another daemon took it, or its claim
+/// ran too short to post under): nothing more is written or posted for it here. Its claim is
+/// let go, if it is still this one's at the epoch the worker held (`Letting::LetGo`), and its
+/// rows are answered by whoever takes it next (this worker too, if a row comes before it
+/// leaves).
+fn taken_away(item: &InboxItem) {
+    warn!(
+        inbox = item.id,
+        "the conversation's claim no longer holds; leaving it without posting"
+    );
 }
 
 /// A worker's place in the router: taken when it is spawned, given back when it ends, even by
