@@ -155,10 +155,11 @@ fn slack_sources() -> Vec<Code> {
     let mut files: Vec<PathBuf> = Vec::new();
     rust_files(&dir, &mut files);
     files.retain(|p| {
-        !p.strip_prefix(&dir)
-            .unwrap()
-            .components()
-            .any(|c| Path::new(c.as_os_str()).file_stem().is_some_and(|s| s == "manifest"))
+        !p.strip_prefix(&dir).unwrap().components().any(|c| {
+            Path::new(c.as_os_str())
+                .file_stem()
+                .is_some_and(|s| s == "manifest")
+        })
     });
     files.sort();
     assert!(files.len() > 5, "src/slack/ was not found: {files:?}");
