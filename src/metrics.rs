@@ -106,318 +106,156 @@ fn tool_histogram() -> Histogram {
     Histogram::new(TOOL_BUCKETS.iter().copied())
 }
 
-pub struct Metrics {
-    registry: Registry,
-    pub events_received: Counter,
-    pub events_accepted: Counter,
-    pub events_duplicate: Counter,
-    pub events_ignored: Counter,
-    pub events_malformed: Counter,
-    pub turns_completed: Counter,
-    pub turns_failed: Counter,
-    /// Turns the person stopped (the stop button).
-    pub turns_stopped: Counter,
-    /// Turns by process and outcome.
-    pub turns: Family<TurnLabels, Counter>,
-    pub replies_posted: Counter,
-    pub replies: Family<ReplyLabels, Counter>,
-    pub replies_undeliverable: Counter,
-    /// Feedback clicks on the soul's replies, recorded, by value.
-    pub feedback: Family<FeedbackLabels, Counter>,
-    pub turns_in_flight: Gauge,
-    /// Turns that panicked (caught; the message is tried again).
-    pub turns_panicked: Counter,
-    /// Messages given up after every attempt and answered with the apology.
-    pub messages_failed: Counter,
-    /// (event accepted → reply posted) minus model time.
-    pub overhead: Histogram,
-    pub model_calls: Family<ModelLabels, Counter>,
-    pub model_seconds: Histogram,
-    /// A turn's own time, model calls excluded.
-    pub engine_seconds: Histogram,
-    pub tokens: Family<TokenLabels, Counter>,
-    cache_hit_ratio: Gauge<f64, std::sync::atomic::AtomicU64>,
-    pub transitions: Family<TransitionLabels, Counter>,
-    /// ISM loops by how they ended, and their iterations.
-    pub ism_loops: Family<EndingLabels, Counter>,
-    pub ism_iterations: Counter,
-    /// MCP tool calls by server, tool and outcome, and their latency (those sent).
-    pub tool_calls: Family<ToolCallLabels, Counter>,
-    pub tool_seconds: Family<ToolLabels, Histogram, fn() -> Histogram>,
-    /// The cognitive states' own model calls (wakeup, consent, journal), and those that
-    /// failed or timed out; not in `model_calls`, which counts the turns' calls.
-    pub state_calls: Counter,
-    pub state_calls_failed: Counter,
-    /// Shutdowns the soul objected to (they went ahead).
-    pub shutdown_objections: Counter,
-    /// Wakeups that failed three times (the soul works degraded).
-    pub wakeups_degraded: Counter,
-    pub slack_errors: Family<SlackErrorLabels, Counter>,
-    pub slack_rate_limited: Family<MethodLabels, Counter>,
-    inbox_depth: Gauge,
-    store_write_errors: Counter,
-    store_writable: Gauge,
-    connected: Gauge,
-    /// HTTP requests refused for a bad signature or token.
-    pub refusals: Refusals,
-    pub slack_connected: AtomicBool,
-    /// Unix ms of the last panic or give-up (0: none).
-    last_failure_ms: AtomicI64,
+/// The registry as a table: each line declares a field of [`Metrics`] and, for a
+/// registered metric, its name under `anima_` and its help, in the order `/metrics` lists
+/// them. The struct and its `Default` (which registers every line) are written from it.
+macro_rules! metrics_table {
+    (
+        registered { $( $(#[$doc:meta])* $vis:vis $field:ident: $ty:ty = $make:expr
+            => $name:literal, $help:literal; )* }
+        unregistered { $( $(#[$udoc:meta])* $uvis:vis $ufield:ident: $uty:ty = $umake:expr; )* }
+    ) => {
+        pub struct Metrics {
+            registry: Registry,
+            $( $(#[$doc])* $vis $field: $ty, )*
+            /// HTTP requests refused for a bad signature or token (`anima_http_refused`,
+            /// registered after the table).
+            pub refusals: Refusals,
+            $( $(#[$udoc])* $uvis $ufield: $uty, )*
+        }
+
+        impl Default for Metrics {
+            fn default() -> Self {
+                let mut registry = Registry::with_prefix("anima");
+                $(
+                    let $field: $ty = $make;
+                    registry.register($name, $help, $field.clone());
+                )*
+                let refusals = Refusals {
+                    count: Counter::default(),
+                    last_warned: Mutex::default(),
+                };
+                registry.register(
+                    "http_refused",
+                    "HTTP requests refused for a bad signature or token",
+                    refusals.count.clone(),
+                );
+                Metrics {
+                    registry,
+                    refusals,
+                    $( $field, )*
+                    $( $ufield: $umake, )*
+                }
+            }
+        }
+    };
+}
+
+metrics_table! {
+    registered {
+        pub events_received: Counter = Counter::default()
+            => "slack_events_received", "Slack events received";
+        pub events_accepted: Counter = Counter::default()
+            => "slack_events_accepted", "Slack messages written to the inbox";
+        pub events_duplicate: Counter = Counter::default()
+            => "slack_events_duplicate", "Slack retries and twins dropped";
+        pub events_ignored: Counter = Counter::default()
+            => "slack_events_ignored", "Slack events anima does not answer";
+        pub events_malformed: Counter = Counter::default()
+            => "slack_events_malformed", "Slack payloads that could not be read";
+        pub turns_completed: Counter = Counter::default()
+            => "turns_completed", "Turns whose model call succeeded";
+        pub turns_failed: Counter = Counter::default()
+            => "turns_failed", "Turns answered with the apology";
+        /// Turns the person stopped (the stop button).
+        pub turns_stopped: Counter = Counter::default()
+            => "turns_stopped", "Turns the person stopped";
+        /// Turns by process and outcome.
+        pub turns: Family<TurnLabels, Counter> = Family::default()
+            => "turns", "Turns by process and outcome";
+        pub replies_posted: Counter = Counter::default()
+            => "replies_posted", "Messages posted to Slack (parts)";
+        pub replies: Family<ReplyLabels, Counter> = Family::default()
+            => "replies", "Replies delivered, whole or streamed";
+        pub replies_undeliverable: Counter = Counter::default()
+            => "replies_undeliverable", "Replies Slack refused";
+        /// Feedback clicks on the soul's replies, recorded, by value.
+        pub feedback: Family<FeedbackLabels, Counter> = Family::default()
+            => "feedback", "Feedback clicks on the soul's replies, by value";
+        pub turns_in_flight: Gauge = Gauge::default()
+            => "turns_in_flight", "Turns being processed";
+        /// Turns that panicked (caught; the message is tried again).
+        pub turns_panicked: Counter = Counter::default()
+            => "turns_panicked", "Turns that panicked (caught; the message is tried again)";
+        /// Messages given up after every attempt and answered with the apology.
+        pub messages_failed: Counter = Counter::default()
+            => "messages_failed", "Messages answered with the apology after every attempt failed";
+        /// (event accepted → reply posted) minus model time.
+        pub overhead: Histogram = Histogram::new(FAST_BUCKETS)
+            => "reply_overhead_seconds", "Event accepted to reply posted, less model time";
+        pub model_calls: Family<ModelLabels, Counter> = Family::default()
+            => "model_calls", "Model calls by provider and outcome";
+        pub model_seconds: Histogram = Histogram::new(MODEL_BUCKETS)
+            => "model_call_seconds", "Model call latency, retries included";
+        /// A turn's own time, model calls excluded.
+        pub engine_seconds: Histogram = Histogram::new(FAST_BUCKETS)
+            => "engine_turn_seconds", "A turn's own time, model calls excluded";
+        pub tokens: Family<TokenLabels, Counter> = Family::default()
+            => "model_tokens", "Tokens by kind: input, output, cache_read, cache_write";
+        cache_hit_ratio: Gauge<f64, AtomicU64> = Gauge::default()
+            => "prompt_cache_hit_ratio",
+               "Prompt tokens read from the provider's cache, of all prompt tokens";
+        pub transitions: Family<TransitionLabels, Counter> = Family::default()
+            => "process_transitions", "Process transitions taken";
+        /// ISM loops by how they ended, and their iterations.
+        pub ism_loops: Family<EndingLabels, Counter> = Family::default()
+            => "ism_loops", "Implicit semantic machine loops by how they ended";
+        /// MCP tool calls by server, tool and outcome, and their latency (those sent).
+        pub tool_calls: Family<ToolCallLabels, Counter> = Family::default()
+            => "tool_calls", "MCP tool calls by server, tool and outcome";
+        pub tool_seconds: Family<ToolLabels, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(tool_histogram)
+            => "tool_call_seconds", "MCP tool calls' latency, for the calls sent";
+        /// The cognitive states' own model calls (wakeup, consent, journal), and those that
+        /// failed or timed out; not in `model_calls`, which counts the turns' calls.
+        pub state_calls: Counter = Counter::default()
+            => "state_calls",
+               "Model calls of the cognitive states (wakeup, shutdown consent, journal)";
+        pub state_calls_failed: Counter = Counter::default()
+            => "state_calls_failed", "Cognitive-state model calls that failed or timed out";
+        /// Shutdowns the soul objected to (they went ahead).
+        pub shutdown_objections: Counter = Counter::default()
+            => "shutdown_objections", "Shutdowns the soul objected to (each went ahead)";
+        /// Wakeups that failed three times (the soul works degraded).
+        pub wakeups_degraded: Counter = Counter::default()
+            => "wakeups_degraded",
+               "Wakeups that failed three times: the soul entered WORK degraded";
+        pub ism_iterations: Counter = Counter::default()
+            => "ism_iterations",
+               "Implicit semantic machine iterations (one selection call each)";
+        pub slack_errors: Family<SlackErrorLabels, Counter> = Family::default()
+            => "slack_api_errors", "Slack Web API errors by method and code";
+        pub slack_rate_limited: Family<MethodLabels, Counter> = Family::default()
+            => "slack_rate_limited", "Slack Web API 429s by method";
+        inbox_depth: Gauge = Gauge::default()
+            => "inbox_depth", "Messages accepted and not yet answered";
+        store_write_errors: Counter = Counter::default()
+            => "store_write_errors", "Writes that failed because the store could not write";
+        store_writable: Gauge = Gauge::default()
+            => "store_writable", "Whether the store's last write succeeded";
+        connected: Gauge = Gauge::default()
+            => "slack_connected", "Whether Slack is connected";
+    }
+    unregistered {
+        pub slack_connected: AtomicBool = AtomicBool::new(false);
+        /// Unix ms of the last panic or give-up (0: none).
+        last_failure_ms: AtomicI64 = AtomicI64::new(0);
+    }
 }
 
 impl std::fmt::Debug for Metrics {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Metrics")
-    }
-}
-
-impl Default for Metrics {
-    fn default() -> Self {
-        let mut r = Registry::with_prefix("anima");
-        let counter = |r: &mut Registry, name: &str, help: &str| {
-            let c = Counter::default();
-            r.register(name, help, c.clone());
-            c
-        };
-        let histogram = |r: &mut Registry, name: &str, help: &str, buckets: &[f64]| {
-            let h = Histogram::new(buckets.iter().copied());
-            r.register(name, help, h.clone());
-            h
-        };
-        let events_received = counter(&mut r, "slack_events_received", "Slack events received");
-        let events_accepted = counter(
-            &mut r,
-            "slack_events_accepted",
-            "Slack messages written to the inbox",
-        );
-        let events_duplicate = counter(
-            &mut r,
-            "slack_events_duplicate",
-            "Slack retries and twins dropped",
-        );
-        let events_ignored = counter(
-            &mut r,
-            "slack_events_ignored",
-            "Slack events anima does not answer",
-        );
-        let events_malformed = counter(
-            &mut r,
-            "slack_events_malformed",
-            "Slack payloads that could not be read",
-        );
-        let turns_completed = counter(
-            &mut r,
-            "turns_completed",
-            "Turns whose model call succeeded",
-        );
-        let turns_failed = counter(&mut r, "turns_failed", "Turns answered with the apology");
-        let turns_stopped = counter(&mut r, "turns_stopped", "Turns the person stopped");
-        let turns = Family::<TurnLabels, Counter>::default();
-        r.register("turns", "Turns by process and outcome", turns.clone());
-        let replies_posted = counter(&mut r, "replies_posted", "Messages posted to Slack (parts)");
-        let replies = Family::<ReplyLabels, Counter>::default();
-        r.register(
-            "replies",
-            "Replies delivered, whole or streamed",
-            replies.clone(),
-        );
-        let replies_undeliverable =
-            counter(&mut r, "replies_undeliverable", "Replies Slack refused");
-        let feedback = Family::<FeedbackLabels, Counter>::default();
-        r.register(
-            "feedback",
-            "Feedback clicks on the soul's replies, by value",
-            feedback.clone(),
-        );
-        let turns_in_flight = Gauge::default();
-        r.register(
-            "turns_in_flight",
-            "Turns being processed",
-            turns_in_flight.clone(),
-        );
-        let turns_panicked = counter(
-            &mut r,
-            "turns_panicked",
-            "Turns that panicked (caught; the message is tried again)",
-        );
-        let messages_failed = counter(
-            &mut r,
-            "messages_failed",
-            "Messages answered with the apology after every attempt failed",
-        );
-        let overhead = histogram(
-            &mut r,
-            "reply_overhead_seconds",
-            "Event accepted to reply posted, less model time",
-            &FAST_BUCKETS,
-        );
-        let model_calls = Family::<ModelLabels, Counter>::default();
-        r.register(
-            "model_calls",
-            "Model calls by provider and outcome",
-            model_calls.clone(),
-        );
-        let model_seconds = histogram(
-            &mut r,
-            "model_call_seconds",
-            "Model call latency, retries included",
-            &MODEL_BUCKETS,
-        );
-        let engine_seconds = histogram(
-            &mut r,
-            "engine_turn_seconds",
-            "A turn's own time, model calls excluded",
-            &FAST_BUCKETS,
-        );
-        let tokens = Family::<TokenLabels, Counter>::default();
-        r.register(
-            "model_tokens",
-            "Tokens by kind: input, output, cache_read, cache_write",
-            tokens.clone(),
-        );
-        let cache_hit_ratio = Gauge::<f64, AtomicU64>::default();
-        r.register(
-            "prompt_cache_hit_ratio",
-            "Prompt tokens read from the provider's cache, of all prompt tokens",
-            cache_hit_ratio.clone(),
-        );
-        let transitions = Family::<TransitionLabels, Counter>::default();
-        r.register(
-            "process_transitions",
-            "Process transitions taken",
-            transitions.clone(),
-        );
-        let ism_loops = Family::<EndingLabels, Counter>::default();
-        r.register(
-            "ism_loops",
-            "Implicit semantic machine loops by how they ended",
-            ism_loops.clone(),
-        );
-        let tool_calls = Family::<ToolCallLabels, Counter>::default();
-        r.register(
-            "tool_calls",
-            "MCP tool calls by server, tool and outcome",
-            tool_calls.clone(),
-        );
-        let tool_seconds = Family::<ToolLabels, Histogram, fn() -> Histogram>::new_with_constructor(
-            tool_histogram,
-        );
-        r.register(
-            "tool_call_seconds",
-            "MCP tool calls' latency, for the calls sent",
-            tool_seconds.clone(),
-        );
-        let state_calls = counter(
-            &mut r,
-            "state_calls",
-            "Model calls of the cognitive states (wakeup, shutdown consent, journal)",
-        );
-        let state_calls_failed = counter(
-            &mut r,
-            "state_calls_failed",
-            "Cognitive-state model calls that failed or timed out",
-        );
-        let shutdown_objections = counter(
-            &mut r,
-            "shutdown_objections",
-            "Shutdowns the soul objected to (each went ahead)",
-        );
-        let wakeups_degraded = counter(
-            &mut r,
-            "wakeups_degraded",
-            "Wakeups that failed three times: the soul entered WORK degraded",
-        );
-        let ism_iterations = counter(
-            &mut r,
-            "ism_iterations",
-            "Implicit semantic machine iterations (one selection call each)",
-        );
-        let slack_errors = Family::<SlackErrorLabels, Counter>::default();
-        r.register(
-            "slack_api_errors",
-            "Slack Web API errors by method and code",
-            slack_errors.clone(),
-        );
-        let slack_rate_limited = Family::<MethodLabels, Counter>::default();
-        r.register(
-            "slack_rate_limited",
-            "Slack Web API 429s by method",
-            slack_rate_limited.clone(),
-        );
-        let inbox_depth = Gauge::default();
-        r.register(
-            "inbox_depth",
-            "Messages accepted and not yet answered",
-            inbox_depth.clone(),
-        );
-        let store_write_errors = counter(
-            &mut r,
-            "store_write_errors",
-            "Writes that failed because the store could not write",
-        );
-        let store_writable = Gauge::default();
-        r.register(
-            "store_writable",
-            "Whether the store's last write succeeded",
-            store_writable.clone(),
-        );
-        let refused = counter(
-            &mut r,
-            "http_refused",
-            "HTTP requests refused for a bad signature or token",
-        );
-        let connected = Gauge::default();
-        r.register(
-            "slack_connected",
-            "Whether Slack is connected",
-            connected.clone(),
-        );
-        Metrics {
-            registry: r,
-            events_received,
-            events_accepted,
-            events_duplicate,
-            events_ignored,
-            events_malformed,
-            turns_completed,
-            turns_failed,
-            turns_stopped,
-            turns,
-            replies_posted,
-            replies,
-            replies_undeliverable,
-            feedback,
-            turns_in_flight,
-            turns_panicked,
-            messages_failed,
-            overhead,
-            model_calls,
-            model_seconds,
-            engine_seconds,
-            tokens,
-            cache_hit_ratio,
-            transitions,
-            ism_loops,
-            ism_iterations,
-            tool_calls,
-            tool_seconds,
-            state_calls,
-            state_calls_failed,
-            shutdown_objections,
-            wakeups_degraded,
-            slack_errors,
-            slack_rate_limited,
-            inbox_depth,
-            store_write_errors,
-            store_writable,
-            connected,
-            refusals: Refusals {
-                count: refused,
-                last_warned: Mutex::default(),
-            },
-            slack_connected: AtomicBool::new(false),
-            last_failure_ms: AtomicI64::new(0),
-        }
     }
 }
 

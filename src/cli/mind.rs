@@ -106,9 +106,19 @@ fn bar(x: f64) -> String {
     format!("{x:>6.3}")
 }
 
+/// The psyche for the operator, in numbers: the soul itself, the people it knows, what it
+/// remembers and how its gate decided.
 fn human(m: &Mind, psyche: &Psyche, soul: &str) -> String {
-    let s = &m.substrate;
     let mut out = String::new();
+    write_substrate(&mut out, m, psyche, soul);
+    write_people(&mut out, m);
+    write_memories(&mut out, m);
+    out
+}
+
+/// Mood, energy, drives, arcs and when the soul last spoke unasked.
+fn write_substrate(out: &mut String, m: &Mind, psyche: &Psyche, soul: &str) {
+    let s = &m.substrate;
     let _ = writeln!(
         out,
         "{soul}'s psyche (numbers for the operator; the model sees words)"
@@ -144,6 +154,10 @@ fn human(m: &Mind, psyche: &Psyche, soul: &str) -> String {
             let _ = writeln!(out, "last spoke unasked: never");
         }
     }
+}
+
+/// Each relationship with the facts known of that person, and the intentions held.
+fn write_people(out: &mut String, m: &Mind) {
     let _ = writeln!(out, "relationships ({}):", m.relationships.len());
     for (who, r) in &m.relationships {
         let _ = writeln!(
@@ -172,6 +186,10 @@ fn human(m: &Mind, psyche: &Psyche, soul: &str) -> String {
             i.target.as_deref().unwrap_or("-")
         );
     }
+}
+
+/// The newest episodic memories and gate decisions.
+fn write_memories(out: &mut String, m: &Mind) {
     let _ = writeln!(
         out,
         "episodic memories: {} (newest {}):",
@@ -209,5 +227,4 @@ fn human(m: &Mind, psyche: &Psyche, soul: &str) -> String {
             bar(i.energy.get()),
         );
     }
-    out
 }

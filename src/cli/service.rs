@@ -93,27 +93,7 @@ fn install(config_path: Option<&Path>, args: &InstallArgs) -> CliResult {
     if let Some(account) = run_as.as_ref().filter(|acc| !acc.is_root()) {
         not_in_roots_home(&config, account)?;
     }
-    let exe = std::env::current_exe()
-        .and_then(|p| p.canonicalize())
-        .map_err(|e| Failure::Runtime(format!("cannot find the anima binary: {e}")))?;
-    let env_file = match &config.source {
-        Some(c) => c.with_file_name("anima.env"),
-        None => config.home.join("anima.env"),
-    };
-    let spec = ServiceSpec {
-        exe,
-        config: config.source.clone(),
-        home: config.home.clone(),
-        env_file,
-        user: a.user,
-        shutdown_grace_secs: config.shutdown_grace_secs,
-        claude_cli: matches!(
-            config.llm.provider,
-            crate::config::ProviderKind::ClaudeCli | crate::config::ProviderKind::Auto
-        ),
-        run_as,
-    };
-    spec.check().map_err(Failure::Usage)?;
+    let spec = spec_for(&config, a, run_as)?;
     let manager = a.manager();
     let unit = match manager {
         Manager::Systemd => service::systemd_unit(&spec),
@@ -136,7 +116,66 @@ fn install(config_path: Option<&Path>, args: &InstallArgs) -> CliResult {
         }
         return Ok(());
     }
-    let same = std::fs::read_to_string(&path).is_ok_and(|old| old == unit);
+    write_files(a, manager, &spec, &path, &unit, owner)?;
+    if let Err(why) = secrets_file::secrets_ready(&config, &spec.env_file, env_text.as_deref()) {
+        if manager == Manager::Systemd {
+            run_steps(
+                &[systemctl(a.user, &["daemon-reload"])],
+                "for systemd to see it",
+            );
+        }
+        return Err(Failure::Usage(format!(
+            "the service is installed but not started: {why}; then run `{}anima service install{}` again to start it",
+            if a.user { "" } else { "sudo " },
+            if a.user { " --user" } else { "" }
+        )));
+    }
+    start(a, manager, &path);
+    Ok(())
+}
+
+/// What the service runs: this binary, the configuration and home, the secrets file beside
+/// the configuration, the account.
+fn spec_for(
+    config: &Config,
+    a: &ServiceArgs,
+    run_as: Option<Account>,
+) -> Result<ServiceSpec, Failure> {
+    let exe = std::env::current_exe()
+        .and_then(|p| p.canonicalize())
+        .map_err(|e| Failure::Runtime(format!("cannot find the anima binary: {e}")))?;
+    let env_file = match &config.source {
+        Some(c) => c.with_file_name("anima.env"),
+        None => config.home.join("anima.env"),
+    };
+    let spec = ServiceSpec {
+        exe,
+        config: config.source.clone(),
+        home: config.home.clone(),
+        env_file,
+        user: a.user,
+        shutdown_grace_secs: config.shutdown_grace_secs,
+        claude_cli: matches!(
+            config.llm.provider,
+            crate::config::ProviderKind::ClaudeCli | crate::config::ProviderKind::Auto
+        ),
+        run_as,
+    };
+    spec.check().map_err(Failure::Usage)?;
+    Ok(spec)
+}
+
+/// Writes the unit (refusing to overwrite a different one without --force), the home (and
+/// launchd's logs folder) and the secrets file, handed to the service's account.
+fn write_files(
+    a: &ServiceArgs,
+    manager: Manager,
+    spec: &ServiceSpec,
+    path: &Path,
+    unit: &str,
+    owner: Option<&Account>,
+) -> CliResult {
+    let same = std::fs::read_to_string(path).is_ok_and(|old| old == unit);
     if path.exists() && !same && !a.force {
         return Err(Failure::Usage(format!(
             "{} is already installed, and differs; add --force to write it anew",
@@ -154,7 +193,7 @@ fn install(config_path: Option<&Path>, args: &InstallArgs) -> CliResult {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| cannot(dir, e))?;
     }
-    std::fs::write(&path, &unit).map_err(|e| cannot(&path, e))?;
+    std::fs::write(path, unit).map_err(|e| cannot(path, e))?;
     let mut folders = vec![spec.home.clone()];
     if manager == Manager::Launchd {
         folders.push(spec.home.join("logs"));
@@ -174,19 +213,11 @@ fn install(config_path: Option<&Path>, args: &InstallArgs) -> CliResult {
             spec.env_file.display()
         );
     }
-    if let Err(why) = secrets_file::secrets_ready(&config, &spec.env_file, env_text.as_deref()) {
-        if manager == Manager::Systemd {
-            run_steps(
-                &[systemctl(a.user, &["daemon-reload"])],
-                "for systemd to see it",
-            );
-        }
-        return Err(Failure::Usage(format!(
-            "the service is installed but not started: {why}; then run `{}anima service install{}` again to start it",
-            if a.user { "" } else { "sudo " },
-            if a.user { " --user" } else { "" }
-        )));
-    }
+    Ok(())
+}
+
+/// Starts the installed service, and says what a per-user one needs to keep running.
+fn start(a: &ServiceArgs, manager: Manager, path: &Path) {
     let steps: Vec<Vec<String>> = match manager {
         Manager::Systemd => vec![
             systemctl(a.user, &["daemon-reload"]),
@@ -211,7 +242,6 @@ fn install(config_path: Option<&Path>, args: &InstallArgs) -> CliResult {
             ),
         }
     }
-    Ok(())
 }
 
 /// The account a system service runs as: `--run-as`, else the user who ran sudo, else the

@@ -6,7 +6,7 @@
 //! because the CLI files sessions by working directory.
 
 use std::path::PathBuf;
-use std::process::Stdio;
+use std::process::{Output, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -63,6 +63,12 @@ impl ClaudeCli {
                 message: format!("cannot create {}: {e}", self.workdir.display()),
             })
         })?;
+        let output = self.execute(self.command(model, session), prompt).await?;
+        read_output(&output, session, model)
+    }
+
+    /// The command line for one call: JSON out, the model when set, the session.
+    fn command(&self, model: &str, session: Session) -> tokio::process::Command {
         let mut cmd = tokio::process::Command::new(&self.path);
         cmd.arg("-p").arg("--output-format").arg("json");
         if !model.is_empty() {
@@ -77,6 +83,15 @@ impl ClaudeCli {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
+        cmd
+    }
+
+    /// Runs the CLI with the prompt on stdin, within the timeout.
+    async fn execute(
+        &self,
+        mut cmd: tokio::process::Command,
+        prompt: &str,
+    ) -> Result<Output, CliFailure> {
         let mut child = cmd.spawn().map_err(|e| {
             CliFailure::Other(LlmError::Cli {
                 message: format!(
@@ -106,78 +121,90 @@ impl ClaudeCli {
             }
         };
         let _ = writer.await;
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        let parsed: Option<Value> = stdout
-            .lines()
-            .rev()
-            .find_map(|l| {
-                serde_json::from_str::<Value>(l.trim())
-                    .ok()
-                    .filter(Value::is_object)
-            })
-            .or_else(|| serde_json::from_str(stdout.trim()).ok());
-        let result_text = parsed
-            .as_ref()
-            .and_then(|v| v.get("result"))
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
-        if matches!(session, Session::Resume(_))
-            && (stderr.contains("No conversation found")
-                || result_text.contains("No conversation found"))
-        {
-            return Err(CliFailure::NoSuchSession);
-        }
-        let Some(v) = parsed else {
-            let detail = if stderr.trim().is_empty() {
-                stdout.trim()
-            } else {
-                stderr.trim()
-            };
-            return Err(CliFailure::Other(LlmError::Cli {
-                message: format!(
-                    "exit status {}, no JSON result: {}",
-                    output.status,
-                    detail.chars().take(300).collect::<String>()
-                ),
-            }));
-        };
-        let is_error = v.get("is_error").and_then(Value::as_bool).unwrap_or(false);
-        let subtype = v.get("subtype").and_then(Value::as_str).unwrap_or("");
-        if is_error || !output.status.success() || (subtype != "success" && !subtype.is_empty()) {
-            let message = if result_text.is_empty() {
-                subtype
-            } else {
-                &result_text
-            };
-            return Err(CliFailure::Other(LlmError::Cli {
-                message: format!("{message} (exit status {})", output.status),
-            }));
-        }
-        let u = v.get("usage").cloned().unwrap_or(Value::Null);
-        let n = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
-        let session_id = v
-            .get("session_id")
-            .and_then(Value::as_str)
-            .map(str::to_string)
-            .or_else(|| Some(session.id().to_string()));
-        Ok(Completion {
-            text: result_text,
-            model: if model.is_empty() {
-                "claude-code".into()
-            } else {
-                model.to_string()
-            },
-            stop_reason: Some(subtype.to_string()).filter(|s| !s.is_empty()),
-            usage: Usage {
-                input_tokens: n("input_tokens"),
-                output_tokens: n("output_tokens"),
-                cache_creation_tokens: n("cache_creation_input_tokens"),
-                cache_read_tokens: n("cache_read_input_tokens"),
-            },
-            session: session_id,
+        Ok(output)
+    }
+}
+
+/// What the CLI answered: its JSON result (the last JSON object it printed), or why there is
+/// none; a resumed session it no longer knows is `NoSuchSession`.
+fn read_output(output: &Output, session: Session, model: &str) -> Result<Completion, CliFailure> {
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let parsed: Option<Value> = stdout
+        .lines()
+        .rev()
+        .find_map(|l| {
+            serde_json::from_str::<Value>(l.trim())
+                .ok()
+                .filter(Value::is_object)
         })
+        .or_else(|| serde_json::from_str(stdout.trim()).ok());
+    let result_text = parsed
+        .as_ref()
+        .and_then(|v| v.get("result"))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    if matches!(session, Session::Resume(_))
+        && (stderr.contains("No conversation found")
+            || result_text.contains("No conversation found"))
+    {
+        return Err(CliFailure::NoSuchSession);
+    }
+    let Some(v) = parsed else {
+        let detail = if stderr.trim().is_empty() {
+            stdout.trim()
+        } else {
+            stderr.trim()
+        };
+        return Err(CliFailure::Other(LlmError::Cli {
+            message: format!(
+                "exit status {}, no JSON result: {}",
+                output.status,
+                detail.chars().take(300).collect::<String>()
+            ),
+        }));
+    };
+    let is_error = v.get("is_error").and_then(Value::as_bool).unwrap_or(false);
+    let subtype = v.get("subtype").and_then(Value::as_str).unwrap_or("");
+    if is_error || !output.status.success() || (subtype != "success" && !subtype.is_empty()) {
+        let message = if result_text.is_empty() {
+            subtype
+        } else {
+            &result_text
+        };
+        return Err(CliFailure::Other(LlmError::Cli {
+            message: format!("{message} (exit status {})", output.status),
+        }));
+    }
+    Ok(completion(&v, result_text, session, model))
+}
+
+/// A successful result: its text, model, stop reason, usage and session.
+fn completion(v: &Value, text: String, session: Session, model: &str) -> Completion {
+    let subtype = v.get("subtype").and_then(Value::as_str).unwrap_or("");
+    let u = v.get("usage").cloned().unwrap_or(Value::Null);
+    let n = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
+    let session_id = v
+        .get("session_id")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .or_else(|| Some(session.id().to_string()));
+    Completion {
+        text,
+        model: if model.is_empty() {
+            "claude-code".into()
+        } else {
+            model.to_string()
+        },
+        stop_reason: Some(subtype.to_string()).filter(|s| !s.is_empty()),
+        usage: Usage {
+            input_tokens: n("input_tokens"),
+            output_tokens: n("output_tokens"),
+            cache_creation_tokens: n("cache_creation_input_tokens"),
+            cache_read_tokens: n("cache_read_input_tokens"),
+        },
+        session: session_id,
     }
 }
 

@@ -11,6 +11,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::raw::{Checker, Raw};
+use super::sections;
 use super::value::{Signed, Unit};
 use crate::toml_file::{Problem, TomlFile};
 
@@ -181,11 +182,6 @@ impl Psyche {
     }
 }
 
-/// A key's name: lower-case words joined by `_` (the vocabulary the model is shown).
-fn is_key_name(name: &str) -> bool {
-    !name.is_empty() && name.chars().all(|c| c.is_ascii_lowercase() || c == '_')
-}
-
 /// Checks a psyche file's text; `path` names it in problems.
 pub fn parse(text: &str, path: &Path) -> Result<Psyche, Vec<Problem>> {
     let file = path.display().to_string();
@@ -195,207 +191,20 @@ pub fn parse(text: &str, path: &Path) -> Result<Psyche, Vec<Problem>> {
         file: toml_file,
         problems: Vec::new(),
     };
-
-    let mut drives: [Option<DriveDef>; 5] = [None; 5];
-    let drives_at = raw.drives.span().start;
-    for (name, d) in raw.drives.get_ref() {
-        let Some(drive) = Drive::from_name(name.get_ref()) else {
-            c.problem(
-                name.span().start,
-                "drives",
-                format!(
-                    "unknown drive \"{}\"; the drives are exactly {}",
-                    name.get_ref(),
-                    Drive::ALL.map(|d| format!("\"{}\"", d.name())).join(", ")
-                ),
-            );
-            continue;
-        };
-        let key = |k: &str| format!("drives.{}.{k}", drive.name());
-        drives[drive.index()] = Some(DriveDef {
-            sensitivity: c.unit(&d.sensitivity, &key("sensitivity")),
-            baseline: c.unit(&d.baseline, &key("baseline")),
-            drift: c.unit(&d.drift, &key("drift")),
-        });
-    }
-    for d in Drive::ALL {
-        if drives[d.index()].is_none() {
-            c.problem(
-                drives_at,
-                "drives",
-                format!("the drive \"{}\" is missing: add [drives.{}] with sensitivity, baseline and drift", d.name(), d.name()),
-            );
-        }
-    }
-
-    let m = &raw.mood;
-    let mood = MoodDef {
-        valence_gain: c.unit(&m.valence_gain, "mood.valence_gain"),
-        valence_decay: c.unit(&m.valence_decay, "mood.valence_decay"),
-        arousal_gain: c.unit(&m.arousal_gain, "mood.arousal_gain"),
-        arousal_rest: c.unit(&m.arousal_rest, "mood.arousal_rest"),
-        arousal_decay: c.unit(&m.arousal_decay, "mood.arousal_decay"),
-    };
-    let r = &raw.relationship;
-    let relationship = RelationshipDef {
-        volatility: c.unit(&r.volatility, "relationship.volatility"),
-        rate: c.unit(&r.rate, "relationship.rate"),
-        quiet_after_hours: c.hours(&r.quiet_after_hours, "relationship.quiet_after_hours"),
-        quiet_drift: c.unit(&r.quiet_drift, "relationship.quiet_drift"),
-    };
-    let e = &raw.energy;
-    let energy = EnergyDef {
-        baseline: c.unit(&e.baseline, "energy.baseline"),
-        cost: c.unit(&e.cost, "energy.cost"),
-        recovery: c.unit(&e.recovery, "energy.recovery"),
-    };
-    let mm = &raw.memory;
-    let memory = MemoryDef {
-        episodic_threshold: c.unit(&mm.episodic_threshold, "memory.episodic_threshold"),
-        salience_boost: c.unit(&mm.salience_boost, "memory.salience_boost"),
-        return_after_hours: mm
-            .return_after_hours
-            .as_ref()
-            .map_or(RETURN_AFTER_HOURS, |n| {
-                c.hours(n, "memory.return_after_hours")
-            }),
-        recency_half_life_hours: c.range(
-            &mm.recency_half_life_hours,
-            "memory.recency_half_life_hours",
-            0.1,
-            87_600.0,
-        ),
-        top_k: c.whole(&mm.top_k, "memory.top_k", 0.0, 50.0) as usize,
-    };
-    let drift = DriftDef {
-        pattern_repeats: c.whole(
-            &raw.drift.pattern_repeats,
-            "drift.pattern_repeats",
-            3.0,
-            1000.0,
-        ) as u32,
-        pattern_step: Unit::new(c.range(&raw.drift.pattern_step, "drift.pattern_step", 0.0, 0.05)),
-    };
-
-    let mut arcs = Vec::new();
-    for a in &raw.arcs {
-        let topic = a.topic.get_ref().trim().to_string();
-        if topic.is_empty() {
-            c.problem(
-                a.topic.span().start,
-                "arcs.topic",
-                "an arc needs a topic: a few words naming the theme".into(),
-            );
-        }
-        let mut keywords = Vec::new();
-        for k in &a.keywords {
-            let words = super::text::words(k.get_ref());
-            if words.is_empty() {
-                c.problem(
-                    k.span().start,
-                    "arcs.keywords",
-                    "a keyword needs at least one word".into(),
-                );
-            } else {
-                keywords.push(words.join(" "));
-            }
-        }
-        if a.keywords.is_empty() {
-            c.problem(
-                a.topic.span().start,
-                "arcs.keywords",
-                format!("the arc \"{topic}\" needs at least one keyword"),
-            );
-        }
-        arcs.push(ArcDef {
-            topic,
-            keywords,
-            intensity: c.unit(&a.intensity, "arcs.intensity"),
-            decay: c.unit(&a.decay, "arcs.decay"),
-            reinforce: a
-                .reinforce
-                .as_ref()
-                .map_or(Unit::new(0.25), |n| c.unit(n, "arcs.reinforce")),
-        });
-    }
-
-    let mut stances = BTreeMap::new();
-    for (name, s) in &raw.stances {
-        let key = |k: &str| format!("stances.{}.{k}", name.get_ref());
-        if !is_key_name(name.get_ref()) {
-            c.problem(
-                name.span().start,
-                "stances",
-                format!(
-                    "the stance \"{}\" needs a name of lower-case letters and `_`",
-                    name.get_ref()
-                ),
-            );
-        }
-        let drive = match &s.drive {
-            None => None,
-            Some(d) => match Drive::from_name(d.get_ref()) {
-                Some(d) => Some(d),
-                None => {
-                    c.problem(
-                        d.span().start,
-                        &key("drive"),
-                        format!(
-                            "unknown drive \"{}\"; the drives are exactly {}",
-                            d.get_ref(),
-                            Drive::ALL.map(|d| format!("\"{}\"", d.name())).join(", ")
-                        ),
-                    );
-                    None
-                }
-            },
-        };
-        if s.drive_effect.is_some() && s.drive.is_none() {
-            c.problem(
-                name.span().start,
-                &key("drive_effect"),
-                "a `drive_effect` needs a `drive` to act on".into(),
-            );
-        }
-        stances.insert(
-            name.get_ref().clone(),
-            StanceDef {
-                warmth: c.step(&s.warmth, &key("warmth")),
-                trust: c.step(&s.trust, &key("trust")),
-                tension: c.step(&s.tension, &key("tension")),
-                comfort: c.step(&s.comfort, &key("comfort")),
-                drive,
-                drive_effect: c.step(&s.drive_effect, &key("drive_effect")),
-            },
-        );
-    }
-
-    let mut intentions = BTreeMap::new();
-    for (name, i) in &raw.intentions {
-        if !is_key_name(name.get_ref()) {
-            c.problem(
-                name.span().start,
-                "intentions",
-                format!(
-                    "the intention type \"{}\" needs a name of lower-case letters and `_`",
-                    name.get_ref()
-                ),
-            );
-        }
-        let priority = c.unit(
-            &i.priority,
-            &format!("intentions.{}.priority", name.get_ref()),
-        );
-        intentions.insert(name.get_ref().clone(), IntentionDef { priority });
-    }
-    let ir = &raw.intention_rules;
-    let intention_rules = IntentionRules {
-        boost: c.unit(&ir.boost, "intention_rules.boost"),
-        lower: c.unit(&ir.lower, "intention_rules.lower"),
-        short_hours: c.hours(&ir.short_hours, "intention_rules.short_hours"),
-        medium_hours: c.hours(&ir.medium_hours, "intention_rules.medium_hours"),
-        long_hours: c.hours(&ir.long_hours, "intention_rules.long_hours"),
-    };
+    let drives = sections::drives(&mut c, &raw.drives);
+    let mood = sections::mood(&mut c, &raw.mood);
+    let relationship = sections::relationship(&mut c, &raw.relationship);
+    let energy = sections::energy(&mut c, &raw.energy);
+    let memory = sections::memory(&mut c, &raw.memory);
+    let drift = sections::drift(&mut c, &raw.drift);
+    let arcs = raw.arcs.iter().map(|a| sections::arc(&mut c, a)).collect();
+    let stances = (raw.stances.iter())
+        .map(|(name, s)| (name.get_ref().clone(), sections::stance(&mut c, name, s)))
+        .collect();
+    let intentions = (raw.intentions.iter())
+        .map(|(name, i)| (name.get_ref().clone(), sections::intention(&mut c, name, i)))
+        .collect();
+    let intention_rules = sections::intention_rules(&mut c, &raw.intention_rules);
 
     if !c.problems.is_empty() {
         let mut problems = c.problems;

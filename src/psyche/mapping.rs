@@ -87,6 +87,42 @@ pub fn apply(
 ) -> Applied {
     let mut s = substrate.clone();
     let mut rels = relationships.clone();
+    let mut applied = stances(&mut s, &mut rels, shifts, psyche);
+    let mut list: Vec<Intention> = intentions
+        .iter()
+        .filter(|i| i.expires_at > now)
+        .cloned()
+        .collect();
+    for u in updates {
+        if let Some(done) = intention(&mut list, u, psyche, now) {
+            applied.push(done);
+        }
+    }
+    list.sort_by(|a, b| {
+        b.priority
+            .get()
+            .total_cmp(&a.priority.get())
+            .then(a.created_at.cmp(&b.created_at))
+            .then(a.kind.cmp(&b.kind))
+    });
+    list.truncate(MAX_INTENTIONS);
+    Applied {
+        substrate: s,
+        relationships: rels,
+        intentions: list,
+        applied,
+    }
+}
+
+/// The stance shifts the table knows, each moving the relationship with its target and, for
+/// a stance that acts on a drive, the drive (and, repeated often enough, its baseline).
+/// Returns what was applied.
+fn stances(
+    s: &mut Substrate,
+    rels: &mut BTreeMap<String, Relationship>,
+    shifts: &[StanceShift],
+    psyche: &Psyche,
+) -> Vec<String> {
     let mut applied = Vec::new();
     // A pattern counts once per answer: repeating a stance in one answer is not a habit, and
     // one answer never moves the personality.
@@ -124,71 +160,54 @@ pub fn apply(
         }
         applied.push(format!("stance {key} → {who}"));
     }
+    applied
+}
 
-    let mut list: Vec<Intention> = intentions
-        .iter()
-        .filter(|i| i.expires_at > now)
-        .cloned()
-        .collect();
+/// One intention update the table knows (create, boost, lower, drop) on the live list; what
+/// was applied, or `None` when it named nothing usable.
+fn intention(
+    list: &mut Vec<Intention>,
+    u: &IntentionUpdate,
+    psyche: &Psyche,
+    now: i64,
+) -> Option<String> {
     let rules = &psyche.intention_rules;
-    for u in updates {
-        let kind = vocabulary_key(&u.kind);
-        let Some(row) = psyche.intentions.get(&kind) else {
-            continue;
-        };
-        let t = target(&u.target);
-        let at = list.iter().position(|i| i.kind == kind && i.target == t);
-        match (vocabulary_key(&u.operation).as_str(), at) {
-            ("create", at) => {
-                let Some(horizon) = Horizon::from_name(&u.horizon) else {
-                    continue;
-                };
-                let expires_at =
-                    now.saturating_add((horizon.hours(psyche) * super::HOUR_MS) as i64);
-                match at {
-                    Some(i) => {
-                        let existing = &mut list[i];
-                        existing.priority =
-                            Unit::new(existing.priority.get().max(row.priority.get()));
-                        existing.horizon = horizon;
-                        existing.expires_at = existing.expires_at.max(expires_at);
-                    }
-                    None => list.push(Intention {
-                        kind: kind.clone(),
-                        target: t,
-                        horizon,
-                        priority: row.priority,
-                        created_at: now,
-                        expires_at,
-                    }),
+    let kind = vocabulary_key(&u.kind);
+    let row = psyche.intentions.get(&kind)?;
+    let t = target(&u.target);
+    let at = list.iter().position(|i| i.kind == kind && i.target == t);
+    match (vocabulary_key(&u.operation).as_str(), at) {
+        ("create", at) => {
+            let horizon = Horizon::from_name(&u.horizon)?;
+            let expires_at = now.saturating_add((horizon.hours(psyche) * super::HOUR_MS) as i64);
+            match at {
+                Some(i) => {
+                    let existing = &mut list[i];
+                    existing.priority = Unit::new(existing.priority.get().max(row.priority.get()));
+                    existing.horizon = horizon;
+                    existing.expires_at = existing.expires_at.max(expires_at);
                 }
+                None => list.push(Intention {
+                    kind: kind.clone(),
+                    target: t,
+                    horizon,
+                    priority: row.priority,
+                    created_at: now,
+                    expires_at,
+                }),
             }
-            ("boost", Some(i)) => list[i].priority = list[i].priority.nudge(rules.boost.get()),
-            ("lower", Some(i)) => {
-                list[i].priority = list[i].priority.nudge(-rules.lower.get());
-                if list[i].priority.get() <= 0.0 {
-                    list.remove(i);
-                }
-            }
-            ("drop", Some(i)) => {
+        }
+        ("boost", Some(i)) => list[i].priority = list[i].priority.nudge(rules.boost.get()),
+        ("lower", Some(i)) => {
+            list[i].priority = list[i].priority.nudge(-rules.lower.get());
+            if list[i].priority.get() <= 0.0 {
                 list.remove(i);
             }
-            _ => continue,
         }
-        applied.push(format!("intention {} {kind}", vocabulary_key(&u.operation)));
+        ("drop", Some(i)) => {
+            list.remove(i);
+        }
+        _ => return None,
     }
-    list.sort_by(|a, b| {
-        b.priority
-            .get()
-            .total_cmp(&a.priority.get())
-            .then(a.created_at.cmp(&b.created_at))
-            .then(a.kind.cmp(&b.kind))
-    });
-    list.truncate(MAX_INTENTIONS);
-    Applied {
-        substrate: s,
-        relationships: rels,
-        intentions: list,
-        applied,
-    }
+    Some(format!("intention {} {kind}", vocabulary_key(&u.operation)))
 }

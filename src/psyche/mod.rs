@@ -16,6 +16,7 @@ pub mod gate;
 pub mod mapping;
 pub mod packet;
 mod raw;
+mod sections;
 pub mod retrieve;
 pub mod state;
 pub mod text;

@@ -165,142 +165,21 @@ fn age_words(hours: f64) -> &'static str {
     }
 }
 
+/// A sentence: pieces in order.
+type Sentence = Vec<Piece>;
+
 impl Packet {
+    /// The packet's sentences in order: the soul itself (mood, activation, needs, energy,
+    /// arcs), the people present, the memories that come back, the intentions held.
     pub fn build(input: &Input) -> Packet {
         let s = input.substrate;
         let p = input.psyche;
-        let mut out: Vec<Vec<Piece>> = Vec::new();
-        let (v, a) = mood_words(s.valence.get(), s.arousal.get());
-        out.push(vec![own(format!("You feel {v} and {a}."))]);
-        let present: Vec<Option<&Relationship>> =
-            input.people.iter().map(|p| p.relationship).collect();
-        out.push(vec![own(format!(
-            "Right now you are {}.",
-            activation(s, &present)
-        ))]);
-        let mut pressing: Vec<(Drive, f64)> = Drive::ALL
-            .into_iter()
-            .map(|d| (d, s.drive(d).get()))
-            .filter(|(_, l)| *l >= 0.6)
-            .collect();
-        pressing.sort_by(|x, y| y.1.total_cmp(&x.1).then(x.0.cmp(&y.0)));
-        if pressing.is_empty() {
-            out.push(vec![own("No need presses on you.")]);
-        }
-        for (d, level) in pressing {
-            let how = if level >= 0.8 { "badly" } else { "" };
-            let words = if how.is_empty() {
-                format!("You want {}.", drive_need(d))
-            } else {
-                format!("You {how} want {}.", drive_need(d))
-            };
-            out.push(vec![own(words)]);
-        }
-        out.push(vec![own(format!(
-            "You are {}.",
-            energy_word(s.energy.get())
-        ))]);
-        for arc in &p.arcs {
-            let i = s.arc(&arc.topic).get();
-            if i >= 0.6 {
-                out.push(vec![own(format!(
-                    "{} is much on your mind.",
-                    capital(&arc.topic)
-                ))]);
-            } else if i >= 0.2 {
-                out.push(vec![own(format!(
-                    "{} is on your mind.",
-                    capital(&arc.topic)
-                ))]);
-            }
-        }
+        let mut out: Vec<Sentence> = self_sentences(input);
         for person in input.people {
-            match person.relationship.filter(|r| r.exchanges > 0) {
-                None => out.push(vec![
-                    own("You have not talked with "),
-                    quoted(person.name),
-                    own(" before."),
-                ]),
-                Some(r) => {
-                    let mut sentence = vec![own("You are ")];
-                    let words = relationship_words(r);
-                    for (i, w) in words.iter().enumerate() {
-                        if i > 0 {
-                            sentence.push(own(if i + 1 == words.len() { " and " } else { ", " }));
-                        }
-                        sentence.push(own(format!("{w} ")));
-                        sentence.push(quoted(person.name));
-                    }
-                    if r.exchanges < 3 {
-                        sentence.push(own(", whom you barely know"));
-                    }
-                    sentence.push(own("."));
-                    out.push(sentence);
-                }
-            }
-            for f in person.facts {
-                out.push(vec![
-                    quoted(person.name),
-                    own(format!(" {} ", f.kind.phrase())),
-                    quoted(&f.value),
-                    own("."),
-                ]);
-            }
+            out.extend(person_sentences(person));
         }
-        for (m, _) in top_k(input.query, input.memories, p, input.now, p.memory.top_k) {
-            let when = age_words(super::hours_between(m.at, input.now));
-            let who = m
-                .people
-                .iter()
-                .find_map(|id| input.people.iter().find(|x| x.id == id));
-            let mut sentence = vec![own(format!("You remember, from {when}"))];
-            if let Some(who) = who {
-                sentence.push(own(", "));
-                sentence.push(quoted(who.name));
-                sentence.push(own(" saying "));
-            } else {
-                sentence.push(own(", someone saying "));
-            }
-            sentence.push(quoted(&m.text));
-            sentence.push(own("."));
-            out.push(sentence);
-        }
-        let mut intentions: Vec<&Intention> = input
-            .intentions
-            .iter()
-            .filter(|i| i.expires_at > input.now && i.priority.get() >= 0.3)
-            .collect();
-        intentions.sort_by(|x, y| {
-            y.priority
-                .get()
-                .total_cmp(&x.priority.get())
-                .then(x.kind.cmp(&y.kind))
-        });
-        for i in intentions.into_iter().take(3) {
-            let firm = if i.priority.get() >= 0.7 {
-                "firmly "
-            } else {
-                ""
-            };
-            let mut sentence = vec![own(format!(
-                "You {firm}mean to {}",
-                i.kind.replace('_', " ")
-            ))];
-            if let Some(t) = &i.target {
-                match input.people.iter().find(|x| x.id == t) {
-                    Some(x) => {
-                        sentence.push(own(" with "));
-                        sentence.push(quoted(x.name));
-                    }
-                    None => {
-                        sentence.push(own(" about "));
-                        sentence.push(quoted(t));
-                    }
-                }
-            }
-            sentence.push(own("."));
-            out.push(sentence);
-        }
+        out.extend(memory_sentences(input));
+        out.extend(intention_sentences(input));
         Packet {
             sentences: out,
             stances: p.stances.keys().cloned().collect(),
@@ -323,6 +202,160 @@ impl Packet {
         }
         text
     }
+}
+
+/// The soul itself: mood, activation, the needs that press, energy, the arcs on its mind.
+fn self_sentences(input: &Input) -> Vec<Sentence> {
+    let s = input.substrate;
+    let mut out: Vec<Sentence> = Vec::new();
+    let (v, a) = mood_words(s.valence.get(), s.arousal.get());
+    out.push(vec![own(format!("You feel {v} and {a}."))]);
+    let present: Vec<Option<&Relationship>> = input.people.iter().map(|p| p.relationship).collect();
+    out.push(vec![own(format!(
+        "Right now you are {}.",
+        activation(s, &present)
+    ))]);
+    let mut pressing: Vec<(Drive, f64)> = Drive::ALL
+        .into_iter()
+        .map(|d| (d, s.drive(d).get()))
+        .filter(|(_, l)| *l >= 0.6)
+        .collect();
+    pressing.sort_by(|x, y| y.1.total_cmp(&x.1).then(x.0.cmp(&y.0)));
+    if pressing.is_empty() {
+        out.push(vec![own("No need presses on you.")]);
+    }
+    for (d, level) in pressing {
+        let how = if level >= 0.8 { "badly" } else { "" };
+        let words = if how.is_empty() {
+            format!("You want {}.", drive_need(d))
+        } else {
+            format!("You {how} want {}.", drive_need(d))
+        };
+        out.push(vec![own(words)]);
+    }
+    out.push(vec![own(format!(
+        "You are {}.",
+        energy_word(s.energy.get())
+    ))]);
+    for arc in &input.psyche.arcs {
+        let i = s.arc(&arc.topic).get();
+        if i >= 0.6 {
+            out.push(vec![own(format!(
+                "{} is much on your mind.",
+                capital(&arc.topic)
+            ))]);
+        } else if i >= 0.2 {
+            out.push(vec![own(format!(
+                "{} is on your mind.",
+                capital(&arc.topic)
+            ))]);
+        }
+    }
+    out
+}
+
+/// One person present: how the soul stands with them, and the facts it knows of them.
+fn person_sentences(person: &Present) -> Vec<Sentence> {
+    let mut out: Vec<Sentence> = Vec::new();
+    match person.relationship.filter(|r| r.exchanges > 0) {
+        None => out.push(vec![
+            own("You have not talked with "),
+            quoted(person.name),
+            own(" before."),
+        ]),
+        Some(r) => {
+            let mut sentence = vec![own("You are ")];
+            let words = relationship_words(r);
+            for (i, w) in words.iter().enumerate() {
+                if i > 0 {
+                    sentence.push(own(if i + 1 == words.len() { " and " } else { ", " }));
+                }
+                sentence.push(own(format!("{w} ")));
+                sentence.push(quoted(person.name));
+            }
+            if r.exchanges < 3 {
+                sentence.push(own(", whom you barely know"));
+            }
+            sentence.push(own("."));
+            out.push(sentence);
+        }
+    }
+    for f in person.facts {
+        out.push(vec![
+            quoted(person.name),
+            own(format!(" {} ", f.kind.phrase())),
+            quoted(&f.value),
+            own("."),
+        ]);
+    }
+    out
+}
+
+/// The top-K memories the words just said bring back, with who said them when known.
+fn memory_sentences(input: &Input) -> Vec<Sentence> {
+    let p = input.psyche;
+    let mut out: Vec<Sentence> = Vec::new();
+    for (m, _) in top_k(input.query, input.memories, p, input.now, p.memory.top_k) {
+        let when = age_words(super::hours_between(m.at, input.now));
+        let who = m
+            .people
+            .iter()
+            .find_map(|id| input.people.iter().find(|x| x.id == id));
+        let mut sentence = vec![own(format!("You remember, from {when}"))];
+        if let Some(who) = who {
+            sentence.push(own(", "));
+            sentence.push(quoted(who.name));
+            sentence.push(own(" saying "));
+        } else {
+            sentence.push(own(", someone saying "));
+        }
+        sentence.push(quoted(&m.text));
+        sentence.push(own("."));
+        out.push(sentence);
+    }
+    out
+}
+
+/// The three strongest live intentions, with whom or what about.
+fn intention_sentences(input: &Input) -> Vec<Sentence> {
+    let mut intentions: Vec<&Intention> = input
+        .intentions
+        .iter()
+        .filter(|i| i.expires_at > input.now && i.priority.get() >= 0.3)
+        .collect();
+    intentions.sort_by(|x, y| {
+        y.priority
+            .get()
+            .total_cmp(&x.priority.get())
+            .then(x.kind.cmp(&y.kind))
+    });
+    let mut out: Vec<Sentence> = Vec::new();
+    for i in intentions.into_iter().take(3) {
+        let firm = if i.priority.get() >= 0.7 {
+            "firmly "
+        } else {
+            ""
+        };
+        let mut sentence = vec![own(format!(
+            "You {firm}mean to {}",
+            i.kind.replace('_', " ")
+        ))];
+        if let Some(t) = &i.target {
+            match input.people.iter().find(|x| x.id == t) {
+                Some(x) => {
+                    sentence.push(own(" with "));
+                    sentence.push(quoted(x.name));
+                }
+                None => {
+                    sentence.push(own(" about "));
+                    sentence.push(quoted(t));
+                }
+            }
+        }
+        sentence.push(own("."));
+        out.push(sentence);
+    }
+    out
 }
 
 fn capital(s: &str) -> String {

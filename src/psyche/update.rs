@@ -149,8 +149,38 @@ pub fn apply(
     let returning = relationship
         .and_then(|r| r.last_seen)
         .is_some_and(|seen| hours_between(seen, now) >= psyche.memory.return_after_hours);
-    let mut s = settle(state, psyche, now);
-    let social = event.person.is_some();
+    let c = classify_event(event, psyche);
+    let s = feel(settle(state, psyche, now), &c, event, psyche);
+    let relationship = event.person.as_ref().map(|person| {
+        let before =
+            relationship.map_or_else(|| Relationship::new(psyche), |r| quiet(r, psyche, now));
+        (person.clone(), relate(before, &c.dims, psyche, now))
+    });
+    let importance = importance(&c, event.kind);
+    let memory = episodic(event, importance, psyche, now);
+    let salience_boost = event
+        .person
+        .as_ref()
+        .filter(|_| returning && psyche.memory.salience_boost.get() > 0.0)
+        .map(|p| (p.clone(), psyche.memory.salience_boost));
+    let stakes = relationship.as_ref().map_or(0.0, |(_, r)| r.stakes());
+    let gate = gate_inputs(&s, &c, event, psyche, stakes);
+    let choice = choice(event, &c, &gate);
+    Effects {
+        substrate: s,
+        relationship,
+        classification: c,
+        importance,
+        memory,
+        salience_boost,
+        gate,
+        choice,
+    }
+}
+
+/// The event's reading, adjusted by its kind: a tick reads no text and, like a joining, is
+/// never trivial; a reaction demands nothing.
+fn classify_event(event: &Event, psyche: &Psyche) -> Classification {
     let mut c = match event.kind {
         EventKind::Tick => classify("", psyche),
         _ => classify(&event.text, psyche),
@@ -161,11 +191,15 @@ pub fn apply(
         EventKind::Reaction => c.demand = Unit::ZERO,
         EventKind::Addressed | EventKind::Overheard => {}
     }
+    c
+}
 
-    // Drives, and the mood their net satisfaction makes.
+/// What the event does to the soul itself: drives and the mood their net satisfaction makes,
+/// the arcs it touches, the energy it costs.
+fn feel(mut s: Substrate, c: &Classification, event: &Event, psyche: &Psyche) -> Substrate {
     let mut moved = 0.0;
     if event.kind != EventKind::Tick {
-        let effects = drive_effects(&c.dims, &c, social);
+        let effects = drive_effects(&c.dims, c, event.person.is_some());
         for d in Drive::ALL {
             let before = s.drives[d.index()];
             s.drives[d.index()] =
@@ -178,52 +212,53 @@ pub fn apply(
     s.arousal = s
         .arousal
         .toward(1.0, psyche.mood.arousal_gain.get() * intensity);
-
-    // Arcs the event touches.
     for &i in &c.arcs {
         let arc = &psyche.arcs[i];
         let now_at = s.arc(&arc.topic).toward(1.0, arc.reinforce.get());
         s.arcs.insert(arc.topic.clone(), now_at);
     }
-
-    // Energy.
     s.energy = s.energy.nudge(-psyche.energy.cost.get() * c.demand.get());
+    s
+}
 
-    // The author's relationship.
-    let relationship = event.person.as_ref().map(|person| {
-        let mut r =
-            relationship.map_or_else(|| Relationship::new(psyche), |r| quiet(r, psyche, now));
-        let step = psyche.relationship.rate.get() * r.volatility.get();
-        let d = &c.dims;
-        let (sp, f, a, co, b) = (
-            d.support.get(),
-            d.safety.get(),
-            d.affection.get(),
-            d.cooperation.get(),
-            d.boundary.get(),
-        );
-        r.warmth = r.warmth.nudge(step * (0.7 * a + 0.3 * sp));
-        r.trust = r.trust.nudge(step * (0.6 * co + 0.4 * b));
-        r.tension = r.tension.nudge(-step * (0.5 * f + 0.5 * b));
-        r.comfort = r.comfort.nudge(step * (0.5 * a + 0.5 * f));
-        r.exchanges = r.exchanges.saturating_add(1);
-        r.last_seen = Some(now);
-        (person.clone(), r)
-    });
+/// The author's relationship after an exchange with these dimensions, scaled by its
+/// volatility.
+fn relate(mut r: Relationship, d: &Dims, psyche: &Psyche, now: i64) -> Relationship {
+    let step = psyche.relationship.rate.get() * r.volatility.get();
+    let (sp, f, a, co, b) = (
+        d.support.get(),
+        d.safety.get(),
+        d.affection.get(),
+        d.cooperation.get(),
+        d.boundary.get(),
+    );
+    r.warmth = r.warmth.nudge(step * (0.7 * a + 0.3 * sp));
+    r.trust = r.trust.nudge(step * (0.6 * co + 0.4 * b));
+    r.tension = r.tension.nudge(-step * (0.5 * f + 0.5 * b));
+    r.comfort = r.comfort.nudge(step * (0.5 * a + 0.5 * f));
+    r.exchanges = r.exchanges.saturating_add(1);
+    r.last_seen = Some(now);
+    r
+}
 
-    // Memory.
-    let importance = Unit::new(
+/// How much the event matters to remember.
+fn importance(c: &Classification, kind: EventKind) -> Unit {
+    Unit::new(
         0.5 * c.dims.intensity()
             + 0.25 * c.demand.get()
             + if c.arcs.is_empty() { 0.0 } else { 0.3 }
             + if c.facts.is_empty() { 0.0 } else { 0.3 }
-            + if event.kind == EventKind::Addressed {
+            + if kind == EventKind::Addressed {
                 0.2
             } else {
                 0.0
             },
-    );
-    let memory = match &event.person {
+    )
+}
+
+/// The episodic memory a person's words leave when they matter enough.
+fn episodic(event: &Event, importance: Unit, psyche: &Psyche, now: i64) -> Option<NewMemory> {
+    match &event.person {
         Some(person)
             if importance >= psyche.memory.episodic_threshold
                 && !event.text.trim().is_empty()
@@ -238,44 +273,46 @@ pub fn apply(
             })
         }
         _ => None,
-    };
-    let salience_boost = event
-        .person
-        .as_ref()
-        .filter(|_| returning && psyche.memory.salience_boost.get() > 0.0)
-        .map(|p| (p.clone(), psyche.memory.salience_boost));
+    }
+}
 
-    // What the gate weighs.
-    let matched_heat = c
-        .arcs
-        .iter()
-        .map(|&i| s.arc(&psyche.arcs[i].topic).get())
-        .fold(0.0, f64::max);
-    let stakes = relationship.as_ref().map_or(0.0, |(_, r)| r.stakes());
+/// The numbers the gate weighs, from the substrate after the event.
+fn gate_inputs(
+    s: &Substrate,
+    c: &Classification,
+    event: &Event,
+    psyche: &Psyche,
+    stakes: f64,
+) -> GateInputs {
+    let heat = |arcs: &[usize]| {
+        arcs.iter()
+            .map(|&i| s.arc(&psyche.arcs[i].topic).get())
+            .fold(0.0, f64::max)
+    };
     let salience = match event.kind {
         EventKind::Addressed => 1.0,
         // What the soul would come back to is as salient as the arcs it touches are hot; it
         // was felt when it was heard, so it moves nothing now.
-        EventKind::Tick => classify(&event.text, psyche)
-            .arcs
-            .iter()
-            .map(|&i| s.arc(&psyche.arcs[i].topic).get())
-            .fold(0.0, f64::max),
+        EventKind::Tick => heat(&classify(&event.text, psyche).arcs),
         _ => c
             .dims
             .intensity()
-            .max(matched_heat)
+            .max(heat(&c.arcs))
             .max(0.8 * stakes)
             .max(if c.question { 0.5 } else { 0.0 }),
     };
-    let gate = GateInputs {
+    GateInputs {
         salience_max: Unit::new(salience),
         drive_pressure_max: Unit::new(s.drives.iter().map(|d| d.get()).fold(0.0, f64::max)),
         arc_hot: Unit::new(s.arcs.values().map(|a| a.get()).fold(0.0, f64::max)),
         rel_stakes: Unit::new(stakes),
         energy: s.energy,
-    };
-    let choice = match event.kind {
+    }
+}
+
+/// Whether the event leaves a real behavioural choice.
+fn choice(event: &Event, c: &Classification, gate: &GateInputs) -> bool {
+    match event.kind {
         EventKind::Addressed | EventKind::Joined => true,
         EventKind::Overheard => {
             !c.trivial && (c.question || !c.arcs.is_empty() || c.dims.intensity() >= 0.3)
@@ -286,15 +323,5 @@ pub fn apply(
             !event.text.trim().is_empty()
                 && (gate.arc_hot.get() >= 0.6 || gate.drive_pressure_max.get() >= 0.7)
         }
-    };
-    Effects {
-        substrate: s,
-        relationship,
-        classification: c,
-        importance,
-        memory,
-        salience_boost,
-        gate,
-        choice,
     }
 }

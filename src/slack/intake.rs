@@ -89,6 +89,7 @@ struct Msg<'a> {
     mention_event: bool,
 }
 
+/// What to do with one event: each kind of event is read by its own rule.
 pub fn decide(
     body: &SlackEventCallbackBody,
     event_id: &str,
@@ -96,45 +97,7 @@ pub fn decide(
     cfg: &SlackConfig,
 ) -> Decision {
     match body {
-        SlackEventCallbackBody::Message(m) => {
-            if m.hidden == Some(true) {
-                return Decision::Ignore("hidden message (edit, deletion or thread root change)");
-            }
-            match &m.subtype {
-                None
-                | Some(SlackMessageEventType::FileShare)
-                | Some(SlackMessageEventType::ThreadBroadcast) => {}
-                Some(SlackMessageEventType::BotMessage) if cfg.reply_to_bots => {}
-                Some(SlackMessageEventType::BotMessage) => {
-                    return Decision::Ignore("another bot's message")
-                }
-                Some(_) => return Decision::Ignore("a message subtype that is not user content"),
-            }
-            let Some(channel) = m.origin.channel.as_ref() else {
-                return Decision::Ignore("message without a channel");
-            };
-            let channel_type = m.origin.channel_type.as_ref().map(|t| t.0.as_str());
-            let text = m
-                .content
-                .as_ref()
-                .and_then(|c| c.text.as_deref())
-                .unwrap_or("");
-            decide_msg(
-                Msg {
-                    channel: channel.0.as_str(),
-                    channel_type,
-                    ts: m.origin.ts.0.as_str(),
-                    thread_ts: m.origin.thread_ts.as_ref().map(|t| t.0.as_str()),
-                    user: m.sender.user.as_ref().map(|u| u.0.as_str()),
-                    bot_id: m.sender.bot_id.as_ref().map(|b| b.0.as_str()),
-                    text,
-                    mention_event: false,
-                },
-                event_id,
-                bot,
-                cfg,
-            )
-        }
+        SlackEventCallbackBody::Message(m) => message(m, event_id, bot, cfg),
         SlackEventCallbackBody::AppMention(m) => decide_msg(
             Msg {
                 channel: m.channel.0.as_str(),
@@ -151,82 +114,148 @@ pub fn decide(
             cfg,
         ),
         SlackEventCallbackBody::ReactionAdded(e) => {
-            let to_soul = e.item_user.as_ref().map(|u| u.0.as_str()) == Some(bot.user_id.as_str());
-            let SlackReactionsItem::Message(m) = &e.item else {
-                return Decision::Ignore("a reaction to a file");
-            };
-            let Some(channel) = m.origin.channel.as_ref().map(|c| c.0.clone()) else {
-                return Decision::Ignore("a reaction without a channel");
-            };
-            if !to_soul || e.user.0 == bot.user_id {
-                return Decision::Ignore("a reaction to someone else's message");
-            }
-            Decision::Felt(Felt {
-                happening: crate::router::Happening::Reaction,
-                source: format!(
-                    "reaction:{channel}:{}:{}:{}",
-                    m.origin.ts, e.user, e.reaction
-                ),
-                channel,
-                user: e.user.to_string(),
-                text: reaction_words(&e.reaction.0),
-            })
+            reaction(e, bot).map_or_else(Decision::Ignore, Decision::Felt)
         }
         SlackEventCallbackBody::MemberJoinedChannel(e) => {
-            if e.user.0 == bot.user_id {
-                return Decision::Ignore("the soul joined a channel");
-            }
-            Decision::Felt(Felt {
-                happening: crate::router::Happening::Joined,
-                source: format!("joined:{}:{}:{}", e.channel, e.user, event_id),
-                channel: e.channel.to_string(),
-                user: e.user.to_string(),
-                text: "joined the channel".into(),
-            })
+            joined(e, event_id, bot).map_or_else(Decision::Ignore, Decision::Felt)
         }
         SlackEventCallbackBody::AssistantThreadStarted(e) => Decision::AssistantThread {
             channel: e.assistant_thread.channel_id.to_string(),
             thread_ts: e.assistant_thread.thread_ts.to_string(),
         },
-        SlackEventCallbackBody::AppHomeOpened(e) => {
-            if e.tab.as_deref() != Some("messages") {
-                return Decision::Ignore("the app's home opened on a tab other than messages");
-            }
-            let (channel, user) = (e.channel.0.as_str(), e.user.0.as_str());
-            if !channel.starts_with('D') {
-                return Decision::Ignore("the messages tab opened without a direct channel");
-            }
-            if !cfg.allowed_channels.is_empty()
-                && !cfg.allowed_channels.iter().any(|c| c == channel)
-            {
-                return Decision::Ignore("channel not in allowed_channels");
-            }
-            if !cfg.allowed_users.is_empty() && !cfg.allowed_users.iter().any(|u| u == user) {
-                return Decision::Ignore("user not in allowed_users");
-            }
-            Decision::MessagesOpened {
-                channel: channel.to_string(),
-            }
-        }
-        SlackEventCallbackBody::AgentSessionStopped(e) => {
-            let channel = e.channel.0.as_str();
-            let Some(thread_ts) = e.thread_ts.as_ref().map(|t| t.0.as_str()) else {
-                return Decision::Ignore("a stop without a thread");
-            };
-            if channel.is_empty() || !is_slack_ts(thread_ts) {
-                return Decision::Ignore("a stop whose channel or thread_ts is unusable");
-            }
-            Decision::Stop {
-                conversations: stopped_conversations(channel, thread_ts),
-                streams: e
-                    .streaming_message_ts
-                    .iter()
-                    .flatten()
-                    .map(|t| t.to_string())
-                    .collect(),
-            }
-        }
+        SlackEventCallbackBody::AppHomeOpened(e) => home_opened(e, cfg),
+        SlackEventCallbackBody::AgentSessionStopped(e) => stopped(e),
         _ => Decision::Ignore("an event type anima does not answer"),
+    }
+}
+
+/// A message event: hidden ones and subtypes that are not user content are ignored; the
+/// rest go through the message rules.
+fn message(
+    m: &SlackMessageEvent,
+    event_id: &str,
+    bot: &BotIdentity,
+    cfg: &SlackConfig,
+) -> Decision {
+    if m.hidden == Some(true) {
+        return Decision::Ignore("hidden message (edit, deletion or thread root change)");
+    }
+    match &m.subtype {
+        None
+        | Some(SlackMessageEventType::FileShare)
+        | Some(SlackMessageEventType::ThreadBroadcast) => {}
+        Some(SlackMessageEventType::BotMessage) if cfg.reply_to_bots => {}
+        Some(SlackMessageEventType::BotMessage) => {
+            return Decision::Ignore("another bot's message")
+        }
+        Some(_) => return Decision::Ignore("a message subtype that is not user content"),
+    }
+    let Some(channel) = m.origin.channel.as_ref() else {
+        return Decision::Ignore("message without a channel");
+    };
+    let channel_type = m.origin.channel_type.as_ref().map(|t| t.0.as_str());
+    let text = m
+        .content
+        .as_ref()
+        .and_then(|c| c.text.as_deref())
+        .unwrap_or("");
+    decide_msg(
+        Msg {
+            channel: channel.0.as_str(),
+            channel_type,
+            ts: m.origin.ts.0.as_str(),
+            thread_ts: m.origin.thread_ts.as_ref().map(|t| t.0.as_str()),
+            user: m.sender.user.as_ref().map(|u| u.0.as_str()),
+            bot_id: m.sender.bot_id.as_ref().map(|b| b.0.as_str()),
+            text,
+            mention_event: false,
+        },
+        event_id,
+        bot,
+        cfg,
+    )
+}
+
+/// A reaction: felt when someone else reacts to one of the soul's messages; otherwise why
+/// it is ignored.
+fn reaction(e: &SlackReactionAddedEvent, bot: &BotIdentity) -> Result<Felt, &'static str> {
+    let to_soul = e.item_user.as_ref().map(|u| u.0.as_str()) == Some(bot.user_id.as_str());
+    let SlackReactionsItem::Message(m) = &e.item else {
+        return Err("a reaction to a file");
+    };
+    let Some(channel) = m.origin.channel.as_ref().map(|c| c.0.clone()) else {
+        return Err("a reaction without a channel");
+    };
+    if !to_soul || e.user.0 == bot.user_id {
+        return Err("a reaction to someone else's message");
+    }
+    Ok(Felt {
+        happening: crate::router::Happening::Reaction,
+        source: format!(
+            "reaction:{channel}:{}:{}:{}",
+            m.origin.ts, e.user, e.reaction
+        ),
+        channel,
+        user: e.user.to_string(),
+        text: reaction_words(&e.reaction.0),
+    })
+}
+
+/// Someone else joining a channel the soul is in: felt; the soul itself joining is ignored.
+fn joined(
+    e: &SlackMemberJoinedChannelEvent,
+    event_id: &str,
+    bot: &BotIdentity,
+) -> Result<Felt, &'static str> {
+    if e.user.0 == bot.user_id {
+        return Err("the soul joined a channel");
+    }
+    Ok(Felt {
+        happening: crate::router::Happening::Joined,
+        source: format!("joined:{}:{}:{}", e.channel, e.user, event_id),
+        channel: e.channel.to_string(),
+        user: e.user.to_string(),
+        text: "joined the channel".into(),
+    })
+}
+
+/// The Messages tab opened, in a direct channel the allow-lists admit: a DM to greet.
+fn home_opened(e: &SlackAppHomeOpenedEvent, cfg: &SlackConfig) -> Decision {
+    if e.tab.as_deref() != Some("messages") {
+        return Decision::Ignore("the app's home opened on a tab other than messages");
+    }
+    let (channel, user) = (e.channel.0.as_str(), e.user.0.as_str());
+    if !channel.starts_with('D') {
+        return Decision::Ignore("the messages tab opened without a direct channel");
+    }
+    if !cfg.allowed_channels.is_empty() && !cfg.allowed_channels.iter().any(|c| c == channel) {
+        return Decision::Ignore("channel not in allowed_channels");
+    }
+    if !cfg.allowed_users.is_empty() && !cfg.allowed_users.iter().any(|u| u == user) {
+        return Decision::Ignore("user not in allowed_users");
+    }
+    Decision::MessagesOpened {
+        channel: channel.to_string(),
+    }
+}
+
+/// The stop button: the conversations it may mean and the streams Slack names.
+fn stopped(e: &SlackAgentSessionStoppedEvent) -> Decision {
+    let channel = e.channel.0.as_str();
+    let Some(thread_ts) = e.thread_ts.as_ref().map(|t| t.0.as_str()) else {
+        return Decision::Ignore("a stop without a thread");
+    };
+    if channel.is_empty() || !is_slack_ts(thread_ts) {
+        return Decision::Ignore("a stop whose channel or thread_ts is unusable");
+    }
+    Decision::Stop {
+        conversations: stopped_conversations(channel, thread_ts),
+        streams: e
+            .streaming_message_ts
+            .iter()
+            .flatten()
+            .map(|t| t.to_string())
+            .collect(),
     }
 }
 

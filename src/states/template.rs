@@ -266,123 +266,18 @@ pub fn parse(text: &str, path: &Path) -> Result<Template, Vec<Problem>> {
     let defaults = Behaviors::default();
     let b = raw.cognitive_state_behaviors;
     let mut problems = Vec::new();
-
-    // The wakeup: skipping it needs a reason on record.
-    let wakeup = match b.wakeup {
-        None => defaults.wakeup.clone(),
-        Some(w) => {
-            let line = f.line(w.span().start);
-            let w = w.into_inner();
-            let enabled_line = w.enabled.as_ref().map(|e| f.line(e.span().start));
-            let t = toggle(Some(w), &defaults.wakeup);
-            if !t.enabled && t.rationale.is_none() {
-                problems.push(f.problem(
-                    enabled_line.unwrap_or(line),
-                    "cognitive_state_behaviors.wakeup",
-                    "a disabled wakeup needs a `rationale`: say why this soul may start working without affirming who it is".into(),
-                ));
-            }
-            t
-        }
-    };
-
-    let shutdown = match b.shutdown {
-        None => defaults.shutdown.clone(),
-        Some(s) => {
-            let line = f.line(s.span().start);
-            let s = s.into_inner();
-            let (mode, mode_line) = match &s.mode {
-                None => (defaults.shutdown.mode, line),
-                Some(m) => {
-                    let at = f.line(m.span().start);
-                    let mode = match m.get_ref().trim() {
-                        "always_consent" => ShutdownMode::AlwaysConsent,
-                        "conditional" => ShutdownMode::Conditional,
-                        "instant" => ShutdownMode::Instant,
-                        other => {
-                            problems.push(f.problem(
-                                at,
-                                "cognitive_state_behaviors.shutdown.mode",
-                                format!("found \"{other}\", expected one of \"always_consent\", \"conditional\", \"instant\""),
-                            ));
-                            defaults.shutdown.mode
-                        }
-                    };
-                    (mode, at)
-                }
-            };
-            let mut conditions = Vec::new();
-            for c in &s.require_consent_when {
-                let name = c.get_ref().trim();
-                match Condition::from_name(name) {
-                    Some(c) if !conditions.contains(&c) => conditions.push(c),
-                    Some(_) => {}
-                    None => problems.push(f.problem(
-                        f.line(c.span().start),
-                        "cognitive_state_behaviors.shutdown.require_consent_when",
-                        format!(
-                            "unknown consent condition \"{name}\"; the conditions are {}",
-                            Condition::ALL.map(|c| format!("\"{c}\"")).join(", ")
-                        ),
-                    )),
-                }
-            }
-            let rationale = rationale(s.rationale);
-            if mode == ShutdownMode::Instant && rationale.is_none() {
-                problems.push(f.problem(
-                    mode_line,
-                    "cognitive_state_behaviors.shutdown",
-                    "an instant shutdown needs a `rationale`: say why this soul may be stopped without being asked".into(),
-                ));
-            }
-            if mode == ShutdownMode::Conditional
-                && conditions.is_empty()
-                && s.require_consent_when.is_empty()
-            {
-                problems.push(f.problem(
-                    mode_line,
-                    "cognitive_state_behaviors.shutdown.require_consent_when",
-                    "a conditional shutdown lists the conditions that require consent in `require_consent_when`".into(),
-                ));
-            }
-            Shutdown {
-                mode,
-                require_consent_when: conditions,
-                instant_shutdown_otherwise: s
-                    .instant_shutdown_otherwise
-                    .unwrap_or(defaults.shutdown.instant_shutdown_otherwise),
-                rationale,
-            }
-        }
-    };
-
-    let dream = match b.dream {
-        None => defaults.dream.clone(),
-        Some(d) => {
-            let hours = match &d.min_interval_hours {
-                None => defaults.dream.min_interval_hours,
-                Some(h) if (1..=24 * 365).contains(h.get_ref()) => *h.get_ref() as u64,
-                Some(h) => {
-                    problems.push(f.problem(
-                        f.line(h.span().start),
-                        "cognitive_state_behaviors.dream.min_interval_hours",
-                        format!(
-                            "found {}, expected a whole number of hours from 1 to 8760",
-                            h.get_ref()
-                        ),
-                    ));
-                    defaults.dream.min_interval_hours
-                }
-            };
-            Dream {
-                enabled: d.enabled.unwrap_or(defaults.dream.enabled),
-                auto_schedule: d.auto_schedule.unwrap_or(defaults.dream.auto_schedule),
-                min_interval_hours: hours,
-                rationale: rationale(d.rationale),
-            }
-        }
-    };
-
+    let wakeup = b.wakeup.map_or_else(
+        || defaults.wakeup.clone(),
+        |w| wakeup(w, &defaults.wakeup, &f, &mut problems),
+    );
+    let shutdown = b.shutdown.map_or_else(
+        || defaults.shutdown.clone(),
+        |s| shutdown(s, &defaults.shutdown, &f, &mut problems),
+    );
+    let dream = b.dream.map_or_else(
+        || defaults.dream.clone(),
+        |d| dream(d, &defaults.dream, &f, &mut problems),
+    );
     let state_preservation = match b.state_preservation {
         None => defaults.state_preservation.clone(),
         Some(p) => Preservation {
@@ -413,6 +308,145 @@ pub fn parse(text: &str, path: &Path) -> Result<Template, Vec<Problem>> {
         },
         file,
     })
+}
+
+/// The wakeup: skipping it needs a reason on record.
+fn wakeup(
+    w: Spanned<RawToggle>,
+    default: &Toggle,
+    f: &TomlFile,
+    problems: &mut Vec<Problem>,
+) -> Toggle {
+    let line = f.line(w.span().start);
+    let w = w.into_inner();
+    let enabled_line = w.enabled.as_ref().map(|e| f.line(e.span().start));
+    let t = toggle(Some(w), default);
+    if !t.enabled && t.rationale.is_none() {
+        problems.push(f.problem(
+            enabled_line.unwrap_or(line),
+            "cognitive_state_behaviors.wakeup",
+            "a disabled wakeup needs a `rationale`: say why this soul may start working without affirming who it is".into(),
+        ));
+    }
+    t
+}
+
+/// The shutdown: a known mode, known consent conditions, a reason on record for an instant
+/// one and the conditions for a conditional one.
+fn shutdown(
+    s: Spanned<RawShutdown>,
+    default: &Shutdown,
+    f: &TomlFile,
+    problems: &mut Vec<Problem>,
+) -> Shutdown {
+    let line = f.line(s.span().start);
+    let s = s.into_inner();
+    let (mode, mode_line) = match &s.mode {
+        None => (default.mode, line),
+        Some(m) => (
+            shutdown_mode(m, default.mode, f, problems),
+            f.line(m.span().start),
+        ),
+    };
+    let conditions = consent_conditions(&s.require_consent_when, f, problems);
+    let rationale = rationale(s.rationale);
+    if mode == ShutdownMode::Instant && rationale.is_none() {
+        problems.push(f.problem(
+            mode_line,
+            "cognitive_state_behaviors.shutdown",
+            "an instant shutdown needs a `rationale`: say why this soul may be stopped without being asked".into(),
+        ));
+    }
+    if mode == ShutdownMode::Conditional
+        && conditions.is_empty()
+        && s.require_consent_when.is_empty()
+    {
+        problems.push(f.problem(
+            mode_line,
+            "cognitive_state_behaviors.shutdown.require_consent_when",
+            "a conditional shutdown lists the conditions that require consent in `require_consent_when`".into(),
+        ));
+    }
+    Shutdown {
+        mode,
+        require_consent_when: conditions,
+        instant_shutdown_otherwise: s
+            .instant_shutdown_otherwise
+            .unwrap_or(default.instant_shutdown_otherwise),
+        rationale,
+    }
+}
+
+/// `shutdown.mode`, or the default with a problem when it names no mode.
+fn shutdown_mode(
+    m: &Spanned<String>,
+    default: ShutdownMode,
+    f: &TomlFile,
+    problems: &mut Vec<Problem>,
+) -> ShutdownMode {
+    match m.get_ref().trim() {
+        "always_consent" => ShutdownMode::AlwaysConsent,
+        "conditional" => ShutdownMode::Conditional,
+        "instant" => ShutdownMode::Instant,
+        other => {
+            problems.push(f.problem(
+                f.line(m.span().start),
+                "cognitive_state_behaviors.shutdown.mode",
+                format!("found \"{other}\", expected one of \"always_consent\", \"conditional\", \"instant\""),
+            ));
+            default
+        }
+    }
+}
+
+/// The consent conditions named, each once; an unknown one is a problem.
+fn consent_conditions(
+    names: &[Spanned<String>],
+    f: &TomlFile,
+    problems: &mut Vec<Problem>,
+) -> Vec<Condition> {
+    let mut conditions = Vec::new();
+    for c in names {
+        let name = c.get_ref().trim();
+        match Condition::from_name(name) {
+            Some(c) if !conditions.contains(&c) => conditions.push(c),
+            Some(_) => {}
+            None => problems.push(f.problem(
+                f.line(c.span().start),
+                "cognitive_state_behaviors.shutdown.require_consent_when",
+                format!(
+                    "unknown consent condition \"{name}\"; the conditions are {}",
+                    Condition::ALL.map(|c| format!("\"{c}\"")).join(", ")
+                ),
+            )),
+        }
+    }
+    conditions
+}
+
+/// The dream: its interval, 1 hour to a year.
+fn dream(d: RawDream, default: &Dream, f: &TomlFile, problems: &mut Vec<Problem>) -> Dream {
+    let hours = match &d.min_interval_hours {
+        None => default.min_interval_hours,
+        Some(h) if (1..=24 * 365).contains(h.get_ref()) => *h.get_ref() as u64,
+        Some(h) => {
+            problems.push(f.problem(
+                f.line(h.span().start),
+                "cognitive_state_behaviors.dream.min_interval_hours",
+                format!(
+                    "found {}, expected a whole number of hours from 1 to 8760",
+                    h.get_ref()
+                ),
+            ));
+            default.min_interval_hours
+        }
+    };
+    Dream {
+        enabled: d.enabled.unwrap_or(default.enabled),
+        auto_schedule: d.auto_schedule.unwrap_or(default.auto_schedule),
+        min_interval_hours: hours,
+        rationale: rationale(d.rationale),
+    }
 }
 
 impl Template {

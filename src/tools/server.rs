@@ -158,7 +158,9 @@ const RELIST_EVERY: Duration = Duration::from_secs(1);
 /// Quiet this long after a re-list ends a run of changes: one log line says how many.
 const QUIET: Duration = Duration::from_secs(2);
 
-/// Runs `server` until `stop` says so, publishing its state on `state`.
+/// Runs `server` until `stop` says so, publishing its state on `state`: starts it, and
+/// after it fails or dies waits (doubling, from `FIRST_BACKOFF` after a good start) and
+/// starts it again.
 async fn supervise(
     server: ToolServer,
     state: Arc<watch::Sender<State>>,
@@ -172,99 +174,13 @@ async fn supervise(
         if *stop.borrow() {
             break;
         }
-        let changed = Arc::new(Notify::new());
-        let notices = Arc::new(AtomicU64::new(0));
-        // A server trying again after failing to start stays down meanwhile: calls fail at
-        // once and `tools list` says why, rather than every call waiting for it.
-        state.send_if_modified(|st| {
-            let starting = !matches!(st, State::Down(_));
-            if starting {
-                *st = State::Starting;
-            }
-            starting
-        });
-        let handler = Handler {
-            changed: changed.clone(),
-            notices: notices.clone(),
-        };
-        let started = tokio::select! {
-            s = start::start(&server, handler) => s,
-            _ = stop.changed() => break,
-        };
-        let (running, stderr) = match started {
-            Ok(r) => r,
-            Err(why) => {
-                warn!(server = %server.name, "tool server did not start; its tools are unavailable: {why}");
-                state.send_replace(State::Down(why));
-                if !wait_or_stop(&mut stop, backoff).await {
-                    break;
-                }
-                backoff = (backoff * 2).min(MAX_BACKOFF);
-                continue;
-            }
-        };
-        let peer = running.peer().clone();
-        match list(&server, &peer, &state, generation).await {
-            Ok(tools) => info!(server = %server.name, tools, "tool server ready"),
-            Err(why) => {
-                let why = stderr::quoting(why, stderr.as_ref()).await;
-                warn!(server = %server.name, "tool server's tools could not be listed: {why}");
-                state.send_replace(State::Down(why));
-                let _ = running.cancel().await;
-                if !wait_or_stop(&mut stop, backoff).await {
-                    break;
-                }
-                backoff = (backoff * 2).min(MAX_BACKOFF);
-                continue;
-            }
-        }
-        if started_once {
-            info!(server = %server.name, "tool server restarted");
-        }
-        started_once = true;
-        backoff = FIRST_BACKOFF;
-        let cancel = running.cancellation_token();
-        let mut waiting = Box::pin(running.waiting());
-        let mut relists = Relists::default();
-        loop {
-            tokio::select! {
-                quit = &mut waiting => {
-                    let why = match quit {
-                        Ok(QuitReason::Cancelled) => "the server stopped (cancelled)".to_string(),
-                        Ok(QuitReason::Closed) => "the server closed its output (it exited)".to_string(),
-                        Ok(QuitReason::JoinError(e)) => format!("the server's task failed: {e}"),
-                        Err(e) => format!("the server's task failed: {e}"),
-                        Ok(_) => "the server stopped".to_string(),
-                    };
-                    let why = stderr::quoting(why, stderr.as_ref()).await;
-                    warn!(server = %server.name, "tool server died; restarting it: {why}");
-                    // Calls wait for the restart (up to their timeout) rather than fail.
-                    state.send_replace(State::Starting);
-                    break;
-                }
-                _ = changed.notified(), if relists.due.is_none() => {
-                    relists.due = Some(relists.last.map_or_else(Instant::now, |l| (l + RELIST_EVERY).max(Instant::now())));
-                }
-                _ = tokio::time::sleep_until(relists.due.unwrap_or_else(far)), if relists.due.is_some() => {
-                    relists.due = None;
-                    relists.changes += notices.swap(0, Ordering::Relaxed);
-                    relists.lists += 1;
-                    debug!(server = %server.name, "tool list changed; listing again");
-                    if let Err(why) = list(&server, &peer, &state, generation).await {
-                        warn!(server = %server.name, "tool server's tools could not be listed again: {why}");
-                    }
-                    relists.last = Some(Instant::now());
-                }
-                _ = tokio::time::sleep_until(relists.last.map_or_else(far, |l| l + QUIET)), if relists.due.is_none() && relists.lists > 0 => {
-                    info!(server = %server.name, changes = relists.changes, lists = relists.lists, "tool list changed {}; re-listed {}", times(relists.changes), times(relists.lists));
-                    relists = Relists { last: relists.last, ..Relists::default() };
-                }
-                _ = stop.changed() => {
-                    cancel.cancel();
-                    let _ = tokio::time::timeout(Duration::from_secs(3), waiting).await;
-                    state.send_replace(State::Down("stopped".into()));
-                    return;
-                }
+        match run_once(&server, &state, &mut stop, generation, started_once).await {
+            Ended::Stopping => break,
+            Ended::Stopped => return,
+            Ended::Failed => {}
+            Ended::Died => {
+                started_once = true;
+                backoff = FIRST_BACKOFF;
             }
         }
         if !wait_or_stop(&mut stop, backoff).await {
@@ -273,6 +189,150 @@ async fn supervise(
         backoff = (backoff * 2).min(MAX_BACKOFF);
     }
     state.send_replace(State::Down("stopped".into()));
+}
+
+/// How one start of a server ended.
+enum Ended {
+    /// Told to stop before it was up.
+    Stopping,
+    /// Told to stop while it served: it is stopped and said so.
+    Stopped,
+    /// It did not start, or its tools could not be listed.
+    Failed,
+    /// It served, then died.
+    Died,
+}
+
+/// A server up and listed: what serving it needs.
+struct Live {
+    running: Running,
+    stderr: Option<stderr::Stderr>,
+    changed: Arc<Notify>,
+    notices: Arc<AtomicU64>,
+    peer: Peer<RoleClient>,
+    generation: u64,
+}
+
+/// Starts the server, lists its tools, and serves it until it dies or `stop` says so.
+async fn run_once(
+    server: &ToolServer,
+    state: &watch::Sender<State>,
+    stop: &mut watch::Receiver<bool>,
+    generation: u64,
+    started_once: bool,
+) -> Ended {
+    let changed = Arc::new(Notify::new());
+    let notices = Arc::new(AtomicU64::new(0));
+    // A server trying again after failing to start stays down meanwhile: calls fail at
+    // once and `tools list` says why, rather than every call waiting for it.
+    state.send_if_modified(|st| {
+        let starting = !matches!(st, State::Down(_));
+        if starting {
+            *st = State::Starting;
+        }
+        starting
+    });
+    let handler = Handler {
+        changed: changed.clone(),
+        notices: notices.clone(),
+    };
+    let started = tokio::select! {
+        s = start::start(server, handler) => s,
+        _ = stop.changed() => return Ended::Stopping,
+    };
+    let (running, stderr) = match started {
+        Ok(r) => r,
+        Err(why) => {
+            warn!(server = %server.name, "tool server did not start; its tools are unavailable: {why}");
+            state.send_replace(State::Down(why));
+            return Ended::Failed;
+        }
+    };
+    let peer = running.peer().clone();
+    match list(server, &peer, state, generation).await {
+        Ok(tools) => info!(server = %server.name, tools, "tool server ready"),
+        Err(why) => {
+            let why = stderr::quoting(why, stderr.as_ref()).await;
+            warn!(server = %server.name, "tool server's tools could not be listed: {why}");
+            state.send_replace(State::Down(why));
+            let _ = running.cancel().await;
+            return Ended::Failed;
+        }
+    }
+    if started_once {
+        info!(server = %server.name, "tool server restarted");
+    }
+    let live = Live {
+        running,
+        stderr,
+        changed,
+        notices,
+        peer,
+        generation,
+    };
+    serve(server, state, stop, live).await
+}
+
+/// Serves a listed server: re-lists its tools when it says they changed (at most once a
+/// second, one log line per run of changes), until it dies or `stop` says so.
+async fn serve(
+    server: &ToolServer,
+    state: &watch::Sender<State>,
+    stop: &mut watch::Receiver<bool>,
+    live: Live,
+) -> Ended {
+    let Live {
+        running,
+        stderr,
+        changed,
+        notices,
+        peer,
+        generation,
+    } = live;
+    let cancel = running.cancellation_token();
+    let mut waiting = Box::pin(running.waiting());
+    let mut relists = Relists::default();
+    loop {
+        tokio::select! {
+            quit = &mut waiting => {
+                let why = match quit {
+                    Ok(QuitReason::Cancelled) => "the server stopped (cancelled)".to_string(),
+                    Ok(QuitReason::Closed) => "the server closed its output (it exited)".to_string(),
+                    Ok(QuitReason::JoinError(e)) => format!("the server's task failed: {e}"),
+                    Err(e) => format!("the server's task failed: {e}"),
+                    Ok(_) => "the server stopped".to_string(),
+                };
+                let why = stderr::quoting(why, stderr.as_ref()).await;
+                warn!(server = %server.name, "tool server died; restarting it: {why}");
+                // Calls wait for the restart (up to their timeout) rather than fail.
+                state.send_replace(State::Starting);
+                return Ended::Died;
+            }
+            _ = changed.notified(), if relists.due.is_none() => {
+                relists.due = Some(relists.last.map_or_else(Instant::now, |l| (l + RELIST_EVERY).max(Instant::now())));
+            }
+            _ = tokio::time::sleep_until(relists.due.unwrap_or_else(far)), if relists.due.is_some() => {
+                relists.due = None;
+                relists.changes += notices.swap(0, Ordering::Relaxed);
+                relists.lists += 1;
+                debug!(server = %server.name, "tool list changed; listing again");
+                if let Err(why) = list(server, &peer, state, generation).await {
+                    warn!(server = %server.name, "tool server's tools could not be listed again: {why}");
+                }
+                relists.last = Some(Instant::now());
+            }
+            _ = tokio::time::sleep_until(relists.last.map_or_else(far, |l| l + QUIET)), if relists.due.is_none() && relists.lists > 0 => {
+                info!(server = %server.name, changes = relists.changes, lists = relists.lists, "tool list changed {}; re-listed {}", times(relists.changes), times(relists.lists));
+                relists = Relists { last: relists.last, ..Relists::default() };
+            }
+            _ = stop.changed() => {
+                cancel.cancel();
+                let _ = tokio::time::timeout(Duration::from_secs(3), waiting).await;
+                state.send_replace(State::Down("stopped".into()));
+                return Ended::Stopped;
+            }
+        }
+    }
 }
 
 /// The re-lists of one start, after the first listing.

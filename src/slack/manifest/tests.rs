@@ -150,12 +150,17 @@ fn lex(src: &str) -> (String, Vec<String>) {
 /// The Rust files of `src/slack/`, this module's own excepted (its tables name everything).
 fn slack_sources() -> Vec<Code> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src/slack");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "rs"))
-        .filter(|p| p.file_stem().is_some_and(|s| s != "manifest"))
-        .collect();
+    // Every file, folders included (a type's methods may sit in a child file, as
+    // `api/readback.rs`), the manifest's own files left out.
+    let mut files: Vec<PathBuf> = Vec::new();
+    rust_files(&dir, &mut files);
+    files.retain(|p| {
+        !p.strip_prefix(&dir).unwrap().components().any(|c| {
+            Path::new(c.as_os_str())
+                .file_stem()
+                .is_some_and(|s| s == "manifest")
+        })
+    });
     files.sort();
     assert!(files.len() > 5, "src/slack/ was not found: {files:?}");
     files.iter().map(|p| read_code(p)).collect()
