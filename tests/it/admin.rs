@@ -1,7 +1,7 @@
 //! The operator's levers: `/api/admin/…` behind ANIMA_ADMIN_TOKEN, and admin commands by DM
 //! from `[admin] users`, against the real daemon, the fake Slack and the fake model.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! status with the soul's loading messages, feedback clicks, the stop button, and missing
 //! scopes degrading quietly.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use support::daemon::{home, http, Daemon};

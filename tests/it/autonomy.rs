@@ -3,7 +3,7 @@
 //! substrate; the meaningfulness gate lets the soul join a heated exchange on what it cares
 //! about once, then keeps it quiet for the cooldown; small talk and other channels never.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

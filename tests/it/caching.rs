@@ -4,7 +4,7 @@
 //! (cache writes at 1.25×, reads at 0.1×) against the same conversation billed with no
 //! caching and with the user model in every prompt. Prints the figures (docs/benchmarks.md quotes them).
 
-mod support;
+use crate::support;
 
 use support::*;
 

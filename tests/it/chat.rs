@@ -1,6 +1,6 @@
 //! Whole turns through the real `anima chat` binary against the fake model server.
 
-mod support;
+use crate::support;
 
 use anima::memory::EntryType;
 use support::*;

@@ -1,7 +1,7 @@
 //! The binary's commands and exit codes: configuration errors, provider selection, `check`,
 //! and the Claude Code CLI transport (with a fake `claude`).
 
-mod support;
+use crate::support;
 
 use support::*;
 
@@ -42,7 +42,7 @@ fn a_broken_config_names_file_key_and_line() {
 }
 
 /// A soul folder that exists but holds no soul.md is an error (a missing folder is the
-/// built-in soul: see tests/first_hour.rs).
+/// built-in soul: see tests/it/first_hour.rs).
 #[test]
 fn an_unreadable_soul_names_its_path() {
     let home = Home::new("anthropic", "http://127.0.0.1:9", "");
@@ -149,7 +149,7 @@ fn an_explicit_provider_without_its_key_is_a_usage_error() {
 #[test]
 fn a_database_from_a_newer_anima_is_refused() {
     if skipped_on_postgres(
-        "SQLite's user_version; tests/postgres.rs refuses a newer PostgreSQL schema",
+        "SQLite's user_version; tests/it/postgres.rs refuses a newer PostgreSQL schema",
     ) {
         return;
     }

@@ -5,8 +5,7 @@
 //! sent to the servers that take it and to no other, a JSON answer reads (and streams) as a
 //! tagged one, and a refusal is remembered.
 
-mod support;
-#[path = "support/gbnf.rs"]
+use crate::support;
 mod gbnf;
 
 use std::path::Path;

@@ -1,7 +1,7 @@
 //! `anima run` end to end: the real binary against the fake Slack (Socket Mode and Events
 //! API) and the fake model.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! Issue 14, the first hour: `check` tells every problem at once, the soul travels with the
 //! binary, `anima init` writes it out, and the output stays quiet and honest.
 
-mod support;
+use crate::support;
 
 use support::*;
 
@@ -93,7 +93,7 @@ fn an_installed_binary_answers_with_the_shipped_soul_from_any_folder() {
 
     let prompt = model.requests()[0].prompt_text();
     assert!(
-        prompt.contains(include_str!("../soul/soul.md")),
+        prompt.contains(include_str!("../../soul/soul.md")),
         "the shipped soul.md reaches the model verbatim"
     );
     assert!(

@@ -1,7 +1,7 @@
 //! What breaking the daemon on purpose found (the hardening issue): each test drives the real
 //! binary against the fake Slack and the fake model, and fails on the code before the fix.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

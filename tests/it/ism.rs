@@ -5,7 +5,7 @@
 //! and through `anima run` against the fake Slack (a newer message interrupts). Every message
 //! gets exactly one reply in every case.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::time::Duration;

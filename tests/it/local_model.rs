@@ -11,7 +11,7 @@
 //! many were cut at max_tokens; and it holds each constrained run to a dialogue in every
 //! answer and to more answers with both than the run without.
 
-mod support;
+use crate::support;
 
 use std::time::Instant;
 

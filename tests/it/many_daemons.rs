@@ -12,7 +12,7 @@
 //! PostgreSQL only: each test says it is skipped and passes when `ANIMA_TEST_POSTGRES_URL` is
 //! not set.
 
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

@@ -9,7 +9,7 @@
 //! The load and its checks are `support::many`'s (see `many_daemons`). PostgreSQL only: each
 //! test says it is skipped and passes when `ANIMA_TEST_POSTGRES_URL` is not set.
 
-mod support;
+use crate::support;
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant, SystemTime};

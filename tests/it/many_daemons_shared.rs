@@ -7,25 +7,19 @@
 //! PostgreSQL only: each test says it is skipped and passes when `ANIMA_TEST_POSTGRES_URL` is
 //! not set.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
 use serde_json::{json, Value};
 use support::daemon::{shared_home, Daemon, Daemons};
+use support::many::one_at_a_time;
 use support::slack::{FakeSlack, Spread};
 use support::*;
 
 const LEASE: u64 = 5;
 const SPREAD: Spread = Spread::Random(0x5eed_b0d9);
 const ENV: &[(&str, &str)] = &[("ANIMA_LOG", "anima=info")];
-
-/// One test at a time: each runs several daemons.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 fn mention(channel: &str, ts: &str, text: &str) -> Value {
     json!({"type":"app_mention","user":"U1","text":format!("<@{}> {text}", support::slack::BOT_USER),"ts":ts,"channel":channel,"event_ts":ts})

@@ -4,13 +4,10 @@
 //! (`locks`). Each test runs when
 //! `ANIMA_TEST_POSTGRES_URL` names a server, and says it was skipped otherwise.
 
-mod support;
+use crate::support;
 
-#[path = "postgres/locks.rs"]
 mod locks;
-#[path = "postgres/rights.rs"]
 mod rights;
-#[path = "postgres/tls.rs"]
 mod tls;
 
 use std::time::Duration;
@@ -223,7 +220,7 @@ fn a_soul_that_grew_up_on_sqlite_moves_to_postgres_whole_and_only_once() {
 }
 
 /// A CA certificate that signed nothing the test server holds.
-const OTHER_CA: &str = include_str!("support/other-ca.pem");
+const OTHER_CA: &str = include_str!("../support/other-ca.pem");
 
 /// A home on SQLite whose soul has had one exchange and written one journal entry (the journal
 /// is one of the last tables a copy writes).

@@ -3,7 +3,7 @@
 //! rules, the fallback for an unknown process, `anima check` on broken files, the commands,
 //! and proactive follow-ups under a controlled clock.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 

@@ -2,7 +2,7 @@
 //! with its file and line, `anima mind` shows the numbers (the model never sees them), and a
 //! config with `[autonomy]` is accepted.
 
-mod support;
+use crate::support;
 
 use anima::memory::psyche::Place;
 use anima::psyche::{Event, EventKind, GateRules, Psyche};

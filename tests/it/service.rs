@@ -2,7 +2,7 @@
 //! systemctl, the unit checked by `systemd-analyze verify` where it exists, the daemon's
 //! READY / WATCHDOG / STOPPING on a fake NOTIFY_SOCKET, and `anima state` beside the daemon.
 
-mod support;
+use crate::support;
 
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixDatagram;

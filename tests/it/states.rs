@@ -3,7 +3,7 @@
 //! (always within the grace period, exit 0), an objection, and PLAY on request — the real
 //! binary against the fake Slack and the fake model.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 
@@ -39,8 +39,8 @@ fn home_with(model: &FakeModel, slack: &FakeSlack, template: &str) -> Home {
 }
 
 const ALWAYS: &str = "[cognitive_state_behaviors.shutdown]\nmode = \"always_consent\"\n";
-const ALLY: &str = include_str!("../soul/templates/ally.toml");
-const SCOUT: &str = include_str!("../soul/templates/scout.toml");
+const ALLY: &str = include_str!("../../soul/templates/ally.toml");
+const SCOUT: &str = include_str!("../../soul/templates/scout.toml");
 
 /// The last recorded move.
 fn last_move(h: &Home) -> anima::memory::StateMove {

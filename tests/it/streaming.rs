@@ -2,7 +2,7 @@
 //! (whose stream methods keep each message's text and streaming state) and a fake model that
 //! streams with scripted timing.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

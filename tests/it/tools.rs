@@ -4,7 +4,7 @@
 //! dies, bad input of every kind) and through `anima chat` (a tool-using ISM gives exactly one
 //! reply per message, and a result cannot write the user model, the soul state or a whisper).
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -941,7 +941,7 @@ fn a_50_mb_result_is_cut_as_it_streams_past_wherever_its_id_stands() {
 }
 
 /// What this test binary logs at INFO and above, from the first call on (every test of the
-/// binary logs into it: a test reads the lines of its own server).
+/// binary, whatever its suite, logs into it: a test reads the lines of its own server).
 fn logged() -> Arc<std::sync::Mutex<Vec<u8>>> {
     static LOGS: std::sync::OnceLock<Arc<std::sync::Mutex<Vec<u8>>>> = std::sync::OnceLock::new();
     LOGS.get_or_init(|| {

@@ -3,7 +3,7 @@
 //! (added, removed, changed, untouched) and refuses a broken config; a SIGKILL while a tool
 //! call is in flight still leaves one reply per message.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::Command;

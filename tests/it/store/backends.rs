@@ -122,11 +122,11 @@ pub async fn idle_in_transaction(fresh: &Fresh<Postgres>) -> i64 {
 macro_rules! on_every_backend {
     (|$s:ident, $name:ident| $body:expr) => {{
         {
-            let fresh = $crate::backends::sqlite();
+            let fresh = $crate::store::backends::sqlite();
             let ($s, $name) = (&fresh.store, fresh.name);
             $body;
         }
-        if let Some(fresh) = $crate::backends::postgres().await {
+        if let Some(fresh) = $crate::store::backends::postgres().await {
             let ($s, $name) = (&fresh.store, fresh.name);
             $body;
         }

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use anima::memory::faces::Budgets;
 
-use crate::{backends, on_every_backend};
+use crate::on_every_backend;
+use crate::store::backends;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bucket_gives_a_fourth_of_its_limit_at_once_and_pairs_are_taken_all_or_none() {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use anima::memory::faces::{Claims, Inbox, Turns};
 use anima::memory::{Inbound, StoreError, TurnRecord};
 
-use crate::backends;
+use crate::store::backends;
 
 const LEASE: Duration = Duration::from_secs(30);
 

@@ -485,10 +485,10 @@ async fn one_dream_at_a_time_is_held_and_let_go() {
         drop(first);
         held_again(s.as_ref()).await;
     });
-    let Some(fresh) = crate::backends::postgres().await else {
+    let Some(fresh) = crate::store::backends::postgres().await else {
         return;
     };
-    let other = crate::backends::another(&fresh).await;
+    let other = crate::store::backends::another(&fresh).await;
     let held = fresh.store.hold_dream().await.unwrap().expect("free");
     assert!(
         other.hold_dream().await.unwrap().is_none(),

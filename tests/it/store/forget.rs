@@ -62,7 +62,7 @@ impl Raw for Sqlite {
 impl Raw for Postgres {
     async fn rows(&self) -> Vec<(String, String)> {
         use std::str::FromStr;
-        let url = std::env::var(crate::backends::POSTGRES_URL).unwrap();
+        let url = std::env::var(crate::store::backends::POSTGRES_URL).unwrap();
         let mut config = tokio_postgres::Config::from_str(&url).unwrap();
         config.dbname(self.place().rsplit_once('/').unwrap().1);
         let (client, connection) = config.connect(tokio_postgres::NoTls).await.unwrap();

@@ -8,5 +8,5 @@ mod claims;
 mod dreams;
 mod forget;
 mod inbox;
-mod psyche;
+mod psychology;
 mod turns;

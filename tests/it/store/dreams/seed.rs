@@ -77,7 +77,7 @@ impl Seed for Sqlite {
 /// A plain client on the test's own database (the store's pool is not the test's to use).
 async fn sql(s: &Postgres) -> tokio_postgres::Client {
     use std::str::FromStr;
-    let url = std::env::var(crate::backends::POSTGRES_URL).unwrap();
+    let url = std::env::var(crate::store::backends::POSTGRES_URL).unwrap();
     let mut config = tokio_postgres::Config::from_str(&url).unwrap();
     // "PostgreSQL user@host:port/db"
     config.dbname(s.place().rsplit_once('/').unwrap().1);

@@ -469,7 +469,7 @@ async fn the_same_script_gives_the_same_answers_on_every_backend() {
 /// applied at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_event_cancelled_midway_leaves_no_transaction_behind() {
-    let Some(fresh) = crate::backends::postgres().await else {
+    let Some(fresh) = crate::store::backends::postgres().await else {
         return;
     };
     let s = &fresh.store;
@@ -490,7 +490,7 @@ async fn an_event_cancelled_midway_leaves_no_transaction_behind() {
         // The server hears a closed connection a moment later; a transaction left open would
         // stay for the store's idle-transaction limit (4 s), or until the pool's next user.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
-        while crate::backends::idle_in_transaction(&fresh).await > 0 {
+        while crate::store::backends::idle_in_transaction(&fresh).await > 0 {
             assert!(
                 std::time::Instant::now() < deadline,
                 "an event cancelled after {cut:?} left its transaction open"
