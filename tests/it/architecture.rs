@@ -1,196 +1,188 @@
-//! The house rules, checked rather than remembered: which part may name which. A message
-//! crosses the parts in one direction (cli → daemon → slack → router → engine → {process,
-//! prompt, llm, parse, memory}); the pure parts do no I/O; nothing but `main` names `cli`.
+//! The house rules, checked rather than remembered: every part of `src` (a top-level module, a
+//! folder or a file) is declared here with the parts it may name, and names no other; a part
+//! not declared is refused until it is. The pure parts do no I/O; only memory names the
+//! database crates; no source file is over 600 lines before its tests; docs/architecture.md
+//! names every folder of `src`; the integration tests are one binary.
 //!
-//! Reads every `crate::…` path in `src/` (grouped imports included) and every use of an I/O
-//! crate, and fails naming the file and line of each forbidden edge.
+//! Reads every `crate::…` path in `src/` (grouped imports included), every `super::…` path
+//! that climbs out of its part, and every use of an I/O crate, and fails naming the file and
+//! line of each edge the table does not allow.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-/// Every part a shared leaf (config, the TOML checker) must not name.
-const PARTS: &[&str] = &[
-    "slack",
-    "router",
-    "engine",
-    "daemon",
-    "llm",
-    "prompt",
-    "parse",
-    "memory",
-    "process",
-    "ism",
-    "states",
-    "psyche",
-    "soul",
-    "assistant",
-    "admin",
-    "metrics",
-];
-
-/// (part, parts it must not name, why).
-const FORBIDDEN: &[(&str, &[&str], &str)] = &[
+/// Every part of `src`, the parts it may name (besides itself), and what it is. A message
+/// crosses the parts in one direction (cli → daemon → slack → router → engine → {process,
+/// prompt, llm, parse, memory}); the shared leaves name little or nothing; only `main` names
+/// `cli`, and through `anima::`, not `crate::`. Derived from the tree's imports: a new edge is
+/// a decision, taken here.
+const PARTS: &[(&str, &[&str], &str)] = &[
     (
-        "parse",
-        &[
-            "slack", "llm", "memory", "engine", "router", "daemon", "prompt", "process", "tools",
-        ],
-        "parse is pure: model text in, Cognition out",
+        "main",
+        &[],
+        "the binary: parses the command line, calls cli::run",
     ),
+    ("lib", &[], "the modules, in the order a message flows"),
     (
-        "prompt",
+        "cli",
         &[
-            "slack", "llm", "memory", "engine", "router", "daemon", "soul", "states", "config",
+            "admin",
+            "assistant",
+            "config",
+            "daemon",
+            "engine",
+            "ism",
+            "llm",
+            "memory",
+            "process",
+            "psyche",
+            "service",
+            "slack",
+            "soul",
+            "states",
+            "telemetry",
+            "tls",
+            "toml_file",
             "tools",
         ],
-        "prompt is pure and takes its own input types",
+        "the commands: the door, wiring everything",
     ),
     (
-        "process",
+        "daemon",
         &[
-            "engine", "memory", "slack", "router", "daemon", "llm", "tools",
+            "admin",
+            "assistant",
+            "config",
+            "engine",
+            "memory",
+            "metrics",
+            "process",
+            "router",
+            "slack",
+            "states",
         ],
-        "the process machine is pure",
-    ),
-    (
-        "llm",
-        &[
-            "slack", "prompt", "engine", "router", "daemon", "memory", "parse",
-        ],
-        "llm knows nothing of Slack or prompts",
-    ),
-    (
-        "memory",
-        &["prompt", "slack", "engine", "router", "daemon", "llm"],
-        "memory holds no prompt text and no Slack words",
-    ),
-    (
-        "router",
-        &["slack", "daemon", "llm", "prompt", "parse"],
-        "the router knows nothing of Slack",
+        "`anima run`: wiring, signals, the states' protocols carried out",
     ),
     (
         "slack",
-        &["engine", "llm", "prompt", "parse", "process", "daemon"],
-        "slack knows nothing of models",
+        &[
+            "admin",
+            "arbitrary",
+            "assistant",
+            "config",
+            "memory",
+            "metrics",
+            "router",
+        ],
+        "the doors in and the reply surface; knows nothing of models",
+    ),
+    (
+        "router",
+        &["engine", "failpoint", "memory", "metrics", "psyche"],
+        "the inbox and one worker per conversation; knows nothing of Slack",
     ),
     (
         "engine",
-        &["slack", "router", "daemon"],
-        "the engine knows nothing of where a perception came from",
+        &[
+            "admin", "config", "ism", "llm", "memory", "metrics", "parse", "process", "prompt",
+            "psyche", "soul", "states", "steps", "tools",
+        ],
+        "one perception through the stages; knows nothing of where it came from",
+    ),
+    (
+        "process",
+        &["ism", "psyche", "soul", "states", "steps", "toml_file"],
+        "the process machine, pure",
     ),
     (
         "ism",
-        &[
-            "slack", "llm", "memory", "engine", "router", "daemon", "prompt", "parse", "process",
-            "tools",
-        ],
-        "the ISM loop's core is pure: it decides, the engine calls the model and the tools",
+        &[],
+        "the ISM loop's pure core: it decides, the engine calls",
     ),
     (
         "states",
-        &[
-            "slack", "llm", "memory", "engine", "router", "daemon", "process", "ism", "admin",
-        ],
-        "the cognitive-state machine is pure: it decides, the daemon and engine carry it out",
+        &["arbitrary", "parse", "prompt", "toml_file"],
+        "the cognitive-state machine, pure: it decides, daemon and engine carry it out",
     ),
     (
         "psyche",
-        &[
-            "slack", "llm", "memory", "engine", "router", "daemon", "prompt", "parse", "process",
-            "ism", "states", "admin", "config",
-        ],
-        "the psychology substrate is pure: numbers in, numbers and words out",
+        &["arbitrary", "toml_file"],
+        "the inner life, pure: numbers in, numbers and words out",
     ),
     (
-        "steps",
-        &[
-            "slack", "llm", "memory", "engine", "router", "daemon", "prompt", "parse",
-        ],
-        "the step catalogue is shared and depends on nothing",
+        "prompt",
+        &["arbitrary", "parse", "process", "psyche", "steps"],
+        "the prompt and the answer's shape, pure, with its own input types",
     ),
     (
-        "config",
-        PARTS,
-        "the configuration is read by the parts and names none of them",
+        "llm",
+        &["config", "tls"],
+        "the providers; knows nothing of Slack or prompts",
     ),
     (
-        "toml_file",
-        PARTS,
-        "the TOML checker knows no file's meaning",
+        "parse",
+        &["arbitrary", "steps"],
+        "model text in, Cognition out, pure",
     ),
     (
-        "toml_file",
-        &["config"],
-        "the TOML checker knows no file's meaning: config uses it, not the other way",
-    ),
-    (
-        "soul",
-        &[
-            "slack", "router", "engine", "daemon", "llm", "prompt", "parse", "memory", "process",
-            "ism", "admin", "metrics",
-        ],
-        "the soul's files are read here and used elsewhere",
-    ),
-    (
-        "assistant",
-        &[
-            "slack", "router", "engine", "daemon", "llm", "prompt", "parse", "memory", "process",
-            "ism", "states", "psyche", "admin", "metrics",
-        ],
-        "the assistant's words are the soul's; Slack shows them",
-    ),
-    (
-        "admin",
-        &[
-            "slack", "router", "engine", "daemon", "llm", "prompt", "parse", "process", "ism",
-        ],
-        "admin carries out an operator's command on the store; the doors call it",
-    ),
-    (
-        "metrics",
-        &[
-            "slack",
-            "router",
-            "engine",
-            "daemon",
-            "llm",
-            "prompt",
-            "parse",
-            "process",
-            "ism",
-            "states",
-            "psyche",
-            "admin",
-            "soul",
-            "assistant",
-            "tools",
-        ],
-        "every part counts into metrics, so metrics names none of them",
+        "memory",
+        &["config", "process", "psyche", "steps", "tls"],
+        "the store's faces and backends; no prompt text, no Slack words",
     ),
     (
         "tools",
-        &[
-            "slack",
-            "router",
-            "engine",
-            "daemon",
-            "llm",
-            "prompt",
-            "parse",
-            "memory",
-            "process",
-            "ism",
-            "states",
-            "psyche",
-            "soul",
-            "assistant",
-            "admin",
-            "metrics",
-        ],
-        "tools knows nothing of Slack, prompts, the store or the engine: the engine calls it",
+        &["config"],
+        "MCP tool servers; the engine decides what a result means",
     ),
+    ("steps", &[], "the cognitive step catalogue, shared"),
+    (
+        "config",
+        &["toml_file"],
+        "the configuration, read by the parts, naming none",
+    ),
+    (
+        "toml_file",
+        &[],
+        "the TOML checker: knows no file's meaning",
+    ),
+    (
+        "soul",
+        &["psyche", "states", "toml_file"],
+        "the soul's files, read here and used elsewhere",
+    ),
+    (
+        "assistant",
+        &["soul", "toml_file"],
+        "the assistant's words, the soul's; Slack shows them",
+    ),
+    (
+        "admin",
+        &["memory", "states"],
+        "an operator's command on the store; the doors call it",
+    ),
+    (
+        "service",
+        &["config"],
+        "service units and their secrets file",
+    ),
+    (
+        "metrics",
+        &["memory"],
+        "every part counts into it, so it names none of them",
+    ),
+    ("telemetry", &[], "logging"),
+    ("tls", &[], "the TLS provider"),
+    ("failpoint", &[], "test-only named panics"),
+    ("arbitrary", &[], "test-only proptest strategies"),
 ];
+
+/// The parts `part` may name, or `None` when it is not declared.
+fn allowed(part: &str) -> Option<&'static [&'static str]> {
+    PARTS
+        .iter()
+        .find(|(p, _, _)| *p == part)
+        .map(|(_, a, _)| *a)
+}
 
 /// Crates and std modules that do I/O, which the pure parts must not use.
 const IO: &[&str] = &[
@@ -257,73 +249,127 @@ fn part_of(src: &Path, file: &Path) -> String {
     first.trim_end_matches(".rs").to_string()
 }
 
-/// The code of a file without comments, and without test modules when `tests` is false.
-fn code_lines(text: &str, tests: bool) -> Vec<(usize, String)> {
+/// How many modules deep a file's code is: `src/lib.rs` 0, `src/tls.rs` and
+/// `src/router/mod.rs` 1, `src/router/worker.rs` 2.
+fn depth_of(src: &Path, file: &Path) -> usize {
+    let rel = file.strip_prefix(src).unwrap();
+    let n = rel.components().count();
+    match rel.file_name().and_then(|n| n.to_str()) {
+        Some("mod.rs") => n - 1,
+        Some("lib.rs" | "main.rs") if n == 1 => 0,
+        _ => n,
+    }
+}
+
+/// The code of a file without comments, and without test modules when `tests` is false:
+/// each line with its number and how many inline modules (`mod tests {`) it is in.
+fn code_lines(text: &str, tests: bool) -> Vec<(usize, usize, String)> {
     let mut out = Vec::new();
+    // The indentation of each inline module open here: it ends at a `}` so indented.
+    let mut open: Vec<usize> = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let t = line.trim_start();
+        let indent = line.len() - t.len();
         if !tests && t.starts_with("#[cfg(test)]") {
             break;
         }
         if t.starts_with("//") {
             continue;
         }
+        if t == "}" && open.last() == Some(&indent) {
+            open.pop();
+        }
         let code = line.split(" //").next().unwrap_or(line);
-        out.push((i + 1, code.to_string()));
+        out.push((i + 1, open.len(), code.to_string()));
+        let declared = t
+            .strip_prefix("pub ")
+            .or_else(|| t.strip_prefix("pub(crate) "))
+            .unwrap_or(t);
+        if declared.starts_with("mod ") && t.ends_with('{') {
+            open.push(indent);
+        }
     }
     out
 }
 
-/// Every part named by a `crate::` path on these lines (`crate::a::b`, `crate::{a, b::c}`).
-fn crate_edges(lines: &[(usize, String)]) -> Vec<Edge> {
+/// The names a path goes on to after its prefix: `a::b` → `[a]`, `{a, b::c}` → `[a, b]`.
+fn names_after(rest: &str) -> Vec<String> {
+    let Some(group) = rest.strip_prefix('{') else {
+        return vec![rest
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect()];
+    };
+    // Top-level names of the group, nested braces skipped.
+    let mut depth = 0;
+    let mut names = Vec::new();
+    let mut current = String::new();
+    let mut at_name = true;
+    for c in group.chars() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => break,
+            '}' => depth -= 1,
+            ',' if depth == 0 => at_name = true,
+            c if depth == 0 && at_name && (c.is_alphanumeric() || c == '_') => current.push(c),
+            _ if depth == 0 && at_name && !current.is_empty() => {
+                names.push(std::mem::take(&mut current));
+                at_name = false;
+            }
+            _ => {}
+        }
+    }
+    if !current.is_empty() {
+        names.push(current);
+    }
+    names
+}
+
+/// Every part named on these lines: by a `crate::` path (`crate::a::b`, `crate::{a, b::c}`),
+/// or by a `super::` path that climbs to the crate's root from a file `depth` modules deep.
+fn crate_edges(lines: &[(usize, usize, String)], depth: usize) -> Vec<Edge> {
     let mut edges = Vec::new();
-    let joined: Vec<(usize, char)> = lines
+    let joined: Vec<(usize, usize, char)> = lines
         .iter()
-        .flat_map(|(n, l)| l.chars().chain(std::iter::once('\n')).map(move |c| (*n, c)))
+        .flat_map(|(n, inline, l)| {
+            l.chars()
+                .chain(std::iter::once('\n'))
+                .map(move |c| (*n, *inline, c))
+        })
         .collect();
-    let text: String = joined.iter().map(|(_, c)| *c).collect();
+    let text: String = joined.iter().map(|(_, _, c)| *c).collect();
+    let starts_word = |at: usize| {
+        !text[..at]
+            .chars()
+            .last()
+            .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':')
+    };
     let mut from = 0;
-    while let Some(at) = text[from..].find("crate::") {
-        let start = from + at + "crate::".len();
+    while let Some(at) = text[from..].find("crate::").map(|i| from + i) {
+        let start = at + "crate::".len();
         let line = joined[text[..start].chars().count() - 1].0;
-        let rest = &text[start..];
-        let names: Vec<String> = if let Some(group) = rest.strip_prefix('{') {
-            // Top-level names of the group, nested braces skipped.
-            let mut depth = 0;
-            let mut names = Vec::new();
-            let mut current = String::new();
-            let mut at_name = true;
-            for c in group.chars() {
-                match c {
-                    '{' => depth += 1,
-                    '}' if depth == 0 => break,
-                    '}' => depth -= 1,
-                    ',' if depth == 0 => at_name = true,
-                    c if depth == 0 && at_name && (c.is_alphanumeric() || c == '_') => {
-                        current.push(c)
-                    }
-                    _ if depth == 0 && at_name && !current.is_empty() => {
-                        names.push(std::mem::take(&mut current));
-                        at_name = false;
-                    }
-                    _ => {}
-                }
-            }
-            if !current.is_empty() {
-                names.push(current);
-            }
-            names
-        } else {
-            vec![rest
-                .chars()
-                .take_while(|c| c.is_alphanumeric() || *c == '_')
-                .collect()]
-        };
-        for to in names.into_iter().filter(|n| !n.is_empty()) {
+        for to in names_after(&text[start..]) {
             edges.push(Edge { line, to });
         }
         from = start;
     }
+    let mut from = 0;
+    while let Some(at) = text[from..].find("super::").map(|i| from + i) {
+        let mut start = at;
+        let mut climbs = 0;
+        while text[start..].starts_with("super::") {
+            start += "super::".len();
+            climbs += 1;
+        }
+        from = start;
+        let (line, inline, _) = joined[text[..start].chars().count() - 1];
+        if starts_word(at) && climbs == depth + inline {
+            for to in names_after(&text[start..]) {
+                edges.push(Edge { line, to });
+            }
+        }
+    }
+    edges.retain(|e| !e.to.is_empty() && e.to != "*");
     edges
 }
 
@@ -332,28 +378,31 @@ fn violations(src: &Path) -> Vec<String> {
     rust_files(src, &mut files);
     files.sort();
     let mut found = Vec::new();
+    let mut undeclared = BTreeSet::new();
     for file in &files {
         let part = part_of(src, file);
         let text = std::fs::read_to_string(file).unwrap();
         let shown = file.strip_prefix(src).unwrap_or(file).display().to_string();
-        for edge in crate_edges(&code_lines(&text, true)) {
-            if edge.to == "cli" && part != "main" && part != "cli" {
+        let Some(allowed) = allowed(&part) else {
+            if undeclared.insert(part.clone()) {
                 found.push(format!(
-                    "{shown}:{}: names cli (only main may: the command line is the door, not a library)",
-                    edge.line
+                    "{shown}: {part} is not declared (a new part of src: add it to PARTS in \
+                     tests/it/architecture.rs with the parts it may name)"
                 ));
             }
-            for (p, forbidden, why) in FORBIDDEN {
-                if *p == part && forbidden.contains(&edge.to.as_str()) {
-                    found.push(format!(
-                        "{shown}:{}: {part} names {} ({why})",
-                        edge.line, edge.to
-                    ));
-                }
+            continue;
+        };
+        for edge in crate_edges(&code_lines(&text, true), depth_of(src, file)) {
+            if edge.to != part && !allowed.contains(&edge.to.as_str()) {
+                found.push(format!(
+                    "{shown}:{}: {part} names {} (not among the parts it may name: PARTS in \
+                     tests/it/architecture.rs)",
+                    edge.line, edge.to
+                ));
             }
         }
         if part != "memory" {
-            for (line, code) in code_lines(&text, true) {
+            for (line, _, code) in code_lines(&text, true) {
                 for name in BACKEND.iter().filter(|n| names(&code, n)) {
                     found.push(format!(
                         "{shown}:{line}: {part} names {name} (only memory knows the backends: use the store's faces)"
@@ -363,7 +412,7 @@ fn violations(src: &Path) -> Vec<String> {
         }
         let is_test_file = file.file_name().is_some_and(|n| n == "tests.rs");
         if PURE.contains(&part.as_str()) && !is_test_file {
-            for (line, code) in code_lines(&text, false) {
+            for (line, _, code) in code_lines(&text, false) {
                 for io in IO {
                     if names(&code, io) {
                         found.push(format!(
@@ -377,46 +426,71 @@ fn violations(src: &Path) -> Vec<String> {
     found
 }
 
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
 #[test]
 fn every_part_names_only_what_it_may() {
-    let src = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/src"));
-    let found = violations(src);
-    assert!(found.is_empty(), "forbidden edges:\n{}", found.join("\n"));
+    let found = violations(&src());
+    assert!(found.is_empty(), "edges not allowed:\n{}", found.join("\n"));
+}
+
+#[test]
+fn every_declared_part_is_in_src() {
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    let parts: BTreeSet<String> = files.iter().map(|f| part_of(&src(), f)).collect();
+    let gone: Vec<&str> = PARTS
+        .iter()
+        .map(|(p, _, _)| *p)
+        .filter(|p| !parts.contains(*p))
+        .collect();
+    assert!(gone.is_empty(), "declared in PARTS, not in src: {gone:?}");
+    for (part, may, _) in PARTS {
+        for to in *may {
+            assert!(
+                allowed(to).is_some(),
+                "{part} may name {to}, which is not a declared part"
+            );
+        }
+    }
 }
 
 #[test]
 fn the_check_sees_a_forbidden_edge_in_every_form() {
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path().join("src");
-    std::fs::create_dir_all(src.join("router")).unwrap();
-    std::fs::create_dir_all(src.join("parse")).unwrap();
-    std::fs::write(
-        src.join("router/mod.rs"),
-        "//! use crate::slack in a comment is fine\nuse crate::{memory::Store, slack::api::{A, B}};\n",
-    )
-    .unwrap();
-    std::fs::write(
-        src.join("router/x.rs"),
-        "fn f() { crate::slack::post(); }\n",
-    )
-    .unwrap();
-    std::fs::write(
-        src.join("parse/mod.rs"),
-        "use std::fs;\nuse crate::steps::Step;\n",
-    )
-    .unwrap();
-    std::fs::write(src.join("daemon.rs"), "use crate::cli::Failure;\n").unwrap();
-    std::fs::create_dir_all(src.join("engine")).unwrap();
-    std::fs::write(
-        src.join("engine/x.rs"),
-        "fn f(s: &memory::SqliteStore) {}\nfn g(c: &rusqlite::Connection) {}\nfn h(s: &memory::Store) {}\n",
-    )
-    .unwrap();
-    std::fs::write(
-        src.join("main.rs"),
-        "fn main() { anima::cli::run(); crate::cli::x(); }\n",
-    )
-    .unwrap();
+    for folder in ["router", "parse", "engine", "newpart"] {
+        std::fs::create_dir_all(src.join(folder)).unwrap();
+    }
+    let files = [
+        (
+            "router/mod.rs",
+            "//! use crate::slack in a comment is fine\nuse crate::{memory::Store, slack::api::{A, B}};\n",
+        ),
+        ("router/x.rs", "fn f() { crate::slack::post(); }\n"),
+        // Climbing within the part is not an edge, in a file or in its inline test module.
+        (
+            "router/y.rs",
+            "use super::worker::W;\nfn f() {}\n\n#[cfg(test)]\nmod tests {\n    use super::super::surface::S;\n    use super::super::super::llm::P;\n}\n",
+        ),
+        (
+            "parse/mod.rs",
+            "use std::fs;\nuse crate::steps::Step;\nuse super::llm::Provider;\n",
+        ),
+        ("daemon.rs", "use crate::cli::Failure;\n"),
+        (
+            "engine/x.rs",
+            "fn f(s: &memory::SqliteStore) {}\nfn g(c: &rusqlite::Connection) {}\nfn h(s: &memory::Store) {}\nuse super::super::{router, memory::Store};\n",
+        ),
+        ("main.rs", "fn main() { anima::cli::run(); }\n"),
+        ("newpart/mod.rs", "use crate::memory::Store;\n"),
+        ("newpart/more.rs", "use crate::memory::Store;\n"),
+    ];
+    for (path, text) in files {
+        std::fs::write(src.join(path), text).unwrap();
+    }
     let found = violations(&src);
     let lines: BTreeSet<String> = found
         .iter()
@@ -427,12 +501,161 @@ fn the_check_sees_a_forbidden_edge_in_every_form() {
         BTreeSet::from([
             "router/mod.rs:2: router names slack".to_string(),
             "router/x.rs:1: router names slack".to_string(),
+            "router/y.rs:7: router names llm".to_string(),
             "parse/mod.rs:1: parse uses std::fs".to_string(),
-            "daemon.rs:1: names cli".to_string(),
+            "parse/mod.rs:3: parse names llm".to_string(),
+            "daemon.rs:1: daemon names cli".to_string(),
             "engine/x.rs:1: engine names SqliteStore".to_string(),
             "engine/x.rs:2: engine names rusqlite".to_string(),
+            "engine/x.rs:4: engine names router".to_string(),
+            "newpart/mod.rs: newpart is not declared".to_string(),
         ]),
         "{found:#?}"
+    );
+}
+
+/// The entries of docs/architecture.md's layout of `src/`: each top-level name (`cli/`,
+/// `tls.rs`) with the text that describes it.
+fn layout(doc: &str) -> Vec<(String, String)> {
+    let block = doc
+        .split("## Layout")
+        .nth(1)
+        .and_then(|s| s.split("```").nth(1))
+        .expect("docs/architecture.md has a Layout section with a code block");
+    let mut entries: Vec<(String, String)> = Vec::new();
+    for line in block.lines().skip_while(|l| l.trim() != "src/").skip(1) {
+        let indent = line.len() - line.trim_start().len();
+        if indent == 0 && !line.trim().is_empty() {
+            break;
+        }
+        match (indent, entries.last_mut()) {
+            (2, _) => {
+                let (name, text) = line.trim().split_once(' ').unwrap_or((line.trim(), ""));
+                entries.push((name.to_string(), text.to_string()));
+            }
+            (_, Some((_, text))) => {
+                text.push(' ');
+                text.push_str(line.trim());
+            }
+            (_, None) => {}
+        }
+    }
+    entries
+}
+
+/// What docs/architecture.md's layout leaves out of `src`, or names that `src` does not have:
+/// every top-level file and folder is an entry, and every folder below is named (`shape/`) in
+/// its top-level folder's entry.
+fn undocumented(src: &Path, doc: &str) -> Vec<String> {
+    let entries = layout(doc);
+    let entry = |name: &str| entries.iter().find(|(n, _)| n == name).map(|(_, t)| t);
+    let mut found = Vec::new();
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    let mut named = BTreeSet::new();
+    for file in &files {
+        let rel = file.strip_prefix(src).unwrap();
+        let parts: Vec<String> = rel
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        if parts.len() == 1 {
+            named.insert(parts[0].clone());
+            continue;
+        }
+        let top = format!("{}/", parts[0]);
+        named.insert(top.clone());
+        for folder in &parts[1..parts.len() - 1] {
+            let said =
+                entry(&top).is_some_and(|t| names(t, folder) && t.contains(&format!("{folder}/")));
+            if !said
+                && !found
+                    .iter()
+                    .any(|f: &String| f.ends_with(&format!("{top}{folder}/")))
+            {
+                found.push(format!(
+                    "the entry of {top} does not name src/{top}…{folder}/"
+                ));
+            }
+        }
+    }
+    for name in &named {
+        if entry(name).is_none() {
+            found.push(format!("no entry for src/{name}"));
+        }
+    }
+    for (name, _) in &entries {
+        if !named.contains(name) {
+            found.push(format!("an entry for src/{name}, which src does not have"));
+        }
+    }
+    found.sort();
+    found.dedup();
+    found
+}
+
+#[test]
+fn the_architecture_doc_names_every_folder_and_file_of_src() {
+    let doc =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/architecture.md"))
+            .unwrap();
+    let found = undocumented(&src(), &doc);
+    assert!(
+        found.is_empty(),
+        "docs/architecture.md's layout and src differ:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_doc_check_sees_what_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    for folder in ["router", "prompt/shape", "prompt/shape/deeper", "llm"] {
+        std::fs::create_dir_all(src.join(folder)).unwrap();
+    }
+    for file in [
+        "lib.rs",
+        "tls.rs",
+        "router/mod.rs",
+        "prompt/mod.rs",
+        "prompt/shape/mod.rs",
+        "prompt/shape/deeper/x.rs",
+        "llm/mod.rs",
+    ] {
+        std::fs::write(src.join(file), "").unwrap();
+    }
+    let doc = "# A\n\n## Layout\n\n```\nsrc/\n  lib.rs    the modules\n  router/   the router;\n            worker.rs\n  prompt/   plan.rs, deeper/ (not shape's)\n  gone/     a part that left\nsoul/       the soul\n```\n";
+    assert_eq!(
+        undocumented(&src, doc),
+        vec![
+            "an entry for src/gone/, which src does not have".to_string(),
+            "no entry for src/llm/".to_string(),
+            "no entry for src/tls.rs".to_string(),
+            "the entry of prompt/ does not name src/prompt/…shape/".to_string(),
+        ]
+    );
+}
+
+/// The integration tests are one binary (`tests/it/main.rs`): a file `tests/x.rs` or a
+/// `tests/x/main.rs` would be a binary of its own, linking the whole crate again.
+#[test]
+fn the_integration_tests_are_one_binary() {
+    let tests = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let mut binaries = Vec::new();
+    for entry in std::fs::read_dir(&tests).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if path.extension().is_some_and(|e| e == "rs") {
+            binaries.push(name);
+        } else if path.join("main.rs").exists() {
+            binaries.push(format!("{name}/main.rs"));
+        }
+    }
+    assert_eq!(
+        binaries,
+        vec!["it/main.rs".to_string()],
+        "a suite is a module of tests/it/main.rs"
     );
 }
 
