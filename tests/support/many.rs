@@ -1,4 +1,5 @@
-//! The harness of the "many daemons, one soul" tests (`many_daemons`, `many_daemons_faults`):
+//! The harness of the "many daemons, one soul" tests (`many_daemons`, `many_daemons_faults`;
+//! `many_daemons_shared` takes its lock):
 //! a load of top-level DMs, and the checks that each message is answered exactly once and, in
 //! each conversation, in order.
 //!
@@ -31,6 +32,7 @@ pub const ACK_SLACK: Duration = Duration::from_secs(1);
 pub const SPREAD: Spread = Spread::Random(0x5eed_a11a);
 /// One test at a time: each runs two to four daemons, and on a small machine two such tests
 /// at once slow the daemons' acknowledgements past Slack's patience for no reason of theirs.
+/// The three many-daemon suites share it: they run in one test process, next to each other.
 pub static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 pub fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
