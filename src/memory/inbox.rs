@@ -16,117 +16,16 @@
 
 use rusqlite::{Connection, OptionalExtension, Row};
 
-use super::{now_ms, now_us, SqliteStore, StoreError};
+use super::{now_ms, now_us, stored_column, SqliteStore, StoreError};
 
-/// A message to accept.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Inbound {
-    /// The surface's unique name of the message: its retries and twins are one row.
-    pub origin: String,
-    /// The conversation it belongs to: one ordered worker each.
-    pub conversation: String,
-    /// Its order within the conversation.
-    pub seq: f64,
-    /// Where the reply goes, for the surface alone.
-    pub address: String,
-    pub user_id: String,
-    pub text: String,
-    /// Accept only if the soul has spoken in the conversation.
-    pub requires_spoken: bool,
-}
-
-/// A message that did not address the soul, and where it was heard.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Overheard {
-    pub item: InboxItem,
-    pub place: String,
-}
-
-/// What became of an inbound message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Intake {
-    Accepted(i64),
-    /// The same message (its origin) is already in the inbox.
-    Duplicate,
-    /// It needs a conversation the soul has spoken in, and this is not one.
-    NotParticipating,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum InboxStatus {
-    Pending,
-    Replying,
-    Done,
-    Failed,
-    /// The person stopped the turn: its reply is what was shown by then.
-    Stopped,
-    /// Heard, not addressed to the soul, and not (yet) to be answered.
-    Overheard,
-}
-
-/// How many attempts at a row may fail (an error or a panic, caught) before it is given up:
-/// a row that fails every time (a poison row) must not hold its conversation.
-pub const MAX_FAILURES: i64 = 3;
-
-/// How many attempts at a row may be interrupted (the process stopped while one was under
-/// way) before it is given up. A crash loop (an OOM killer, a supervisor restarting a daemon
-/// that keeps dying of something else) interrupts whatever was in flight at each crash, and
-/// those messages are not at fault: far more interruptions than failures are allowed. Still
-/// bounded: a message that itself kills the process (an abort, memory it exhausts) is given
-/// up after this many restarts instead of killing every one that follows.
-pub const MAX_INTERRUPTIONS: i64 = 10;
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct InboxItem {
-    pub id: i64,
-    pub origin: String,
-    pub conversation: String,
-    pub address: String,
-    /// The surface's note on the conversation when the message came.
-    pub note: Option<String>,
-    pub user_id: String,
-    pub text: String,
-    pub status: InboxStatus,
-    pub reply: Option<String>,
-    pub parts_posted: i64,
-    /// The surface's reference of the first part delivered.
-    pub reply_ref: Option<String>,
-    /// When it was accepted (unix microseconds).
-    pub received_us: i64,
-    /// Attempts begun so far: turns begun, and pick-ups of its fixed reply (this one
-    /// included).
-    pub attempts: i64,
-    /// Attempts that failed (an error or a panic, caught and recorded).
-    pub failures: i64,
-    /// Attempts that a stopping process left unfinished.
-    pub interruptions: i64,
-    /// Its order within the conversation.
-    pub seq: f64,
-    /// When it was claimed: other open rows of its conversation waited behind it.
-    pub others_waiting: bool,
-    /// The surface's reference of the message its reply is streamed into, once begun.
-    pub stream_ref: Option<String>,
-}
-
-impl InboxItem {
-    /// The working-memory source of this message's user entry.
-    pub fn source(&self) -> String {
-        format!("inbox:{}", self.id)
-    }
-
-    /// It has failed or been interrupted too often to be tried again: it is to be answered
-    /// with the apology and closed.
-    pub fn exhausted(&self) -> bool {
-        self.failures >= MAX_FAILURES || self.interruptions >= MAX_INTERRUPTIONS
-    }
-}
-
+pub use super::records::inbox::{
+    Inbound, InboxItem, InboxStatus, Intake, Overheard, MAX_FAILURES, MAX_INTERRUPTIONS,
+};
 const COLUMNS: &str = "id, origin, conversation, address, note, user_id, text, status, reply, parts_posted, reply_ref, received_us, attempts, seq, stream_ref, failures, interruptions";
 /// The column after `COLUMNS`.
 const NEXT: usize = 17;
 
 fn from_row(r: &Row) -> rusqlite::Result<InboxItem> {
-    let status: String = r.get(7)?;
     Ok(InboxItem {
         id: r.get(0)?,
         origin: r.get(1)?,
@@ -135,14 +34,7 @@ fn from_row(r: &Row) -> rusqlite::Result<InboxItem> {
         note: r.get(4)?,
         user_id: r.get(5)?,
         text: r.get(6)?,
-        status: match status.as_str() {
-            "replying" => InboxStatus::Replying,
-            "done" => InboxStatus::Done,
-            "failed" => InboxStatus::Failed,
-            "stopped" => InboxStatus::Stopped,
-            "overheard" => InboxStatus::Overheard,
-            _ => InboxStatus::Pending,
-        },
+        status: stored_column(r, 7)?,
         reply: r.get(8)?,
         parts_posted: r.get(9)?,
         reply_ref: r.get(10)?,
@@ -568,6 +460,25 @@ mod tests {
             s.inbox_item(first).unwrap().unwrap().status,
             InboxStatus::Overheard
         );
+    }
+
+    #[test]
+    fn a_row_whose_status_this_anima_does_not_know_is_an_error_not_a_pending_row() {
+        let (_d, s) = store();
+        let Intake::Accepted(id) = s.accept_inbound(&inbound("C1:1", 1.0)).unwrap() else {
+            panic!()
+        };
+        s.conn()
+            .execute("UPDATE inbox SET status = 'archived' WHERE id = ?1", [id])
+            .unwrap();
+        match s.inbox_item(id) {
+            Err(StoreError::Unknown {
+                table: "inbox",
+                column: "status",
+                value,
+            }) => assert_eq!(value, "archived"),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -7,8 +7,8 @@ use tokio_postgres::Row;
 
 use super::{fenced, Postgres, Prepared};
 use crate::memory::faces::Inbox;
-use crate::memory::inbox::{Inbound, InboxItem, InboxStatus, Intake, Overheard};
 use crate::memory::{now_ms, now_us, StoreError};
+use crate::memory::{Inbound, InboxItem, InboxStatus, Intake, Overheard};
 
 type Result<T> = std::result::Result<T, StoreError>;
 
@@ -18,8 +18,8 @@ const COLUMNS: &str = "id, origin, conversation, address, note, user_id, text, s
 /// The column after `COLUMNS`.
 const NEXT: usize = 17;
 
-fn item(r: &Row) -> InboxItem {
-    InboxItem {
+fn item(r: &Row) -> Result<InboxItem> {
+    Ok(InboxItem {
         id: r.get(0),
         origin: r.get(1),
         conversation: r.get(2),
@@ -27,7 +27,7 @@ fn item(r: &Row) -> InboxItem {
         note: r.get(4),
         user_id: r.get(5),
         text: r.get(6),
-        status: status(r.get(7)),
+        status: r.get::<_, &str>(7).parse()?,
         reply: r.get(8),
         parts_posted: r.get(9),
         reply_ref: r.get(10),
@@ -38,18 +38,7 @@ fn item(r: &Row) -> InboxItem {
         stream_ref: r.get(14),
         failures: r.get(15),
         interruptions: r.get(16),
-    }
-}
-
-fn status(s: &str) -> InboxStatus {
-    match s {
-        "replying" => InboxStatus::Replying,
-        "done" => InboxStatus::Done,
-        "failed" => InboxStatus::Failed,
-        "stopped" => InboxStatus::Stopped,
-        "overheard" => InboxStatus::Overheard,
-        _ => InboxStatus::Pending,
-    }
+    })
 }
 
 /// Marks a row's conversation as one the soul has spoken in.
@@ -161,7 +150,7 @@ impl Inbox for Postgres {
         let Some(row) = next else {
             return Ok(None);
         };
-        let mut found = item(&row);
+        let mut found = item(&row)?;
         found.others_waiting = row.get::<_, i64>(NEXT) > 1;
         let in_flight: Option<String> = row.get(NEXT + 1);
         let interrupted = in_flight.is_some_and(|by| by != self.instance());
@@ -262,7 +251,8 @@ impl Inbox for Postgres {
                 &[&id],
             )
             .await?
-            .map(|r| item(&r)))
+            .map(|r| item(&r))
+            .transpose()?)
     }
 
     async fn set_inbox_reply(&self, id: i64, reply: &str) -> Result<()> {
@@ -435,8 +425,11 @@ impl Inbox for Postgres {
                 &[],
             )
             .await?;
+        let last = match last {
+            Some(r) => Some((item(&r)?, r.get::<_, String>(NEXT))),
+            None => None,
+        };
         Ok(last
-            .map(|r| (item(&r), r.get::<_, String>(NEXT)))
             .filter(|(item, _)| {
                 item.status == InboxStatus::Overheard && item.received_us >= since_us
             })
