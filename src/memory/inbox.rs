@@ -18,6 +18,7 @@ use rusqlite::{Connection, OptionalExtension, Row};
 
 use super::{now_ms, now_us, stored_column, SqliteStore, StoreError};
 
+use super::records::inbox::{stop_closes, Pickup};
 pub use super::records::inbox::{
     Inbound, InboxItem, InboxStatus, Intake, Overheard, MAX_FAILURES, MAX_INTERRUPTIONS,
 };
@@ -78,9 +79,8 @@ impl SqliteStore {
         let Some((mut item, in_flight)) = next else {
             return Ok(None);
         };
-        let interrupted = in_flight.is_some_and(|by| by != self.instance);
-        let begins = item.status == InboxStatus::Replying;
-        if !interrupted && !begins {
+        let pickup = Pickup::of(&item, in_flight.as_deref(), &self.instance);
+        if pickup.reads_only() {
             return Ok(Some(item));
         }
         let id = item.id;
@@ -94,12 +94,7 @@ impl SqliteStore {
                 .query_row((id, &self.instance), |r| r.get::<_, i64>(0))
                 .optional()?;
             let counts = (item.attempts, interrupted.unwrap_or(item.interruptions));
-            let exhausted = InboxItem {
-                interruptions: counts.1,
-                ..item.clone()
-            }
-            .exhausted();
-            if !begins || exhausted {
+            if !pickup.attempt_begins(&item, counts.1) {
                 return Ok(counts);
             }
             let attempts = tx
@@ -242,20 +237,14 @@ impl SqliteStore {
     /// reply like any other. False when the row was not closed.
     pub fn mark_stopped(&self, id: i64, said: &str) -> Result<bool, StoreError> {
         self.write(|tx| {
-            let fixed: Option<(String, Option<String>, i64)> = tx
-                .query_row(
-                    "SELECT status, reply, parts_posted FROM inbox WHERE id = ?1",
-                    [id],
-                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-                )
-                .optional()?;
-            let open = match &fixed {
-                Some((status, _, 0)) if status == "pending" => true,
-                Some((status, reply, 0)) if status == "replying" => {
-                    reply.as_deref().map(str::trim) != Some(said.trim())
-                }
-                _ => false,
-            };
+            let open = tx
+                .prepare_cached("SELECT status, reply, parts_posted FROM inbox WHERE id = ?1")?
+                .query_row([id], |r| {
+                    let reply = r.get_ref(1)?.as_str_or_null()?;
+                    Ok(stop_closes(stored_column(r, 0)?, reply, r.get(2)?, said))
+                })
+                .optional()?
+                .unwrap_or(false);
             if open {
                 tx.execute(
                     "UPDATE inbox SET status = 'stopped', reply = ?2, done_at = ?3 WHERE id = ?1",

@@ -7,6 +7,7 @@ use tokio_postgres::Row;
 
 use super::{fenced, Postgres, Prepared};
 use crate::memory::faces::Inbox;
+use crate::memory::records::inbox::{stop_closes, Pickup};
 use crate::memory::{now_ms, now_us, StoreError};
 use crate::memory::{Inbound, InboxItem, InboxStatus, Intake, Overheard};
 
@@ -153,9 +154,8 @@ impl Inbox for Postgres {
         let mut found = item(&row)?;
         found.others_waiting = row.get::<_, i64>(NEXT) > 1;
         let in_flight: Option<String> = row.get(NEXT + 1);
-        let interrupted = in_flight.is_some_and(|by| by != self.instance());
-        let begins = found.status == InboxStatus::Replying;
-        if !interrupted && !begins {
+        let pickup = Pickup::of(&found, in_flight.as_deref(), self.instance());
+        if pickup.reads_only() {
             return Ok(Some(found));
         }
         drop(client);
@@ -172,12 +172,7 @@ impl Inbox for Postgres {
                 .await?
                 .map(|r| r.get::<_, i64>(0));
             let mut counts = (found.attempts, interrupted.unwrap_or(found.interruptions));
-            let exhausted = InboxItem {
-                interruptions: counts.1,
-                ..found.clone()
-            }
-            .exhausted();
-            if begins && !exhausted {
+            if pickup.attempt_begins(&found, counts.1) {
                 counts.0 = tx
                     .row(
                         "UPDATE inbox SET attempts = attempts + 1, in_flight = $2 WHERE id = $1
@@ -326,13 +321,10 @@ impl Inbox for Postgres {
                     &[&id],
                 )
                 .await?;
-            let open = fixed.is_some_and(|r| {
-                let (status, reply, parts): (&str, Option<&str>, i64) =
-                    (r.get(0), r.get(1), r.get(2));
-                parts == 0
-                    && (status == "pending"
-                        || (status == "replying" && reply.map(str::trim) != Some(said.trim())))
-            });
+            let open = match fixed {
+                Some(r) => stop_closes(r.get::<_, &str>(0).parse()?, r.get(1), r.get(2), said),
+                None => false,
+            };
             if open {
                 tx.run(
                     "UPDATE inbox SET status = 'stopped', reply = $2, done_at = anima_at($3)

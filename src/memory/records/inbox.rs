@@ -115,3 +115,144 @@ impl InboxItem {
         self.failures >= MAX_FAILURES || self.interruptions >= MAX_INTERRUPTIONS
     }
 }
+
+/// Whether a person's stop closes a row (`Inbox::mark_stopped`), from what the row holds as
+/// the stop comes: a row whose turn had not committed (pending) is closed; so is one whose
+/// reply was fixed as the stop came (replying), unless the stop cut nothing — part of the
+/// reply was delivered, or what was said (`said`) is the whole reply. Every backend asks here.
+pub fn stop_closes(
+    status: InboxStatus,
+    reply: Option<&str>,
+    parts_posted: i64,
+    said: &str,
+) -> bool {
+    parts_posted == 0
+        && match status {
+            InboxStatus::Pending => true,
+            InboxStatus::Replying => reply.map(str::trim) != Some(said.trim()),
+            _ => false,
+        }
+}
+
+/// What picking a row up (`Inbox::claim_next`) writes, by the row as read and the instance
+/// picking it up. Every backend asks here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pickup {
+    /// Another instance began an attempt and never ended it: an interruption to count.
+    pub interrupted: bool,
+    /// The row's reply is fixed: delivering it is an attempt, counted and marked as under
+    /// way by this instance (unless the row is exhausted once the interruption is counted).
+    pub begins: bool,
+}
+
+impl Pickup {
+    /// `in_flight`: the instance whose attempt is under way on the row, if any.
+    pub fn of(item: &InboxItem, in_flight: Option<&str>, instance: &str) -> Pickup {
+        Pickup {
+            interrupted: in_flight.is_some_and(|by| by != instance),
+            begins: item.status == InboxStatus::Replying,
+        }
+    }
+
+    /// Whether the pick-up writes nothing: the row is read and handed on as it is.
+    pub fn reads_only(self) -> bool {
+        !self.interrupted && !self.begins
+    }
+
+    /// Whether an attempt begins, once the row's interruptions are `interruptions` (counted
+    /// in the same transaction).
+    pub fn attempt_begins(self, item: &InboxItem, interruptions: i64) -> bool {
+        self.begins
+            && !InboxItem {
+                interruptions,
+                ..item.clone()
+            }
+            .exhausted()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(status: InboxStatus, failures: i64, interruptions: i64) -> InboxItem {
+        InboxItem {
+            id: 1,
+            origin: "o".into(),
+            conversation: "c".into(),
+            address: "a".into(),
+            note: None,
+            user_id: "U1".into(),
+            text: "hi".into(),
+            status,
+            reply: None,
+            parts_posted: 0,
+            reply_ref: None,
+            received_us: 0,
+            attempts: 0,
+            failures,
+            interruptions,
+            seq: 1.0,
+            others_waiting: false,
+            stream_ref: None,
+        }
+    }
+
+    #[test]
+    fn a_stop_closes_a_row_only_where_it_cuts_something_not_yet_delivered() {
+        use InboxStatus::*;
+        let cases = [
+            (Pending, None, 0, "Half", true),
+            (Pending, None, 1, "Half", false),
+            (Replying, Some("The whole answer"), 0, "The wh", true),
+            (
+                Replying,
+                Some("The whole answer"),
+                0,
+                "The whole answer\n",
+                false,
+            ),
+            (Replying, Some(" x "), 0, "x", false),
+            (Replying, None, 0, "", true),
+            (Replying, Some("Long"), 1, "", false),
+            (Done, Some("a"), 0, "b", false),
+            (Failed, None, 0, "", false),
+            (Stopped, Some("a"), 0, "b", false),
+            (Overheard, None, 0, "", false),
+        ];
+        for (status, reply, parts, said, closes) in cases {
+            assert_eq!(
+                stop_closes(status, reply, parts, said),
+                closes,
+                "{status:?} {reply:?} {parts} {said:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_pickup_counts_another_instances_attempt_and_begins_one_on_a_fixed_reply() {
+        let pending = item(InboxStatus::Pending, 0, 0);
+        assert!(Pickup::of(&pending, None, "me").reads_only());
+        assert!(Pickup::of(&pending, Some("me"), "me").reads_only());
+        let other = Pickup::of(&pending, Some("them"), "me");
+        assert_eq!(
+            other,
+            Pickup {
+                interrupted: true,
+                begins: false
+            }
+        );
+        assert!(!other.attempt_begins(&pending, 1));
+
+        let replying = item(InboxStatus::Replying, 0, MAX_INTERRUPTIONS - 1);
+        let p = Pickup::of(&replying, None, "me");
+        assert!(!p.reads_only());
+        assert!(p.attempt_begins(&replying, MAX_INTERRUPTIONS - 1));
+        assert!(
+            !p.attempt_begins(&replying, MAX_INTERRUPTIONS),
+            "exhausted by the interruption just counted"
+        );
+        let poisoned = item(InboxStatus::Replying, MAX_FAILURES, 0);
+        assert!(!Pickup::of(&poisoned, None, "me").attempt_begins(&poisoned, 0));
+    }
+}
