@@ -1,18 +1,6 @@
-//! The durable inbox: accepted messages, in order per conversation, until their reply is
-//! delivered, and the conversations the soul has spoken in. A row moves pending → replying
-//! (its reply fixed, in the turn's transaction) → done (every part delivered, each part's
-//! progress recorded as it goes), or → failed when it could not be answered (it then got the
-//! short apology).
-//!
-//! Each pick-up that begins work on a row (its turn, or the delivery of its fixed reply) is
-//! an attempt, marked as under way by this store's instance. An attempt ends in a failure
-//! (recorded by [`SqliteStore::note_failure`]), or it was interrupted: the process that began it
-//! stopped first, and the next instance to claim the row counts the interruption. A row is
-//! given up after `MAX_FAILURES` failures (a poison message) or `MAX_INTERRUPTIONS`
-//! interruptions (a message that kills the process each time), whichever comes first.
-//!
-//! Where a message came from and where its reply goes is an address: text that only the
-//! surface that wrote it reads. Nothing here knows what a surface is.
+//! The inbox on SQLite: each operation's contract is `faces::Inbox`'s; what a row is and the
+//! rules over it (`Pickup`, `stop_closes`) are `records::inbox`'s. An attempt under way is
+//! marked with this store's instance (`in_flight`); json arrays hold a row's part references.
 
 use rusqlite::{Connection, OptionalExtension, Row};
 
@@ -50,17 +38,12 @@ fn from_row(r: &Row) -> rusqlite::Result<InboxItem> {
 }
 
 impl SqliteStore {
-    /// Writes an accepted message, unless it is a duplicate or needs a conversation the soul
-    /// has not spoken in. One transaction, so two twins racing cannot both be accepted.
+    /// `accept` in one IMMEDIATE write.
     pub fn accept_inbound(&self, m: &Inbound) -> Result<Intake, StoreError> {
         self.write(|tx| accept(tx, m))
     }
 
-    /// Picks up the conversation's next unfinished message, in order. An attempt at it that
-    /// another instance began and never ended was interrupted: counted here. A row whose
-    /// reply is fixed counts the pick-up as an attempt (delivering it is the attempt, a
-    /// write), unless it is exhausted; a pending row is only read here: its attempt counts in
-    /// the transaction that begins its turn, so rows waiting for a turn slot lose nothing.
+    /// One cached read; a write only when the pick-up counts something (`Pickup`).
     pub fn claim_next(&self, conversation: &str) -> Result<Option<InboxItem>, StoreError> {
         let next = self
             .conn()
@@ -110,9 +93,7 @@ impl SqliteStore {
         Ok(Some(item))
     }
 
-    /// An attempt at row `id` that this instance began failed (an error or a panic that was
-    /// caught): counted, and the attempt is over. Nothing when no attempt of this instance is
-    /// under way (its work failed before one began). The row's failures so far.
+    /// Counts only an attempt marked with this instance.
     pub fn note_failure(&self, id: i64) -> Result<i64, StoreError> {
         self.write(|tx| {
             tx.prepare_cached(
@@ -128,7 +109,6 @@ impl SqliteStore {
         })
     }
 
-    /// Conversations with unfinished messages (to resume after a restart).
     pub fn open_conversations(&self) -> Result<Vec<String>, StoreError> {
         let conn = self.conn();
         let mut stmt = conn.prepare(
@@ -138,7 +118,6 @@ impl SqliteStore {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// Messages accepted and not yet answered.
     pub fn inbox_depth(&self) -> Result<u64, StoreError> {
         Ok(self.conn().query_row(
             "SELECT count(*) FROM inbox WHERE status IN ('pending', 'replying')",
@@ -155,7 +134,6 @@ impl SqliteStore {
             .optional()?)
     }
 
-    /// Fixes the reply of a message whose turn did not commit (the model failed).
     pub fn set_inbox_reply(&self, id: i64, reply: &str) -> Result<(), StoreError> {
         self.write(|tx| {
             tx.execute(
@@ -166,10 +144,7 @@ impl SqliteStore {
         })
     }
 
-    /// Records that parts up to `parts_posted` are delivered; the first part's reference is
-    /// kept, and the conversation is remembered as one the soul has spoken in. `last`: the row
-    /// is done. Monotonic: a part marked late never takes the count back, and a reference is
-    /// kept once.
+    /// `part_refs` is a json array; `max` and `coalesce` keep it monotonic.
     pub fn mark_part_posted(
         &self,
         id: i64,
@@ -198,10 +173,7 @@ impl SqliteStore {
         })
     }
 
-    /// The surface's references that the rows of row `id`'s conversation hold (`id`'s own
-    /// included): the messages their replies streamed into and every part delivered (an
-    /// apology too). A message the inbox has given to one reply is never taken for another
-    /// (a reply looked for after a crash, where the surface cannot tell whose a message is).
+    /// One read over the conversation's `reply_ref`, `stream_ref` and `part_refs`.
     pub fn references_held(&self, id: i64) -> Result<Vec<String>, StoreError> {
         let conn = self.conn();
         let mut stmt = conn.prepare_cached(
@@ -216,7 +188,6 @@ impl SqliteStore {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// Remembers the message a row's reply is being streamed into, as soon as it exists.
     pub fn set_stream_ref(&self, id: i64, reference: &str) -> Result<(), StoreError> {
         self.write(|tx| {
             tx.prepare_cached("UPDATE inbox SET stream_ref = ?2 WHERE id = ?1")?
@@ -230,11 +201,7 @@ impl SqliteStore {
         })
     }
 
-    /// Closes a row whose turn the person stopped; `said` is what they were told of the
-    /// reply. A row whose reply was fixed as the stop came (the turn committed first) is
-    /// closed too, with what was said, unless the stop cut nothing: part of the reply was
-    /// delivered, or what was said is the whole reply. Then it is delivered to the end, a
-    /// reply like any other. False when the row was not closed.
+    /// Reads the row and asks `stop_closes` inside the write.
     pub fn mark_stopped(&self, id: i64, said: &str) -> Result<bool, StoreError> {
         self.write(|tx| {
             let open = tx
@@ -255,9 +222,7 @@ impl SqliteStore {
         })
     }
 
-    /// Records a message that does not address the soul, heard in `place`, closed: Slack's
-    /// retries of it are duplicates, and nothing answers it unless [`SqliteStore::reopen_overheard`]
-    /// makes it a message to answer.
+    /// `accept`, then the row closed as overheard, in one write.
     pub fn record_overheard(&self, m: &Inbound, place: &str) -> Result<Intake, StoreError> {
         self.write(|tx| {
             let intake = accept(tx, m)?;
@@ -271,8 +236,6 @@ impl SqliteStore {
         })
     }
 
-    /// The soul will speak on an overheard message: it is answered like any other. False when
-    /// it was not overheard, or is already to be answered.
     pub fn reopen_overheard(&self, id: i64) -> Result<bool, StoreError> {
         self.write(|tx| {
             let n = tx
@@ -284,8 +247,7 @@ impl SqliteStore {
         })
     }
 
-    /// The last message overheard anywhere, if it came at or after `since_us` (unix
-    /// microseconds) and the soul has not spoken to it: what the soul may come back to.
+    /// Reads the newest row with `heard_in`, and filters it here.
     pub fn last_overheard(&self, since_us: i64) -> Result<Option<Overheard>, StoreError> {
         let last = self
             .conn()
@@ -311,9 +273,6 @@ impl SqliteStore {
         })
     }
 
-    /// Gives a row up: it was answered with the apology (`apology`: the surface's reference
-    /// of it, when delivered) or could not be, and `failure` says why, for the operator. Only
-    /// an open row: one answered meanwhile stays answered.
     pub fn mark_failed(
         &self,
         id: i64,
@@ -332,7 +291,6 @@ impl SqliteStore {
         })
     }
 
-    /// Where a conversation's replies go now: the address (and note) of its latest message.
     pub fn conversation_address(
         &self,
         conversation: &str,
@@ -346,8 +304,6 @@ impl SqliteStore {
             .optional()?)
     }
 
-    /// The soul takes part in a conversation from its start, and the surface notes something
-    /// about it (for Slack: an assistant thread, where the working sign is a status).
     pub fn note_conversation(&self, key: &str, note: &str) -> Result<(), StoreError> {
         self.write(|tx| {
             tx.execute(

@@ -1,4 +1,4 @@
-//! The inbox on PostgreSQL (see `memory::inbox` for what each operation promises). A
+//! The inbox on PostgreSQL (`faces::Inbox` says what each operation promises). A
 //! message's retries and twins meet at the unique origin (`ON CONFLICT DO NOTHING`); a row's
 //! counters move under its row lock, so two processes never count one attempt twice.
 
