@@ -7,38 +7,7 @@ use rusqlite::OptionalExtension;
 
 use super::{now_ms, SqliteStore, StoreError};
 
-/// A person's judgement of one reply.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Verdict {
-    Good,
-    Bad,
-}
-
-impl Verdict {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Good => "good",
-            Verdict::Bad => "bad",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Verdict> {
-        match text {
-            "good" => Some(Verdict::Good),
-            "bad" => Some(Verdict::Bad),
-            _ => None,
-        }
-    }
-}
-
-/// What became of a judgement.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Judged {
-    /// Stored on this inbox row; `changed`: the person's value for it is new or different.
-    Stored { inbox: i64, changed: bool },
-    /// No reply of the soul's went into that message.
-    UnknownReply,
-}
+pub use super::records::feedback::{Judged, Verdict};
 
 impl SqliteStore {
     /// Records `person`'s verdict on the reply that went into the message `reference`, in one
@@ -91,10 +60,7 @@ impl SqliteStore {
                 Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
             })?
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(rows
-            .into_iter()
-            .filter_map(|(p, v)| Verdict::parse(&v).map(|v| (p, v)))
-            .collect())
+        rows.into_iter().map(|(p, v)| Ok((p, v.parse()?))).collect()
     }
 }
 

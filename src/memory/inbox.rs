@@ -1,132 +1,20 @@
-//! The durable inbox: accepted messages, in order per conversation, until their reply is
-//! delivered, and the conversations the soul has spoken in. A row moves pending → replying
-//! (its reply fixed, in the turn's transaction) → done (every part delivered, each part's
-//! progress recorded as it goes), or → failed when it could not be answered (it then got the
-//! short apology).
-//!
-//! Each pick-up that begins work on a row (its turn, or the delivery of its fixed reply) is
-//! an attempt, marked as under way by this store's instance. An attempt ends in a failure
-//! (recorded by [`SqliteStore::note_failure`]), or it was interrupted: the process that began it
-//! stopped first, and the next instance to claim the row counts the interruption. A row is
-//! given up after `MAX_FAILURES` failures (a poison message) or `MAX_INTERRUPTIONS`
-//! interruptions (a message that kills the process each time), whichever comes first.
-//!
-//! Where a message came from and where its reply goes is an address: text that only the
-//! surface that wrote it reads. Nothing here knows what a surface is.
+//! The inbox on SQLite: each operation's contract is `faces::Inbox`'s; what a row is and the
+//! rules over it (`Pickup`, `stop_closes`) are `records::inbox`'s. An attempt under way is
+//! marked with this store's instance (`in_flight`); json arrays hold a row's part references.
 
 use rusqlite::{Connection, OptionalExtension, Row};
 
-use super::{now_ms, now_us, SqliteStore, StoreError};
+use super::{now_ms, now_us, stored_column, SqliteStore, StoreError};
 
-/// A message to accept.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Inbound {
-    /// The surface's unique name of the message: its retries and twins are one row.
-    pub origin: String,
-    /// The conversation it belongs to: one ordered worker each.
-    pub conversation: String,
-    /// Its order within the conversation.
-    pub seq: f64,
-    /// Where the reply goes, for the surface alone.
-    pub address: String,
-    pub user_id: String,
-    pub text: String,
-    /// Accept only if the soul has spoken in the conversation.
-    pub requires_spoken: bool,
-}
-
-/// A message that did not address the soul, and where it was heard.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Overheard {
-    pub item: InboxItem,
-    pub place: String,
-}
-
-/// What became of an inbound message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Intake {
-    Accepted(i64),
-    /// The same message (its origin) is already in the inbox.
-    Duplicate,
-    /// It needs a conversation the soul has spoken in, and this is not one.
-    NotParticipating,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum InboxStatus {
-    Pending,
-    Replying,
-    Done,
-    Failed,
-    /// The person stopped the turn: its reply is what was shown by then.
-    Stopped,
-    /// Heard, not addressed to the soul, and not (yet) to be answered.
-    Overheard,
-}
-
-/// How many attempts at a row may fail (an error or a panic, caught) before it is given up:
-/// a row that fails every time (a poison row) must not hold its conversation.
-pub const MAX_FAILURES: i64 = 3;
-
-/// How many attempts at a row may be interrupted (the process stopped while one was under
-/// way) before it is given up. A crash loop (an OOM killer, a supervisor restarting a daemon
-/// that keeps dying of something else) interrupts whatever was in flight at each crash, and
-/// those messages are not at fault: far more interruptions than failures are allowed. Still
-/// bounded: a message that itself kills the process (an abort, memory it exhausts) is given
-/// up after this many restarts instead of killing every one that follows.
-pub const MAX_INTERRUPTIONS: i64 = 10;
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct InboxItem {
-    pub id: i64,
-    pub origin: String,
-    pub conversation: String,
-    pub address: String,
-    /// The surface's note on the conversation when the message came.
-    pub note: Option<String>,
-    pub user_id: String,
-    pub text: String,
-    pub status: InboxStatus,
-    pub reply: Option<String>,
-    pub parts_posted: i64,
-    /// The surface's reference of the first part delivered.
-    pub reply_ref: Option<String>,
-    /// When it was accepted (unix microseconds).
-    pub received_us: i64,
-    /// Attempts begun so far: turns begun, and pick-ups of its fixed reply (this one
-    /// included).
-    pub attempts: i64,
-    /// Attempts that failed (an error or a panic, caught and recorded).
-    pub failures: i64,
-    /// Attempts that a stopping process left unfinished.
-    pub interruptions: i64,
-    /// Its order within the conversation.
-    pub seq: f64,
-    /// When it was claimed: other open rows of its conversation waited behind it.
-    pub others_waiting: bool,
-    /// The surface's reference of the message its reply is streamed into, once begun.
-    pub stream_ref: Option<String>,
-}
-
-impl InboxItem {
-    /// The working-memory source of this message's user entry.
-    pub fn source(&self) -> String {
-        format!("inbox:{}", self.id)
-    }
-
-    /// It has failed or been interrupted too often to be tried again: it is to be answered
-    /// with the apology and closed.
-    pub fn exhausted(&self) -> bool {
-        self.failures >= MAX_FAILURES || self.interruptions >= MAX_INTERRUPTIONS
-    }
-}
-
+use super::records::inbox::{stop_closes, Pickup};
+pub use super::records::inbox::{
+    Inbound, InboxItem, InboxStatus, Intake, Overheard, MAX_FAILURES, MAX_INTERRUPTIONS,
+};
 const COLUMNS: &str = "id, origin, conversation, address, note, user_id, text, status, reply, parts_posted, reply_ref, received_us, attempts, seq, stream_ref, failures, interruptions";
 /// The column after `COLUMNS`.
 const NEXT: usize = 17;
 
 fn from_row(r: &Row) -> rusqlite::Result<InboxItem> {
-    let status: String = r.get(7)?;
     Ok(InboxItem {
         id: r.get(0)?,
         origin: r.get(1)?,
@@ -135,14 +23,7 @@ fn from_row(r: &Row) -> rusqlite::Result<InboxItem> {
         note: r.get(4)?,
         user_id: r.get(5)?,
         text: r.get(6)?,
-        status: match status.as_str() {
-            "replying" => InboxStatus::Replying,
-            "done" => InboxStatus::Done,
-            "failed" => InboxStatus::Failed,
-            "stopped" => InboxStatus::Stopped,
-            "overheard" => InboxStatus::Overheard,
-            _ => InboxStatus::Pending,
-        },
+        status: stored_column(r, 7)?,
         reply: r.get(8)?,
         parts_posted: r.get(9)?,
         reply_ref: r.get(10)?,
@@ -157,17 +38,12 @@ fn from_row(r: &Row) -> rusqlite::Result<InboxItem> {
 }
 
 impl SqliteStore {
-    /// Writes an accepted message, unless it is a duplicate or needs a conversation the soul
-    /// has not spoken in. One transaction, so two twins racing cannot both be accepted.
+    /// `accept` in one IMMEDIATE write.
     pub fn accept_inbound(&self, m: &Inbound) -> Result<Intake, StoreError> {
         self.write(|tx| accept(tx, m))
     }
 
-    /// Picks up the conversation's next unfinished message, in order. An attempt at it that
-    /// another instance began and never ended was interrupted: counted here. A row whose
-    /// reply is fixed counts the pick-up as an attempt (delivering it is the attempt, a
-    /// write), unless it is exhausted; a pending row is only read here: its attempt counts in
-    /// the transaction that begins its turn, so rows waiting for a turn slot lose nothing.
+    /// One cached read; a write only when the pick-up counts something (`Pickup`).
     pub fn claim_next(&self, conversation: &str) -> Result<Option<InboxItem>, StoreError> {
         let next = self
             .conn()
@@ -186,9 +62,8 @@ impl SqliteStore {
         let Some((mut item, in_flight)) = next else {
             return Ok(None);
         };
-        let interrupted = in_flight.is_some_and(|by| by != self.instance);
-        let begins = item.status == InboxStatus::Replying;
-        if !interrupted && !begins {
+        let pickup = Pickup::of(&item, in_flight.as_deref(), &self.instance);
+        if pickup.reads_only() {
             return Ok(Some(item));
         }
         let id = item.id;
@@ -202,12 +77,7 @@ impl SqliteStore {
                 .query_row((id, &self.instance), |r| r.get::<_, i64>(0))
                 .optional()?;
             let counts = (item.attempts, interrupted.unwrap_or(item.interruptions));
-            let exhausted = InboxItem {
-                interruptions: counts.1,
-                ..item.clone()
-            }
-            .exhausted();
-            if !begins || exhausted {
+            if !pickup.attempt_begins(&item, counts.1) {
                 return Ok(counts);
             }
             let attempts = tx
@@ -223,9 +93,7 @@ impl SqliteStore {
         Ok(Some(item))
     }
 
-    /// An attempt at row `id` that this instance began failed (an error or a panic that was
-    /// caught): counted, and the attempt is over. Nothing when no attempt of this instance is
-    /// under way (its work failed before one began). The row's failures so far.
+    /// Counts only an attempt marked with this instance.
     pub fn note_failure(&self, id: i64) -> Result<i64, StoreError> {
         self.write(|tx| {
             tx.prepare_cached(
@@ -241,7 +109,6 @@ impl SqliteStore {
         })
     }
 
-    /// Conversations with unfinished messages (to resume after a restart).
     pub fn open_conversations(&self) -> Result<Vec<String>, StoreError> {
         let conn = self.conn();
         let mut stmt = conn.prepare(
@@ -251,7 +118,6 @@ impl SqliteStore {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// Messages accepted and not yet answered.
     pub fn inbox_depth(&self) -> Result<u64, StoreError> {
         Ok(self.conn().query_row(
             "SELECT count(*) FROM inbox WHERE status IN ('pending', 'replying')",
@@ -268,7 +134,6 @@ impl SqliteStore {
             .optional()?)
     }
 
-    /// Fixes the reply of a message whose turn did not commit (the model failed).
     pub fn set_inbox_reply(&self, id: i64, reply: &str) -> Result<(), StoreError> {
         self.write(|tx| {
             tx.execute(
@@ -279,10 +144,7 @@ impl SqliteStore {
         })
     }
 
-    /// Records that parts up to `parts_posted` are delivered; the first part's reference is
-    /// kept, and the conversation is remembered as one the soul has spoken in. `last`: the row
-    /// is done. Monotonic: a part marked late never takes the count back, and a reference is
-    /// kept once.
+    /// `part_refs` is a json array; `max` and `coalesce` keep it monotonic.
     pub fn mark_part_posted(
         &self,
         id: i64,
@@ -311,10 +173,7 @@ impl SqliteStore {
         })
     }
 
-    /// The surface's references that the rows of row `id`'s conversation hold (`id`'s own
-    /// included): the messages their replies streamed into and every part delivered (an
-    /// apology too). A message the inbox has given to one reply is never taken for another
-    /// (a reply looked for after a crash, where the surface cannot tell whose a message is).
+    /// One read over the conversation's `reply_ref`, `stream_ref` and `part_refs`.
     pub fn references_held(&self, id: i64) -> Result<Vec<String>, StoreError> {
         let conn = self.conn();
         let mut stmt = conn.prepare_cached(
@@ -329,7 +188,6 @@ impl SqliteStore {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// Remembers the message a row's reply is being streamed into, as soon as it exists.
     pub fn set_stream_ref(&self, id: i64, reference: &str) -> Result<(), StoreError> {
         self.write(|tx| {
             tx.prepare_cached("UPDATE inbox SET stream_ref = ?2 WHERE id = ?1")?
@@ -343,27 +201,17 @@ impl SqliteStore {
         })
     }
 
-    /// Closes a row whose turn the person stopped; `said` is what they were told of the
-    /// reply. A row whose reply was fixed as the stop came (the turn committed first) is
-    /// closed too, with what was said, unless the stop cut nothing: part of the reply was
-    /// delivered, or what was said is the whole reply. Then it is delivered to the end, a
-    /// reply like any other. False when the row was not closed.
+    /// Reads the row and asks `stop_closes` inside the write.
     pub fn mark_stopped(&self, id: i64, said: &str) -> Result<bool, StoreError> {
         self.write(|tx| {
-            let fixed: Option<(String, Option<String>, i64)> = tx
-                .query_row(
-                    "SELECT status, reply, parts_posted FROM inbox WHERE id = ?1",
-                    [id],
-                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-                )
-                .optional()?;
-            let open = match &fixed {
-                Some((status, _, 0)) if status == "pending" => true,
-                Some((status, reply, 0)) if status == "replying" => {
-                    reply.as_deref().map(str::trim) != Some(said.trim())
-                }
-                _ => false,
-            };
+            let open = tx
+                .prepare_cached("SELECT status, reply, parts_posted FROM inbox WHERE id = ?1")?
+                .query_row([id], |r| {
+                    let reply = r.get_ref(1)?.as_str_or_null()?;
+                    Ok(stop_closes(stored_column(r, 0)?, reply, r.get(2)?, said))
+                })
+                .optional()?
+                .unwrap_or(false);
             if open {
                 tx.execute(
                     "UPDATE inbox SET status = 'stopped', reply = ?2, done_at = ?3 WHERE id = ?1",
@@ -374,9 +222,7 @@ impl SqliteStore {
         })
     }
 
-    /// Records a message that does not address the soul, heard in `place`, closed: Slack's
-    /// retries of it are duplicates, and nothing answers it unless [`SqliteStore::reopen_overheard`]
-    /// makes it a message to answer.
+    /// `accept`, then the row closed as overheard, in one write.
     pub fn record_overheard(&self, m: &Inbound, place: &str) -> Result<Intake, StoreError> {
         self.write(|tx| {
             let intake = accept(tx, m)?;
@@ -390,8 +236,6 @@ impl SqliteStore {
         })
     }
 
-    /// The soul will speak on an overheard message: it is answered like any other. False when
-    /// it was not overheard, or is already to be answered.
     pub fn reopen_overheard(&self, id: i64) -> Result<bool, StoreError> {
         self.write(|tx| {
             let n = tx
@@ -403,8 +247,7 @@ impl SqliteStore {
         })
     }
 
-    /// The last message overheard anywhere, if it came at or after `since_us` (unix
-    /// microseconds) and the soul has not spoken to it: what the soul may come back to.
+    /// Reads the newest row with `heard_in`, and filters it here.
     pub fn last_overheard(&self, since_us: i64) -> Result<Option<Overheard>, StoreError> {
         let last = self
             .conn()
@@ -430,9 +273,6 @@ impl SqliteStore {
         })
     }
 
-    /// Gives a row up: it was answered with the apology (`apology`: the surface's reference
-    /// of it, when delivered) or could not be, and `failure` says why, for the operator. Only
-    /// an open row: one answered meanwhile stays answered.
     pub fn mark_failed(
         &self,
         id: i64,
@@ -451,7 +291,6 @@ impl SqliteStore {
         })
     }
 
-    /// Where a conversation's replies go now: the address (and note) of its latest message.
     pub fn conversation_address(
         &self,
         conversation: &str,
@@ -465,8 +304,6 @@ impl SqliteStore {
             .optional()?)
     }
 
-    /// The soul takes part in a conversation from its start, and the surface notes something
-    /// about it (for Slack: an assistant thread, where the working sign is a status).
     pub fn note_conversation(&self, key: &str, note: &str) -> Result<(), StoreError> {
         self.write(|tx| {
             tx.execute(
@@ -568,6 +405,25 @@ mod tests {
             s.inbox_item(first).unwrap().unwrap().status,
             InboxStatus::Overheard
         );
+    }
+
+    #[test]
+    fn a_row_whose_status_this_anima_does_not_know_is_an_error_not_a_pending_row() {
+        let (_d, s) = store();
+        let Intake::Accepted(id) = s.accept_inbound(&inbound("C1:1", 1.0)).unwrap() else {
+            panic!()
+        };
+        s.conn()
+            .execute("UPDATE inbox SET status = 'archived' WHERE id = ?1", [id])
+            .unwrap();
+        match s.inbox_item(id) {
+            Err(StoreError::Unknown {
+                table: "inbox",
+                column: "status",
+                value,
+            }) => assert_eq!(value, "archived"),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

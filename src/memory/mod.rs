@@ -14,7 +14,7 @@
 pub mod inbox;
 mod admin;
 pub mod budgets;
-pub mod claims;
+pub mod records;
 pub mod faces;
 pub mod home_lock;
 pub mod open;
@@ -44,11 +44,11 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 
-pub use claims::DaemonRow;
 pub use faces::{move_state, Quiet, Store};
 pub use feedback::{Judged, Verdict};
 pub use forget::{Forgotten, Pruned};
 pub use health::WriteHealth;
+pub use records::DaemonRow;
 
 pub use inbox::{Inbound, InboxItem, InboxStatus, Intake, Overheard};
 pub use migrate::SCHEMA_VERSION;
@@ -88,7 +88,7 @@ pub enum StoreError {
         supported: i64,
     },
     #[error("database error: {0}")]
-    Sql(#[from] rusqlite::Error),
+    Sql(rusqlite::Error),
     /// A file beside the database (a lock) could not be used.
     #[error("{path}: {source}")]
     File {
@@ -123,12 +123,32 @@ pub enum StoreError {
     /// own text is only the error's kind.
     #[error("PostgreSQL: {}", postgres::describe(.0))]
     Postgres(#[from] tokio_postgres::Error),
+    /// A stored value this anima does not know (a row a newer anima wrote, or a damaged one).
+    #[error("{table}.{column} holds {value:?}, which this anima does not know")]
+    Unknown {
+        table: &'static str,
+        column: &'static str,
+        value: String,
+    },
     #[error("a store task stopped: {0}")]
     Task(String),
     /// Another daemon holds the conversation now (this one's claim lapsed or was taken): what
     /// was to be written for it is not, and this daemon leaves it.
     #[error("conversation {conversation} is another daemon's now")]
     Fenced { conversation: String },
+}
+
+/// A SQLite error; a stored value a row reader could not read (`records`' `FromStr`, carried
+/// through rusqlite as a conversion failure) is that value's own error.
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> StoreError {
+        match e {
+            rusqlite::Error::FromSqlConversionFailure(_, _, inner) if inner.is::<StoreError>() => {
+                *inner.downcast::<StoreError>().expect("checked")
+            }
+            other => StoreError::Sql(other),
+        }
+    }
 }
 
 /// The blocking SQLite store. One connection behind a mutex: SQLite serialises writers anyway, and a
@@ -423,6 +443,18 @@ impl SqliteStore {
             .optional()?
             .flatten())
     }
+}
+
+/// Column `i` of a SQLite row, read as a stored enum (`records`): a value this anima does not
+/// know is `StoreError::Unknown`, carried through rusqlite (see `From<rusqlite::Error>`).
+pub(crate) fn stored_column<T: std::str::FromStr<Err = StoreError>>(
+    r: &rusqlite::Row,
+    i: usize,
+) -> rusqlite::Result<T> {
+    let text = r.get_ref(i)?.as_str()?;
+    text.parse().map_err(|e: StoreError| {
+        rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
+    })
 }
 
 /// Rolls back the transaction `SqliteStore::write` began when it is dropped still open: `f` failed

@@ -6,13 +6,7 @@ use rusqlite::{Connection, OptionalExtension};
 use super::{SqliteStore, StoreError};
 use crate::process::{ThreadProcess, TransitionRecord};
 
-/// A stored transition, with when it happened.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TransitionRow {
-    pub interaction: i64,
-    pub record: TransitionRecord,
-    pub at: i64,
-}
+pub use super::records::process::TransitionRow;
 
 pub(super) fn load(conn: &Connection, thread: &str) -> Result<Option<ThreadProcess>, StoreError> {
     let row = conn

@@ -1,133 +1,11 @@
 //! Working memory entries: what was said and thought in one conversation.
 
 use rusqlite::{Connection, Row};
-use serde::Serialize;
 
 use super::StoreError;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum EntryType {
-    #[serde(rename = "userMessage")]
-    UserMessage,
-    #[serde(rename = "internalMonologue")]
-    InternalMonologue,
-    #[serde(rename = "externalDialog")]
-    ExternalDialog,
-    /// A yes/no check: user model check, soul state check or a process's mental query.
-    /// `metadata.result` holds the answer.
-    #[serde(rename = "mentalQuery")]
-    MentalQuery,
-    #[serde(rename = "soulStateUpdate")]
-    SoulStateUpdate,
-    #[serde(rename = "userModelUpdate")]
-    UserModelUpdate,
-    /// One iteration of an implicit semantic machine: `content` is the soul's reasoning,
-    /// `metadata` the iteration, the actions chosen, skipped and run, and how the loop ended.
-    #[serde(rename = "actionSelection")]
-    ActionSelection,
-}
-
-impl EntryType {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EntryType::UserMessage => "userMessage",
-            EntryType::InternalMonologue => "internalMonologue",
-            EntryType::ExternalDialog => "externalDialog",
-            EntryType::MentalQuery => "mentalQuery",
-            EntryType::SoulStateUpdate => "soulStateUpdate",
-            EntryType::UserModelUpdate => "userModelUpdate",
-            EntryType::ActionSelection => "actionSelection",
-        }
-    }
-
-    /// The type `as_str` names (a backend reading its rows back).
-    pub(crate) fn parse(s: &str) -> Option<EntryType> {
-        [
-            EntryType::UserMessage,
-            EntryType::InternalMonologue,
-            EntryType::ExternalDialog,
-            EntryType::MentalQuery,
-            EntryType::SoulStateUpdate,
-            EntryType::UserModelUpdate,
-            EntryType::ActionSelection,
-        ]
-        .into_iter()
-        .find(|t| t.as_str() == s)
-    }
-}
-
-/// An entry about to be written.
-#[derive(Debug, Clone, PartialEq)]
-pub struct NewEntry {
-    pub entry_type: EntryType,
-    pub content: String,
-    pub verb: Option<String>,
-    pub user_id: Option<String>,
-    pub metadata: serde_json::Value,
-}
-
-impl NewEntry {
-    pub fn new(entry_type: EntryType, content: impl Into<String>) -> Self {
-        NewEntry {
-            entry_type,
-            content: content.into(),
-            verb: None,
-            user_id: None,
-            metadata: serde_json::Value::Object(Default::default()),
-        }
-    }
-
-    pub fn verb(mut self, verb: Option<String>) -> Self {
-        self.verb = verb;
-        self
-    }
-
-    pub fn user(mut self, user_id: &str) -> Self {
-        self.user_id = Some(user_id.to_string());
-        self
-    }
-
-    pub fn metadata(mut self, metadata: serde_json::Value) -> Self {
-        self.metadata = metadata;
-        self
-    }
-}
-
-/// A stored entry.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Entry {
-    pub id: i64,
-    pub thread: String,
-    pub entry_type: EntryType,
-    pub content: String,
-    pub verb: Option<String>,
-    pub user_id: Option<String>,
-    pub metadata: serde_json::Value,
-    pub created_at: i64,
-}
-
-impl Entry {
-    /// `metadata.result` as a boolean, for check entries.
-    pub fn result(&self) -> Option<bool> {
-        self.metadata.get("result").and_then(|v| v.as_bool())
-    }
-}
-
-/// The most characters of one entry that are stored. A longer entry (a runaway monologue, a
-/// pasted log) is cut there and marked, so one answer cannot fill the disk or every later
-/// prompt's history.
-pub const MAX_ENTRY_CHARS: usize = 32_000;
-
-/// What is marked at the end of a cut entry.
-pub const CUT_MARK: &str = " […cut]";
-
-/// `text` cut to `MAX_ENTRY_CHARS` characters (never inside a character).
-pub(super) fn capped(text: &str) -> std::borrow::Cow<'_, str> {
-    match text.char_indices().nth(MAX_ENTRY_CHARS) {
-        None => std::borrow::Cow::Borrowed(text),
-        Some((at, _)) => std::borrow::Cow::Owned(format!("{}{CUT_MARK}", &text[..at])),
-    }
-}
+pub(crate) use super::records::working::capped;
+pub use super::records::working::{Entry, EntryType, NewEntry, CUT_MARK, MAX_ENTRY_CHARS};
 
 pub(super) fn insert(
     conn: &Connection,
@@ -154,18 +32,11 @@ pub(super) fn insert(
 const COLUMNS: &str = "id, thread, entry_type, content, verb, user_id, metadata, created_at";
 
 fn from_row(r: &Row) -> rusqlite::Result<Entry> {
-    let kind: String = r.get(2)?;
     let meta: String = r.get(6)?;
     Ok(Entry {
         id: r.get(0)?,
         thread: r.get(1)?,
-        entry_type: EntryType::parse(&kind).ok_or_else(|| {
-            rusqlite::Error::FromSqlConversionFailure(
-                2,
-                rusqlite::types::Type::Text,
-                format!("unknown entry_type {kind}").into(),
-            )
-        })?,
+        entry_type: super::stored_column(r, 2)?,
         content: r.get(3)?,
         verb: r.get(4)?,
         user_id: r.get(5)?,

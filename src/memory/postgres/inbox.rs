@@ -1,4 +1,4 @@
-//! The inbox on PostgreSQL (see `memory::inbox` for what each operation promises). A
+//! The inbox on PostgreSQL (`faces::Inbox` says what each operation promises). A
 //! message's retries and twins meet at the unique origin (`ON CONFLICT DO NOTHING`); a row's
 //! counters move under its row lock, so two processes never count one attempt twice.
 
@@ -7,8 +7,9 @@ use tokio_postgres::Row;
 
 use super::{fenced, Postgres, Prepared};
 use crate::memory::faces::Inbox;
-use crate::memory::inbox::{Inbound, InboxItem, InboxStatus, Intake, Overheard};
+use crate::memory::records::inbox::{stop_closes, Pickup};
 use crate::memory::{now_ms, now_us, StoreError};
+use crate::memory::{Inbound, InboxItem, InboxStatus, Intake, Overheard};
 
 type Result<T> = std::result::Result<T, StoreError>;
 
@@ -18,8 +19,8 @@ const COLUMNS: &str = "id, origin, conversation, address, note, user_id, text, s
 /// The column after `COLUMNS`.
 const NEXT: usize = 17;
 
-fn item(r: &Row) -> InboxItem {
-    InboxItem {
+fn item(r: &Row) -> Result<InboxItem> {
+    Ok(InboxItem {
         id: r.get(0),
         origin: r.get(1),
         conversation: r.get(2),
@@ -27,7 +28,7 @@ fn item(r: &Row) -> InboxItem {
         note: r.get(4),
         user_id: r.get(5),
         text: r.get(6),
-        status: status(r.get(7)),
+        status: r.get::<_, &str>(7).parse()?,
         reply: r.get(8),
         parts_posted: r.get(9),
         reply_ref: r.get(10),
@@ -38,18 +39,7 @@ fn item(r: &Row) -> InboxItem {
         stream_ref: r.get(14),
         failures: r.get(15),
         interruptions: r.get(16),
-    }
-}
-
-fn status(s: &str) -> InboxStatus {
-    match s {
-        "replying" => InboxStatus::Replying,
-        "done" => InboxStatus::Done,
-        "failed" => InboxStatus::Failed,
-        "stopped" => InboxStatus::Stopped,
-        "overheard" => InboxStatus::Overheard,
-        _ => InboxStatus::Pending,
-    }
+    })
 }
 
 /// Marks a row's conversation as one the soul has spoken in.
@@ -161,12 +151,11 @@ impl Inbox for Postgres {
         let Some(row) = next else {
             return Ok(None);
         };
-        let mut found = item(&row);
+        let mut found = item(&row)?;
         found.others_waiting = row.get::<_, i64>(NEXT) > 1;
         let in_flight: Option<String> = row.get(NEXT + 1);
-        let interrupted = in_flight.is_some_and(|by| by != self.instance());
-        let begins = found.status == InboxStatus::Replying;
-        if !interrupted && !begins {
+        let pickup = Pickup::of(&found, in_flight.as_deref(), self.instance());
+        if pickup.reads_only() {
             return Ok(Some(found));
         }
         drop(client);
@@ -183,12 +172,7 @@ impl Inbox for Postgres {
                 .await?
                 .map(|r| r.get::<_, i64>(0));
             let mut counts = (found.attempts, interrupted.unwrap_or(found.interruptions));
-            let exhausted = InboxItem {
-                interruptions: counts.1,
-                ..found.clone()
-            }
-            .exhausted();
-            if begins && !exhausted {
+            if pickup.attempt_begins(&found, counts.1) {
                 counts.0 = tx
                     .row(
                         "UPDATE inbox SET attempts = attempts + 1, in_flight = $2 WHERE id = $1
@@ -262,7 +246,8 @@ impl Inbox for Postgres {
                 &[&id],
             )
             .await?
-            .map(|r| item(&r)))
+            .map(|r| item(&r))
+            .transpose()?)
     }
 
     async fn set_inbox_reply(&self, id: i64, reply: &str) -> Result<()> {
@@ -336,13 +321,10 @@ impl Inbox for Postgres {
                     &[&id],
                 )
                 .await?;
-            let open = fixed.is_some_and(|r| {
-                let (status, reply, parts): (&str, Option<&str>, i64) =
-                    (r.get(0), r.get(1), r.get(2));
-                parts == 0
-                    && (status == "pending"
-                        || (status == "replying" && reply.map(str::trim) != Some(said.trim())))
-            });
+            let open = match fixed {
+                Some(r) => stop_closes(r.get::<_, &str>(0).parse()?, r.get(1), r.get(2), said),
+                None => false,
+            };
             if open {
                 tx.run(
                     "UPDATE inbox SET status = 'stopped', reply = $2, done_at = anima_at($3)
@@ -435,8 +417,11 @@ impl Inbox for Postgres {
                 &[],
             )
             .await?;
+        let last = match last {
+            Some(r) => Some((item(&r)?, r.get::<_, String>(NEXT))),
+            None => None,
+        };
         Ok(last
-            .map(|r| (item(&r), r.get::<_, String>(NEXT)))
             .filter(|(item, _)| {
                 item.status == InboxStatus::Overheard && item.received_us >= since_us
             })

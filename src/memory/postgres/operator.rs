@@ -229,7 +229,7 @@ impl Feedback for Postgres {
 
     async fn feedback_on(&self, reference: &str) -> Result<Vec<(String, Verdict)>> {
         let client = self.client().await?;
-        Ok(client
+        client
             .rows(
                 "SELECT f.person, f.value FROM feedback f JOIN inbox i ON i.id = f.inbox_id
                  WHERE i.reply_ref = $1 OR i.stream_ref = $1 ORDER BY f.person",
@@ -237,8 +237,8 @@ impl Feedback for Postgres {
             )
             .await?
             .iter()
-            .filter_map(|r| Verdict::parse(r.get(1)).map(|v| (r.get(0), v)))
-            .collect())
+            .map(|r| Ok((r.get(0), r.get::<_, &str>(1).parse::<Verdict>()?)))
+            .collect()
     }
 
     async fn first_time(&self, kind: &str, place: &str) -> Result<bool> {

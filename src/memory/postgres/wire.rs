@@ -14,9 +14,7 @@ use tokio_postgres::types::Json;
 use tokio_postgres::Row;
 
 use crate::memory::working::capped;
-use crate::memory::{
-    Entry, EntryType, SoulState, StoreError, TurnContext, TurnRecord, UserRecord, Whisper,
-};
+use crate::memory::{Entry, SoulState, StoreError, TurnContext, TurnRecord, UserRecord, Whisper};
 use crate::process::ThreadProcess;
 
 type Result<T> = std::result::Result<T, StoreError>;
@@ -217,8 +215,7 @@ fn entry(r: &Row, thread: &str) -> Result<Entry> {
     let kind: &str = r.get(3);
     Ok(Entry {
         id: r.get(2),
-        entry_type: EntryType::parse(kind)
-            .ok_or_else(|| StoreError::Task(format!("unknown entry_type {kind}")))?,
+        entry_type: kind.parse()?,
         thread: thread.to_string(),
         content: r.get(4),
         verb: r.get(5),

@@ -4,7 +4,7 @@
 
 use tokio_postgres::Row;
 
-use crate::memory::{Entry, EntryType, StoreError};
+use crate::memory::{Entry, StoreError};
 
 type Result<T> = std::result::Result<T, StoreError>;
 
@@ -16,8 +16,7 @@ pub(super) fn entry(r: &Row) -> Result<Entry> {
     Ok(Entry {
         id: r.get(0),
         thread: r.get(1),
-        entry_type: EntryType::parse(kind)
-            .ok_or_else(|| StoreError::Task(format!("unknown entry_type {kind}")))?,
+        entry_type: kind.parse()?,
         content: r.get(3),
         verb: r.get(4),
         user_id: r.get(5),
