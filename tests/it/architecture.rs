@@ -54,6 +54,7 @@ const PARTS: &[(&str, &[&str], &str)] = &[
             "assistant",
             "config",
             "engine",
+            "failpoint",
             "memory",
             "metrics",
             "process",

@@ -143,7 +143,7 @@ const BREAK: usize = 1;
 
 /// What the longest answer of `shape` in its tag form (the grammar's) holds besides its free
 /// text: tags, verbs, questions, answers, line breaks (one more than there are, between the
-/// sections). Mirrors `gbnf`; `tests/constrained.rs` reads the grammars themselves and holds
+/// sections). Mirrors `gbnf`; `tests/it/constrained.rs` reads the grammars themselves and holds
 /// this to them.
 pub fn tag_text(shape: &Shape) -> usize {
     let said = |step: Step, verbs: &[&str]| {
