@@ -11,8 +11,8 @@
 //! carried out by the daemon and the engine. `psyche` is the soul's numeric inner life (drives,
 //! mood, relationships, memories) and the gate for speaking unasked: pure, its numbers never
 //! reach a prompt. The rest is shared: `config`, `soul` (and `assistant`, its words on
-//! assistant surfaces), `steps`, `metrics`, `telemetry`, `tls`, `failpoint`. `tests/it/architecture.rs`
-//! holds each part to the edges it may have.
+//! assistant surfaces), `steps`, `metrics`, `telemetry`, `tls`, `failpoint`.
+//! `tests/it/architecture.rs` holds each part to the edges it may have.
 
 pub mod cli;
 pub mod daemon;

@@ -858,3 +858,42 @@ fn a_sigkill_storm_delays_replies_but_never_loses_doubles_or_gives_one_up() {
 fn a_sigkill_storm_delays_replies_but_never_loses_doubles_or_gives_one_up_without_metadata() {
     storm(true);
 }
+
+#[test]
+fn a_background_task_that_panics_is_named_restarted_and_the_soul_still_answers() {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    model.reply(&answer("Still here."));
+    let (_home, mut d) = socket_daemon_env(
+        &model,
+        &slack,
+        "",
+        &[("ANIMA_FAILPOINTS", "task:heartbeat")],
+    );
+    d.wait_log("task heartbeat panicked", 10);
+    // Backed off, not spinning: the second start waits longer than the first.
+    let first = d.wait_log("restarting task heartbeat", 10);
+    assert!(first.contains("in_ms=1000"), "{first}");
+    slack.send_event(mention("C1", "5.000001", "are you there?"), "E1", 0);
+    slack.wait(15, "the reply", |s| {
+        s.posts().iter().any(|p| p.text.contains("Still here."))
+    });
+    d.wait_log("in_ms=2000", 10);
+    assert_eq!(d.terminate(), 0, "{}", d.log());
+}
+
+#[test]
+fn a_task_the_daemon_cannot_run_without_stops_it_with_its_name() {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    let home = home(&model, &slack, "socket", "");
+    let mut d = Daemon::spawn(&home, &[("ANIMA_FAILPOINTS", "task:http")]);
+    assert_eq!(d.wait_exit(20), 1, "{}", d.log());
+    let log = d.log();
+    assert!(
+        log.contains("stopping the daemon: its task http failed"),
+        "{log}"
+    );
+    assert!(
+        log.contains("anima: stopped: the daemon's task http failed"),
+        "{log}"
+    );
+}
