@@ -16,6 +16,9 @@ pub struct Daemon {
     pub child: Child,
     pub http: SocketAddr,
     log: Arc<Mutex<Vec<String>>>,
+    /// The thread reading the daemon's stderr into `log`: done once the daemon has exited and
+    /// its last line is in.
+    reader: std::thread::JoinHandle<()>,
 }
 
 /// A home whose config points anima at the fakes. `extra` is more TOML: keys under a leading
@@ -85,7 +88,7 @@ impl Daemon {
         let stderr = child.stderr.take().unwrap();
         let log = Arc::new(Mutex::new(Vec::new()));
         let sink = log.clone();
-        std::thread::spawn(move || {
+        let reader = std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 sink.lock().unwrap().push(line);
             }
@@ -94,6 +97,7 @@ impl Daemon {
             child,
             http: "127.0.0.1:0".parse().unwrap(),
             log,
+            reader,
         }
     }
 
@@ -218,10 +222,20 @@ impl Daemon {
         let _ = self.child.wait();
     }
 
+    /// After the exit: waits (a little) for the reader to take the daemon's last lines, so
+    /// `log` holds everything it said.
+    fn read_to_the_end(&self) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !self.reader.is_finished() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     pub fn wait_exit(&mut self, secs: u64) -> i32 {
         let deadline = Instant::now() + Duration::from_secs(secs);
         while Instant::now() < deadline {
             if let Some(status) = self.child.try_wait().unwrap() {
+                self.read_to_the_end();
                 return status.code().unwrap_or(-1);
             }
             std::thread::sleep(Duration::from_millis(20));
