@@ -4,23 +4,9 @@
 
 use rusqlite::OptionalExtension;
 
-use super::{now_ms, SqliteStore, StoreError};
+use super::{SqliteStore, StoreError};
 
 impl SqliteStore {
-    /// Records that `kind` is done for `place`: true the first time only, so a retried event
-    /// or a restart never does it twice.
-    pub fn first_time(&self, kind: &str, place: &str) -> Result<bool, StoreError> {
-        self.write(|tx| {
-            let n = tx
-                .prepare_cached(
-                    "INSERT INTO openings (kind, place, at_ms) VALUES (?1, ?2, ?3)
-                     ON CONFLICT (kind, place) DO NOTHING",
-                )?
-                .execute((kind, place, now_ms()))?;
-            Ok(n == 1)
-        })
-    }
-
     /// The surface's note on a conversation, if it made one.
     pub fn conversation_note(&self, key: &str) -> Result<Option<String>, StoreError> {
         Ok(self
@@ -35,21 +21,6 @@ impl SqliteStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_first_time_only_and_across_a_reopen() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("a.db");
-        {
-            let s = SqliteStore::open(&path).unwrap();
-            assert!(s.first_time("greeting", "D1").unwrap());
-            assert!(!s.first_time("greeting", "D1").unwrap());
-            assert!(s.first_time("title", "D1").unwrap(), "another kind");
-            assert!(s.first_time("greeting", "D2").unwrap(), "another place");
-        }
-        let s = SqliteStore::open(&path).unwrap();
-        assert!(!s.first_time("greeting", "D1").unwrap(), "remembered");
-    }
 
     #[test]
     fn a_conversations_note() {

@@ -1,7 +1,10 @@
-//! The SQLite backend behind the store's faces: each operation runs the blocking store's own
-//! method off the async runtime (`SqliteStore::call`), its arguments moved along. What a
-//! method does inside (one IMMEDIATE transaction, cached statements, the page economics) stays
-//! in the blocking store; this file only carries calls across.
+//! The SQLite backend behind the store's faces: the `Sqlite` handle, which runs each
+//! operation off the async runtime (`Sqlite::call`). A concern moved here implements its face
+//! directly, one file per concern (`feedback`), its body run on the blocking store inside
+//! `call`: one IMMEDIATE transaction, cached statements, the page economics, as before. The
+//! faces not yet moved still forward to the blocking store's own methods (`off!`, below).
+
+mod feedback;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -13,13 +16,13 @@ use serde_json::Value;
 use super::dream::{
     Backlog, Consolidated, Consolidation, DreamHold, DreamRow, Episode, Keep, Upkeep,
 };
-use super::faces::{self, Decide, Moved, Quiet, SamePlace};
+use super::faces::{self, Decide, Moved, Quiet};
 use super::process_state::TransitionRow;
 use super::psyche::{LoggedDecision, Mind, Place};
 use super::{
-    CognitiveRow, DaemonRow, Entry, Inbound, InboxItem, Intake, JournalEntry, Judged, Overheard,
-    Snapshot, SoulState, SqliteStore, StateMove, StoreError, TurnContext, TurnRecord, TurnStart,
-    UsageRecord, UserRecord, Verdict, WriteHealth,
+    CognitiveRow, DaemonRow, Entry, Inbound, InboxItem, Intake, JournalEntry, Overheard, Snapshot,
+    SoulState, SqliteStore, StateMove, StoreError, TurnContext, TurnRecord, TurnStart, UsageRecord,
+    UserRecord, WriteHealth,
 };
 use crate::process::ThreadProcess;
 use crate::psyche::gate::{Decision, GateRules};
@@ -53,6 +56,15 @@ impl Sqlite {
     /// The blocking store, for tests and benchmarks that measure SQLite itself.
     pub fn blocking(&self) -> &Arc<SqliteStore> {
         &self.0
+    }
+
+    /// Runs `f` with the blocking store off the async runtime: the one place where this
+    /// backend's SQLite calls leave it.
+    async fn call<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&SqliteStore) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        self.0.call(f).await
     }
 
     /// This store as the rest of anima holds it.
@@ -517,30 +529,6 @@ impl faces::Psychology for Sqlite {
     async fn psyche_decisions(&self, soul: &str, limit: usize) -> Result<Vec<LoggedDecision>> {
         off!(self, [soul = soul.to_owned()], |s| s
             .psyche_decisions(&soul, limit))
-    }
-}
-
-#[async_trait]
-impl faces::Feedback for Sqlite {
-    async fn record_feedback(
-        &self,
-        reference: &str,
-        same_place: SamePlace,
-        person: &str,
-        verdict: Verdict,
-    ) -> Result<Judged> {
-        off!(
-            self,
-            [r = reference.to_owned(), who = person.to_owned()],
-            |s| s.record_feedback(&r, same_place, &who, verdict)
-        )
-    }
-    async fn feedback_on(&self, reference: &str) -> Result<Vec<(String, Verdict)>> {
-        off!(self, [r = reference.to_owned()], |s| s.feedback_on(&r))
-    }
-    async fn first_time(&self, kind: &str, place: &str) -> Result<bool> {
-        off!(self, [k = kind.to_owned(), p = place.to_owned()], |s| s
-            .first_time(&k, &p))
     }
 }
 
