@@ -356,7 +356,10 @@ fn consolidate(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::memory::faces::{Admin, Users};
+    use crate::memory::sqlite::{run, Sqlite};
     use crate::memory::{EntryType, NewEntry, TurnRecord};
+    use std::sync::Arc;
 
     /// The newest `entries`, and no entry kept for being recent.
     fn keep(entries: u32) -> Keep {
@@ -366,10 +369,10 @@ mod tests {
         }
     }
 
-    fn store() -> (tempfile::TempDir, SqliteStore) {
+    fn store() -> (tempfile::TempDir, Arc<SqliteStore>) {
         let dir = tempfile::tempdir().unwrap();
         let s = SqliteStore::open(&dir.path().join("a.db")).unwrap();
-        (dir, s)
+        (dir, Arc::new(s))
     }
 
     /// `n` exchanges in `thread`: a message and a reply each (2n entries).
@@ -520,7 +523,7 @@ mod tests {
         let b = s.backlog("t1", keep(4), 100, 100_000).unwrap().unwrap();
         // The operator closes the conversation while the dream's call runs: its working
         // memory stays, and no summary of the new conversation may claim it.
-        assert!(s.reset_thread("t1").unwrap());
+        assert!(run(Sqlite::on(&s).reset_thread("t1")).unwrap());
         let done = s
             .consolidate(&consolidation(&b, "old talk"), keep(4))
             .unwrap();
@@ -580,7 +583,7 @@ mod tests {
         }];
         let done = s.consolidate(&c, keep(2)).unwrap();
         assert_eq!(done.models, ["U1"]);
-        let hist = s.model_history("U1").unwrap();
+        let hist = run(Sqlite::on(&s).model_history("U1")).unwrap();
         assert_eq!(hist.last().unwrap().1, "Dream: likes crabs");
         // A stale version is not saved.
         talk(&s, "t1", 3);
@@ -594,7 +597,11 @@ mod tests {
         }];
         assert!(s.consolidate(&c, keep(2)).unwrap().models.is_empty());
         assert_eq!(
-            s.user("U1").unwrap().unwrap().model.as_deref(),
+            run(Sqlite::on(&s).user("U1"))
+                .unwrap()
+                .unwrap()
+                .model
+                .as_deref(),
             Some("# Tom\n- likes crabs")
         );
     }

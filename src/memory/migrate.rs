@@ -325,8 +325,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("anima.db");
         drop(crate::memory::SqliteStore::open(&path).unwrap());
-        let store = crate::memory::SqliteStore::open(&path).unwrap();
-        assert_eq!(store.interactions().unwrap(), 0);
+        let store = std::sync::Arc::new(crate::memory::SqliteStore::open(&path).unwrap());
+        let faces = crate::memory::sqlite::Sqlite::on(&store);
+        assert_eq!(
+            crate::memory::sqlite::run(crate::memory::faces::SoulRecord::interactions(&faces))
+                .unwrap(),
+            0
+        );
         assert_eq!(
             crate::memory::SqliteStore::inspect(&path).unwrap(),
             SCHEMA_VERSION

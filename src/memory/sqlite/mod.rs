@@ -1,10 +1,13 @@
 //! The SQLite backend behind the store's faces: the `Sqlite` handle, which runs each
 //! operation off the async runtime (`Sqlite::call`). A concern moved here implements its face
-//! directly, one file per concern (`feedback`), its body run on the blocking store inside
+//! directly, one file per concern (`feedback`, `admin`, `processes`, `users`), its body run on the blocking store inside
 //! `call`: one IMMEDIATE transaction, cached statements, the page economics, as before. The
 //! faces not yet moved still forward to the blocking store's own methods (`off!`, below).
 
+mod admin;
 mod feedback;
+mod processes;
+mod users;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -17,14 +20,12 @@ use super::dream::{
     Backlog, Consolidated, Consolidation, DreamHold, DreamRow, Episode, Keep, Upkeep,
 };
 use super::faces::{self, Decide, Moved, Quiet};
-use super::process_state::TransitionRow;
 use super::psyche::{LoggedDecision, Mind, Place};
 use super::{
-    CognitiveRow, DaemonRow, Entry, Inbound, InboxItem, Intake, JournalEntry, Overheard, Snapshot,
-    SoulState, SqliteStore, StateMove, StoreError, TurnContext, TurnRecord, TurnStart, UsageRecord,
+    CognitiveRow, DaemonRow, Entry, Inbound, InboxItem, Intake, JournalEntry, Overheard,
+    SqliteStore, StateMove, StoreError, TurnContext, TurnRecord, TurnStart, UsageRecord,
     UserRecord, WriteHealth,
 };
-use crate::process::ThreadProcess;
 use crate::psyche::gate::{Decision, GateRules};
 use crate::psyche::mapping::{IntentionUpdate, StanceShift};
 use crate::psyche::packet::Packet;
@@ -276,64 +277,6 @@ impl faces::Turns for Sqlite {
 }
 
 #[async_trait]
-impl faces::Users for Sqlite {
-    async fn user(&self, user_id: &str) -> Result<Option<UserRecord>> {
-        off!(self, [u = user_id.to_owned()], |s| s.user(&u))
-    }
-    async fn users(&self) -> Result<Vec<UserRecord>> {
-        off!(self, [], |s| s.users())
-    }
-    async fn unexported_models(&self) -> Result<Vec<UserRecord>> {
-        off!(self, [], |s| s.unexported_models())
-    }
-    async fn mark_exported(&self, user_id: &str, version: i64) -> Result<()> {
-        off!(self, [u = user_id.to_owned()], |s| s
-            .mark_exported(&u, version))
-    }
-    async fn pending_model_versions(&self, user_id: &str) -> Result<Vec<(i64, String, String)>> {
-        off!(self, [u = user_id.to_owned()], |s| s
-            .pending_model_versions(&u))
-    }
-    async fn model_history(&self, user_id: &str) -> Result<Vec<(i64, String, i64)>> {
-        off!(self, [u = user_id.to_owned()], |s| s.model_history(&u))
-    }
-}
-
-#[async_trait]
-impl faces::SoulRecord for Sqlite {
-    async fn soul_state(&self) -> Result<SoulState> {
-        off!(self, [], |s| s.soul_state())
-    }
-    async fn interactions(&self) -> Result<u64> {
-        off!(self, [], |s| s.interactions())
-    }
-}
-
-#[async_trait]
-impl faces::Whispers for Sqlite {
-    async fn add_whisper(&self, whisper: &str, source: &str) -> Result<i64> {
-        off!(
-            self,
-            [w = whisper.to_owned(), src = source.to_owned()],
-            |s| s.add_whisper(&w, &src)
-        )
-    }
-}
-
-#[async_trait]
-impl faces::Processes for Sqlite {
-    async fn thread_process(&self, thread: &str) -> Result<Option<ThreadProcess>> {
-        off!(self, [t = thread.to_owned()], |s| s.thread_process(&t))
-    }
-    async fn transitions(&self, thread: &str) -> Result<Vec<TransitionRow>> {
-        off!(self, [t = thread.to_owned()], |s| s.transitions(&t))
-    }
-    async fn quiet_threads(&self, quiet_since: i64) -> Result<Vec<(String, i64)>> {
-        off!(self, [], |s| s.quiet_threads(quiet_since))
-    }
-}
-
-#[async_trait]
 impl faces::States for Sqlite {
     async fn cognitive_state(&self) -> Result<CognitiveRow> {
         off!(self, [], |s| s.cognitive_state())
@@ -533,36 +476,6 @@ impl faces::Psychology for Sqlite {
 }
 
 #[async_trait]
-impl faces::Admin for Sqlite {
-    async fn reset_thread(&self, thread: &str) -> Result<bool> {
-        off!(self, [t = thread.to_owned()], |s| s.reset_thread(&t))
-    }
-    async fn log_admin(
-        &self,
-        origin: &str,
-        user_id: &str,
-        command: &str,
-        allowed: bool,
-    ) -> Result<bool> {
-        off!(
-            self,
-            [
-                o = origin.to_owned(),
-                u = user_id.to_owned(),
-                c = command.to_owned()
-            ],
-            |s| s.log_admin(&o, &u, &c, allowed)
-        )
-    }
-    async fn admin_done(&self, origin: &str) -> Result<()> {
-        off!(self, [o = origin.to_owned()], |s| s.admin_done(&o))
-    }
-    async fn snapshot(&self) -> Result<Snapshot> {
-        off!(self, [], |s| s.snapshot())
-    }
-}
-
-#[async_trait]
 impl faces::Health for Sqlite {
     async fn probe(&self) -> Result<()> {
         off!(self, [], |s| s.probe())
@@ -576,4 +489,21 @@ impl faces::Health for Sqlite {
     fn describe(&self) -> String {
         format!("SQLite at {}", self.0.path().display())
     }
+}
+
+/// For the blocking store's own tests: its faces, on the store a test holds.
+#[cfg(test)]
+impl Sqlite {
+    pub(crate) fn on(store: &Arc<SqliteStore>) -> Sqlite {
+        Sqlite(store.clone())
+    }
+}
+
+/// For a synchronous test: runs a face's call to its end.
+#[cfg(test)]
+pub(crate) fn run<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("a test runtime")
+        .block_on(f)
 }
