@@ -27,7 +27,6 @@ mod migrate;
 pub mod psyche;
 pub mod process_state;
 pub mod model_repo;
-mod openings;
 pub mod snapshot;
 pub mod soul_state;
 pub mod states;

@@ -1,12 +1,14 @@
 //! The SQLite backend behind the store's faces: the `Sqlite` handle, which runs each
 //! operation off the async runtime (`Sqlite::call`). A concern moved here implements its face
-//! directly, one file per concern (`feedback`, `admin`, `processes`, `users`), its body run on the blocking store inside
+//! directly, one file per concern (`feedback`, `admin`, `processes`, `users`, `states`, `inbox`), its body run on the blocking store inside
 //! `call`: one IMMEDIATE transaction, cached statements, the page economics, as before. The
 //! faces not yet moved still forward to the blocking store's own methods (`off!`, below).
 
 mod admin;
 mod feedback;
+mod inbox;
 mod processes;
+mod states;
 mod users;
 
 use std::path::Path;
@@ -19,11 +21,10 @@ use serde_json::Value;
 use super::dream::{
     Backlog, Consolidated, Consolidation, DreamHold, DreamRow, Episode, Keep, Upkeep,
 };
-use super::faces::{self, Decide, Moved, Quiet};
+use super::faces;
 use super::psyche::{LoggedDecision, Mind, Place};
 use super::{
-    CognitiveRow, DaemonRow, Entry, Inbound, InboxItem, Intake, JournalEntry, Overheard,
-    SqliteStore, StateMove, StoreError, TurnContext, TurnRecord, TurnStart, UsageRecord,
+    DaemonRow, Entry, SqliteStore, StoreError, TurnContext, TurnRecord, TurnStart, UsageRecord,
     UserRecord, WriteHealth,
 };
 use crate::psyche::gate::{Decision, GateRules};
@@ -81,89 +82,6 @@ macro_rules! off {
         $(let $own = $val;)*
         $self.0.call(move |$s| $body).await
     }};
-}
-
-#[async_trait]
-impl faces::Inbox for Sqlite {
-    async fn accept_inbound(&self, m: &Inbound) -> Result<Intake> {
-        off!(self, [m = m.clone()], |s| s.accept_inbound(&m))
-    }
-    async fn claim_next(&self, conversation: &str) -> Result<Option<InboxItem>> {
-        off!(self, [c = conversation.to_owned()], |s| s.claim_next(&c))
-    }
-    async fn note_failure(&self, id: i64) -> Result<i64> {
-        off!(self, [], |s| s.note_failure(id))
-    }
-    async fn open_conversations(&self) -> Result<Vec<String>> {
-        off!(self, [], |s| s.open_conversations())
-    }
-    async fn inbox_depth(&self) -> Result<u64> {
-        off!(self, [], |s| s.inbox_depth())
-    }
-    async fn inbox_item(&self, id: i64) -> Result<Option<InboxItem>> {
-        off!(self, [], |s| s.inbox_item(id))
-    }
-    async fn set_inbox_reply(&self, id: i64, reply: &str) -> Result<()> {
-        off!(self, [r = reply.to_owned()], |s| s.set_inbox_reply(id, &r))
-    }
-    async fn mark_part_posted(
-        &self,
-        id: i64,
-        parts_posted: i64,
-        reference: &str,
-        last: bool,
-    ) -> Result<()> {
-        off!(self, [r = reference.to_owned()], |s| s.mark_part_posted(
-            id,
-            parts_posted,
-            &r,
-            last
-        ))
-    }
-    async fn references_held(&self, id: i64) -> Result<Vec<String>> {
-        off!(self, [], |s| s.references_held(id))
-    }
-    async fn set_stream_ref(&self, id: i64, reference: &str) -> Result<()> {
-        off!(self, [r = reference.to_owned()], |s| s
-            .set_stream_ref(id, &r))
-    }
-    async fn mark_stopped(&self, id: i64, said: &str) -> Result<bool> {
-        off!(self, [t = said.to_owned()], |s| s.mark_stopped(id, &t))
-    }
-    async fn mark_done(&self, id: i64) -> Result<()> {
-        off!(self, [], |s| s.mark_done(id))
-    }
-    async fn mark_failed(&self, id: i64, failure: &str, apology: Option<&str>) -> Result<()> {
-        off!(
-            self,
-            [f = failure.to_owned(), a = apology.map(str::to_owned)],
-            |s| s.mark_failed(id, &f, a.as_deref())
-        )
-    }
-    async fn conversation_address(
-        &self,
-        conversation: &str,
-    ) -> Result<Option<(String, Option<String>)>> {
-        off!(self, [c = conversation.to_owned()], |s| s
-            .conversation_address(&c))
-    }
-    async fn note_conversation(&self, key: &str, note: &str) -> Result<()> {
-        off!(self, [k = key.to_owned(), n = note.to_owned()], |s| s
-            .note_conversation(&k, &n))
-    }
-    async fn conversation_note(&self, key: &str) -> Result<Option<String>> {
-        off!(self, [k = key.to_owned()], |s| s.conversation_note(&k))
-    }
-    async fn record_overheard(&self, m: &Inbound, place: &str) -> Result<Intake> {
-        off!(self, [m = m.clone(), p = place.to_owned()], |s| s
-            .record_overheard(&m, &p))
-    }
-    async fn reopen_overheard(&self, id: i64) -> Result<bool> {
-        off!(self, [], |s| s.reopen_overheard(id))
-    }
-    async fn last_overheard(&self, since_us: i64) -> Result<Option<Overheard>> {
-        off!(self, [], |s| s.last_overheard(since_us))
-    }
 }
 
 /// One process uses a SQLite file, so every claim is its own, at one epoch, and it is always
@@ -273,54 +191,6 @@ impl faces::Turns for Sqlite {
     }
     async fn claude_session(&self, thread: &str) -> Result<Option<String>> {
         off!(self, [t = thread.to_owned()], |s| s.claude_session(&t))
-    }
-}
-
-#[async_trait]
-impl faces::States for Sqlite {
-    async fn cognitive_state(&self) -> Result<CognitiveRow> {
-        off!(self, [], |s| s.cognitive_state())
-    }
-    async fn move_state(&self, quiet: Option<Quiet>, decide: Decide) -> Result<Moved> {
-        /// Why a move was not made.
-        enum Not {
-            Refused,
-            Quiet,
-        }
-        off!(self, [], |s| {
-            let decide = |row: &CognitiveRow| decide(row).ok_or(Not::Refused);
-            let moved = match quiet {
-                Some(Quiet(newest)) => s.move_state_if_quiet(newest, Not::Quiet, decide)?,
-                None => s.move_state(decide)?,
-            };
-            Ok(match moved {
-                Ok(m) => Moved::Moved(m),
-                Err(Not::Refused) => Moved::Refused,
-                Err(Not::Quiet) => Moved::NotQuiet,
-            })
-        })
-    }
-    async fn newest_message_id(&self) -> Result<Option<i64>> {
-        off!(self, [], |s| s.newest_message_id())
-    }
-    async fn last_message_ms(&self) -> Result<Option<i64>> {
-        off!(self, [], |s| s.last_message_ms())
-    }
-    async fn state_moves(&self, limit: usize) -> Result<Vec<StateMove>> {
-        off!(self, [], |s| s.state_moves(limit))
-    }
-    async fn add_journal(&self, entry: &str) -> Result<i64> {
-        off!(self, [e = entry.to_owned()], |s| s.add_journal(&e))
-    }
-    async fn journal(&self, limit: usize) -> Result<Vec<JournalEntry>> {
-        off!(self, [], |s| s.journal(limit))
-    }
-    async fn messages_since(&self, since_ms: i64) -> Result<Vec<(String, String)>> {
-        off!(self, [], |s| s.messages_since(since_ms))
-    }
-    async fn answered_yes_since(&self, question: &str, since_ms: i64) -> Result<bool> {
-        off!(self, [q = question.to_owned()], |s| s
-            .answered_yes_since(&q, since_ms))
     }
 }
 
@@ -507,3 +377,14 @@ pub(crate) fn run<F: std::future::Future>(f: F) -> F::Output {
         .expect("a test runtime")
         .block_on(f)
 }
+
+/// For a synchronous test: `.block()` runs a face's call to its end.
+#[cfg(test)]
+pub(crate) trait Block: std::future::Future + Sized {
+    fn block(self) -> Self::Output {
+        run(self)
+    }
+}
+
+#[cfg(test)]
+impl<F: std::future::Future> Block for F {}
