@@ -1,10 +1,11 @@
 //! The SQLite backend behind the store's faces: the `Sqlite` handle, which runs each
 //! operation off the async runtime (`Sqlite::call`). A concern moved here implements its face
-//! directly, one file per concern (`feedback`, `admin`, `processes`, `users`, `states`, `inbox`), its body run on the blocking store inside
+//! directly, one file per concern (`feedback`, `admin`, `processes`, `users`, `states`, `inbox`, `dreams`), its body run on the blocking store inside
 //! `call`: one IMMEDIATE transaction, cached statements, the page economics, as before. The
 //! faces not yet moved still forward to the blocking store's own methods (`off!`, below).
 
 mod admin;
+mod dreams;
 mod feedback;
 mod inbox;
 mod processes;
@@ -16,11 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde_json::Value;
 
-use super::dream::{
-    Backlog, Consolidated, Consolidation, DreamHold, DreamRow, Episode, Keep, Upkeep,
-};
 use super::faces;
 use super::psyche::{LoggedDecision, Mind, Place};
 use super::{
@@ -191,52 +188,6 @@ impl faces::Turns for Sqlite {
     }
     async fn claude_session(&self, thread: &str) -> Result<Option<String>> {
         off!(self, [t = thread.to_owned()], |s| s.claude_session(&t))
-    }
-}
-
-#[async_trait]
-impl faces::Dreams for Sqlite {
-    async fn hold_dream(&self) -> Result<Option<DreamHold>> {
-        off!(self, [], |s| s.hold_dream())
-    }
-    async fn begin_dream(&self, cause: &str) -> Result<i64> {
-        off!(self, [c = cause.to_owned()], |s| s.begin_dream(&c))
-    }
-    async fn finish_dream(&self, id: i64, complete: bool, report: &Value) -> Result<()> {
-        off!(self, [r = report.clone()], |s| s
-            .finish_dream(id, complete, &r))
-    }
-    async fn last_dream(&self) -> Result<Option<DreamRow>> {
-        off!(self, [], |s| s.last_dream())
-    }
-    async fn dream_threads(&self, keep: Keep) -> Result<Vec<String>> {
-        off!(self, [], |s| s.dream_threads(keep))
-    }
-    async fn backlog(
-        &self,
-        thread: &str,
-        keep: Keep,
-        max_entries: usize,
-        max_chars: usize,
-    ) -> Result<Option<Backlog>> {
-        off!(self, [t = thread.to_owned()], |s| s.backlog(
-            &t,
-            keep,
-            max_entries,
-            max_chars
-        ))
-    }
-    async fn consolidate(&self, c: Consolidation, keep: Keep) -> Result<Consolidated> {
-        off!(self, [], |s| s.consolidate(&c, keep))
-    }
-    async fn thread_summary(&self, thread: &str) -> Result<Option<String>> {
-        off!(self, [t = thread.to_owned()], |s| s.thread_summary(&t))
-    }
-    async fn episodes(&self, thread: &str) -> Result<Vec<Episode>> {
-        off!(self, [t = thread.to_owned()], |s| s.episodes(&t))
-    }
-    async fn upkeep(&self) -> Result<Upkeep> {
-        off!(self, [], |s| s.upkeep())
     }
 }
 
