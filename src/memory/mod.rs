@@ -40,7 +40,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior};
+use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 pub use faces::{move_state, Quiet, Store};
 pub use feedback::{Judged, Verdict};
@@ -245,7 +245,7 @@ impl SqliteStore {
     }
 
     /// Runs blocking store work off the async runtime: the one place where SQLite calls leave
-    /// it. `store.call(|s| s.claim_next(&key)).await`.
+    /// it. `store.call(|s| s.commit_turn(&rec)).await`.
     pub async fn call<T: Send + 'static>(
         self: &std::sync::Arc<Self>,
         f: impl FnOnce(&SqliteStore) -> Result<T, StoreError> + Send + 'static,
@@ -350,41 +350,6 @@ impl SqliteStore {
     pub fn thread_entries(&self, thread: &str) -> Result<Vec<Entry>, StoreError> {
         let conn = self.conn();
         working::all(&conn, thread)
-    }
-
-    /// The model calls of a thread's turns, oldest first.
-    pub fn usage(&self, thread: &str) -> Result<Vec<UsageRecord>, StoreError> {
-        let conn = self.conn();
-        let mut stmt = conn.prepare(
-            "SELECT provider, model, input_tokens, output_tokens, cache_creation_tokens, cache_read_tokens,
-                    latency_ms, stop_reason
-             FROM turn_usage WHERE thread = ?1 ORDER BY id",
-        )?;
-        let rows = stmt.query_map([thread], |r| {
-            Ok(UsageRecord {
-                provider: r.get(0)?,
-                model: r.get(1)?,
-                input_tokens: r.get::<_, i64>(2)? as u64,
-                output_tokens: r.get::<_, i64>(3)? as u64,
-                cache_creation_tokens: r.get::<_, i64>(4)? as u64,
-                cache_read_tokens: r.get::<_, i64>(5)? as u64,
-                latency_ms: r.get::<_, i64>(6)? as u64,
-                stop_reason: r.get(7)?,
-            })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
-    }
-
-    pub fn claude_session(&self, thread: &str) -> Result<Option<String>, StoreError> {
-        let conn = self.conn();
-        Ok(conn
-            .query_row(
-                "SELECT claude_session FROM threads WHERE thread = ?1",
-                [thread],
-                |r| r.get::<_, Option<String>>(0),
-            )
-            .optional()?
-            .flatten())
     }
 }
 

@@ -3,7 +3,7 @@
 
 use rusqlite::{Connection, OptionalExtension};
 
-use super::{SqliteStore, StoreError};
+use super::StoreError;
 use crate::process::{ThreadProcess, TransitionRecord};
 
 pub use super::records::process::TransitionRow;
@@ -66,33 +66,4 @@ pub(super) fn save(
         ])?;
     }
     Ok(())
-}
-
-impl SqliteStore {
-    /// A thread's last speaker (user id and display name, empty if none) and the time of its
-    /// last entry: what a proactive turn needs without reading the whole thread.
-    pub fn last_speaker(&self, thread: &str) -> Result<(String, String, i64), StoreError> {
-        let conn = self.conn();
-        let speaker: Option<(Option<String>, String)> = conn
-            .prepare_cached(
-                "SELECT user_id, metadata FROM working_memory
-                 WHERE thread = ?1 AND entry_type = 'userMessage' ORDER BY id DESC LIMIT 1",
-            )?
-            .query_row([thread], |r| Ok((r.get(0)?, r.get(1)?)))
-            .optional()?;
-        let last_at: Option<i64> = conn
-            .prepare_cached("SELECT max(created_at) FROM working_memory WHERE thread = ?1")?
-            .query_row([thread], |r| r.get(0))?;
-        let (user_id, name) = match speaker {
-            Some((id, meta)) => {
-                let name = serde_json::from_str::<serde_json::Value>(&meta)
-                    .ok()
-                    .and_then(|m| m.get("name").and_then(|n| n.as_str()).map(str::to_string))
-                    .unwrap_or_default();
-                (id.unwrap_or_default(), name)
-            }
-            None => (String::new(), String::new()),
-        };
-        Ok((user_id, name, last_at.unwrap_or(0)))
-    }
 }

@@ -72,30 +72,6 @@ impl SqliteStore {
         })
     }
 
-    /// Undoes what `begin_turn` took for a turn that failed (the model did not answer): the
-    /// interaction number is given back unless a later turn has taken one, and the whisper
-    /// is released for the next turn. The message stays in working memory.
-    pub fn release_turn(
-        &self,
-        interaction: u64,
-        whisper: Option<(i64, &str)>,
-    ) -> Result<(), StoreError> {
-        self.write(|tx| {
-            tx.prepare_cached(
-                "UPDATE counters SET value = value - 1 WHERE name = 'interactions' AND value = ?1",
-            )?
-            .execute([interaction as i64])?;
-            if let Some((id, claimant)) = whisper {
-                tx.prepare_cached(
-                    "UPDATE whispers SET claimed_by = NULL, claimed_until = NULL
-                     WHERE id = ?1 AND claimed_by = ?2 AND consumed_at IS NULL",
-                )?
-                .execute((id, claimant))?;
-            }
-            Ok(())
-        })
-    }
-
     /// Reads what a turn without a message (a proactive turn) needs; takes no number and
     /// claims no whisper.
     pub fn load_turn(
@@ -338,8 +314,8 @@ pub(super) fn save_model(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memory::faces::{Admin, Processes, SoulRecord, Users, Whispers};
-    use crate::memory::sqlite::{run, Sqlite};
+    use crate::memory::faces::{Admin, Processes, SoulRecord, Turns, Users, Whispers};
+    use crate::memory::sqlite::{run, Block, Sqlite};
     use crate::memory::EntryType;
     use crate::process::ThreadProcess;
     use std::sync::Arc;
@@ -584,12 +560,18 @@ mod tests {
         let (_, other) = s.begin_turn(&start("t2", "hey", "b")).unwrap();
         assert!(other.whisper.is_none());
         // The first fails: its number stays taken (a later turn has one), the whisper is free.
-        s.release_turn(1, Some((id, "a"))).unwrap();
+        Sqlite::on(&s)
+            .release_turn(1, Some((id, "a".into())))
+            .block()
+            .unwrap();
         assert_eq!(run(Sqlite::on(&s).interactions()).unwrap(), 2);
         // Releasing someone else's claim does nothing; giving back the newest number works.
         let (_, third) = s.begin_turn(&start("t3", "yo", "c")).unwrap();
         assert_eq!(third.whisper.map(|w| w.id), Some(id));
-        s.release_turn(third.interaction, Some((id, "a"))).unwrap();
+        Sqlite::on(&s)
+            .release_turn(third.interaction, Some((id, "a".into())))
+            .block()
+            .unwrap();
         assert_eq!(run(Sqlite::on(&s).interactions()).unwrap(), 2);
         let (_, fourth) = s.begin_turn(&start("t4", "yo", "d")).unwrap();
         assert!(fourth.whisper.is_none(), "still claimed by c");

@@ -1,8 +1,10 @@
 //! The SQLite backend behind the store's faces: the `Sqlite` handle, which runs each
-//! operation off the async runtime (`Sqlite::call`). A concern moved here implements its face
-//! directly, one file per concern (`feedback`, `admin`, `processes`, `users`, `states`, `inbox`, `dreams`), its body run on the blocking store inside
-//! `call`: one IMMEDIATE transaction, cached statements, the page economics, as before. The
-//! faces not yet moved still forward to the blocking store's own methods (`off!`, below).
+//! operation off the async runtime (`Sqlite::call`). Each concern implements its face
+//! directly, one file per concern (`inbox`, `turns`, `users`, `states`, `dreams`, `admin`,
+//! `feedback`, `processes`), its body run on the blocking store inside `call`: one IMMEDIATE
+//! transaction, cached statements, the page economics. What still runs the blocking store's
+//! own methods (`off!`, below: the psychology; in `turns`, a turn's begin, commit and load)
+//! does so because the benchmarks and memory's tests call those blocking.
 
 mod admin;
 mod dreams;
@@ -10,6 +12,7 @@ mod feedback;
 mod inbox;
 mod processes;
 mod states;
+mod turns;
 mod users;
 
 use std::path::Path;
@@ -20,10 +23,7 @@ use async_trait::async_trait;
 
 use super::faces;
 use super::psyche::{LoggedDecision, Mind, Place};
-use super::{
-    DaemonRow, Entry, SqliteStore, StoreError, TurnContext, TurnRecord, TurnStart, UsageRecord,
-    UserRecord, WriteHealth,
-};
+use super::{DaemonRow, SqliteStore, StoreError, WriteHealth};
 use crate::psyche::gate::{Decision, GateRules};
 use crate::psyche::mapping::{IntentionUpdate, StanceShift};
 use crate::psyche::packet::Packet;
@@ -123,71 +123,6 @@ impl faces::Claims for Sqlite {
     }
     async fn daemons(&self) -> Result<Vec<DaemonRow>> {
         Ok(Vec::new())
-    }
-}
-
-#[async_trait]
-impl faces::Turns for Sqlite {
-    async fn begin_turn(&self, t: TurnStart) -> Result<(i64, TurnContext)> {
-        off!(self, [], |s| s.begin_turn(&t))
-    }
-    async fn commit_turn(&self, rec: TurnRecord) -> Result<Option<UserRecord>> {
-        off!(self, [], |s| s.commit_turn(&rec))
-    }
-    async fn release_turn(&self, interaction: u64, whisper: Option<(i64, String)>) -> Result<()> {
-        off!(self, [], |s| s.release_turn(
-            interaction,
-            whisper.as_ref().map(|(id, who)| (*id, who.as_str()))
-        ))
-    }
-    async fn load_turn(
-        &self,
-        thread: &str,
-        user_id: &str,
-        display_name: &str,
-        window: u32,
-    ) -> Result<TurnContext> {
-        off!(
-            self,
-            [
-                t = thread.to_owned(),
-                u = user_id.to_owned(),
-                n = display_name.to_owned()
-            ],
-            |s| s.load_turn(&t, &u, &n, window)
-        )
-    }
-    async fn record_user_message(
-        &self,
-        thread: &str,
-        user_id: &str,
-        display_name: &str,
-        text: &str,
-        source: Option<&str>,
-    ) -> Result<i64> {
-        off!(
-            self,
-            [
-                t = thread.to_owned(),
-                u = user_id.to_owned(),
-                n = display_name.to_owned(),
-                x = text.to_owned(),
-                src = source.map(str::to_owned)
-            ],
-            |s| s.record_user_message(&t, &u, &n, &x, src.as_deref())
-        )
-    }
-    async fn thread_entries(&self, thread: &str) -> Result<Vec<Entry>> {
-        off!(self, [t = thread.to_owned()], |s| s.thread_entries(&t))
-    }
-    async fn last_speaker(&self, thread: &str) -> Result<(String, String, i64)> {
-        off!(self, [t = thread.to_owned()], |s| s.last_speaker(&t))
-    }
-    async fn usage(&self, thread: &str) -> Result<Vec<UsageRecord>> {
-        off!(self, [t = thread.to_owned()], |s| s.usage(&t))
-    }
-    async fn claude_session(&self, thread: &str) -> Result<Option<String>> {
-        off!(self, [t = thread.to_owned()], |s| s.claude_session(&t))
     }
 }
 
