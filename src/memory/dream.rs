@@ -9,20 +9,20 @@
 //! redoes the batch); after it, nothing is left half done. Never deletes an entry among a
 //! conversation's newest `keep_recent`, nor one written since `Keep::since_ms`, nor one no
 //! committed summary covers. Knows nothing
-//! about how a summary is written: the caller brings it.
+//! about how a summary is written: the caller brings it. The face is `sqlite::dreams`; here,
+//! the parts of its work it shares.
 
 use rusqlite::{Connection, OptionalExtension};
 use serde_json::Value;
 
-use super::working::{self, Entry};
-use super::{now_ms, SqliteStore, StoreError};
+use super::{now_ms, StoreError};
 
 pub(crate) use super::records::dream::batch_len;
 pub use super::records::dream::{
     Backlog, Consolidated, Consolidation, DreamHold, DreamRow, Episode, Keep, ModelRefresh, Person,
     Upkeep,
 };
-fn since_id(conn: &Connection, thread: &str) -> Result<i64, StoreError> {
+pub(super) fn since_id(conn: &Connection, thread: &str) -> Result<i64, StoreError> {
     Ok(conn
         .prepare_cached("SELECT since_id FROM threads WHERE thread = ?1")?
         .query_row([thread], |r| r.get(0))
@@ -33,7 +33,7 @@ fn since_id(conn: &Connection, thread: &str) -> Result<i64, StoreError> {
 /// The oldest entry of a conversation that a dream keeps (of its newest `keep.entries`, and
 /// of those written since `keep.since_ms`): entries before it are the backlog. `None` when
 /// there is none before it.
-fn oldest_kept(
+pub(super) fn oldest_kept(
     conn: &Connection,
     thread: &str,
     since: i64,
@@ -76,189 +76,6 @@ pub(super) fn summary(
         .optional()?)
 }
 
-impl SqliteStore {
-    /// The soul's one dream at a time: `dream.lock` beside the database, locked without
-    /// waiting.
-    pub fn hold_dream(&self) -> Result<Option<DreamHold>, StoreError> {
-        let path = self.path.with_file_name("dream.lock");
-        let failed = |source| StoreError::File {
-            path: path.clone(),
-            source,
-        };
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(failed)?;
-        match file.try_lock() {
-            Ok(()) => Ok(Some(DreamHold::new(file))),
-            Err(std::fs::TryLockError::WouldBlock) => Ok(None),
-            Err(std::fs::TryLockError::Error(e)) => Err(failed(e)),
-        }
-    }
-
-    /// Threads whose current conversation has a backlog (entries before what it keeps), the
-    /// least recently active first.
-    pub fn dream_threads(&self, keep: Keep) -> Result<Vec<String>, StoreError> {
-        let conn = self.conn();
-        let mut stmt = conn.prepare_cached(
-            "SELECT w.thread, coalesce(t.since_id, 0) FROM working_memory w
-             LEFT JOIN threads t ON t.thread = w.thread
-             WHERE w.id > coalesce(t.since_id, 0)
-             GROUP BY w.thread HAVING count(*) > ?1 ORDER BY max(w.id)",
-        )?;
-        let rows = stmt
-            .query_map([i64::from(keep.entries.max(1))], |r| {
-                Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
-            })?
-            .collect::<Result<Vec<_>, _>>()?;
-        let mut threads = Vec::with_capacity(rows.len());
-        // Those with more entries than the count keeps, but all of them of the last hour,
-        // have none: listed, they would count as threads with a backlog, and a dream
-        // interrupted after its last batch would say it yielded work it did not leave.
-        for (thread, since) in rows {
-            if oldest_kept(&conn, &thread, since, keep)?.is_some() {
-                threads.push(thread);
-            }
-        }
-        Ok(threads)
-    }
-
-    /// The next batch of a conversation's backlog: at most `max_entries` of its oldest
-    /// entries, cut once they hold `max_chars` characters (one at least). `None`: nothing to
-    /// consolidate.
-    pub fn backlog(
-        &self,
-        thread: &str,
-        keep: Keep,
-        max_entries: usize,
-        max_chars: usize,
-    ) -> Result<Option<Backlog>, StoreError> {
-        let conn = self.conn();
-        let since = since_id(&conn, thread)?;
-        let Some(oldest) = oldest_kept(&conn, thread, since, keep)? else {
-            return Ok(None);
-        };
-        let mut entries: Vec<Entry> = working::all(&conn, thread)?
-            .into_iter()
-            .filter(|e| e.id > since && e.id < oldest)
-            .collect();
-        let total = entries.len();
-        let take = batch_len(&entries, max_entries, max_chars);
-        entries.truncate(take);
-        let mut people: Vec<Person> = Vec::new();
-        for e in &entries {
-            let Some(uid) = &e.user_id else { continue };
-            if people.iter().any(|p| &p.user_id == uid) {
-                continue;
-            }
-            if let Some(u) = super::users::get(&conn, uid)? {
-                people.push(Person {
-                    user_id: u.user_id,
-                    display_name: u.display_name,
-                    model: u.model,
-                    model_version: u.model_version,
-                });
-            }
-        }
-        Ok(Some(Backlog {
-            thread: thread.to_string(),
-            since_id: since,
-            summary: summary(&conn, thread, since)?,
-            left: (total - take) as u64,
-            entries,
-            people,
-        }))
-    }
-
-    /// Commits one consolidation in one transaction (see the module's docs).
-    pub fn consolidate(&self, c: &Consolidation, keep: Keep) -> Result<Consolidated, StoreError> {
-        self.write(|tx| consolidate(tx, c, keep, &mut || Ok(())))
-    }
-
-    /// A conversation's summary (the current conversation's), if a dream wrote one.
-    pub fn thread_summary(&self, thread: &str) -> Result<Option<String>, StoreError> {
-        let conn = self.conn();
-        let since = since_id(&conn, thread)?;
-        summary(&conn, thread, since)
-    }
-
-    /// A thread's episodic memories, the most important first.
-    pub fn episodes(&self, thread: &str) -> Result<Vec<Episode>, StoreError> {
-        let conn = self.conn();
-        let mut stmt = conn.prepare_cached(
-            "SELECT thread, memory, importance, created_at FROM episodic_memories
-             WHERE thread = ?1 ORDER BY importance DESC, id",
-        )?;
-        let rows = stmt.query_map([thread], |r| {
-            Ok(Episode {
-                thread: r.get(0)?,
-                memory: r.get(1)?,
-                importance: r.get(2)?,
-                at_ms: r.get(3)?,
-            })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
-    }
-
-    /// Records that a dream begins; returns its id.
-    pub fn begin_dream(&self, cause: &str) -> Result<i64, StoreError> {
-        self.write(|tx| {
-            tx.prepare_cached("INSERT INTO dreams (started_at, cause) VALUES (?1, ?2)")?
-                .execute((now_ms(), cause))?;
-            Ok(tx.last_insert_rowid())
-        })
-    }
-
-    /// Records how a dream ended, with its report.
-    pub fn finish_dream(&self, id: i64, complete: bool, report: &Value) -> Result<(), StoreError> {
-        self.write(|tx| {
-            tx.prepare_cached(
-                "UPDATE dreams SET finished_at = ?2, complete = ?3, report = ?4 WHERE id = ?1",
-            )?
-            .execute((id, now_ms(), complete as i64, report.to_string()))?;
-            Ok(())
-        })
-    }
-
-    /// The latest dream, finished or not.
-    pub fn last_dream(&self) -> Result<Option<DreamRow>, StoreError> {
-        last(&self.conn())
-    }
-
-    /// The psyche's upkeep (old event keys forgotten, its full-text index merged), ANALYZE,
-    /// then an incremental vacuum when the database allows one.
-    pub fn upkeep(&self) -> Result<Upkeep, StoreError> {
-        self.write(|tx| {
-            let mode: i64 = tx.query_row("PRAGMA auto_vacuum", [], |r| r.get(0))?;
-            let free = |tx: &Connection| -> Result<i64, StoreError> {
-                Ok(tx.query_row("PRAGMA freelist_count", [], |r| r.get(0))?)
-            };
-            let free_pages_before = free(tx)?;
-            let forgotten_event_keys = super::psyche::upkeep(tx, now_ms())?;
-            tx.execute_batch("ANALYZE")?;
-            let vacuumed = mode == 2;
-            if vacuumed {
-                tx.execute_batch("PRAGMA incremental_vacuum")?;
-            }
-            Ok(Upkeep {
-                analyzed: true,
-                auto_vacuum: match mode {
-                    1 => "full",
-                    2 => "incremental",
-                    _ => "none",
-                }
-                .into(),
-                vacuumed,
-                free_pages_before,
-                free_pages_after: free(tx)?,
-                forgotten_event_keys,
-            })
-        })
-    }
-}
-
 pub(super) fn last(conn: &Connection) -> Result<Option<DreamRow>, StoreError> {
     Ok(conn
         .prepare_cached(
@@ -280,7 +97,7 @@ pub(super) fn last(conn: &Connection) -> Result<Option<DreamRow>, StoreError> {
 
 /// The consolidation's writes; `between` runs after the summary and episodes are written and
 /// before anything is deleted (a test fails there to prove the deletion never outlives them).
-fn consolidate(
+pub(super) fn consolidate(
     tx: &Connection,
     c: &Consolidation,
     keep: Keep,
@@ -356,7 +173,13 @@ fn consolidate(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::memory::faces::Dreams;
+    use crate::memory::faces::{Admin, Users};
+    use crate::memory::sqlite::Block;
+    use crate::memory::sqlite::{run, Sqlite};
+    use crate::memory::SqliteStore;
     use crate::memory::{EntryType, NewEntry, TurnRecord};
+    use std::sync::Arc;
 
     /// The newest `entries`, and no entry kept for being recent.
     fn keep(entries: u32) -> Keep {
@@ -366,10 +189,10 @@ mod tests {
         }
     }
 
-    fn store() -> (tempfile::TempDir, SqliteStore) {
+    fn store() -> (tempfile::TempDir, Arc<SqliteStore>) {
         let dir = tempfile::tempdir().unwrap();
         let s = SqliteStore::open(&dir.path().join("a.db")).unwrap();
-        (dir, s)
+        (dir, Arc::new(s))
     }
 
     /// `n` exchanges in `thread`: a message and a reply each (2n entries).
@@ -408,33 +231,62 @@ mod tests {
         talk(&s, "t1", 10);
         talk(&s, "t2", 2);
         assert_eq!(
-            s.dream_threads(keep(6)).unwrap(),
+            Sqlite::on(&s).dream_threads(keep(6)).block().unwrap(),
             ["t1"],
             "t2 has only 4 entries"
         );
         let before = s.thread_entries("t1").unwrap();
-        let b = s.backlog("t1", keep(6), 5, 100_000).unwrap().unwrap();
+        let b = Sqlite::on(&s)
+            .backlog("t1", keep(6), 5, 100_000)
+            .block()
+            .unwrap()
+            .unwrap();
         assert_eq!(b.entries.len(), 5, "a batch of at most 5");
         assert_eq!(b.left, 9, "20 entries, 6 kept, 5 in this batch");
         assert_eq!(b.entries[0], before[0], "oldest first");
-        let done = s
-            .consolidate(&consolidation(&b, "They met. 🦀"), keep(6))
+        let done = Sqlite::on(&s)
+            .consolidate(consolidation(&b, "They met. 🦀"), keep(6))
+            .block()
             .unwrap();
         assert_eq!(done.pruned, 5);
         let after = s.thread_entries("t1").unwrap();
         assert_eq!(after, before[5..], "exactly the batch went");
-        assert_eq!(s.thread_summary("t1").unwrap().unwrap(), "They met. 🦀");
-        assert_eq!(s.episodes("t1").unwrap()[0].importance, 7);
+        assert_eq!(
+            Sqlite::on(&s)
+                .thread_summary("t1")
+                .block()
+                .unwrap()
+                .unwrap(),
+            "They met. 🦀"
+        );
+        assert_eq!(
+            Sqlite::on(&s).episodes("t1").block().unwrap()[0].importance,
+            7
+        );
 
         // The rest in one batch; the newest six stay.
-        let b = s.backlog("t1", keep(6), 100, 100_000).unwrap().unwrap();
+        let b = Sqlite::on(&s)
+            .backlog("t1", keep(6), 100, 100_000)
+            .block()
+            .unwrap()
+            .unwrap();
         assert_eq!((b.entries.len(), b.left), (9, 0));
         assert_eq!(b.summary.as_deref(), Some("They met. 🦀"));
-        s.consolidate(&consolidation(&b, "All of it."), keep(6))
+        Sqlite::on(&s)
+            .consolidate(consolidation(&b, "All of it."), keep(6))
+            .block()
             .unwrap();
         assert_eq!(s.thread_entries("t1").unwrap(), before[14..]);
-        assert!(s.backlog("t1", keep(6), 100, 100_000).unwrap().is_none());
-        assert!(s.dream_threads(keep(6)).unwrap().is_empty());
+        assert!(Sqlite::on(&s)
+            .backlog("t1", keep(6), 100, 100_000)
+            .block()
+            .unwrap()
+            .is_none());
+        assert!(Sqlite::on(&s)
+            .dream_threads(keep(6))
+            .block()
+            .unwrap()
+            .is_empty());
     }
 
     #[test]
@@ -442,15 +294,32 @@ mod tests {
         let (_d, s) = store();
         talk(&s, "t1", 5);
         let all = s.thread_entries("t1").unwrap();
-        let b = s.backlog("t1", keep(4), 100, 100_000).unwrap().unwrap();
+        let b = Sqlite::on(&s)
+            .backlog("t1", keep(4), 100, 100_000)
+            .block()
+            .unwrap()
+            .unwrap();
         let mut c = consolidation(&b, "s");
         c.through_id = all.last().unwrap().id; // a caller that asks too much
-        let done = s.consolidate(&c, keep(4)).unwrap();
+        let done = Sqlite::on(&s)
+            .consolidate(c.clone(), keep(4))
+            .block()
+            .unwrap();
         assert_eq!(done.pruned, 6, "only the 6 before the newest 4");
         assert_eq!(s.thread_entries("t1").unwrap(), all[6..]);
-        let again = s.consolidate(&consolidation(&b, "again"), keep(4)).unwrap();
+        let again = Sqlite::on(&s)
+            .consolidate(consolidation(&b, "again"), keep(4))
+            .block()
+            .unwrap();
         assert!(!again.written, "another dream did it already");
-        assert_eq!(s.thread_summary("t1").unwrap().unwrap(), "s");
+        assert_eq!(
+            Sqlite::on(&s)
+                .thread_summary("t1")
+                .block()
+                .unwrap()
+                .unwrap(),
+            "s"
+        );
     }
 
     #[test]
@@ -470,21 +339,40 @@ mod tests {
             entries: 4,
             since_ms: now_ms() - 3_600_000,
         };
-        let b = s.backlog("t1", keep, 100, 100_000).unwrap().unwrap();
+        let b = Sqlite::on(&s)
+            .backlog("t1", keep, 100, 100_000)
+            .block()
+            .unwrap()
+            .unwrap();
         assert_eq!(b.entries, all[..8], "only what is older than the hour");
         assert_eq!(b.left, 0);
         // A caller that asks for more is cut at the hour too.
         let mut c = consolidation(&b, "Long ago.");
         c.through_id = all.last().unwrap().id;
-        assert_eq!(s.consolidate(&c, keep).unwrap().pruned, 8);
+        assert_eq!(
+            Sqlite::on(&s)
+                .consolidate(c.clone(), keep)
+                .block()
+                .unwrap()
+                .pruned,
+            8
+        );
         assert_eq!(s.thread_entries("t1").unwrap(), all[8..]);
-        assert!(s.backlog("t1", keep, 100, 100_000).unwrap().is_none());
+        assert!(Sqlite::on(&s)
+            .backlog("t1", keep, 100, 100_000)
+            .block()
+            .unwrap()
+            .is_none());
         // Once the hour has passed, the count alone decides.
         let later = Keep {
             since_ms: now_ms() + 3_600_000,
             ..keep
         };
-        let b = s.backlog("t1", later, 100, 100_000).unwrap().unwrap();
+        let b = Sqlite::on(&s)
+            .backlog("t1", later, 100, 100_000)
+            .block()
+            .unwrap()
+            .unwrap();
         assert_eq!(b.entries, all[8..16]);
     }
 
@@ -493,7 +381,11 @@ mod tests {
         let (_d, s) = store();
         talk(&s, "t1", 4);
         let before = s.thread_entries("t1").unwrap();
-        let b = s.backlog("t1", keep(4), 100, 100_000).unwrap().unwrap();
+        let b = Sqlite::on(&s)
+            .backlog("t1", keep(4), 100, 100_000)
+            .block()
+            .unwrap()
+            .unwrap();
         assert_eq!(b.entries, before[..4]);
         // By the commit every entry is of the last hour (the clock stepped back while the
         // model wrote the summary): nothing is before what the conversation keeps, and
@@ -503,11 +395,14 @@ mod tests {
             entries: 4,
             since_ms: before[0].created_at,
         };
-        let done = s.consolidate(&consolidation(&b, "s"), recent).unwrap();
+        let done = Sqlite::on(&s)
+            .consolidate(consolidation(&b, "s"), recent)
+            .block()
+            .unwrap();
         assert_eq!(done.pruned, 0);
         assert!(!done.written, "no summary of entries that all stay");
         assert_eq!(s.thread_entries("t1").unwrap(), before);
-        assert_eq!(s.thread_summary("t1").unwrap(), None);
+        assert_eq!(Sqlite::on(&s).thread_summary("t1").block().unwrap(), None);
     }
 
     #[test]
@@ -517,18 +412,23 @@ mod tests {
         s.record_user_message("t1", "U1", "Tom", "hi", None)
             .unwrap();
         let before = s.thread_entries("t1").unwrap();
-        let b = s.backlog("t1", keep(4), 100, 100_000).unwrap().unwrap();
+        let b = Sqlite::on(&s)
+            .backlog("t1", keep(4), 100, 100_000)
+            .block()
+            .unwrap()
+            .unwrap();
         // The operator closes the conversation while the dream's call runs: its working
         // memory stays, and no summary of the new conversation may claim it.
-        assert!(s.reset_thread("t1").unwrap());
-        let done = s
-            .consolidate(&consolidation(&b, "old talk"), keep(4))
+        assert!(run(Sqlite::on(&s).reset_thread("t1")).unwrap());
+        let done = Sqlite::on(&s)
+            .consolidate(consolidation(&b, "old talk"), keep(4))
+            .block()
             .unwrap();
         assert!(!done.written, "the batch belongs to a closed conversation");
         assert_eq!(done.pruned, 0);
         assert_eq!(s.thread_entries("t1").unwrap(), before, "nothing deleted");
-        assert_eq!(s.thread_summary("t1").unwrap(), None);
-        assert!(s.episodes("t1").unwrap().is_empty());
+        assert_eq!(Sqlite::on(&s).thread_summary("t1").block().unwrap(), None);
+        assert!(Sqlite::on(&s).episodes("t1").block().unwrap().is_empty());
     }
 
     #[test]
@@ -536,7 +436,11 @@ mod tests {
         let (_d, s) = store();
         talk(&s, "t1", 6);
         let before = s.thread_entries("t1").unwrap();
-        let b = s.backlog("t1", keep(4), 100, 100_000).unwrap().unwrap();
+        let b = Sqlite::on(&s)
+            .backlog("t1", keep(4), 100, 100_000)
+            .block()
+            .unwrap()
+            .unwrap();
         let c = consolidation(&b, "never committed");
         let failed = s.write(|tx| {
             consolidate(tx, &c, keep(4), &mut || {
@@ -545,12 +449,27 @@ mod tests {
         });
         assert!(failed.is_err());
         assert_eq!(s.thread_entries("t1").unwrap(), before, "nothing deleted");
-        assert_eq!(s.thread_summary("t1").unwrap(), None, "no summary either");
-        assert!(s.episodes("t1").unwrap().is_empty());
+        assert_eq!(
+            Sqlite::on(&s).thread_summary("t1").block().unwrap(),
+            None,
+            "no summary either"
+        );
+        assert!(Sqlite::on(&s).episodes("t1").block().unwrap().is_empty());
         // The next dream redoes the batch.
-        let again = s.backlog("t1", keep(4), 100, 100_000).unwrap().unwrap();
+        let again = Sqlite::on(&s)
+            .backlog("t1", keep(4), 100, 100_000)
+            .block()
+            .unwrap()
+            .unwrap();
         assert_eq!(again.entries, b.entries);
-        assert_eq!(s.consolidate(&c, keep(4)).unwrap().pruned, 8);
+        assert_eq!(
+            Sqlite::on(&s)
+                .consolidate(c.clone(), keep(4))
+                .block()
+                .unwrap()
+                .pruned,
+            8
+        );
     }
 
     #[test]
@@ -568,7 +487,11 @@ mod tests {
             ..Default::default()
         })
         .unwrap();
-        let b = s.backlog("t1", keep(2), 100, 100_000).unwrap().unwrap();
+        let b = Sqlite::on(&s)
+            .backlog("t1", keep(2), 100, 100_000)
+            .block()
+            .unwrap()
+            .unwrap();
         let tom = b.people.iter().find(|p| p.user_id == "U1").unwrap();
         assert_eq!(tom.model.as_deref(), Some("# Tom\n"));
         let mut c = consolidation(&b, "s");
@@ -578,13 +501,20 @@ mod tests {
             model: "# Tom\n- likes crabs".into(),
             note: "Dream: likes crabs".into(),
         }];
-        let done = s.consolidate(&c, keep(2)).unwrap();
+        let done = Sqlite::on(&s)
+            .consolidate(c.clone(), keep(2))
+            .block()
+            .unwrap();
         assert_eq!(done.models, ["U1"]);
-        let hist = s.model_history("U1").unwrap();
+        let hist = run(Sqlite::on(&s).model_history("U1")).unwrap();
         assert_eq!(hist.last().unwrap().1, "Dream: likes crabs");
         // A stale version is not saved.
         talk(&s, "t1", 3);
-        let b = s.backlog("t1", keep(2), 100, 100_000).unwrap().unwrap();
+        let b = Sqlite::on(&s)
+            .backlog("t1", keep(2), 100, 100_000)
+            .block()
+            .unwrap()
+            .unwrap();
         let mut c = consolidation(&b, "s2");
         c.models = vec![ModelRefresh {
             user_id: "U1".into(),
@@ -592,9 +522,18 @@ mod tests {
             model: "stale".into(),
             note: "stale".into(),
         }];
-        assert!(s.consolidate(&c, keep(2)).unwrap().models.is_empty());
+        assert!(Sqlite::on(&s)
+            .consolidate(c.clone(), keep(2))
+            .block()
+            .unwrap()
+            .models
+            .is_empty());
         assert_eq!(
-            s.user("U1").unwrap().unwrap().model.as_deref(),
+            run(Sqlite::on(&s).user("U1"))
+                .unwrap()
+                .unwrap()
+                .model
+                .as_deref(),
             Some("# Tom\n- likes crabs")
         );
     }
@@ -602,16 +541,18 @@ mod tests {
     #[test]
     fn dreams_are_recorded_and_the_upkeep_says_what_it_could_do() {
         let (_d, s) = store();
-        assert!(s.last_dream().unwrap().is_none());
-        let id = s.begin_dream("anima dream").unwrap();
-        let row = s.last_dream().unwrap().unwrap();
+        assert!(Sqlite::on(&s).last_dream().block().unwrap().is_none());
+        let id = Sqlite::on(&s).begin_dream("anima dream").block().unwrap();
+        let row = Sqlite::on(&s).last_dream().block().unwrap().unwrap();
         assert_eq!((row.id, row.finished_ms, row.complete), (id, None, false));
-        s.finish_dream(id, true, &serde_json::json!({ "threads": 1 }))
+        Sqlite::on(&s)
+            .finish_dream(id, true, &serde_json::json!({ "threads": 1 }))
+            .block()
             .unwrap();
-        let row = s.last_dream().unwrap().unwrap();
+        let row = Sqlite::on(&s).last_dream().block().unwrap().unwrap();
         assert!(row.complete && row.finished_ms.is_some());
         assert_eq!(row.report["threads"], 1);
-        let u = s.upkeep().unwrap();
+        let u = Sqlite::on(&s).upkeep().block().unwrap();
         assert!(u.analyzed);
         assert_eq!(
             u.auto_vacuum, "incremental",

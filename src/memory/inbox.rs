@@ -1,20 +1,18 @@
-//! The inbox on SQLite: each operation's contract is `faces::Inbox`'s; what a row is and the
-//! rules over it (`Pickup`, `stop_closes`) are `records::inbox`'s. An attempt under way is
-//! marked with this store's instance (`in_flight`); json arrays hold a row's part references.
+//! The inbox's rows on SQLite as `sqlite::inbox` reads and writes them: their columns, a row
+//! read, and a message taken in (also inside a turn's or an overheard message's transaction).
+//! What a row is and the rules over it are `records::inbox`'s.
 
 use rusqlite::{Connection, OptionalExtension, Row};
 
-use super::{now_ms, now_us, stored_column, SqliteStore, StoreError};
-
-use super::records::inbox::{stop_closes, Pickup};
 pub use super::records::inbox::{
     Inbound, InboxItem, InboxStatus, Intake, Overheard, MAX_FAILURES, MAX_INTERRUPTIONS,
 };
-const COLUMNS: &str = "id, origin, conversation, address, note, user_id, text, status, reply, parts_posted, reply_ref, received_us, attempts, seq, stream_ref, failures, interruptions";
+use super::{now_us, stored_column, StoreError};
+pub(super) const COLUMNS: &str = "id, origin, conversation, address, note, user_id, text, status, reply, parts_posted, reply_ref, received_us, attempts, seq, stream_ref, failures, interruptions";
 /// The column after `COLUMNS`.
-const NEXT: usize = 17;
+pub(super) const NEXT: usize = 17;
 
-fn from_row(r: &Row) -> rusqlite::Result<InboxItem> {
+pub(super) fn from_row(r: &Row) -> rusqlite::Result<InboxItem> {
     Ok(InboxItem {
         id: r.get(0)?,
         origin: r.get(1)?,
@@ -37,286 +35,8 @@ fn from_row(r: &Row) -> rusqlite::Result<InboxItem> {
     })
 }
 
-impl SqliteStore {
-    /// `accept` in one IMMEDIATE write.
-    pub fn accept_inbound(&self, m: &Inbound) -> Result<Intake, StoreError> {
-        self.write(|tx| accept(tx, m))
-    }
-
-    /// One cached read; a write only when the pick-up counts something (`Pickup`).
-    pub fn claim_next(&self, conversation: &str) -> Result<Option<InboxItem>, StoreError> {
-        let next = self
-            .conn()
-            .prepare_cached(&format!(
-                "SELECT {COLUMNS}, (SELECT COUNT(*) FROM inbox o
-                     WHERE o.conversation = ?1 AND o.status IN ('pending', 'replying')), in_flight
-                 FROM inbox WHERE conversation = ?1 AND status IN ('pending', 'replying')
-                 ORDER BY seq, id LIMIT 1"
-            ))?
-            .query_row([conversation], |r| {
-                let mut item = from_row(r)?;
-                item.others_waiting = r.get::<_, i64>(NEXT)? > 1;
-                Ok((item, r.get::<_, Option<String>>(NEXT + 1)?))
-            })
-            .optional()?;
-        let Some((mut item, in_flight)) = next else {
-            return Ok(None);
-        };
-        let pickup = Pickup::of(&item, in_flight.as_deref(), &self.instance);
-        if pickup.reads_only() {
-            return Ok(Some(item));
-        }
-        let id = item.id;
-        let (attempts, interruptions) = self.write(|tx| {
-            let interrupted = tx
-                .prepare_cached(
-                    "UPDATE inbox SET interruptions = interruptions + 1, in_flight = NULL
-                     WHERE id = ?1 AND in_flight IS NOT NULL AND in_flight != ?2
-                     RETURNING interruptions",
-                )?
-                .query_row((id, &self.instance), |r| r.get::<_, i64>(0))
-                .optional()?;
-            let counts = (item.attempts, interrupted.unwrap_or(item.interruptions));
-            if !pickup.attempt_begins(&item, counts.1) {
-                return Ok(counts);
-            }
-            let attempts = tx
-                .prepare_cached(
-                    "UPDATE inbox SET attempts = attempts + 1, in_flight = ?2 WHERE id = ?1
-                     RETURNING attempts",
-                )?
-                .query_row((id, &self.instance), |r| r.get(0))?;
-            Ok((attempts, counts.1))
-        })?;
-        item.attempts = attempts;
-        item.interruptions = interruptions;
-        Ok(Some(item))
-    }
-
-    /// Counts only an attempt marked with this instance.
-    pub fn note_failure(&self, id: i64) -> Result<i64, StoreError> {
-        self.write(|tx| {
-            tx.prepare_cached(
-                "UPDATE inbox SET failures = failures + 1, in_flight = NULL
-                 WHERE id = ?1 AND in_flight = ?2",
-            )?
-            .execute((id, &self.instance))?;
-            Ok(tx
-                .prepare_cached("SELECT failures FROM inbox WHERE id = ?1")?
-                .query_row([id], |r| r.get(0))
-                .optional()?
-                .unwrap_or(0))
-        })
-    }
-
-    pub fn open_conversations(&self) -> Result<Vec<String>, StoreError> {
-        let conn = self.conn();
-        let mut stmt = conn.prepare(
-            "SELECT DISTINCT conversation FROM inbox WHERE status IN ('pending', 'replying')",
-        )?;
-        let rows = stmt.query_map([], |r| r.get(0))?;
-        Ok(rows.collect::<Result<_, _>>()?)
-    }
-
-    pub fn inbox_depth(&self) -> Result<u64, StoreError> {
-        Ok(self.conn().query_row(
-            "SELECT count(*) FROM inbox WHERE status IN ('pending', 'replying')",
-            [],
-            |r| r.get::<_, i64>(0),
-        )? as u64)
-    }
-
-    pub fn inbox_item(&self, id: i64) -> Result<Option<InboxItem>, StoreError> {
-        Ok(self
-            .conn()
-            .prepare_cached(&format!("SELECT {COLUMNS} FROM inbox WHERE id = ?1"))?
-            .query_row([id], from_row)
-            .optional()?)
-    }
-
-    pub fn set_inbox_reply(&self, id: i64, reply: &str) -> Result<(), StoreError> {
-        self.write(|tx| {
-            tx.execute(
-                "UPDATE inbox SET status = 'replying', reply = ?2 WHERE id = ?1 AND status = 'pending'",
-                (id, reply),
-            )?;
-            Ok(())
-        })
-    }
-
-    /// `part_refs` is a json array; `max` and `coalesce` keep it monotonic.
-    pub fn mark_part_posted(
-        &self,
-        id: i64,
-        parts_posted: i64,
-        reference: &str,
-        last: bool,
-    ) -> Result<(), StoreError> {
-        self.write(|tx| {
-            tx.prepare_cached(
-                "UPDATE inbox SET parts_posted = max(parts_posted, ?2),
-                     reply_ref = coalesce(reply_ref, ?3),
-                     part_refs = CASE WHEN EXISTS (SELECT 1 FROM json_each(part_refs)
-                                                   WHERE value = ?3) THEN part_refs
-                                      ELSE json_insert(part_refs, '$[#]', ?3) END,
-                     status = CASE WHEN ?4 THEN 'done' ELSE status END,
-                     done_at = CASE WHEN ?4 THEN coalesce(done_at, ?5) ELSE done_at END
-                 WHERE id = ?1",
-            )?
-            .execute((id, parts_posted, reference, last, now_ms()))?;
-            tx.prepare_cached(
-                "INSERT INTO conversations (key, spoken) SELECT conversation, 1 FROM inbox WHERE id = ?1
-                 ON CONFLICT (key) DO UPDATE SET spoken = 1",
-            )?
-            .execute([id])?;
-            Ok(())
-        })
-    }
-
-    /// One read over the conversation's `reply_ref`, `stream_ref` and `part_refs`.
-    pub fn references_held(&self, id: i64) -> Result<Vec<String>, StoreError> {
-        let conn = self.conn();
-        let mut stmt = conn.prepare_cached(
-            "WITH others AS (
-                 SELECT reply_ref, stream_ref, part_refs FROM inbox
-                 WHERE conversation = (SELECT conversation FROM inbox WHERE id = ?1))
-             SELECT reply_ref FROM others WHERE reply_ref IS NOT NULL
-             UNION SELECT stream_ref FROM others WHERE stream_ref IS NOT NULL
-             UNION SELECT p.value FROM others, json_each(others.part_refs) AS p",
-        )?;
-        let rows = stmt.query_map([id], |r| r.get(0))?;
-        Ok(rows.collect::<Result<_, _>>()?)
-    }
-
-    pub fn set_stream_ref(&self, id: i64, reference: &str) -> Result<(), StoreError> {
-        self.write(|tx| {
-            tx.prepare_cached("UPDATE inbox SET stream_ref = ?2 WHERE id = ?1")?
-                .execute((id, reference))?;
-            tx.prepare_cached(
-                "INSERT INTO conversations (key, spoken) SELECT conversation, 1 FROM inbox WHERE id = ?1
-                 ON CONFLICT (key) DO UPDATE SET spoken = 1",
-            )?
-            .execute([id])?;
-            Ok(())
-        })
-    }
-
-    /// Reads the row and asks `stop_closes` inside the write.
-    pub fn mark_stopped(&self, id: i64, said: &str) -> Result<bool, StoreError> {
-        self.write(|tx| {
-            let open = tx
-                .prepare_cached("SELECT status, reply, parts_posted FROM inbox WHERE id = ?1")?
-                .query_row([id], |r| {
-                    let reply = r.get_ref(1)?.as_str_or_null()?;
-                    Ok(stop_closes(stored_column(r, 0)?, reply, r.get(2)?, said))
-                })
-                .optional()?
-                .unwrap_or(false);
-            if open {
-                tx.execute(
-                    "UPDATE inbox SET status = 'stopped', reply = ?2, done_at = ?3 WHERE id = ?1",
-                    (id, said, now_ms()),
-                )?;
-            }
-            Ok(open)
-        })
-    }
-
-    /// `accept`, then the row closed as overheard, in one write.
-    pub fn record_overheard(&self, m: &Inbound, place: &str) -> Result<Intake, StoreError> {
-        self.write(|tx| {
-            let intake = accept(tx, m)?;
-            if let Intake::Accepted(id) = intake {
-                tx.prepare_cached(
-                    "UPDATE inbox SET status = 'overheard', heard_in = ?2, done_at = ?3 WHERE id = ?1",
-                )?
-                .execute((id, place, now_ms()))?;
-            }
-            Ok(intake)
-        })
-    }
-
-    pub fn reopen_overheard(&self, id: i64) -> Result<bool, StoreError> {
-        self.write(|tx| {
-            let n = tx
-                .prepare_cached(
-                    "UPDATE inbox SET status = 'pending', done_at = NULL WHERE id = ?1 AND status = 'overheard'",
-                )?
-                .execute([id])?;
-            Ok(n == 1)
-        })
-    }
-
-    /// Reads the newest row with `heard_in`, and filters it here.
-    pub fn last_overheard(&self, since_us: i64) -> Result<Option<Overheard>, StoreError> {
-        let last = self
-            .conn()
-            .prepare_cached(&format!(
-                "SELECT {COLUMNS}, heard_in FROM inbox WHERE heard_in IS NOT NULL ORDER BY id DESC LIMIT 1"
-            ))?
-            .query_row([], |r| Ok((from_row(r)?, r.get::<_, String>(NEXT)?)))
-            .optional()?;
-        Ok(last
-            .filter(|(item, _)| {
-                item.status == InboxStatus::Overheard && item.received_us >= since_us
-            })
-            .map(|(item, place)| Overheard { item, place }))
-    }
-
-    pub fn mark_done(&self, id: i64) -> Result<(), StoreError> {
-        self.write(|tx| {
-            tx.execute(
-                "UPDATE inbox SET status = 'done', done_at = ?2 WHERE id = ?1",
-                (id, now_ms()),
-            )?;
-            Ok(())
-        })
-    }
-
-    pub fn mark_failed(
-        &self,
-        id: i64,
-        failure: &str,
-        apology: Option<&str>,
-    ) -> Result<(), StoreError> {
-        self.write(|tx| {
-            tx.execute(
-                "UPDATE inbox SET status = 'failed', failure = ?2, done_at = ?3,
-                     part_refs = CASE WHEN ?4 IS NULL THEN part_refs
-                                      ELSE json_insert(part_refs, '$[#]', ?4) END
-                 WHERE id = ?1 AND status IN ('pending', 'replying')",
-                (id, failure, now_ms(), apology),
-            )?;
-            Ok(())
-        })
-    }
-
-    pub fn conversation_address(
-        &self,
-        conversation: &str,
-    ) -> Result<Option<(String, Option<String>)>, StoreError> {
-        Ok(self
-            .conn()
-            .prepare_cached(
-                "SELECT address, note FROM inbox WHERE conversation = ?1 ORDER BY id DESC LIMIT 1",
-            )?
-            .query_row([conversation], |r| Ok((r.get(0)?, r.get(1)?)))
-            .optional()?)
-    }
-
-    pub fn note_conversation(&self, key: &str, note: &str) -> Result<(), StoreError> {
-        self.write(|tx| {
-            tx.execute(
-                "INSERT INTO conversations (key, spoken, note) VALUES (?1, 1, ?2)
-                 ON CONFLICT (key) DO UPDATE SET spoken = 1, note = excluded.note",
-                (key, note),
-            )?;
-            Ok(())
-        })
-    }
-}
-
-fn accept(tx: &Connection, m: &Inbound) -> Result<Intake, StoreError> {
+/// Takes a message into the inbox in the caller's write transaction (`Inbox::accept_inbound`).
+pub(super) fn accept(tx: &Connection, m: &Inbound) -> Result<Intake, StoreError> {
     let known: Option<(bool, Option<String>)> = tx
         .prepare_cached("SELECT spoken, note FROM conversations WHERE key = ?1")?
         .query_row([&m.conversation], |r| Ok((r.get(0)?, r.get(1)?)))
@@ -350,6 +70,9 @@ fn accept(tx: &Connection, m: &Inbound) -> Result<Intake, StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::memory::faces::Inbox;
+    use crate::memory::sqlite::{Block, Sqlite};
+    use crate::memory::SqliteStore;
 
     fn inbound(origin: &str, seq: f64) -> Inbound {
         Inbound {
@@ -363,9 +86,9 @@ mod tests {
         }
     }
 
-    fn store() -> (tempfile::TempDir, SqliteStore) {
+    fn store() -> (tempfile::TempDir, Sqlite) {
         let dir = tempfile::tempdir().unwrap();
-        let s = SqliteStore::open(&dir.path().join("a.db")).unwrap();
+        let s = Sqlite::open(&dir.path().join("a.db")).unwrap();
         (dir, s)
     }
 
@@ -376,33 +99,41 @@ mod tests {
             Intake::Accepted(id) => id,
             other => panic!("{other:?}"),
         };
-        assert_eq!(s.last_overheard(0).unwrap(), None);
-        let first = id(s.record_overheard(&inbound("C1:1", 1.0), "C1").unwrap());
-        let second = id(s.record_overheard(&inbound("C1:2", 2.0), "C1").unwrap());
+        assert_eq!(s.last_overheard(0).block().unwrap(), None);
+        let first = id(s
+            .record_overheard(&inbound("C1:1", 1.0), "C1")
+            .block()
+            .unwrap());
+        let second = id(s
+            .record_overheard(&inbound("C1:2", 2.0), "C1")
+            .block()
+            .unwrap());
         assert_eq!(
-            s.record_overheard(&inbound("C1:2", 2.0), "C1").unwrap(),
+            s.record_overheard(&inbound("C1:2", 2.0), "C1")
+                .block()
+                .unwrap(),
             Intake::Duplicate
         );
         // A message that addresses the soul is not overheard, and hides nothing.
-        id(s.accept_inbound(&inbound("C1:3", 3.0)).unwrap());
-        let last = s.last_overheard(0).unwrap().unwrap();
+        id(s.accept_inbound(&inbound("C1:3", 3.0)).block().unwrap());
+        let last = s.last_overheard(0).block().unwrap().unwrap();
         assert_eq!((last.item.id, last.place.as_str()), (second, "C1"));
         assert_eq!(last.item.status, InboxStatus::Overheard);
         assert_eq!(
-            s.last_overheard(last.item.received_us + 1).unwrap(),
+            s.last_overheard(last.item.received_us + 1).block().unwrap(),
             None,
             "too old"
         );
         // Spoken to once: not again, and the one before it is not brought up instead.
-        assert!(s.reopen_overheard(second).unwrap());
-        assert!(!s.reopen_overheard(second).unwrap());
+        assert!(s.reopen_overheard(second).block().unwrap());
+        assert!(!s.reopen_overheard(second).block().unwrap());
         assert_eq!(
-            s.inbox_item(second).unwrap().unwrap().status,
+            s.inbox_item(second).block().unwrap().unwrap().status,
             InboxStatus::Pending
         );
-        assert_eq!(s.last_overheard(0).unwrap(), None);
+        assert_eq!(s.last_overheard(0).block().unwrap(), None);
         assert_eq!(
-            s.inbox_item(first).unwrap().unwrap().status,
+            s.inbox_item(first).block().unwrap().unwrap().status,
             InboxStatus::Overheard
         );
     }
@@ -410,13 +141,14 @@ mod tests {
     #[test]
     fn a_row_whose_status_this_anima_does_not_know_is_an_error_not_a_pending_row() {
         let (_d, s) = store();
-        let Intake::Accepted(id) = s.accept_inbound(&inbound("C1:1", 1.0)).unwrap() else {
+        let Intake::Accepted(id) = s.accept_inbound(&inbound("C1:1", 1.0)).block().unwrap() else {
             panic!()
         };
-        s.conn()
+        s.blocking()
+            .conn()
             .execute("UPDATE inbox SET status = 'archived' WHERE id = ?1", [id])
             .unwrap();
-        match s.inbox_item(id) {
+        match s.inbox_item(id).block() {
             Err(StoreError::Unknown {
                 table: "inbox",
                 column: "status",
@@ -434,6 +166,7 @@ mod tests {
             .map(|seq| {
                 match s
                     .accept_inbound(&inbound(&format!("C1:{seq}"), *seq))
+                    .block()
                     .unwrap()
                 {
                     Intake::Accepted(id) => id,
@@ -442,79 +175,104 @@ mod tests {
             })
             .collect();
         // Pending: the turn had not committed.
-        s.set_stream_ref(ids[0], "9.1").unwrap();
-        assert!(s.mark_stopped(ids[0], "Half a").unwrap());
-        let stopped = s.inbox_item(ids[0]).unwrap().unwrap();
+        s.set_stream_ref(ids[0], "9.1").block().unwrap();
+        assert!(s.mark_stopped(ids[0], "Half a").block().unwrap());
+        let stopped = s.inbox_item(ids[0]).block().unwrap().unwrap();
         assert_eq!(stopped.status, InboxStatus::Stopped);
         assert_eq!(stopped.reply.as_deref(), Some("Half a"));
         assert_eq!(stopped.stream_ref.as_deref(), Some("9.1"));
         // The turn committed as the stop came: still stopped, its reply not delivered.
-        s.set_inbox_reply(ids[1], "The whole answer").unwrap();
-        assert!(s.mark_stopped(ids[1], "The wh").unwrap());
+        s.set_inbox_reply(ids[1], "The whole answer")
+            .block()
+            .unwrap();
+        assert!(s.mark_stopped(ids[1], "The wh").block().unwrap());
         assert_eq!(
-            s.inbox_item(ids[1]).unwrap().unwrap().reply.as_deref(),
+            s.inbox_item(ids[1])
+                .block()
+                .unwrap()
+                .unwrap()
+                .reply
+                .as_deref(),
             Some("The wh")
         );
         // The stop came after the whole reply was said: it cut nothing, and the reply is
         // delivered like any other.
-        let whole = match s.accept_inbound(&inbound("C1:4.0", 4.0)).unwrap() {
+        let whole = match s.accept_inbound(&inbound("C1:4.0", 4.0)).block().unwrap() {
             Intake::Accepted(id) => id,
             other => panic!("{other:?}"),
         };
-        s.set_inbox_reply(whole, "The whole answer").unwrap();
-        assert!(!s.mark_stopped(whole, "The whole answer\n").unwrap());
-        let kept = s.inbox_item(whole).unwrap().unwrap();
+        s.set_inbox_reply(whole, "The whole answer")
+            .block()
+            .unwrap();
+        assert!(!s.mark_stopped(whole, "The whole answer\n").block().unwrap());
+        let kept = s.inbox_item(whole).block().unwrap().unwrap();
         assert_eq!(kept.status, InboxStatus::Replying);
         assert_eq!(kept.reply.as_deref(), Some("The whole answer"));
         // Part of the reply is out: it is delivered to the end.
-        s.set_inbox_reply(ids[2], "Long").unwrap();
-        s.mark_part_posted(ids[2], 1, "9.3", false).unwrap();
-        assert!(!s.mark_stopped(ids[2], "").unwrap());
+        s.set_inbox_reply(ids[2], "Long").block().unwrap();
+        s.mark_part_posted(ids[2], 1, "9.3", false).block().unwrap();
+        assert!(!s.mark_stopped(ids[2], "").block().unwrap());
         assert_eq!(
-            s.inbox_item(ids[2]).unwrap().unwrap().status,
+            s.inbox_item(ids[2]).block().unwrap().unwrap().status,
             InboxStatus::Replying
         );
         // A stopped row is not claimed again.
-        assert_eq!(s.claim_next("C1:1.0").unwrap().unwrap().id, ids[2]);
+        assert_eq!(s.claim_next("C1:1.0").block().unwrap().unwrap().id, ids[2]);
     }
 
     #[test]
     fn twins_and_retries_are_one_row_and_order_is_by_seq() {
         let (_d, s) = store();
-        let Intake::Accepted(second) = s.accept_inbound(&inbound("C1:2.0001", 2.0001)).unwrap()
+        let Intake::Accepted(second) = s
+            .accept_inbound(&inbound("C1:2.0001", 2.0001))
+            .block()
+            .unwrap()
         else {
             panic!()
         };
         assert_eq!(
-            s.accept_inbound(&inbound("C1:2.0001", 2.0001)).unwrap(),
+            s.accept_inbound(&inbound("C1:2.0001", 2.0001))
+                .block()
+                .unwrap(),
             Intake::Duplicate
         );
-        let Intake::Accepted(first) = s.accept_inbound(&inbound("C1:1.5", 1.5)).unwrap() else {
+        let Intake::Accepted(first) = s.accept_inbound(&inbound("C1:1.5", 1.5)).block().unwrap()
+        else {
             panic!()
         };
-        let item = s.claim_next("C1:1.0").unwrap().unwrap();
+        let item = s.claim_next("C1:1.0").block().unwrap().unwrap();
         assert_eq!((item.id, item.attempts), (first, 0), "lower seq first");
         assert_eq!(
-            s.claim_next("C1:1.0").unwrap().unwrap().attempts,
+            s.claim_next("C1:1.0").block().unwrap().unwrap().attempts,
             0,
             "waiting is no attempt"
         );
-        s.conn()
+        s.blocking()
+            .conn()
             .execute("UPDATE inbox SET attempts = 1 WHERE id = ?1", [first])
             .unwrap();
-        s.set_inbox_reply(first, "hi").unwrap();
+        s.set_inbox_reply(first, "hi").block().unwrap();
         assert_eq!(
-            s.claim_next("C1:1.0").unwrap().unwrap().attempts,
+            s.claim_next("C1:1.0").block().unwrap().unwrap().attempts,
             2,
             "a fixed reply counts its delivery"
         );
-        s.mark_done(first).unwrap();
-        assert_eq!(s.claim_next("C1:1.0").unwrap().unwrap().id, second);
-        assert_eq!(s.open_conversations().unwrap(), vec!["C1:1.0".to_string()]);
-        s.mark_failed(second, "poison", Some("9.9")).unwrap();
-        assert_eq!(s.references_held(second).unwrap(), ["9.9"], "the apology");
-        assert!(s.claim_next("C1:1.0").unwrap().is_none());
-        assert!(s.open_conversations().unwrap().is_empty());
+        s.mark_done(first).block().unwrap();
+        assert_eq!(s.claim_next("C1:1.0").block().unwrap().unwrap().id, second);
+        assert_eq!(
+            s.open_conversations().block().unwrap(),
+            vec!["C1:1.0".to_string()]
+        );
+        s.mark_failed(second, "poison", Some("9.9"))
+            .block()
+            .unwrap();
+        assert_eq!(
+            s.references_held(second).block().unwrap(),
+            ["9.9"],
+            "the apology"
+        );
+        assert!(s.claim_next("C1:1.0").block().unwrap().is_none());
+        assert!(s.open_conversations().block().unwrap().is_empty());
     }
 
     /// Begins row `id`'s turn as the engine does (its attempt counted and marked as under way).
@@ -538,87 +296,93 @@ mod tests {
     fn an_attempt_a_dying_process_left_is_an_interruption_and_a_caught_one_a_failure() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("a.db");
-        let first = SqliteStore::open(&path).unwrap();
-        let Intake::Accepted(id) = first.accept_inbound(&inbound("C1:1", 1.0)).unwrap() else {
+        let first = Sqlite::open(&path).unwrap();
+        let Intake::Accepted(id) = first.accept_inbound(&inbound("C1:1", 1.0)).block().unwrap()
+        else {
             panic!()
         };
-        let item = first.claim_next("C1:1.0").unwrap().unwrap();
+        let item = first.claim_next("C1:1.0").block().unwrap().unwrap();
         assert_eq!(
             (item.attempts, item.failures, item.interruptions),
             (0, 0, 0)
         );
-        begin(&first, id);
+        begin(first.blocking(), id);
         // Its own claim again (a worker looking while the turn runs) counts nothing.
-        let item = first.claim_next("C1:1.0").unwrap().unwrap();
+        let item = first.claim_next("C1:1.0").block().unwrap().unwrap();
         assert_eq!(
             (item.attempts, item.failures, item.interruptions),
             (1, 0, 0)
         );
         // The process dies in the turn: the next one counts an interruption, once.
         drop(first);
-        let second = SqliteStore::open(&path).unwrap();
-        let item = second.claim_next("C1:1.0").unwrap().unwrap();
+        let second = Sqlite::open(&path).unwrap();
+        let item = second.claim_next("C1:1.0").block().unwrap().unwrap();
         assert_eq!(
             (item.attempts, item.failures, item.interruptions),
             (1, 0, 1)
         );
-        let again = second.claim_next("C1:1.0").unwrap().unwrap();
+        let again = second.claim_next("C1:1.0").block().unwrap().unwrap();
         assert_eq!(again.interruptions, 1, "counted once");
         assert!(!again.exhausted());
         // Its turn fails, caught: a failure, and the attempt is over.
-        begin(&second, id);
-        assert_eq!(second.note_failure(id).unwrap(), 1);
-        assert_eq!(second.note_failure(id).unwrap(), 1, "no attempt under way");
+        begin(second.blocking(), id);
+        assert_eq!(second.note_failure(id).block().unwrap(), 1);
+        assert_eq!(
+            second.note_failure(id).block().unwrap(),
+            1,
+            "no attempt under way"
+        );
         drop(second);
-        let third = SqliteStore::open(&path).unwrap();
-        let item = third.claim_next("C1:1.0").unwrap().unwrap();
+        let third = Sqlite::open(&path).unwrap();
+        let item = third.claim_next("C1:1.0").block().unwrap().unwrap();
         assert_eq!(
             (item.attempts, item.failures, item.interruptions),
             (2, 1, 1),
             "a failed attempt is not also an interruption"
         );
-        assert_eq!(third.inbox_item(id).unwrap().unwrap(), item);
+        assert_eq!(third.inbox_item(id).block().unwrap().unwrap(), item);
     }
 
     #[test]
     fn a_row_is_given_up_after_three_failures_or_ten_interruptions() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("a.db");
-        let s = SqliteStore::open(&path).unwrap();
-        let accept = |origin: &str, seq: f64| match s.accept_inbound(&inbound(origin, seq)) {
+        let s = Sqlite::open(&path).unwrap();
+        let accept = |origin: &str, seq: f64| match s.accept_inbound(&inbound(origin, seq)).block()
+        {
             Ok(Intake::Accepted(id)) => id,
             other => panic!("{other:?}"),
         };
         let (poison, crashing) = (accept("C1:1", 1.0), accept("C1:2", 2.0));
         for n in 1..=MAX_FAILURES {
-            assert!(!s.claim_next("C1:1.0").unwrap().unwrap().exhausted());
-            begin(&s, poison);
-            assert_eq!(s.note_failure(poison).unwrap(), n);
+            assert!(!s.claim_next("C1:1.0").block().unwrap().unwrap().exhausted());
+            begin(s.blocking(), poison);
+            assert_eq!(s.note_failure(poison).block().unwrap(), n);
         }
-        let item = s.claim_next("C1:1.0").unwrap().unwrap();
+        let item = s.claim_next("C1:1.0").block().unwrap().unwrap();
         assert_eq!((item.id, item.failures), (poison, MAX_FAILURES));
         assert!(item.exhausted());
-        s.mark_failed(poison, "poison", None).unwrap();
+        s.mark_failed(poison, "poison", None).block().unwrap();
         drop(s);
 
         // A fixed reply whose delivery every process dies in: each start counts one.
-        let mut s = SqliteStore::open(&path).unwrap();
-        s.set_inbox_reply(crashing, "hi").unwrap();
+        let mut s = Sqlite::open(&path).unwrap();
+        s.set_inbox_reply(crashing, "hi").block().unwrap();
         for n in 1..=MAX_INTERRUPTIONS {
-            let item = s.claim_next("C1:1.0").unwrap().unwrap();
+            let item = s.claim_next("C1:1.0").block().unwrap().unwrap();
             assert_eq!((item.id, item.interruptions), (crashing, n - 1));
             assert!(!item.exhausted());
             drop(s);
-            s = SqliteStore::open(&path).unwrap();
+            s = Sqlite::open(&path).unwrap();
         }
-        let item = s.claim_next("C1:1.0").unwrap().unwrap();
+        let item = s.claim_next("C1:1.0").block().unwrap().unwrap();
         assert_eq!(
             (item.attempts, item.interruptions),
             (MAX_INTERRUPTIONS, MAX_INTERRUPTIONS)
         );
         assert!(item.exhausted());
         assert_eq!(
-            s.inbox_item(crashing).unwrap().unwrap(),
+            s.inbox_item(crashing).block().unwrap().unwrap(),
             item,
             "the store holds what the claim says: an exhausted row begins no attempt"
         );
@@ -627,7 +391,8 @@ mod tests {
     #[test]
     fn the_references_the_rows_of_a_conversation_hold_are_known() {
         let (_d, s) = store();
-        let accept = |origin: &str, seq: f64| match s.accept_inbound(&inbound(origin, seq)) {
+        let accept = |origin: &str, seq: f64| match s.accept_inbound(&inbound(origin, seq)).block()
+        {
             Ok(Intake::Accepted(id)) => id,
             other => panic!("{other:?}"),
         };
@@ -638,18 +403,18 @@ mod tests {
         );
         let mut elsewhere = inbound("C2:1", 1.0);
         elsewhere.conversation = "C2:1.0".into();
-        let Intake::Accepted(other) = s.accept_inbound(&elsewhere).unwrap() else {
+        let Intake::Accepted(other) = s.accept_inbound(&elsewhere).block().unwrap() else {
             panic!()
         };
-        s.set_inbox_reply(first, "a long reply").unwrap();
-        s.set_stream_ref(first, "9.1").unwrap();
-        s.mark_part_posted(first, 1, "9.1", false).unwrap();
-        s.mark_part_posted(first, 2, "9.2", false).unwrap();
-        s.mark_part_posted(first, 3, "9.3", true).unwrap();
-        s.set_stream_ref(second, "9.4").unwrap();
-        s.mark_part_posted(other, 1, "8.1", true).unwrap();
+        s.set_inbox_reply(first, "a long reply").block().unwrap();
+        s.set_stream_ref(first, "9.1").block().unwrap();
+        s.mark_part_posted(first, 1, "9.1", false).block().unwrap();
+        s.mark_part_posted(first, 2, "9.2", false).block().unwrap();
+        s.mark_part_posted(first, 3, "9.3", true).block().unwrap();
+        s.set_stream_ref(second, "9.4").block().unwrap();
+        s.mark_part_posted(other, 1, "8.1", true).block().unwrap();
         let held = |id| {
-            let mut refs = s.references_held(id).unwrap();
+            let mut refs = s.references_held(id).block().unwrap();
             refs.sort();
             refs
         };
@@ -663,35 +428,60 @@ mod tests {
         let (_d, s) = store();
         let mut m = inbound("C1:5.0", 5.0);
         m.requires_spoken = true;
-        assert_eq!(s.accept_inbound(&m).unwrap(), Intake::NotParticipating);
-        let Intake::Accepted(id) = s.accept_inbound(&inbound("C1:2.0", 2.0)).unwrap() else {
+        assert_eq!(
+            s.accept_inbound(&m).block().unwrap(),
+            Intake::NotParticipating
+        );
+        let Intake::Accepted(id) = s.accept_inbound(&inbound("C1:2.0", 2.0)).block().unwrap()
+        else {
             panic!()
         };
-        s.mark_part_posted(id, 1, "3.0", true).unwrap();
-        let done = s.inbox_item(id).unwrap().unwrap();
+        s.mark_part_posted(id, 1, "3.0", true).block().unwrap();
+        let done = s.inbox_item(id).block().unwrap().unwrap();
         assert_eq!(
             (done.status, done.reply_ref.as_deref()),
             (InboxStatus::Done, Some("3.0"))
         );
-        assert!(matches!(s.accept_inbound(&m).unwrap(), Intake::Accepted(_)));
+        assert!(matches!(
+            s.accept_inbound(&m).block().unwrap(),
+            Intake::Accepted(_)
+        ));
     }
 
     #[test]
     fn a_noted_conversation_is_joined_and_its_note_travels_with_its_messages() {
         let (_d, s) = store();
-        s.note_conversation("C1:1.0", "assistant").unwrap();
+        s.note_conversation("C1:1.0", "assistant").block().unwrap();
         let mut m = inbound("C1:5.0", 5.0);
         m.requires_spoken = true;
-        let Intake::Accepted(id) = s.accept_inbound(&m).unwrap() else {
+        let Intake::Accepted(id) = s.accept_inbound(&m).block().unwrap() else {
             panic!()
         };
         assert_eq!(
-            s.inbox_item(id).unwrap().unwrap().note.as_deref(),
+            s.inbox_item(id).block().unwrap().unwrap().note.as_deref(),
             Some("assistant")
         );
         assert_eq!(
-            s.conversation_address("C1:1.0").unwrap(),
+            s.conversation_address("C1:1.0").block().unwrap(),
             Some(("{\"to\":\"C1\"}".to_string(), Some("assistant".to_string())))
+        );
+    }
+}
+
+#[cfg(test)]
+mod notes {
+    use crate::memory::faces::Inbox;
+    use crate::memory::sqlite::{Block, Sqlite};
+
+    #[test]
+    fn a_conversations_note() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Sqlite::open(&dir.path().join("a.db")).unwrap();
+        assert_eq!(s.conversation_note("C1:1.0").block().unwrap(), None);
+        s.note_conversation("C1:1.0", "assistant").block().unwrap();
+        assert_eq!(
+            s.conversation_note("C1:1.0").block().unwrap().as_deref(),
+            Some("assistant")
         );
     }
 }

@@ -149,8 +149,11 @@ mod tests {
             .unwrap();
             tx.commit().unwrap();
         }
-        let store = crate::memory::SqliteStore::open(&path).unwrap();
-        let item = store.inbox_item(7).unwrap().unwrap();
+        use crate::memory::faces::Inbox;
+        use crate::memory::sqlite::{Block, Sqlite};
+        let faces = Sqlite::open(&path).unwrap();
+        let store = faces.blocking();
+        let item = faces.inbox_item(7).block().unwrap().unwrap();
         assert_eq!(item.origin, "D1:1700000000.000100");
         assert_eq!(item.conversation, "D1:1.0");
         assert_eq!(item.note.as_deref(), Some("assistant"));
@@ -173,8 +176,9 @@ mod tests {
             "a retried turn still finds its message"
         );
         assert_eq!(
-            store
+            faces
                 .conversation_address("D1:1.0")
+                .block()
                 .unwrap()
                 .unwrap()
                 .1
@@ -325,8 +329,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("anima.db");
         drop(crate::memory::SqliteStore::open(&path).unwrap());
-        let store = crate::memory::SqliteStore::open(&path).unwrap();
-        assert_eq!(store.interactions().unwrap(), 0);
+        let store = std::sync::Arc::new(crate::memory::SqliteStore::open(&path).unwrap());
+        let faces = crate::memory::sqlite::Sqlite::on(&store);
+        assert_eq!(
+            crate::memory::sqlite::run(crate::memory::faces::SoulRecord::interactions(&faces))
+                .unwrap(),
+            0
+        );
         assert_eq!(
             crate::memory::SqliteStore::inspect(&path).unwrap(),
             SCHEMA_VERSION

@@ -12,7 +12,6 @@
 //! upgrade), and whose outcome is remembered for the health check.
 
 pub mod inbox;
-mod admin;
 pub mod budgets;
 pub mod records;
 pub mod faces;
@@ -28,7 +27,6 @@ mod migrate;
 pub mod psyche;
 pub mod process_state;
 pub mod model_repo;
-mod openings;
 pub mod snapshot;
 pub mod soul_state;
 pub mod states;
@@ -42,7 +40,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior};
+use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 pub use faces::{move_state, Quiet, Store};
 pub use feedback::{Judged, Verdict};
@@ -247,7 +245,7 @@ impl SqliteStore {
     }
 
     /// Runs blocking store work off the async runtime: the one place where SQLite calls leave
-    /// it. `store.call(|s| s.claim_next(&key)).await`.
+    /// it. `store.call(|s| s.commit_turn(&rec)).await`.
     pub async fn call<T: Send + 'static>(
         self: &std::sync::Arc<Self>,
         f: impl FnOnce(&SqliteStore) -> Result<T, StoreError> + Send + 'static,
@@ -348,100 +346,10 @@ impl SqliteStore {
         self.conn.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Total turns the soul has processed.
-    pub fn interactions(&self) -> Result<u64, StoreError> {
-        let conn = self.conn();
-        Ok(conn.query_row(
-            "SELECT value FROM counters WHERE name = 'interactions'",
-            [],
-            |r| r.get::<_, i64>(0),
-        )? as u64)
-    }
-
-    /// Queues a whispered intuition for the next successful turn.
-    pub fn add_whisper(&self, whisper: &str, source: &str) -> Result<i64, StoreError> {
-        self.write(|tx| {
-            tx.execute(
-                "INSERT INTO whispers (whisper, source, created_at) VALUES (?1, ?2, ?3)",
-                (whisper, source, now_ms()),
-            )?;
-            Ok(tx.last_insert_rowid())
-        })
-    }
-
     /// The thread's working memory, oldest first (all of it; for inspection and tests).
     pub fn thread_entries(&self, thread: &str) -> Result<Vec<Entry>, StoreError> {
         let conn = self.conn();
         working::all(&conn, thread)
-    }
-
-    pub fn soul_state(&self) -> Result<SoulState, StoreError> {
-        soul_state::load(&self.conn())
-    }
-
-    pub fn user(&self, user_id: &str) -> Result<Option<UserRecord>, StoreError> {
-        users::get(&self.conn(), user_id)
-    }
-
-    pub fn users(&self) -> Result<Vec<UserRecord>, StoreError> {
-        users::list(&self.conn())
-    }
-
-    /// Users whose current model is not yet committed to the git repository.
-    pub fn unexported_models(&self) -> Result<Vec<UserRecord>, StoreError> {
-        users::unexported(&self.conn())
-    }
-
-    pub fn mark_exported(&self, user_id: &str, version: i64) -> Result<(), StoreError> {
-        self.write(|tx| users::mark_exported(tx, user_id, version))
-    }
-
-    /// Versions of a user's model not yet in git: (version, model, change note), oldest first.
-    pub fn pending_model_versions(
-        &self,
-        user_id: &str,
-    ) -> Result<Vec<(i64, String, String)>, StoreError> {
-        users::pending_versions(&self.conn(), user_id)
-    }
-
-    /// A user's model history from SQLite: (version, change note, time), oldest first.
-    pub fn model_history(&self, user_id: &str) -> Result<Vec<(i64, String, i64)>, StoreError> {
-        users::history(&self.conn(), user_id)
-    }
-
-    /// The model calls of a thread's turns, oldest first.
-    pub fn usage(&self, thread: &str) -> Result<Vec<UsageRecord>, StoreError> {
-        let conn = self.conn();
-        let mut stmt = conn.prepare(
-            "SELECT provider, model, input_tokens, output_tokens, cache_creation_tokens, cache_read_tokens,
-                    latency_ms, stop_reason
-             FROM turn_usage WHERE thread = ?1 ORDER BY id",
-        )?;
-        let rows = stmt.query_map([thread], |r| {
-            Ok(UsageRecord {
-                provider: r.get(0)?,
-                model: r.get(1)?,
-                input_tokens: r.get::<_, i64>(2)? as u64,
-                output_tokens: r.get::<_, i64>(3)? as u64,
-                cache_creation_tokens: r.get::<_, i64>(4)? as u64,
-                cache_read_tokens: r.get::<_, i64>(5)? as u64,
-                latency_ms: r.get::<_, i64>(6)? as u64,
-                stop_reason: r.get(7)?,
-            })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
-    }
-
-    pub fn claude_session(&self, thread: &str) -> Result<Option<String>, StoreError> {
-        let conn = self.conn();
-        Ok(conn
-            .query_row(
-                "SELECT claude_session FROM threads WHERE thread = ?1",
-                [thread],
-                |r| r.get::<_, Option<String>>(0),
-            )
-            .optional()?
-            .flatten())
     }
 }
 

@@ -3,7 +3,7 @@
 
 use rusqlite::{Connection, OptionalExtension};
 
-use super::{SqliteStore, StoreError};
+use super::StoreError;
 use crate::process::{ThreadProcess, TransitionRecord};
 
 pub use super::records::process::TransitionRow;
@@ -66,95 +66,4 @@ pub(super) fn save(
         ])?;
     }
     Ok(())
-}
-
-impl SqliteStore {
-    /// A thread's process state, if it has one yet.
-    pub fn thread_process(&self, thread: &str) -> Result<Option<ThreadProcess>, StoreError> {
-        load(&self.conn(), thread)
-    }
-
-    /// The transitions a thread took, oldest first.
-    pub fn transitions(&self, thread: &str) -> Result<Vec<TransitionRow>, StoreError> {
-        let conn = self.conn();
-        let mut stmt = conn.prepare(
-            "SELECT interaction, from_process, to_process, rule, execute_now, params, at, action
-             FROM process_transitions WHERE thread = ?1 ORDER BY id",
-        )?;
-        let rows = stmt.query_map([thread], |r| {
-            let params: String = r.get(5)?;
-            Ok(TransitionRow {
-                interaction: r.get(0)?,
-                record: TransitionRecord {
-                    from: r.get(1)?,
-                    to: r.get(2)?,
-                    rule: r.get::<_, Option<i64>>(3)?.map(|v| v as usize),
-                    execute_now: r.get(4)?,
-                    params: serde_json::from_str(&params).unwrap_or_default(),
-                    action: r.get(7)?,
-                },
-                at: r.get(6)?,
-            })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
-    }
-
-    /// A thread's last speaker (user id and display name, empty if none) and the time of its
-    /// last entry: what a proactive turn needs without reading the whole thread.
-    pub fn last_speaker(&self, thread: &str) -> Result<(String, String, i64), StoreError> {
-        let conn = self.conn();
-        let speaker: Option<(Option<String>, String)> = conn
-            .prepare_cached(
-                "SELECT user_id, metadata FROM working_memory
-                 WHERE thread = ?1 AND entry_type = 'userMessage' ORDER BY id DESC LIMIT 1",
-            )?
-            .query_row([thread], |r| Ok((r.get(0)?, r.get(1)?)))
-            .optional()?;
-        let last_at: Option<i64> = conn
-            .prepare_cached("SELECT max(created_at) FROM working_memory WHERE thread = ?1")?
-            .query_row([thread], |r| r.get(0))?;
-        let (user_id, name) = match speaker {
-            Some((id, meta)) => {
-                let name = serde_json::from_str::<serde_json::Value>(&meta)
-                    .ok()
-                    .and_then(|m| m.get("name").and_then(|n| n.as_str()).map(str::to_string))
-                    .unwrap_or_default();
-                (id.unwrap_or_default(), name)
-            }
-            None => (String::new(), String::new()),
-        };
-        Ok((user_id, name, last_at.unwrap_or(0)))
-    }
-
-    /// Threads the soul has taken part in whose last entry is older than `quiet_since` (unix
-    /// ms) and is not itself from a proactive turn: at most one proactive attempt, and so at
-    /// most one unanswered follow-up, per quiet spell.
-    pub fn quiet_threads(&self, quiet_since: i64) -> Result<Vec<(String, i64)>, StoreError> {
-        let conn = self.conn();
-        let mut stmt = conn.prepare(
-            "SELECT w.thread, w.metadata, w.created_at FROM working_memory w
-             JOIN (SELECT thread, max(id) AS id FROM working_memory GROUP BY thread) last ON last.id = w.id
-             JOIN threads t ON t.thread = w.thread AND t.turns > 0
-             WHERE w.created_at <= ?1",
-        )?;
-        let rows = stmt.query_map([quiet_since], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, String>(1)?,
-                r.get::<_, i64>(2)?,
-            ))
-        })?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (thread, meta, at) = row?;
-            let proactive = serde_json::from_str::<serde_json::Value>(&meta)
-                .ok()
-                .and_then(|m| m.get("proactive").and_then(|p| p.as_bool()))
-                .unwrap_or(false);
-            if !proactive {
-                out.push((thread, at));
-            }
-        }
-        Ok(out)
-    }
 }

@@ -6,10 +6,12 @@
 //! inside the move's own transaction, so two movers (a timer and an operator) cannot both
 //! move from the same state.
 
-use rusqlite::{Connection, OptionalExtension};
+use rusqlite::Connection;
 use serde_json::Value;
 
-use super::{now_ms, SqliteStore, StoreError};
+#[cfg(test)]
+use super::SqliteStore;
+use super::{now_ms, StoreError};
 
 pub use super::records::states::{CognitiveRow, JournalEntry, NewMove, StateMove};
 
@@ -42,8 +44,9 @@ pub(super) fn moves(conn: &Connection, limit: usize) -> Result<Vec<StateMove>, S
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
-/// A move in the caller's write transaction (see [`SqliteStore::move_state`]).
-fn apply<E>(
+/// A move in the caller's write transaction: `decide` sees the state as it is inside the
+/// transaction and returns the move, or why not (then nothing is written).
+pub(super) fn apply<E>(
     tx: &Connection,
     decide: impl FnOnce(&CognitiveRow) -> Result<NewMove, E>,
 ) -> Result<Result<StateMove, E>, StoreError> {
@@ -70,126 +73,26 @@ fn apply<E>(
     }))
 }
 
-fn newest_message_id(conn: &Connection) -> Result<Option<i64>, StoreError> {
+/// The newest person's message (its working-memory id), anywhere; `None` before the first.
+pub(super) fn newest_message_id(conn: &Connection) -> Result<Option<i64>, StoreError> {
     Ok(conn
         .prepare_cached("SELECT max(id) FROM working_memory WHERE entry_type = 'userMessage'")?
         .query_row([], |r| r.get(0))?)
 }
 
-impl SqliteStore {
-    /// The state now.
-    pub fn cognitive_state(&self) -> Result<CognitiveRow, StoreError> {
-        current(&self.conn())
-    }
-
-    /// Moves the state in one write transaction: `decide` sees the state as it is inside
-    /// the transaction and returns the move, or why not (then nothing is written).
-    pub fn move_state<E>(
-        &self,
-        decide: impl FnOnce(&CognitiveRow) -> Result<NewMove, E>,
-    ) -> Result<Result<StateMove, E>, StoreError> {
-        self.write(|tx| apply(tx, decide))
-    }
-
-    /// [`SqliteStore::move_state`], only if nobody has written since the newest message was
-    /// `newest` (checked in the move's transaction: a message whose turn read the
-    /// state before the move is seen here, and the move refused with `busy`).
-    pub fn move_state_if_quiet<E>(
-        &self,
-        newest: Option<i64>,
-        busy: E,
-        decide: impl FnOnce(&CognitiveRow) -> Result<NewMove, E>,
-    ) -> Result<Result<StateMove, E>, StoreError> {
-        self.write(|tx| {
-            if newest_message_id(tx)? != newest {
-                return Ok(Err(busy));
-            }
-            apply(tx, decide)
-        })
-    }
-
-    /// The newest person's message (its working-memory id), anywhere; `None` before the first.
-    pub fn newest_message_id(&self) -> Result<Option<i64>, StoreError> {
-        newest_message_id(&self.conn())
-    }
-
-    /// The latest moves, newest first.
-    pub fn state_moves(&self, limit: usize) -> Result<Vec<StateMove>, StoreError> {
-        moves(&self.conn(), limit)
-    }
-
-    pub fn add_journal(&self, entry: &str) -> Result<i64, StoreError> {
-        self.write(|tx| {
-            tx.prepare_cached("INSERT INTO journal (entry, at) VALUES (?1, ?2)")?
-                .execute((entry, now_ms()))?;
-            Ok(tx.last_insert_rowid())
-        })
-    }
-
-    /// The latest journal entries, newest first.
-    pub fn journal(&self, limit: usize) -> Result<Vec<JournalEntry>, StoreError> {
-        let conn = self.conn();
-        let mut stmt =
-            conn.prepare_cached("SELECT id, entry, at FROM journal ORDER BY id DESC LIMIT ?1")?;
-        let rows = stmt.query_map([limit as i64], |r| {
-            Ok(JournalEntry {
-                id: r.get(0)?,
-                entry: r.get(1)?,
-                at_ms: r.get(2)?,
-            })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
-    }
-
-    /// People's messages since `since_ms`, oldest first: (thread, text).
-    pub fn messages_since(&self, since_ms: i64) -> Result<Vec<(String, String)>, StoreError> {
-        let conn = self.conn();
-        let mut stmt = conn.prepare_cached(
-            "SELECT thread, content FROM working_memory
-             WHERE entry_type = 'userMessage' AND created_at >= ?1 ORDER BY id",
-        )?;
-        let rows = stmt.query_map([since_ms], |r| Ok((r.get(0)?, r.get(1)?)))?;
-        Ok(rows.collect::<Result<_, _>>()?)
-    }
-
-    /// Whether, in some thread, the latest answer to `question` is yes and was given since
-    /// `since_ms`.
-    pub fn answered_yes_since(&self, question: &str, since_ms: i64) -> Result<bool, StoreError> {
-        let conn = self.conn();
-        let found: Option<i64> = conn
-            .prepare_cached(
-                "SELECT 1 FROM working_memory w
-                 WHERE w.entry_type = 'mentalQuery' AND w.content = ?1 AND w.created_at >= ?2
-                   AND json_extract(w.metadata, '$.result') = 1
-                   AND NOT EXISTS (SELECT 1 FROM working_memory l
-                                   WHERE l.thread = w.thread AND l.entry_type = 'mentalQuery'
-                                     AND l.content = ?1 AND l.id > w.id)
-                 LIMIT 1",
-            )?
-            .query_row((question, since_ms), |r| r.get(0))
-            .optional()?;
-        Ok(found.is_some())
-    }
-
-    /// When a person last wrote (unix ms), anywhere; `None` before the first message.
-    pub fn last_message_ms(&self) -> Result<Option<i64>, StoreError> {
-        Ok(self.conn().query_row(
-            "SELECT max(created_at) FROM working_memory WHERE entry_type = 'userMessage'",
-            [],
-            |r| r.get(0),
-        )?)
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use std::sync::{Arc, Mutex};
+
     use super::*;
+    use crate::memory::faces::{Decide, Moved, Quiet, States};
+    use crate::memory::sqlite::{run, Sqlite};
     use crate::memory::{EntryType, NewEntry, TurnRecord};
 
-    fn store() -> (tempfile::TempDir, SqliteStore) {
+    fn store() -> (tempfile::TempDir, Arc<SqliteStore>) {
         let dir = tempfile::tempdir().unwrap();
         let s = SqliteStore::open(&dir.path().join("a.db")).unwrap();
-        (dir, s)
+        (dir, Arc::new(s))
     }
 
     fn to(state: &str, cause: &str) -> NewMove {
@@ -201,32 +104,55 @@ mod tests {
         }
     }
 
+    fn going(m: NewMove) -> Decide {
+        Box::new(move |_| Some(m))
+    }
+
+    fn moved(m: Moved) -> StateMove {
+        match m {
+            Moved::Moved(m) => m,
+            other => panic!("not moved: {other:?}"),
+        }
+    }
+
     #[test]
     fn a_fresh_store_is_shut_down_and_every_move_is_kept_with_its_cause() {
         let (_d, s) = store();
-        let now = s.cognitive_state().unwrap();
+        let f = Sqlite::on(&s);
+        let now = run(f.cognitive_state()).unwrap();
         assert_eq!((now.state.as_str(), now.since_ms), ("SHUTDOWN", 0));
-        let m = s
-            .move_state(|_| Ok::<_, String>(to("WAKEUP", "daemon started")))
-            .unwrap()
-            .unwrap();
+        let m = moved(run(f.move_state(None, going(to("WAKEUP", "daemon started")))).unwrap());
         assert_eq!((m.from.as_str(), m.to.as_str()), ("SHUTDOWN", "WAKEUP"));
-        let refused = s
-            .move_state(|row| Err::<NewMove, _>(format!("not from {}", row.state)))
-            .unwrap();
-        assert_eq!(refused.unwrap_err(), "not from WAKEUP");
-        s.move_state(|_| {
-            Ok::<_, String>(NewMove {
-                degraded: true,
-                ..to("WORK", "wakeup failed 3 times")
-            })
-        })
-        .unwrap()
+        let seen = Arc::new(Mutex::new(String::new()));
+        let saw = seen.clone();
+        let refused = run(f.move_state(
+            None,
+            Box::new(move |row| {
+                *saw.lock().unwrap() = row.state.clone();
+                None
+            }),
+        ))
         .unwrap();
-        let now = s.cognitive_state().unwrap();
+        assert!(matches!(refused, Moved::Refused), "{refused:?}");
+        assert_eq!(
+            *seen.lock().unwrap(),
+            "WAKEUP",
+            "decided on the state as it is"
+        );
+        moved(
+            run(f.move_state(
+                None,
+                going(NewMove {
+                    degraded: true,
+                    ..to("WORK", "wakeup failed 3 times")
+                }),
+            ))
+            .unwrap(),
+        );
+        let now = run(f.cognitive_state()).unwrap();
         assert_eq!(now.state, "WORK");
         assert!(now.degraded && now.since_ms > 0);
-        let moves = s.state_moves(10).unwrap();
+        let moves = run(f.state_moves(10)).unwrap();
         assert_eq!(moves.len(), 2, "a refused move writes nothing");
         assert_eq!(moves[0].cause, "wakeup failed 3 times");
         assert_eq!(moves[1].detail["by"], "test");
@@ -235,36 +161,27 @@ mod tests {
     #[test]
     fn a_move_for_a_quiet_spell_is_refused_once_someone_wrote() {
         let (_d, s) = store();
-        s.move_state(|_| Ok::<_, String>(to("WORK", "t")))
-            .unwrap()
-            .unwrap();
+        let f = Sqlite::on(&s);
+        moved(run(f.move_state(None, going(to("WORK", "t")))).unwrap());
         s.record_user_message("t1", "U1", "Tom", "hi", None)
             .unwrap();
-        let seen = s.newest_message_id().unwrap();
+        let seen = run(f.newest_message_id()).unwrap();
         // A message arrives (its turn reads WORK, so it will not leave SOLITUDE) between the
         // solitude's look at the store and its move; in the same millisecond, even.
         s.record_user_message("t1", "U1", "Tom", "still there? 🦀", None)
             .unwrap();
-        let refused = s
-            .move_state_if_quiet(seen, "someone wrote".to_string(), |_| {
-                Ok(to("SOLITUDE", "idle"))
-            })
-            .unwrap();
-        assert_eq!(refused.unwrap_err(), "someone wrote");
-        assert_eq!(s.cognitive_state().unwrap().state, "WORK");
-        let seen = s.newest_message_id().unwrap();
-        let m = s
-            .move_state_if_quiet(seen, "someone wrote".to_string(), |_| {
-                Ok(to("SOLITUDE", "idle"))
-            })
-            .unwrap()
-            .unwrap();
+        let refused = run(f.move_state(Some(Quiet(seen)), going(to("SOLITUDE", "idle")))).unwrap();
+        assert!(matches!(refused, Moved::NotQuiet), "{refused:?}");
+        assert_eq!(run(f.cognitive_state()).unwrap().state, "WORK");
+        let seen = run(f.newest_message_id()).unwrap();
+        let m = moved(run(f.move_state(Some(Quiet(seen)), going(to("SOLITUDE", "idle")))).unwrap());
         assert_eq!((m.from.as_str(), m.to.as_str()), ("WORK", "SOLITUDE"));
     }
 
     #[test]
     fn the_latest_answer_of_each_thread_decides() {
         let (_d, s) = store();
+        let f = Sqlite::on(&s);
         let q = "Am I referring them on?";
         let answer = |thread: &str, yes: bool| {
             s.commit_turn(&TurnRecord {
@@ -278,33 +195,32 @@ mod tests {
             })
             .unwrap();
         };
-        assert!(!s.answered_yes_since(q, 0).unwrap());
+        let yes_since = |since: i64| run(f.answered_yes_since(q, since)).unwrap();
+        assert!(!yes_since(0));
         answer("C1:1.0", true);
-        assert!(s.answered_yes_since(q, 0).unwrap());
-        assert!(
-            !s.answered_yes_since(q, now_ms() + 1000).unwrap(),
-            "too old"
-        );
+        assert!(yes_since(0));
+        assert!(!yes_since(now_ms() + 1000), "too old");
         answer("C1:1.0", false);
-        assert!(!s.answered_yes_since(q, 0).unwrap(), "taken back");
+        assert!(!yes_since(0), "taken back");
         answer("C2:1.0", true);
-        assert!(s.answered_yes_since(q, 0).unwrap());
+        assert!(yes_since(0));
     }
 
     #[test]
     fn the_journal_keeps_entries_newest_first() {
         let (_d, s) = store();
-        s.add_journal("Quiet day. 🦀 Ça va.").unwrap();
-        s.add_journal("second").unwrap();
-        let j = s.journal(10).unwrap();
+        let f = Sqlite::on(&s);
+        run(f.add_journal("Quiet day. 🦀 Ça va.")).unwrap();
+        run(f.add_journal("second")).unwrap();
+        let j = run(f.journal(10)).unwrap();
         assert_eq!(j[0].entry, "second");
         assert_eq!(j[1].entry, "Quiet day. 🦀 Ça va.");
-        assert_eq!(s.last_message_ms().unwrap(), None);
+        assert_eq!(run(f.last_message_ms()).unwrap(), None);
         s.record_user_message("C1:1.0", "U1", "Tom", "hi", None)
             .unwrap();
-        assert!(s.last_message_ms().unwrap().is_some());
+        assert!(run(f.last_message_ms()).unwrap().is_some());
         assert_eq!(
-            s.messages_since(0).unwrap(),
+            run(f.messages_since(0)).unwrap(),
             [("C1:1.0".to_string(), "hi".to_string())]
         );
     }

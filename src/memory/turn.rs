@@ -72,30 +72,6 @@ impl SqliteStore {
         })
     }
 
-    /// Undoes what `begin_turn` took for a turn that failed (the model did not answer): the
-    /// interaction number is given back unless a later turn has taken one, and the whisper
-    /// is released for the next turn. The message stays in working memory.
-    pub fn release_turn(
-        &self,
-        interaction: u64,
-        whisper: Option<(i64, &str)>,
-    ) -> Result<(), StoreError> {
-        self.write(|tx| {
-            tx.prepare_cached(
-                "UPDATE counters SET value = value - 1 WHERE name = 'interactions' AND value = ?1",
-            )?
-            .execute([interaction as i64])?;
-            if let Some((id, claimant)) = whisper {
-                tx.prepare_cached(
-                    "UPDATE whispers SET claimed_by = NULL, claimed_until = NULL
-                     WHERE id = ?1 AND claimed_by = ?2 AND consumed_at IS NULL",
-                )?
-                .execute((id, claimant))?;
-            }
-            Ok(())
-        })
-    }
-
     /// Reads what a turn without a message (a proactive turn) needs; takes no number and
     /// claims no whisper.
     pub fn load_turn(
@@ -338,13 +314,16 @@ pub(super) fn save_model(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::memory::faces::{Admin, Processes, SoulRecord, Turns, Users, Whispers};
+    use crate::memory::sqlite::{run, Block, Sqlite};
     use crate::memory::EntryType;
     use crate::process::ThreadProcess;
+    use std::sync::Arc;
 
-    fn store() -> (tempfile::TempDir, SqliteStore) {
+    fn store() -> (tempfile::TempDir, Arc<SqliteStore>) {
         let dir = tempfile::tempdir().unwrap();
         let store = SqliteStore::open(&dir.path().join("anima.db")).unwrap();
-        (dir, store)
+        (dir, Arc::new(store))
     }
 
     fn start(thread: &str, text: &str, claimant: &str) -> TurnStart {
@@ -388,7 +367,7 @@ mod tests {
         // The next turn begins; an operator closes the conversation before it commits.
         let (_, ctx) = s.begin_turn(&start("t1", "second", "b")).unwrap();
         assert_eq!(ctx.thread_turns, 1);
-        assert!(s.reset_thread("t1").unwrap());
+        assert!(run(Sqlite::on(&s).reset_thread("t1")).unwrap());
         let mut rec = record("t1", ctx.interaction);
         rec.since_id = Some(ctx.since_id);
         rec.process = Some(ThreadProcess {
@@ -412,7 +391,13 @@ mod tests {
             ..ThreadProcess::default()
         });
         s.commit_turn(&rec).unwrap();
-        assert_eq!(s.thread_process("t1").unwrap().unwrap().current, "main");
+        assert_eq!(
+            run(Sqlite::on(&s).thread_process("t1"))
+                .unwrap()
+                .unwrap()
+                .current,
+            "main"
+        );
     }
 
     #[test]
@@ -450,8 +435,13 @@ mod tests {
         }
         rec.usage = vec![UsageRecord::default()];
         assert!(s.commit_turn(&rec).is_err());
-        assert_eq!(s.interactions().unwrap(), 0);
-        assert_eq!(s.soul_state().unwrap().get("emotionalState"), "neutral");
+        assert_eq!(run(Sqlite::on(&s).interactions()).unwrap(), 0);
+        assert_eq!(
+            run(Sqlite::on(&s).soul_state())
+                .unwrap()
+                .get("emotionalState"),
+            "neutral"
+        );
         assert_eq!(
             s.thread_entries("t1").unwrap().len(),
             1,
@@ -472,16 +462,15 @@ mod tests {
         rec.interaction = 2;
         let u = s.commit_turn(&rec).unwrap().unwrap();
         assert_eq!(u.model.as_deref(), Some("# Tom\nmore\n"));
-        let notes: Vec<String> = s
-            .model_history("U1")
+        let notes: Vec<String> = run(Sqlite::on(&s).model_history("U1"))
             .unwrap()
             .into_iter()
             .map(|h| h.1)
             .collect();
         assert_eq!(notes, vec!["First impression.", "Learned more."]);
-        assert_eq!(s.unexported_models().unwrap().len(), 1);
-        s.mark_exported("U1", 2).unwrap();
-        assert!(s.unexported_models().unwrap().is_empty());
+        assert_eq!(run(Sqlite::on(&s).unexported_models()).unwrap().len(), 1);
+        run(Sqlite::on(&s).mark_exported("U1", 2)).unwrap();
+        assert!(run(Sqlite::on(&s).unexported_models()).unwrap().is_empty());
     }
 
     #[test]
@@ -489,11 +478,14 @@ mod tests {
         let (_d, s) = store();
         s.record_user_message("t1", "U1", "Sam", "a", None).unwrap();
         s.record_user_message("t2", "U2", "Sam", "b", None).unwrap();
-        assert_eq!(s.user("U1").unwrap().unwrap().slug, "sam");
-        assert_eq!(s.user("U2").unwrap().unwrap().slug, "sam-u2");
+        assert_eq!(run(Sqlite::on(&s).user("U1")).unwrap().unwrap().slug, "sam");
+        assert_eq!(
+            run(Sqlite::on(&s).user("U2")).unwrap().unwrap().slug,
+            "sam-u2"
+        );
         s.record_user_message("t1", "U1", "Samuel", "c", None)
             .unwrap();
-        let u1 = s.user("U1").unwrap().unwrap();
+        let u1 = run(Sqlite::on(&s).user("U1")).unwrap().unwrap();
         assert_eq!(
             (u1.display_name.as_str(), u1.slug.as_str()),
             ("Samuel", "sam")
@@ -516,7 +508,7 @@ mod tests {
     #[test]
     fn a_whisper_is_consumed_once() {
         let (_d, s) = store();
-        let id = s.add_whisper("they need assurance", "kothar").unwrap();
+        let id = run(Sqlite::on(&s).add_whisper("they need assurance", "kothar")).unwrap();
         let (_, ctx) = s.begin_turn(&start("t1", "hello", "a")).unwrap();
         let w = ctx.whisper.expect("claimed");
         assert_eq!((w.id, w.source.as_str()), (id, "kothar"));
@@ -530,7 +522,7 @@ mod tests {
     #[test]
     fn turns_running_at_once_take_distinct_numbers_and_one_whisper_shapes_one_turn() {
         let (_d, s) = store();
-        let whisper = s.add_whisper("they need assurance", "kothar").unwrap();
+        let whisper = run(Sqlite::on(&s).add_whisper("they need assurance", "kothar")).unwrap();
         let s = std::sync::Arc::new(s);
         let started: Vec<_> = (0..24)
             .map(|i| {
@@ -555,26 +547,32 @@ mod tests {
         numbers.sort_unstable();
         assert_eq!(numbers, (1..=24).collect::<Vec<u64>>());
         assert_eq!(whispered, 1, "exactly one turn claimed the whisper");
-        assert_eq!(s.interactions().unwrap(), 24);
+        assert_eq!(run(Sqlite::on(&s).interactions()).unwrap(), 24);
     }
 
     #[test]
     fn a_failed_turn_gives_back_its_number_and_its_whisper() {
         let (_d, s) = store();
-        let id = s.add_whisper("they need assurance", "kothar").unwrap();
+        let id = run(Sqlite::on(&s).add_whisper("they need assurance", "kothar")).unwrap();
         let (_, ctx) = s.begin_turn(&start("t1", "hello", "a")).unwrap();
         assert_eq!(ctx.interaction, 1);
         // Another turn starts meanwhile: it cannot take the claimed whisper.
         let (_, other) = s.begin_turn(&start("t2", "hey", "b")).unwrap();
         assert!(other.whisper.is_none());
         // The first fails: its number stays taken (a later turn has one), the whisper is free.
-        s.release_turn(1, Some((id, "a"))).unwrap();
-        assert_eq!(s.interactions().unwrap(), 2);
+        Sqlite::on(&s)
+            .release_turn(1, Some((id, "a".into())))
+            .block()
+            .unwrap();
+        assert_eq!(run(Sqlite::on(&s).interactions()).unwrap(), 2);
         // Releasing someone else's claim does nothing; giving back the newest number works.
         let (_, third) = s.begin_turn(&start("t3", "yo", "c")).unwrap();
         assert_eq!(third.whisper.map(|w| w.id), Some(id));
-        s.release_turn(third.interaction, Some((id, "a"))).unwrap();
-        assert_eq!(s.interactions().unwrap(), 2);
+        Sqlite::on(&s)
+            .release_turn(third.interaction, Some((id, "a".into())))
+            .block()
+            .unwrap();
+        assert_eq!(run(Sqlite::on(&s).interactions()).unwrap(), 2);
         let (_, fourth) = s.begin_turn(&start("t4", "yo", "d")).unwrap();
         assert!(fourth.whisper.is_none(), "still claimed by c");
         assert_eq!(fourth.interaction, 3);
@@ -583,7 +581,7 @@ mod tests {
     #[test]
     fn a_claim_left_by_a_dead_process_lapses() {
         let (_d, s) = store();
-        let id = s.add_whisper("they need assurance", "kothar").unwrap();
+        let id = run(Sqlite::on(&s).add_whisper("they need assurance", "kothar")).unwrap();
         let mut t = start("t1", "hello", "dead");
         t.claim_until_ms = now_ms() - 1;
         assert!(s.begin_turn(&t).unwrap().1.whisper.is_some());

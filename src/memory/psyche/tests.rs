@@ -1,16 +1,19 @@
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use rusqlite::{params, OptionalExtension};
 
 use super::memories::{fts_query, CANDIDATES, COMMON_WORD_DOCS};
 use super::*;
+use crate::memory::faces::Dreams;
+use crate::memory::sqlite::{Block, Sqlite};
 use crate::psyche::gate::{Silence, Verdict};
 use crate::psyche::EventKind;
 
-fn store() -> (tempfile::TempDir, SqliteStore) {
+fn store() -> (tempfile::TempDir, Arc<SqliteStore>) {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(&dir.path().join("anima.db")).unwrap();
-    (dir, store)
+    (dir, Arc::new(store))
 }
 
 fn said(kind: EventKind, who: &str, text: &str, at: i64) -> Event {
@@ -702,7 +705,7 @@ fn a_return_below_the_most_salient_waits_on_the_relationship_row_and_reads_the_s
     // The upkeep writes every waiting boost to its memory.
     let read = salience_read(&s, newer);
     assert_eq!(stale_rows(&s), 0);
-    s.upkeep().unwrap();
+    Sqlite::on(&s).upkeep().block().unwrap();
     assert_eq!(waiting(&s, "U1"), (None, 0.0));
     assert_eq!(salience_stored(&s, newer), read);
     assert_eq!(salience_read(&s, newer), read);
@@ -788,7 +791,7 @@ fn salience_against_the_model(seed: u64, between: bool) -> (usize, usize) {
                 .unwrap();
             }
             1 if between => {
-                s.upkeep().unwrap();
+                Sqlite::on(&s).upkeep().block().unwrap();
             }
             _ => {}
         }
@@ -879,7 +882,7 @@ fn the_upkeep_forgets_old_event_keys_and_merges_the_index_without_losing_a_memor
             .unwrap()
     };
     let before = segments(&s);
-    let u = s.upkeep().unwrap();
+    let u = Sqlite::on(&s).upkeep().block().unwrap();
     assert_eq!(
         u.forgotten_event_keys, 1,
         "only the key older than the window"
