@@ -35,6 +35,7 @@ pub mod toml_file;
 pub mod soul;
 pub mod assistant;
 pub mod steps;
+pub mod window;
 pub mod metrics;
 pub mod telemetry;
 pub mod tls;

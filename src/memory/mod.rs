@@ -46,7 +46,7 @@ pub use faces::{move_state, Quiet, Store};
 pub use feedback::{Judged, Verdict};
 pub use forget::{Forgotten, Pruned};
 pub use health::WriteHealth;
-pub use records::DaemonRow;
+pub use records::{DaemonRow, PsycheSample, TraceRow, TraceSummary, TracedConversation};
 
 pub use inbox::{Inbound, InboxItem, InboxStatus, Intake, Overheard};
 pub use migrate::SCHEMA_VERSION;

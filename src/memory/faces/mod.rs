@@ -18,12 +18,14 @@ mod dreams;
 mod inbox;
 mod operator;
 mod states;
+mod traces;
 mod turns;
 
 pub use dreams::{Dreams, Psychology};
 pub use inbox::{Budgets, Claims, Inbox};
 pub use operator::{Admin, Feedback, Forgetting, Health, SamePlace};
 pub use states::{move_state, Decide, Moved, Quiet, States};
+pub use traces::Traces;
 pub use turns::{Processes, SoulRecord, Turns, Users, Whispers};
 
 use super::StoreError;
@@ -47,6 +49,7 @@ pub trait Store:
     + Admin
     + Forgetting
     + Health
+    + Traces
 {
 }
 
@@ -66,5 +69,6 @@ impl<T> Store for T where
         + Admin
         + Forgetting
         + Health
+        + Traces
 {
 }

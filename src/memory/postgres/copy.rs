@@ -153,6 +153,12 @@ const TABLES: &[Table] = &[
         ("drive_pressure_max", "drive_pressure_max", Real), ("arc_hot", "arc_hot", Real),
         ("rel_stakes", "rel_stakes", Real), ("energy", "energy", Real), ("trivial", "trivial", Bool),
         ("choice", "choice", Bool), ("listened", "listened", Bool)] },
+    Table { from: "traces", to: "traces", kind: "traces", identity: false, upsert_on: None, columns: &[
+        ("trace", "trace", Text), ("kind", "kind", Text), ("thread", "thread", Text),
+        ("person", "person", Text), ("inbox", "inbox", Int), ("process", "process", Text),
+        ("at", "at", Ms), ("reply", "reply", Text), ("body", "body", Text)] },
+    Table { from: "psyche_samples", to: "psyche_samples", kind: "inner-life samples", identity: true, upsert_on: None, columns: &[
+        ("id", "id", Int), ("at", "at", Ms), ("body", "body", Text)] },
 ];
 
 /// How long the copy's transaction may sit idle between its statements (while it reads a

@@ -17,6 +17,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../../migrations/postgres/0005_fenced_writes.sql"),
     include_str!("../../../migrations/postgres/0006_shared_budgets.sql"),
     include_str!("../../../migrations/postgres/0007_planned_once.sql"),
+    include_str!("../../../migrations/postgres/0008_traces.sql"),
 ];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

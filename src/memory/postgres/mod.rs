@@ -22,6 +22,7 @@ mod psyche;
 mod records;
 mod states;
 mod tls;
+mod traces;
 mod turns;
 mod wire;
 mod working;

@@ -12,6 +12,7 @@ mod feedback;
 mod inbox;
 mod processes;
 mod states;
+mod traces;
 mod turns;
 mod users;
 

@@ -9,4 +9,5 @@ mod dreams;
 mod forget;
 mod inbox;
 mod psychology;
+mod traces;
 mod turns;

@@ -1,0 +1,201 @@
+//! The window's face on SQLite: traces and the inner life's samples, each write one
+//! transaction, each read one statement or two.
+
+use async_trait::async_trait;
+use rusqlite::{params, OptionalExtension, Row};
+
+use super::{Result, Sqlite};
+use crate::memory::faces::{SamePlace, Traces};
+use crate::memory::records::trace::SUMMARY_REPLY_CHARS;
+use crate::memory::{PsycheSample, TraceRow, TraceSummary, TracedConversation};
+
+const WHOLE: &str =
+    "SELECT trace, kind, thread, person, inbox, process, at, reply, body FROM traces";
+
+fn whole(r: &Row) -> rusqlite::Result<TraceRow> {
+    Ok(TraceRow {
+        trace: r.get(0)?,
+        kind: r.get(1)?,
+        thread: r.get(2)?,
+        person: r.get(3)?,
+        inbox: r.get(4)?,
+        process: r.get(5)?,
+        at: r.get(6)?,
+        reply: r.get(7)?,
+        body: r.get(8)?,
+    })
+}
+
+fn summary(r: &Row) -> rusqlite::Result<TraceSummary> {
+    Ok(TraceSummary {
+        trace: r.get(0)?,
+        kind: r.get(1)?,
+        thread: r.get(2)?,
+        person: r.get(3)?,
+        process: r.get(4)?,
+        at: r.get(5)?,
+        reply: r.get(6)?,
+    })
+}
+
+#[async_trait]
+impl Traces for Sqlite {
+    async fn record_trace(&self, t: TraceRow) -> Result<()> {
+        self.call(move |db| {
+            db.write(|tx| {
+                tx.prepare_cached(
+                    "INSERT OR REPLACE INTO traces
+                         (trace, kind, thread, person, inbox, process, at, reply, body)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                )?
+                .execute(params![
+                    t.trace, t.kind, t.thread, t.person, t.inbox, t.process, t.at, t.reply, t.body
+                ])?;
+                Ok(())
+            })
+        })
+        .await
+    }
+
+    async fn traces(
+        &self,
+        thread: Option<&str>,
+        before: Option<i64>,
+        limit: usize,
+    ) -> Result<Vec<TraceSummary>> {
+        let thread = thread.map(str::to_owned);
+        self.call(move |db| {
+            let conn = db.conn();
+            // substr counts characters in SQLite, so a reply is never cut inside one.
+            let mut stmt = conn.prepare_cached(
+                "SELECT trace, kind, thread, person, process, at, substr(reply, 1, ?4) FROM traces
+                 WHERE (?1 IS NULL OR thread = ?1) AND (?2 IS NULL OR at < ?2)
+                 ORDER BY at DESC, trace DESC LIMIT ?3",
+            )?;
+            let rows = stmt
+                .query_map(
+                    params![thread, before, limit as i64, SUMMARY_REPLY_CHARS as i64],
+                    summary,
+                )?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(rows)
+        })
+        .await
+    }
+
+    async fn trace(&self, id: &str) -> Result<Option<TraceRow>> {
+        let id = id.to_owned();
+        self.call(move |db| {
+            let conn = db.conn();
+            let found = conn
+                .prepare_cached(&format!("{WHOLE} WHERE trace = ?1"))?
+                .query_row([&id], whole)
+                .optional()?;
+            Ok(found)
+        })
+        .await
+    }
+
+    async fn trace_of_reply(
+        &self,
+        reference: &str,
+        same_place: SamePlace,
+    ) -> Result<Option<TraceRow>> {
+        let reference = reference.to_owned();
+        self.call(move |db| {
+            let conn = db.conn();
+            let rows: Vec<(i64, String)> = conn
+                .prepare_cached(
+                    "SELECT id, address FROM inbox WHERE reply_ref = ?1
+                     UNION SELECT id, address FROM inbox WHERE stream_ref = ?1
+                     UNION SELECT i.id, i.address FROM inbox i, json_each(i.part_refs) p
+                           WHERE p.value = ?1
+                     ORDER BY id",
+                )?
+                .query_map([&reference], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<rusqlite::Result<_>>()?;
+            let Some((inbox, _)) = rows.into_iter().find(|(_, a)| same_place(a)) else {
+                return Ok(None);
+            };
+            let found = conn
+                .prepare_cached(&format!(
+                    "{WHOLE} WHERE inbox = ?1 ORDER BY at DESC, trace DESC LIMIT 1"
+                ))?
+                .query_row([inbox], whole)
+                .optional()?;
+            Ok(found)
+        })
+        .await
+    }
+
+    async fn traced_conversations(&self, limit: usize) -> Result<Vec<TracedConversation>> {
+        self.call(move |db| {
+            let conn = db.conn();
+            let mut stmt = conn.prepare_cached(
+                "SELECT thread, count(*), max(at) FROM traces WHERE thread <> ''
+                 GROUP BY thread ORDER BY max(at) DESC, thread LIMIT ?1",
+            )?;
+            let rows = stmt
+                .query_map([limit as i64], |r| {
+                    Ok(TracedConversation {
+                        thread: r.get(0)?,
+                        traces: r.get::<_, i64>(1)? as u64,
+                        last_at: r.get(2)?,
+                    })
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(rows)
+        })
+        .await
+    }
+
+    async fn prune_traces(&self, keep: u64) -> Result<u64> {
+        self.call(move |db| {
+            db.write(|tx| {
+                let gone = tx
+                    .prepare_cached(
+                        "DELETE FROM traces WHERE trace NOT IN
+                           (SELECT trace FROM traces ORDER BY at DESC, trace DESC LIMIT ?1)",
+                    )?
+                    .execute([keep as i64])?;
+                Ok(gone as u64)
+            })
+        })
+        .await
+    }
+
+    async fn record_psyche_sample(&self, sample: PsycheSample, keep: u64) -> Result<()> {
+        self.call(move |db| {
+            db.write(|tx| {
+                tx.prepare_cached("INSERT INTO psyche_samples (at, body) VALUES (?1, ?2)")?
+                    .execute(params![sample.at, sample.body])?;
+                tx.prepare_cached(
+                    "DELETE FROM psyche_samples WHERE id NOT IN
+                       (SELECT id FROM psyche_samples ORDER BY at DESC, id DESC LIMIT ?1)",
+                )?
+                .execute([keep as i64])?;
+                Ok(())
+            })
+        })
+        .await
+    }
+
+    async fn psyche_samples(&self, since: i64, limit: usize) -> Result<Vec<PsycheSample>> {
+        self.call(move |db| {
+            let conn = db.conn();
+            let mut stmt = conn.prepare_cached(
+                "SELECT at, body FROM psyche_samples WHERE at >= ?1 ORDER BY at, id LIMIT ?2",
+            )?;
+            let rows = stmt
+                .query_map(params![since, limit as i64], |r| {
+                    Ok(PsycheSample {
+                        at: r.get(0)?,
+                        body: r.get(1)?,
+                    })
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(rows)
+        })
+        .await
+    }
+}

@@ -1,0 +1,137 @@
+//! The window's face on every backend: traces kept, listed newest first and paged, found by
+//! the message a reply went into, pruned to the newest; the inner life's samples bounded.
+
+use anima::memory::faces::{Inbox, SamePlace, Traces};
+use anima::memory::{Inbound, Intake, PsycheSample, TraceRow};
+
+use crate::on_every_backend;
+
+fn trace(id: &str, thread: &str, at: i64, inbox: Option<i64>) -> TraceRow {
+    TraceRow {
+        trace: id.into(),
+        kind: "message".into(),
+        thread: thread.into(),
+        person: Some("U1".into()),
+        inbox,
+        process: "main".into(),
+        at,
+        reply: Some(format!("réponse {id} ✨ {}", "é".repeat(300))),
+        body: format!("{{\"stimulus\": \"<script>{id}</script>\"}}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn traces_are_kept_whole_listed_newest_first_and_paged() {
+    on_every_backend!(|s, name| {
+        for (i, thread) in ["C1:1.0", "C2:1.0", "C1:1.0"].iter().enumerate() {
+            s.record_trace(trace(&format!("t{i}"), thread, 1_000 + i as i64, None))
+                .await
+                .unwrap();
+        }
+        let all = s.traces(None, None, 10).await.unwrap();
+        let ids: Vec<&str> = all.iter().map(|t| t.trace.as_str()).collect();
+        assert_eq!(ids, ["t2", "t1", "t0"], "{name}");
+        // A summary's reply is cut by characters, never inside one.
+        let reply = all[0].reply.as_deref().unwrap();
+        assert_eq!(reply.chars().count(), 200, "{name}");
+        assert!(reply.starts_with("réponse t2 ✨"), "{name}");
+        let c1 = s.traces(Some("C1:1.0"), None, 10).await.unwrap();
+        assert_eq!(c1.len(), 2, "{name}");
+        let older = s.traces(None, Some(1_002), 1).await.unwrap();
+        assert_eq!(older[0].trace, "t1", "{name}: the page before t2");
+        // Whole, as written; a trace written again replaces the first.
+        let mut again = trace("t1", "C2:1.0", 1_001, None);
+        again.body = "{}".into();
+        s.record_trace(again.clone()).await.unwrap();
+        assert_eq!(s.trace("t1").await.unwrap(), Some(again), "{name}");
+        assert_eq!(s.trace("nope").await.unwrap(), None, "{name}");
+        let conversations = s.traced_conversations(10).await.unwrap();
+        let seen: Vec<(&str, u64)> = conversations
+            .iter()
+            .map(|c| (c.thread.as_str(), c.traces))
+            .collect();
+        assert_eq!(seen, [("C1:1.0", 2), ("C2:1.0", 1)], "{name}");
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_finds_its_turns_trace_by_any_part_in_its_own_place() {
+    on_every_backend!(|s, name| {
+        let Intake::Accepted(row) = s
+            .accept_inbound(&Inbound {
+                origin: "C1:3.0".into(),
+                conversation: "C1:1.0".into(),
+                seq: 3.0,
+                address: "C1".into(),
+                user_id: "U1".into(),
+                text: "why?".into(),
+                requires_spoken: false,
+            })
+            .await
+            .unwrap()
+        else {
+            panic!("{name}")
+        };
+        s.set_inbox_reply(row, "one. two.").await.unwrap();
+        s.mark_part_posted(row, 1, "ts-1", false).await.unwrap();
+        s.mark_part_posted(row, 2, "ts-2", true).await.unwrap();
+        s.record_trace(trace("old", "C1:1.0", 10, Some(row)))
+            .await
+            .unwrap();
+        s.record_trace(trace("new", "C1:1.0", 20, Some(row)))
+            .await
+            .unwrap();
+        let here = || Box::new(|a: &str| a == "C1") as SamePlace;
+        let elsewhere = || Box::new(|a: &str| a == "C9") as SamePlace;
+        for reference in ["ts-1", "ts-2"] {
+            let found = s.trace_of_reply(reference, here()).await.unwrap();
+            assert_eq!(found.map(|t| t.trace).as_deref(), Some("new"), "{name}");
+        }
+        assert_eq!(
+            s.trace_of_reply("ts-2", elsewhere()).await.unwrap(),
+            None,
+            "{name}"
+        );
+        assert_eq!(
+            s.trace_of_reply("ts-7", here()).await.unwrap(),
+            None,
+            "{name}"
+        );
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pruning_keeps_the_newest_and_samples_stay_bounded() {
+    on_every_backend!(|s, name| {
+        for i in 0..5 {
+            s.record_trace(trace(&format!("t{i}"), "C1:1.0", i, None))
+                .await
+                .unwrap();
+        }
+        assert_eq!(s.prune_traces(2).await.unwrap(), 3, "{name}");
+        let left: Vec<String> = s
+            .traces(None, None, 10)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|t| t.trace)
+            .collect();
+        assert_eq!(left, ["t4", "t3"], "{name}");
+        assert_eq!(s.prune_traces(0).await.unwrap(), 2, "{name}: 0 keeps none");
+        for at in 0..6 {
+            let body = format!("{{\"mood\": {at}}}");
+            s.record_psyche_sample(PsycheSample { at, body }, 4)
+                .await
+                .unwrap();
+        }
+        let kept: Vec<i64> = s
+            .psyche_samples(0, 10)
+            .await
+            .unwrap()
+            .iter()
+            .map(|p| p.at)
+            .collect();
+        assert_eq!(kept, [2, 3, 4, 5], "{name}");
+        assert_eq!(s.psyche_samples(4, 1).await.unwrap()[0].at, 4, "{name}");
+    });
+}
