@@ -29,6 +29,7 @@ pub fn changed_sections(old: &Config, new: &Config) -> Vec<&'static str> {
         proactive_scan_secs,
         listen,
         admin_users,
+        inspect,
         autonomy,
         tools: _,
         store,
@@ -75,6 +76,7 @@ pub fn changed_sections(old: &Config, new: &Config) -> Vec<&'static str> {
         ("ism", *ism != new.ism),
         ("autonomy", *autonomy != new.autonomy),
         ("admin", *admin_users != new.admin_users),
+        ("inspect", *inspect != new.inspect),
         ("http", *listen != new.listen),
         ("store", *store != new.store),
     ];

@@ -48,10 +48,32 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Slack user ids allowed to send admin commands by DM.
     pub admin_users: Vec<String>,
+    pub inspect: InspectConfig,
     pub autonomy: AutonomyConfig,
     /// `[[tools.servers]]`: the MCP servers whose tools ISM actions may call.
     pub tools: Vec<ToolServer>,
     pub store: StoreConfig,
+}
+
+/// `[inspect]`: the soul's window.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InspectConfig {
+    /// Traces kept (the newest); 0 keeps none.
+    pub keep_turns: u64,
+    /// Slack user ids who may use the "why" shortcut; empty: the admin users.
+    pub why_users: Vec<String>,
+}
+
+impl InspectConfig {
+    /// Whether `user` may ask why the soul said something (`admin` when none are named).
+    pub fn may_ask_why(&self, user: &str, admin: &[String]) -> bool {
+        let allowed = if self.why_users.is_empty() {
+            admin
+        } else {
+            &self.why_users
+        };
+        allowed.iter().any(|u| u == user)
+    }
 }
 
 /// `[store]`: which backend holds the soul. The PostgreSQL connection string is not here: it

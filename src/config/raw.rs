@@ -24,6 +24,7 @@ pub struct RawConfig {
     pub autonomy: RawAutonomy,
     pub http: RawHttp,
     pub admin: RawAdmin,
+    pub inspect: RawInspect,
     pub tools: super::tools::RawTools,
     pub store: RawStore,
 }
@@ -347,6 +348,23 @@ impl Default for RawAutonomy {
 #[serde(deny_unknown_fields, default)]
 pub struct RawAdmin {
     pub users: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize))]
+#[serde(deny_unknown_fields, default)]
+pub struct RawInspect {
+    pub keep_turns: u64,
+    pub why_users: Vec<String>,
+}
+
+impl Default for RawInspect {
+    fn default() -> Self {
+        RawInspect {
+            keep_turns: 500,
+            why_users: Vec::new(),
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]

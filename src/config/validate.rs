@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 
 use super::raw::{RawAutonomy, RawConfig, RawLlm, RawSlack};
 use super::{
-    schema, tools, AutonomyConfig, Config, ConfigError, IsmConfig, LlmConfig, MemoryConfig,
-    PipelineConfig, Problem, SlackConfig, StatesConfig, StoreConfig, ToolServer,
+    schema, tools, AutonomyConfig, Config, ConfigError, InspectConfig, IsmConfig, LlmConfig,
+    MemoryConfig, PipelineConfig, Problem, SlackConfig, StatesConfig, StoreConfig, ToolServer,
 };
 
 /// The line on which `key` is set inside `[section]`, for messages about valid TOML with bad values.
@@ -183,6 +183,10 @@ fn assemble(raw: RawConfig, parsed: Parsed, file: Option<&Path>, base: &Path) ->
         proactive_idle_minutes: raw.processes.proactive_idle_minutes,
         proactive_scan_secs: raw.processes.proactive_scan_secs,
         admin_users: raw.admin.users.clone(),
+        inspect: InspectConfig {
+            keep_turns: raw.inspect.keep_turns,
+            why_users: raw.inspect.why_users.clone(),
+        },
         autonomy: autonomy(&raw.autonomy),
         listen: parsed.listen,
         store: StoreConfig {

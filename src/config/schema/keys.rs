@@ -212,6 +212,8 @@ pub(super) const KEYS: &[Key] = &[
     key("autonomy", "threshold", Kind::Number { min: 0.0, max: 1.0 }),
     key("autonomy", "weights", Kind::Weights(5)),
     key("admin", "users", Kind::TextList),
+    key("inspect", "keep_turns", whole(0, 1_000_000)),
+    key("inspect", "why_users", Kind::TextList),
     key("tools", "servers", Kind::Servers),
     key("store", "backend", Kind::OneOf(&["sqlite", "postgres"])),
     key("store", "pool_size", whole(1, 1000)),
