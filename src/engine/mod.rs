@@ -143,6 +143,8 @@ pub struct Engine {
     /// Open unless the soul is waking up: messages wait here, in the inbox, until it is
     /// awake; closed when the daemon stops while they wait.
     awake: tokio::sync::watch::Sender<Gate>,
+    /// The soul stream: the turn's phases, sent to whoever watches.
+    hub: crate::window::Hub,
 }
 
 impl Engine {
@@ -162,6 +164,7 @@ impl Engine {
             shapes: Default::default(),
             tools: None,
             awake: tokio::sync::watch::Sender::new(Gate::Open),
+            hub: Default::default(),
         }
     }
 
@@ -329,6 +332,12 @@ impl Engine {
 
     pub fn provider(&self) -> &Arc<dyn Provider> {
         &self.provider
+    }
+
+    /// The soul stream this engine's turns are sent to (the inspector and `anima watch`
+    /// subscribe to it).
+    pub fn hub(&self) -> &crate::window::Hub {
+        &self.hub
     }
 
     /// Runs one perception through the pipeline. Errors only when the store fails; a model
