@@ -20,6 +20,7 @@ use anima::process::ThreadProcess;
 use super::backends;
 
 mod people;
+mod psyche;
 mod threads;
 
 /// What a scenario saw, one labelled line at a time, with ids numbered in the order they were
@@ -241,6 +242,10 @@ const SCENARIOS: &[(&str, Scenario)] = &[
     (
         "a dream's consolidation, its model checks, then a turn",
         |s, seen| Box::pin(threads::consolidated(s, seen)),
+    ),
+    (
+        "the psyche's events, post-cognition and packet",
+        |s, seen| Box::pin(psyche::events_and_packet(s, seen)),
     ),
 ];
 
