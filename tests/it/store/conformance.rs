@@ -243,6 +243,9 @@ const SCENARIOS: &[(&str, Scenario)] = &[
         "a dream's consolidation, its model checks, then a turn",
         |s, seen| Box::pin(threads::consolidated(s, seen)),
     ),
+    ("a turn under its conversation's claim", |s, seen| {
+        Box::pin(threads::under_a_claim(s, seen))
+    }),
     (
         "the psyche's events, post-cognition and packet",
         |s, seen| Box::pin(psyche::events_and_packet(s, seen)),

@@ -326,3 +326,20 @@ pub(super) async fn consolidated(s: &dyn Store, seen: &mut Seen) {
     seen.store("end", s, &["C1:1.0", "C2:1.0"], &["U1", "U2"])
         .await;
 }
+
+pub(super) async fn under_a_claim(s: &dyn Store, seen: &mut Seen) {
+    // The epoch is the backend's own (SQLite grants every claim at 0): used, not compared.
+    let epoch = s
+        .claim("C1:1.0", std::time::Duration::from_secs(60))
+        .await
+        .unwrap()
+        .expect("the claim");
+    let mut t = start("C1:1.0", "U1", "Ada", "claimed", "c1");
+    t.conversation_claim = Some(epoch);
+    let (_, ctx) = s.begin_turn(t).await.unwrap();
+    seen.context("begun under the claim", &ctx);
+    let mut rec = reply("C1:1.0", "U1", &ctx, "held");
+    rec.claim = Some(epoch);
+    seen.note("committed", s.commit_turn(rec).await.unwrap());
+    seen.store("end", s, &["C1:1.0"], &["U1"]).await;
+}
