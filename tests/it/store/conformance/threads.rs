@@ -343,3 +343,25 @@ pub(super) async fn under_a_claim(s: &dyn Store, seen: &mut Seen) {
     seen.note("committed", s.commit_turn(rec).await.unwrap());
     seen.store("end", s, &["C1:1.0"], &["U1"]).await;
 }
+
+pub(super) async fn reset_before_any_turn(s: &dyn Store, seen: &mut Seen) {
+    // A message recorded, its turn never committed (the model was down), then a reset.
+    s.record_user_message("C1:1.0", "U1", "Ada", "lost", None)
+        .await
+        .unwrap();
+    seen.note("reset", s.reset_thread("C1:1.0").await.unwrap());
+    let (_, ctx) = s
+        .begin_turn(start("C1:1.0", "U1", "Ada", "anew", "c1"))
+        .await
+        .unwrap();
+    seen.context("the next turn", &ctx);
+}
+
+pub(super) async fn nul_in_a_message(s: &dyn Store, seen: &mut Seen) {
+    let begun = s
+        .begin_turn(start("C1:1.0", "U1", "Ada", "a\u{0}b", "c1"))
+        .await
+        .map(|(_, ctx)| ctx.recent.len())
+        .map_err(|e| e.to_string());
+    seen.note("begun", begun);
+}
