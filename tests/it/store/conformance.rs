@@ -19,6 +19,7 @@ use anima::process::ThreadProcess;
 
 use super::backends;
 
+mod forgetting;
 mod people;
 mod psyche;
 mod threads;
@@ -43,6 +44,12 @@ impl Seen {
         }
         let next = self.ids.keys().filter(|(k, _)| *k == kind).count() as i64 + 1;
         *self.ids.entry((kind, raw)).or_insert(next)
+    }
+
+    /// Entries were deleted: SQLite gives a number again once the newest entries are gone
+    /// (`keep_numbering`), PostgreSQL never does, so what is seen next is numbered afresh.
+    fn renumber(&mut self) {
+        self.ids.retain(|(kind, _), _| *kind != "entry");
     }
 
     fn entry(&mut self, e: &Entry) -> Entry {
@@ -243,6 +250,9 @@ const SCENARIOS: &[(&str, Scenario)] = &[
         "a dream's consolidation, its model checks, then a turn",
         |s, seen| Box::pin(threads::consolidated(s, seen)),
     ),
+    ("a person forgotten, then a quiet spell", |s, seen| {
+        Box::pin(forgetting::a_person_then_a_quiet_spell(s, seen))
+    }),
     ("a turn under its conversation's claim", |s, seen| {
         Box::pin(threads::under_a_claim(s, seen))
     }),
