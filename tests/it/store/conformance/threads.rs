@@ -59,6 +59,11 @@ pub(super) async fn window(s: &dyn Store, seen: &mut Seen) {
             0,
             NewEntry::new(EntryType::InternalMonologue, format!("thought {n}")),
         );
+        if n % 5 == 4 {
+            // A message a turn writes itself is said, and counted, as one recorded.
+            rec.entries
+                .push(NewEntry::new(EntryType::UserMessage, format!("aside {n}")).user("U1"));
+        }
         s.commit_turn(rec).await.unwrap();
     }
     for window in [0, 1, 2, 5, 100] {
