@@ -1,4 +1,4 @@
-//! Forgetting on PostgreSQL (see `memory::forget` and `faces::Forgetting`): a person, and the
+//! Forgetting on PostgreSQL (see `memory::sqlite::forget` and `faces::Forgetting`): a person, and the
 //! conversations quiet past `[memory] keep_days`, each in one transaction, for every daemon on
 //! the database at once.
 //!
@@ -13,6 +13,7 @@ use crate::memory::faces::Forgetting;
 use crate::memory::{Forgotten, Pruned, StoreError};
 
 type Result<T> = std::result::Result<T, StoreError>;
+type Tx<'a> = deadpool_postgres::Transaction<'a>;
 
 /// Conversations of the person no one else spoke in (as on SQLite).
 const THEIRS_ALONE: &str = "SELECT c FROM (SELECT thread AS c FROM working_memory
@@ -48,120 +49,7 @@ impl Forgetting for Postgres {
         let result = async {
             let mut client = self.client().await?;
             let tx = client.transaction().await?;
-            tx.run(
-                "SELECT 1 FROM psyche_substrate ORDER BY soul FOR UPDATE",
-                &[],
-            )
-            .await?;
-            let mut f = Forgotten {
-                known: tx
-                    .maybe_row("SELECT 1 FROM users WHERE user_id = $1", &[&user_id])
-                    .await?
-                    .is_some(),
-                ..Forgotten::default()
-            };
-            let alone: Vec<String> = tx
-                .rows(THEIRS_ALONE, &[&user_id])
-                .await?
-                .iter()
-                .map(|r| r.get(0))
-                .collect();
-            let shared: Vec<String> = tx
-                .rows(
-                    "SELECT DISTINCT thread FROM working_memory
-                     WHERE user_id = $1 AND NOT thread = ANY($2)",
-                    &[&user_id, &alone],
-                )
-                .await?
-                .iter()
-                .map(|r| r.get(0))
-                .collect();
-            tx.run(
-                "SELECT 1 FROM threads WHERE thread = ANY($1) OR thread = ANY($2)
-                 ORDER BY thread FOR UPDATE",
-                &[&alone, &shared],
-            )
-            .await?;
-            f.conversations = alone.len() as u64;
-            f.entries = tx
-                .run(
-                    "DELETE FROM working_memory WHERE thread = ANY($1)",
-                    &[&alone],
-                )
-                .await?;
-            for table in [
-                "thread_summaries",
-                "episodic_memories",
-                "thread_process",
-                "process_transitions",
-                "turn_usage",
-                "threads",
-            ] {
-                tx.run(
-                    &format!("DELETE FROM {table} WHERE thread = ANY($1)"),
-                    &[&alone],
-                )
-                .await?;
-            }
-            tx.run("DELETE FROM conversations WHERE key = ANY($1)", &[&alone])
-                .await?;
-            f.entries += tx
-                .run("DELETE FROM working_memory WHERE user_id = $1", &[&user_id])
-                .await?;
-            tx.run(COUNT_SAID, &[&shared]).await?;
-            f.inbox_waiting = tx
-                .row(
-                    "SELECT count(*) FROM inbox
-                     WHERE user_id = $1 AND status IN ('pending', 'replying')",
-                    &[&user_id],
-                )
-                .await?
-                .get::<_, i64>(0) as u64;
-            // A row answered keeps its origin, so that a late retry of the message is still
-            // known and never answered twice; its words, the reply and who sent it go.
-            f.inbox_rows = tx
-                .run(
-                    "UPDATE inbox SET text = '', reply = NULL, failure = NULL, user_id = '',
-                         status = CASE WHEN status = 'overheard' THEN 'done' ELSE status END
-                     WHERE user_id = $1 AND status NOT IN ('pending', 'replying')",
-                    &[&user_id],
-                )
-                .await?;
-            f.feedback = tx
-                .run("DELETE FROM feedback WHERE person = $1", &[&user_id])
-                .await?;
-            f.admin_commands = tx
-                .run(
-                    "UPDATE admin_log SET user_id = '', command = '' WHERE user_id = $1 AND done",
-                    &[&user_id],
-                )
-                .await?;
-            // The people rows go with their memory (a cascade).
-            f.memories = tx
-                .run(
-                    "DELETE FROM psyche_memories
-                     WHERE id IN (SELECT memory FROM psyche_memory_people WHERE person = $1)",
-                    &[&user_id],
-                )
-                .await?;
-            let by_person =
-                |table: &str, column: &str| format!("DELETE FROM {table} WHERE {column} = $1");
-            f.relationships = tx
-                .run(&by_person("psyche_relationships", "person"), &[&user_id])
-                .await?;
-            f.facts = tx
-                .run(&by_person("psyche_facts", "person"), &[&user_id])
-                .await?;
-            f.intentions = tx
-                .run(&by_person("psyche_intentions", "target"), &[&user_id])
-                .await?;
-            f.gate_decisions = tx
-                .run(&by_person("psyche_gate_log", "person"), &[&user_id])
-                .await?;
-            f.model_versions = tx
-                .run(&by_person("user_model_history", "user_id"), &[&user_id])
-                .await?;
-            tx.run(&by_person("users", "user_id"), &[&user_id]).await?;
+            let f = forget_person(&tx, user_id).await?;
             tx.commit().await?;
             Ok(f)
         }
@@ -224,4 +112,154 @@ impl Forgetting for Postgres {
         .await;
         self.noted(result)
     }
+}
+
+/// Everything of `user_id` the face promises, counted, with the rows a turn writes locked in a
+/// turn's order (the module's doc): souls, threads, then the person.
+async fn forget_person(tx: &Tx<'_>, user_id: &str) -> Result<Forgotten> {
+    tx.run(
+        "SELECT 1 FROM psyche_substrate ORDER BY soul FOR UPDATE",
+        &[],
+    )
+    .await?;
+    let mut f = Forgotten {
+        known: tx
+            .maybe_row("SELECT 1 FROM users WHERE user_id = $1", &[&user_id])
+            .await?
+            .is_some(),
+        ..Forgotten::default()
+    };
+    let (alone, shared) = their_conversations(tx, user_id).await?;
+    f.conversations = alone.len() as u64;
+    f.entries = drop_conversations(tx, &alone).await?;
+    f.entries += tx
+        .run("DELETE FROM working_memory WHERE user_id = $1", &[&user_id])
+        .await?;
+    tx.run(COUNT_SAID, &[&shared]).await?;
+    forget_in_inbox(tx, user_id, &mut f).await?;
+    forget_in_psyche(tx, user_id, &mut f).await?;
+    f.model_versions = tx
+        .run(&by_person("user_model_history", "user_id"), &[&user_id])
+        .await?;
+    tx.run(&by_person("users", "user_id"), &[&user_id]).await?;
+    Ok(f)
+}
+
+/// The person's conversations no one else spoke in, and those they shared, each thread's row
+/// locked (in the threads' order).
+async fn their_conversations(tx: &Tx<'_>, user_id: &str) -> Result<(Vec<String>, Vec<String>)> {
+    let alone: Vec<String> = tx
+        .rows(THEIRS_ALONE, &[&user_id])
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let shared: Vec<String> = tx
+        .rows(
+            "SELECT DISTINCT thread FROM working_memory
+             WHERE user_id = $1 AND NOT thread = ANY($2)",
+            &[&user_id, &alone],
+        )
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    tx.run(
+        "SELECT 1 FROM threads WHERE thread = ANY($1) OR thread = ANY($2)
+         ORDER BY thread FOR UPDATE",
+        &[&alone, &shared],
+    )
+    .await?;
+    Ok((alone, shared))
+}
+
+/// Everything kept of the conversations `alone`: their entries (how many), summaries and
+/// episodes, processes and transitions, usage, counts.
+async fn drop_conversations(tx: &Tx<'_>, alone: &[String]) -> Result<u64> {
+    let entries = tx
+        .run(
+            "DELETE FROM working_memory WHERE thread = ANY($1)",
+            &[&alone],
+        )
+        .await?;
+    for table in [
+        "thread_summaries",
+        "episodic_memories",
+        "thread_process",
+        "process_transitions",
+        "turn_usage",
+        "threads",
+    ] {
+        tx.run(
+            &format!("DELETE FROM {table} WHERE thread = ANY($1)"),
+            &[&alone],
+        )
+        .await?;
+    }
+    tx.run("DELETE FROM conversations WHERE key = ANY($1)", &[&alone])
+        .await?;
+    Ok(entries)
+}
+
+/// The person's inbox rows (those waiting counted, the others emptied), feedback and the
+/// operator's commands they ran.
+async fn forget_in_inbox(tx: &Tx<'_>, user_id: &str, f: &mut Forgotten) -> Result<()> {
+    f.inbox_waiting = tx
+        .row(
+            "SELECT count(*) FROM inbox
+             WHERE user_id = $1 AND status IN ('pending', 'replying')",
+            &[&user_id],
+        )
+        .await?
+        .get::<_, i64>(0) as u64;
+    // A row answered keeps its origin, so that a late retry of the message is still known and
+    // never answered twice; its words, the reply and who sent it go.
+    f.inbox_rows = tx
+        .run(
+            "UPDATE inbox SET text = '', reply = NULL, failure = NULL, user_id = '',
+                 status = CASE WHEN status = 'overheard' THEN 'done' ELSE status END
+             WHERE user_id = $1 AND status NOT IN ('pending', 'replying')",
+            &[&user_id],
+        )
+        .await?;
+    f.feedback = tx
+        .run("DELETE FROM feedback WHERE person = $1", &[&user_id])
+        .await?;
+    f.admin_commands = tx
+        .run(
+            "UPDATE admin_log SET user_id = '', command = '' WHERE user_id = $1 AND done",
+            &[&user_id],
+        )
+        .await?;
+    Ok(())
+}
+
+/// The psyche's memories the person is in, relationships with them, facts, intentions about
+/// them and gate decisions on their events, for every soul.
+async fn forget_in_psyche(tx: &Tx<'_>, user_id: &str, f: &mut Forgotten) -> Result<()> {
+    // The people rows go with their memory (a cascade).
+    f.memories = tx
+        .run(
+            "DELETE FROM psyche_memories
+             WHERE id IN (SELECT memory FROM psyche_memory_people WHERE person = $1)",
+            &[&user_id],
+        )
+        .await?;
+    f.relationships = tx
+        .run(&by_person("psyche_relationships", "person"), &[&user_id])
+        .await?;
+    f.facts = tx
+        .run(&by_person("psyche_facts", "person"), &[&user_id])
+        .await?;
+    f.intentions = tx
+        .run(&by_person("psyche_intentions", "target"), &[&user_id])
+        .await?;
+    f.gate_decisions = tx
+        .run(&by_person("psyche_gate_log", "person"), &[&user_id])
+        .await?;
+    Ok(())
+}
+
+fn by_person(table: &str, column: &str) -> String {
+    format!("DELETE FROM {table} WHERE {column} = $1")
 }

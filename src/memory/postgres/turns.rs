@@ -82,6 +82,18 @@ fn slugs(user_id: &str, display_name: &str) -> (String, String) {
     (base, other)
 }
 
+/// `updates` with each key once, at its last value, in the order the keys first came.
+fn last_per_key(updates: Vec<(String, String)>) -> Vec<(String, String)> {
+    let mut once: Vec<(String, String)> = Vec::with_capacity(updates.len());
+    for (key, value) in updates {
+        match once.iter_mut().find(|(k, _)| *k == key) {
+            Some(kept) => kept.1 = value,
+            None => once.push((key, value)),
+        }
+    }
+    once
+}
+
 #[async_trait]
 impl Turns for Postgres {
     async fn begin_turn(&self, t: TurnStart) -> Result<(i64, TurnContext)> {
@@ -117,7 +129,10 @@ impl Turns for Postgres {
         self.noted(result)
     }
 
-    async fn commit_turn(&self, rec: TurnRecord) -> Result<Option<UserRecord>> {
+    async fn commit_turn(&self, mut rec: TurnRecord) -> Result<Option<UserRecord>> {
+        // A key set twice is set to its last value, as in order: one upsert may not touch a
+        // row twice.
+        rec.soul_updates = last_per_key(std::mem::take(&mut rec.soul_updates));
         let result = async {
             let client = self.client().await?;
             let user: Option<Value> = client

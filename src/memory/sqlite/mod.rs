@@ -9,6 +9,7 @@
 mod admin;
 mod dreams;
 mod feedback;
+mod forget;
 mod inbox;
 mod processes;
 mod states;

@@ -5,6 +5,7 @@
 mod backends;
 mod budgets;
 mod claims;
+mod conformance;
 mod dreams;
 mod forget;
 mod inbox;
