@@ -247,6 +247,7 @@ fn report(f: &Forgotten) -> Vec<String> {
             plural(f.feedback, "click"),
             f.admin_commands
         ),
+        format!("traces: {}", plural(f.traces, "turn")),
     ]
 }
 

@@ -76,6 +76,12 @@ impl Forgetting for Postgres {
                 &[&quiet],
             )
             .await?;
+            let traces = tx
+                .run(
+                    "DELETE FROM traces WHERE thread = ANY($1) AND at < anima_at($2)",
+                    &[&quiet, &quiet_since],
+                )
+                .await?;
             // Only what is older than the quiet spell: a message that came meanwhile stays.
             let entries = tx
                 .run(
@@ -105,6 +111,7 @@ impl Forgetting for Postgres {
             tx.commit().await?;
             Ok(Pruned {
                 conversations: quiet.len() as u64,
+                traces,
                 entries,
                 inbox_rows,
             })
@@ -129,6 +136,14 @@ async fn forget_person(tx: &Tx<'_>, user_id: &str) -> Result<Forgotten> {
             .is_some(),
         ..Forgotten::default()
     };
+    f.traces = tx
+        .run(
+            "DELETE FROM traces WHERE person = $1
+                OR thread IN (SELECT thread FROM working_memory WHERE user_id = $1
+                              UNION SELECT conversation FROM inbox WHERE user_id = $1)",
+            &[&user_id],
+        )
+        .await?;
     let (alone, shared) = their_conversations(tx, user_id).await?;
     f.conversations = alone.len() as u64;
     f.entries = drop_conversations(tx, &alone).await?;

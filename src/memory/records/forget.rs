@@ -30,12 +30,17 @@ pub struct Forgotten {
     pub feedback: u64,
     /// Admin commands they sent, carried out: blanked.
     pub admin_commands: u64,
+    /// Traces of their turns and of every conversation they spoke in (the prompts of those
+    /// hold their words).
+    pub traces: u64,
 }
 
 /// What a pass over quiet conversations dropped, counted.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Pruned {
     pub conversations: u64,
+    /// Traces of those conversations' older turns.
+    pub traces: u64,
     pub entries: u64,
     pub inbox_rows: u64,
 }

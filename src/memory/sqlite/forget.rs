@@ -22,6 +22,11 @@ const THEIRS_ALONE: &str = "SELECT c FROM (SELECT thread AS c FROM working_memor
                          AND w.entry_type = 'userMessage' AND w.user_id <> ?1)
        AND NOT EXISTS (SELECT 1 FROM inbox i WHERE i.conversation = c AND i.user_id <> ?1)";
 
+/// The traces of the person's turns and of every conversation they spoke in.
+const THEIR_TRACES: &str = "DELETE FROM traces WHERE person = ?1
+     OR thread IN (SELECT thread FROM working_memory WHERE user_id = ?1
+                   UNION SELECT conversation FROM inbox WHERE user_id = ?1)";
+
 /// Conversations with nothing written since ?1 (unix ms) and nothing waiting in the inbox.
 const QUIET: &str = "WITH said AS (SELECT thread AS c, max(created_at) AS last
                                    FROM working_memory GROUP BY thread),
@@ -59,6 +64,7 @@ fn forget_person(tx: &Connection, user_id: &str) -> Result<Forgotten> {
         known: count(tx, "SELECT count(*) FROM users WHERE user_id = ?1", user_id)? > 0,
         ..Forgotten::default()
     };
+    f.traces = run(tx, THEIR_TRACES, user_id)?;
     let alone: Vec<String> = column(tx, THEIRS_ALONE, user_id)?;
     for c in &alone {
         f.entries += drop_conversation(tx, c)?;
@@ -105,6 +111,10 @@ fn forget_quiet(tx: &Connection, quiet_since: i64) -> Result<Pruned> {
         .collect::<std::result::Result<_, _>>()?;
     let mut p = Pruned::default();
     for c in &quiet {
+        p.traces += tx.execute(
+            "DELETE FROM traces WHERE thread = ?1 AND at < ?2",
+            params![c, quiet_since],
+        )? as u64;
         p.entries += tx.execute(
             "DELETE FROM working_memory WHERE thread = ?1 AND created_at < ?2",
             params![c, quiet_since],

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use anima::memory::faces::{Admin, Feedback, Forgetting, Inbox, Psychology, Turns, Users};
+use anima::memory::faces::{Admin, Feedback, Forgetting, Inbox, Psychology, Traces, Turns, Users};
 use anima::memory::postgres::Postgres;
 use anima::memory::psyche::Place;
 use anima::memory::sqlite::Sqlite;
@@ -200,6 +200,34 @@ async fn a_forgotten_person_leaves_nothing_of_theirs_and_everyone_else_keeps_the
         s.record_feedback(&format!("ref-{ada}"), here(), GONE, Verdict::Good)
             .await
             .unwrap();
+        // Traces: of their own turn, of Ada's turn in the thread they shared (its prompt held
+        // their words), and of a conversation they never spoke in.
+        for (id, thread, person) in [
+            ("t-d9", "D9", GONE),
+            ("t-c1", "C1:1.0", OTHER),
+            ("t-c2", "C2", OTHER),
+        ] {
+            s.record_trace(anima::memory::TraceRow {
+                trace: id.into(),
+                kind: "message".into(),
+                thread: thread.into(),
+                person: Some(person.into()),
+                inbox: None,
+                process: "main".into(),
+                at: 1,
+                reply: None,
+                body: format!(
+                    "{{\"prompt\": \"{}\"}}",
+                    if thread == "C2" {
+                        "tea"
+                    } else {
+                        "quince season"
+                    }
+                ),
+            })
+            .await
+            .unwrap();
+        }
         assert!(s.rows().await.iter().any(|(_, r)| r.contains("quince")));
 
         let f = s.forget_person(GONE).await.unwrap();
@@ -223,6 +251,11 @@ async fn a_forgotten_person_leaves_nothing_of_theirs_and_everyone_else_keeps_the
         // their message and the note on their model.
         assert_eq!(f.entries, 4 + 2, "{name}: {f:?}");
         assert!(f.gate_decisions >= 1, "{name}: {f:?}");
+        assert_eq!(f.traces, 2, "{name}: {f:?}");
+        assert!(
+            s.trace("t-c2").await.unwrap().is_some(),
+            "{name}: not theirs"
+        );
 
         for (table, row) in s.rows().await {
             // Words as the full-text index keeps them too: lower-cased.
@@ -307,11 +340,27 @@ async fn a_conversation_quiet_past_the_moment_given_loses_its_working_memory_and
         // Lively: spoken in since.
         answered(&*s, "C-lively", OTHER, "Ada", "a new chat", "New answer").await;
 
+        for (id, thread) in [("q-quiet", "C-quiet"), ("q-lively", "C-lively")] {
+            s.record_trace(anima::memory::TraceRow {
+                trace: id.into(),
+                kind: "message".into(),
+                thread: thread.into(),
+                person: Some(OTHER.into()),
+                inbox: None,
+                process: "main".into(),
+                at: quiet_since - 5,
+                reply: None,
+                body: "{}".into(),
+            })
+            .await
+            .unwrap();
+        }
         let p = s.forget_quiet(quiet_since).await.unwrap();
         assert_eq!(
             p,
             Pruned {
                 conversations: 1,
+                traces: 1,
                 entries: 4,
                 inbox_rows: 1,
             },
