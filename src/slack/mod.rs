@@ -72,7 +72,9 @@ impl NewInbound {
             .encode(),
             conversation: self.thread_key,
             user_id: self.user_id,
-            text: self.text,
+            // A NUL (JSON's \u0000) is nothing a person meant, and PostgreSQL's text cannot
+            // hold one: the message is kept with U+FFFD in its place, never refused.
+            text: self.text.replace('\0', "\u{FFFD}"),
             requires_spoken: self.only_if_participating.is_some(),
         }
     }
@@ -319,5 +321,25 @@ impl Gate {
         }
         self.store.admin_done(&origin).await?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::NewInbound;
+
+    #[test]
+    fn a_nul_in_a_message_is_kept_as_a_replacement_character() {
+        let m = NewInbound {
+            event_id: None,
+            channel: "C1".into(),
+            ts: "1.000100".into(),
+            thread_key: "C1:1.000100".into(),
+            reply_thread_ts: None,
+            user_id: "U1".into(),
+            text: "a\0b 🦀\0".into(),
+            only_if_participating: None,
+        };
+        assert_eq!(m.into_inbound().text, "a\u{FFFD}b 🦀\u{FFFD}");
     }
 }

@@ -102,10 +102,17 @@ pub const MAX_ENTRY_CHARS: usize = 32_000;
 /// What is marked at the end of a cut entry.
 pub const CUT_MARK: &str = " […cut]";
 
-/// `text` cut to `MAX_ENTRY_CHARS` characters (never inside a character).
+/// `text` as every backend can keep it: cut to `MAX_ENTRY_CHARS` characters (never inside a
+/// character), and each NUL, which PostgreSQL's text cannot hold, written as U+FFFD.
 pub(crate) fn capped(text: &str) -> std::borrow::Cow<'_, str> {
-    match text.char_indices().nth(MAX_ENTRY_CHARS) {
-        None => std::borrow::Cow::Borrowed(text),
-        Some((at, _)) => std::borrow::Cow::Owned(format!("{}{CUT_MARK}", &text[..at])),
+    use std::borrow::Cow;
+    let cut = match text.char_indices().nth(MAX_ENTRY_CHARS) {
+        None => Cow::Borrowed(text),
+        Some((at, _)) => Cow::Owned(format!("{}{CUT_MARK}", &text[..at])),
+    };
+    if cut.contains('\0') {
+        Cow::Owned(cut.replace('\0', "\u{FFFD}"))
+    } else {
+        cut
     }
 }

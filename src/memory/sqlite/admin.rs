@@ -17,11 +17,15 @@ impl Admin for Sqlite {
         let thread = thread.to_owned();
         self.call(move |db| {
             db.write(|tx| {
+                // A thread is known by its row, or, before its first turn committed (the model
+                // was down), by its entries alone: the row is written then.
                 let changed = tx.execute(
-                    "UPDATE threads SET turns = 0, claude_session = NULL,
-                     since_id = (SELECT coalesce(max(id), 0) FROM working_memory WHERE thread = ?1),
-                     updated_at = ?2
-                 WHERE thread = ?1",
+                    "INSERT INTO threads (thread, turns, claude_session, since_id, updated_at)
+                     SELECT ?1, 0, NULL, coalesce(max(id), 0), ?2 FROM working_memory
+                     WHERE thread = ?1
+                     HAVING count(*) > 0 OR EXISTS (SELECT 1 FROM threads WHERE thread = ?1)
+                     ON CONFLICT (thread) DO UPDATE SET turns = 0, claude_session = NULL,
+                         since_id = excluded.since_id, updated_at = excluded.updated_at",
                     (&thread, now_ms()),
                 )?;
                 tx.execute("DELETE FROM thread_process WHERE thread = ?1", [&thread])?;

@@ -260,6 +260,13 @@ const SCENARIOS: &[(&str, Scenario)] = &[
         "the psyche's events, post-cognition and packet",
         |s, seen| Box::pin(psyche::events_and_packet(s, seen)),
     ),
+    ("a reset before any turn committed", |s, seen| {
+        Box::pin(threads::reset_before_any_turn(s, seen))
+    }),
+    // A NUL is kept as U+FFFD on both (PostgreSQL's text cannot hold one).
+    ("a NUL in a message", |s, seen| {
+        Box::pin(threads::nul_in_a_message(s, seen))
+    }),
 ];
 
 /// What `scenario` saw on `store`.
@@ -269,33 +276,9 @@ async fn account(store: Arc<dyn Store>, scenario: Scenario) -> Vec<String> {
     seen.lines
 }
 
-/// Differences the suite found that are not fixed yet (in files this suite's branch does not
-/// own): each scenario here fails today. Reported; run with `--ignored` to see them.
-const KNOWN: &[(&str, Scenario)] = &[
-    // memory/sqlite/admin.rs: SQLite's `threads` row is written by a turn's commit, so a
-    // thread whose only message's turn never committed is "no such thread" to a reset (false,
-    // and the next turn still sees the message); PostgreSQL's row exists from the first
-    // message, and the reset closes the conversation, as the face says.
-    ("a reset before any turn committed", |s, seen| {
-        Box::pin(threads::reset_before_any_turn(s, seen))
-    }),
-    // A NUL in a message: SQLite stores it; PostgreSQL's text cannot hold one, and the whole
-    // begin fails (SQLSTATE 22021), as its inbox's accept would. One rule for both (strip it
-    // where text enters) is outside this suite's files.
-    ("a NUL in a message", |s, seen| {
-        Box::pin(threads::nul_in_a_message(s, seen))
-    }),
-];
-
 #[tokio::test]
 async fn a_turn_s_functions_on_postgres_keep_the_contract_the_rust_rule_keeps_on_sqlite() {
     compare(SCENARIOS).await;
-}
-
-#[tokio::test]
-#[ignore = "differences reported, not fixed yet (see KNOWN)"]
-async fn known_differences_between_the_backends() {
-    compare(KNOWN).await;
 }
 
 /// Runs each scenario of `table` on a fresh store of each backend and compares the accounts.

@@ -366,7 +366,21 @@ pub(super) async fn nul_in_a_message(s: &dyn Store, seen: &mut Seen) {
     let begun = s
         .begin_turn(start("C1:1.0", "U1", "Ada", "a\u{0}b", "c1"))
         .await
-        .map(|(_, ctx)| ctx.recent.len())
+        .map(|(_, ctx)| {
+            ctx.recent
+                .iter()
+                .map(|e| e.content.clone())
+                .collect::<Vec<_>>()
+        })
         .map_err(|e| e.to_string());
+    assert_eq!(
+        begun
+            .as_ref()
+            .ok()
+            .and_then(|r| r.last())
+            .map(String::as_str),
+        Some("a\u{FFFD}b"),
+        "{begun:?}"
+    );
     seen.note("begun", begun);
 }
