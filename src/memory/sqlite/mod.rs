@@ -4,8 +4,9 @@
 //! `psychology`, `admin`, `feedback`, `processes`; the claims and the health here), its body
 //! run on the blocking store inside `call`: one IMMEDIATE transaction (`SqliteStore::write`)
 //! or one read, cached statements, the page economics. The SQL a body runs is written in it or
-//! in its concern's module of `memory` (free functions taking a `Connection`). Nothing outside
-//! memory reaches the blocking store but through these faces.
+//! in its concern's module of `memory` (free functions taking a `Connection`). Outside memory,
+//! only `anima store copy` holds the blocking store (`blocking`, handed to
+//! `postgres::copy_from_sqlite`); everything else calls these faces.
 
 mod admin;
 mod dreams;
