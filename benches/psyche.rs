@@ -4,9 +4,10 @@
 //!   * the pure update of one event (`psyche::update::apply`: classify, drives, mood, arcs,
 //!     relationship, energy, memory, gate inputs), no I/O,
 //!   * one event through the store as the daemon applies it (the `Psychology` face's
-//!     `psyche_event_once` on SQLite, from a task on a runtime, keyed by its source: the hand-off
-//!     to the blocking pool and back, and one write transaction that marks the key seen, reads the state and the
-//!     author's relationship, runs the update and the gate, writes the state, relationship,
+//!     `psyche_event_once` on SQLite, from a task on a runtime, keyed by its source: the
+//!     hand-off to the blocking pool and back, and one write transaction that marks the key
+//!     seen, reads the state and the author's relationship, runs the update and the gate,
+//!     writes the state, relationship,
 //!     memory, facts and salience and logs the decision), three ways: people coming back after
 //!     a quiet spell (each author's first event in hours, which also makes their last memory
 //!     more salient), lines of conversations (every author spoke minutes ago), and a stream of
