@@ -3,9 +3,11 @@
 //! A store holding 1,000 people and 10,000 episodic memories. Reports the median and p99 of
 //!   * the pure update of one event (`psyche::update::apply`: classify, drives, mood, arcs,
 //!     relationship, energy, memory, gate inputs), no I/O,
-//!   * one event through the store as the daemon applies it (`SqliteStore::psyche_event_once`, keyed
-//!     by its source: one write transaction that marks the key seen, reads the state and the
-//!     author's relationship, runs the update and the gate, writes the state, relationship,
+//!   * one event through the store as the daemon applies it (the `Psychology` face's
+//!     `psyche_event_once` on SQLite, from a task on a runtime, keyed by its source: the
+//!     hand-off to the blocking pool and back, and one write transaction that marks the key
+//!     seen, reads the state and the author's relationship, runs the update and the gate,
+//!     writes the state, relationship,
 //!     memory, facts and salience and logs the decision), three ways: people coming back after
 //!     a quiet spell (each author's first event in hours, which also makes their last memory
 //!     more salient), lines of conversations (every author spoke minutes ago), and a stream of
@@ -18,7 +20,7 @@
 //!     gains waits on their relationship row, unless it changes the most salient memories,
 //!     until their next memory is made), about seventeen for one that makes a memory (its row,
 //!     indexes and full text); each kind reports its mean,
-//!   * the context packet for a turn (`SqliteStore::psyche_packet`: state, three people's
+//!   * the context packet for a turn (the face's `psyche_packet`, likewise: state, three people's
 //!     relationships and facts, FTS5 + recency + salience candidates, BM25 top-K, words),
 //!     rendered.
 //!
@@ -28,8 +30,9 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+use anima::memory::faces::Psychology;
 use anima::memory::psyche::Place;
-use anima::memory::SqliteStore;
+use anima::memory::sqlite::Sqlite;
 use anima::psyche::update::apply;
 use anima::psyche::{Event, EventKind, GateRules, Psyche, Substrate};
 
@@ -100,13 +103,22 @@ fn checkpoint(db: &std::path::Path) -> i64 {
 }
 
 /// Waits for the store's checkpointer to run (see `memory::checkpoint`).
-fn settle() {
-    std::thread::sleep(Duration::from_secs(3));
+async fn settle() {
+    tokio::time::sleep(Duration::from_secs(3)).await;
 }
 
 fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(rt.spawn(measure())).unwrap();
+}
+
+/// Everything, in a task on the runtime, as the daemon calls the store.
+async fn measure() {
     let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(&dir.path().join("anima.db")).unwrap();
+    let store = Sqlite::open(&dir.path().join("anima.db")).unwrap();
     let psyche = Psyche::shipped();
     let rules = GateRules::default();
     let mut rng = fastrand::Rng::with_seed(12);
@@ -131,6 +143,7 @@ fn main() {
         };
         let (fx, _) = store
             .psyche_event("Wren", &psyche, &rules, &event, &Place::default())
+            .await
             .unwrap();
         memories += fx.memory.is_some() as i64;
         i += 1;
@@ -143,7 +156,7 @@ fn main() {
     // The fill wrote without pause, so the WAL holds it all: let the checkpointer (which runs
     // once the store has been quiet for a second) copy it back, as it does between bursts in
     // a running daemon, so what follows measures the steady state and not the checkpoint.
-    settle();
+    settle().await;
 
     let mut says = fastrand::Rng::with_seed(13);
     let mut event = |n: usize, person: &str, at: i64| {
@@ -240,6 +253,7 @@ fn main() {
             let t = Instant::now();
             let applied = store
                 .psyche_event_once("Wren", &psyche, &rules, e, &place, &key)
+                .await
                 .unwrap();
             samples[*kind].push(t.elapsed());
             let (fx, _) = black_box(applied).expect("every event is new");
@@ -270,6 +284,7 @@ fn main() {
         let t = Instant::now();
         let packet = store
             .psyche_packet("Wren", &psyche, &present, query, now)
+            .await
             .unwrap();
         black_box(packet.render(&|q| format!("«{q}»")));
         samples.push(t.elapsed());

@@ -7,8 +7,9 @@
 //!   * a call's answer grammar and JSON Schema (constrained output), cached as the engine
 //!     caches them and built afresh, and parse_json_response,
 //!   * assemble + parse + persist (begin the turn: record the message, take its number, load
-//!     the context; plan, build, parse,
-//!     commit the turn in one SQLite transaction): the engine work of a turn,
+//!     the context; plan, build, parse, commit the turn in one SQLite transaction): the engine
+//!     work of a turn, the store called through its faces (`Turns`) as the engine calls it,
+//!     each turn one `block_on` from the bench's thread,
 //!   * a whole `Engine::perceive` with a zero-latency in-process provider (adds the async
 //!     hand-offs and, on turns that change the user model, the git commit),
 //!   * the same for an ISM process that runs its 5 iterations (a selection and an effect each,
@@ -22,8 +23,9 @@ use std::time::{Duration, Instant};
 
 use anima::engine::{gate_input, spoken, Engine, Message, Perception};
 use anima::llm::{BoxFuture, ChatRequest, Completion, Deltas, LlmError, Provider, Usage};
+use anima::memory::faces::Turns;
 use anima::memory::sqlite::Sqlite;
-use anima::memory::{EntryType, NewEntry, SoulState, SqliteStore, TurnRecord, TurnStart};
+use anima::memory::{EntryType, NewEntry, SoulState, TurnRecord, TurnStart};
 use anima::parse::parse_response;
 use anima::process::library::MAIN_STEPS;
 use anima::prompt::shape::Form;
@@ -176,32 +178,35 @@ fn main() {
     state.set("emotionalState", "engaged");
     state.set("currentTopic", "BG3 port");
 
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(&dir.path().join("anima.db")).unwrap();
-    for i in 0..10 {
-        store
-            .record_user_message(
-                "C1:1.0",
-                "U1",
-                "Tom",
-                &format!("message {i}: how is the port going?"),
-                None,
-            )
-            .unwrap();
-        store
-            .commit_turn(&TurnRecord {
-                thread: "C1:1.0".into(),
-                user_id: "U1".into(),
-                interaction: i + 1,
-                entries: vec![NewEntry::new(
-                    EntryType::ExternalDialog,
-                    "It is going well, thanks for asking.",
-                )],
-                ..Default::default()
-            })
-            .unwrap();
-    }
-    let ctx = store.load_turn("C1:1.0", "U1", "Tom", 20).unwrap();
+    let store = Sqlite::open(&dir.path().join("anima.db")).unwrap();
+    let ctx = rt.block_on(async {
+        for i in 0..10 {
+            let message = format!("message {i}: how is the port going?");
+            store
+                .record_user_message("C1:1.0", "U1", "Tom", &message, None)
+                .await
+                .unwrap();
+            store
+                .commit_turn(TurnRecord {
+                    thread: "C1:1.0".into(),
+                    user_id: "U1".into(),
+                    interaction: i + 1,
+                    entries: vec![NewEntry::new(
+                        EntryType::ExternalDialog,
+                        "It is going well, thanks for asking.",
+                    )],
+                    ..Default::default()
+                })
+                .await
+                .unwrap();
+        }
+        store.load_turn("C1:1.0", "U1", "Tom", 20).await.unwrap()
+    });
     assert_eq!(ctx.recent.len(), 20);
 
     let history = spoken(&ctx.recent);
@@ -301,36 +306,38 @@ fn main() {
         time(3_000, || {
             n += 1;
             let thread = format!("C1:{}.0", n % 50);
-            let (_, ctx) = store.begin_turn(&port_question(&thread)).unwrap();
-            let plan = plan(&MAIN_STEPS, &gate_input(&ctx), gates);
-            let history = spoken(&ctx.recent);
-            let soul_state = ctx.soul.non_default();
-            let prompt = build_prompt(&PromptInput {
-                history: &history,
-                steps: &plan.steps,
-                soul_state: &soul_state,
-                ..input
-            });
-            black_box(&prompt);
-            let c = parse_response(&output, 3000);
-            let rec = TurnRecord {
-                thread,
-                user_id: "U1".into(),
-                interaction: ctx.interaction,
-                entries: vec![
-                    NewEntry::new(
-                        EntryType::InternalMonologue,
-                        &c.monologue.as_ref().unwrap().text,
-                    ),
-                    NewEntry::new(EntryType::ExternalDialog, &c.reply),
-                    NewEntry::new(EntryType::MentalQuery, anima::steps::USER_MODEL_CHECK)
-                        .metadata(serde_json::json!({"result": true})),
-                ],
-                soul_updates: c.soul_state_update.clone(),
-                injected_user_model: plan.inject_user_model,
-                ..Default::default()
-            };
-            store.commit_turn(&rec).unwrap()
+            rt.block_on(async {
+                let (_, ctx) = store.begin_turn(port_question(&thread)).await.unwrap();
+                let plan = plan(&MAIN_STEPS, &gate_input(&ctx), gates);
+                let history = spoken(&ctx.recent);
+                let soul_state = ctx.soul.non_default();
+                let prompt = build_prompt(&PromptInput {
+                    history: &history,
+                    steps: &plan.steps,
+                    soul_state: &soul_state,
+                    ..input
+                });
+                black_box(&prompt);
+                let c = parse_response(&output, 3000);
+                let rec = TurnRecord {
+                    thread,
+                    user_id: "U1".into(),
+                    interaction: ctx.interaction,
+                    entries: vec![
+                        NewEntry::new(
+                            EntryType::InternalMonologue,
+                            &c.monologue.as_ref().unwrap().text,
+                        ),
+                        NewEntry::new(EntryType::ExternalDialog, &c.reply),
+                        NewEntry::new(EntryType::MentalQuery, anima::steps::USER_MODEL_CHECK)
+                            .metadata(serde_json::json!({"result": true})),
+                    ],
+                    soul_updates: c.soul_state_update.clone(),
+                    injected_user_model: plan.inject_user_model,
+                    ..Default::default()
+                };
+                store.commit_turn(rec).await.unwrap()
+            })
         }),
     );
 
@@ -350,10 +357,6 @@ fn main() {
             move |_: &str| output.clone()
         })),
     );
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
     let mut n = 0u64;
     let fixed = time(1_000, || {
         n += 1;

@@ -88,16 +88,20 @@ impl Drop for Checkpointer {
 
 #[cfg(test)]
 mod tests {
+    use crate::memory::faces::Turns;
+    use crate::memory::sqlite::{Block, Sqlite};
+
     #[test]
     fn the_wal_reaches_the_database_file_without_a_commit_paying_for_it() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("anima.db");
-        let store = crate::memory::SqliteStore::open(&path).unwrap();
+        let store = Sqlite::open(&path).unwrap();
         let before = std::fs::metadata(&path).unwrap().len();
         let text = "x".repeat(1024);
         for i in 0..300 {
             store
                 .record_user_message("t", "U1", "Tom", &format!("{i} {text}"), None)
+                .block()
                 .unwrap();
         }
         assert_eq!(

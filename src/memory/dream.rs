@@ -174,7 +174,7 @@ pub(super) fn consolidate(
 mod tests {
     use super::*;
     use crate::memory::faces::Dreams;
-    use crate::memory::faces::{Admin, Users};
+    use crate::memory::faces::{Admin, Turns, Users};
     use crate::memory::sqlite::Block;
     use crate::memory::sqlite::{run, Sqlite};
     use crate::memory::SqliteStore;
@@ -196,20 +196,22 @@ mod tests {
     }
 
     /// `n` exchanges in `thread`: a message and a reply each (2n entries).
-    fn talk(s: &SqliteStore, thread: &str, n: usize) {
+    fn talk(s: &Arc<SqliteStore>, thread: &str, n: usize) {
         for i in 0..n {
-            s.commit_turn(&TurnRecord {
-                thread: thread.into(),
-                user_id: "U1".into(),
-                interaction: i as u64 + 1,
-                entries: vec![
-                    NewEntry::new(EntryType::UserMessage, format!("q{i} 日本語 🦀")).user("U1"),
-                    NewEntry::new(EntryType::ExternalDialog, format!("a{i} ça va")),
-                ],
-                proactive: true,
-                ..Default::default()
-            })
-            .unwrap();
+            Sqlite::on(s)
+                .commit_turn(TurnRecord {
+                    thread: thread.into(),
+                    user_id: "U1".into(),
+                    interaction: i as u64 + 1,
+                    entries: vec![
+                        NewEntry::new(EntryType::UserMessage, format!("q{i} 日本語 🦀")).user("U1"),
+                        NewEntry::new(EntryType::ExternalDialog, format!("a{i} ça va")),
+                    ],
+                    proactive: true,
+                    ..Default::default()
+                })
+                .block()
+                .unwrap();
         }
     }
 
@@ -235,7 +237,7 @@ mod tests {
             ["t1"],
             "t2 has only 4 entries"
         );
-        let before = s.thread_entries("t1").unwrap();
+        let before = Sqlite::on(&s).thread_entries("t1").block().unwrap();
         let b = Sqlite::on(&s)
             .backlog("t1", keep(6), 5, 100_000)
             .block()
@@ -249,7 +251,7 @@ mod tests {
             .block()
             .unwrap();
         assert_eq!(done.pruned, 5);
-        let after = s.thread_entries("t1").unwrap();
+        let after = Sqlite::on(&s).thread_entries("t1").block().unwrap();
         assert_eq!(after, before[5..], "exactly the batch went");
         assert_eq!(
             Sqlite::on(&s)
@@ -276,7 +278,10 @@ mod tests {
             .consolidate(consolidation(&b, "All of it."), keep(6))
             .block()
             .unwrap();
-        assert_eq!(s.thread_entries("t1").unwrap(), before[14..]);
+        assert_eq!(
+            Sqlite::on(&s).thread_entries("t1").block().unwrap(),
+            before[14..]
+        );
         assert!(Sqlite::on(&s)
             .backlog("t1", keep(6), 100, 100_000)
             .block()
@@ -293,7 +298,7 @@ mod tests {
     fn a_batch_that_reaches_into_the_kept_entries_is_cut_and_a_repeated_one_is_skipped() {
         let (_d, s) = store();
         talk(&s, "t1", 5);
-        let all = s.thread_entries("t1").unwrap();
+        let all = Sqlite::on(&s).thread_entries("t1").block().unwrap();
         let b = Sqlite::on(&s)
             .backlog("t1", keep(4), 100, 100_000)
             .block()
@@ -306,7 +311,10 @@ mod tests {
             .block()
             .unwrap();
         assert_eq!(done.pruned, 6, "only the 6 before the newest 4");
-        assert_eq!(s.thread_entries("t1").unwrap(), all[6..]);
+        assert_eq!(
+            Sqlite::on(&s).thread_entries("t1").block().unwrap(),
+            all[6..]
+        );
         let again = Sqlite::on(&s)
             .consolidate(consolidation(&b, "again"), keep(4))
             .block()
@@ -326,7 +334,7 @@ mod tests {
     fn a_dream_keeps_the_last_hour_however_many_entries_it_holds() {
         let (_d, s) = store();
         talk(&s, "t1", 10);
-        let all = s.thread_entries("t1").unwrap();
+        let all = Sqlite::on(&s).thread_entries("t1").block().unwrap();
         // The first four exchanges were two hours ago; the other six, minutes ago.
         s.conn()
             .execute(
@@ -334,7 +342,7 @@ mod tests {
                 [all[7].id],
             )
             .unwrap();
-        let all = s.thread_entries("t1").unwrap();
+        let all = Sqlite::on(&s).thread_entries("t1").block().unwrap();
         let keep = Keep {
             entries: 4,
             since_ms: now_ms() - 3_600_000,
@@ -357,7 +365,10 @@ mod tests {
                 .pruned,
             8
         );
-        assert_eq!(s.thread_entries("t1").unwrap(), all[8..]);
+        assert_eq!(
+            Sqlite::on(&s).thread_entries("t1").block().unwrap(),
+            all[8..]
+        );
         assert!(Sqlite::on(&s)
             .backlog("t1", keep, 100, 100_000)
             .block()
@@ -380,7 +391,7 @@ mod tests {
     fn a_batch_all_of_the_last_hour_by_its_commit_deletes_nothing() {
         let (_d, s) = store();
         talk(&s, "t1", 4);
-        let before = s.thread_entries("t1").unwrap();
+        let before = Sqlite::on(&s).thread_entries("t1").block().unwrap();
         let b = Sqlite::on(&s)
             .backlog("t1", keep(4), 100, 100_000)
             .block()
@@ -401,7 +412,7 @@ mod tests {
             .unwrap();
         assert_eq!(done.pruned, 0);
         assert!(!done.written, "no summary of entries that all stay");
-        assert_eq!(s.thread_entries("t1").unwrap(), before);
+        assert_eq!(Sqlite::on(&s).thread_entries("t1").block().unwrap(), before);
         assert_eq!(Sqlite::on(&s).thread_summary("t1").block().unwrap(), None);
     }
 
@@ -409,9 +420,11 @@ mod tests {
     fn a_batch_read_before_an_operator_reset_deletes_nothing_of_the_closed_conversation() {
         let (_d, s) = store();
         talk(&s, "t1", 6);
-        s.record_user_message("t1", "U1", "Tom", "hi", None)
+        Sqlite::on(&s)
+            .record_user_message("t1", "U1", "Tom", "hi", None)
+            .block()
             .unwrap();
-        let before = s.thread_entries("t1").unwrap();
+        let before = Sqlite::on(&s).thread_entries("t1").block().unwrap();
         let b = Sqlite::on(&s)
             .backlog("t1", keep(4), 100, 100_000)
             .block()
@@ -426,7 +439,11 @@ mod tests {
             .unwrap();
         assert!(!done.written, "the batch belongs to a closed conversation");
         assert_eq!(done.pruned, 0);
-        assert_eq!(s.thread_entries("t1").unwrap(), before, "nothing deleted");
+        assert_eq!(
+            Sqlite::on(&s).thread_entries("t1").block().unwrap(),
+            before,
+            "nothing deleted"
+        );
         assert_eq!(Sqlite::on(&s).thread_summary("t1").block().unwrap(), None);
         assert!(Sqlite::on(&s).episodes("t1").block().unwrap().is_empty());
     }
@@ -435,7 +452,7 @@ mod tests {
     fn a_failure_between_the_summary_and_the_deletion_leaves_everything_as_it_was() {
         let (_d, s) = store();
         talk(&s, "t1", 6);
-        let before = s.thread_entries("t1").unwrap();
+        let before = Sqlite::on(&s).thread_entries("t1").block().unwrap();
         let b = Sqlite::on(&s)
             .backlog("t1", keep(4), 100, 100_000)
             .block()
@@ -448,7 +465,11 @@ mod tests {
             })
         });
         assert!(failed.is_err());
-        assert_eq!(s.thread_entries("t1").unwrap(), before, "nothing deleted");
+        assert_eq!(
+            Sqlite::on(&s).thread_entries("t1").block().unwrap(),
+            before,
+            "nothing deleted"
+        );
         assert_eq!(
             Sqlite::on(&s).thread_summary("t1").block().unwrap(),
             None,
@@ -475,18 +496,22 @@ mod tests {
     #[test]
     fn a_model_refresh_is_versioned_unless_a_turn_changed_the_model_meanwhile() {
         let (_d, s) = store();
-        s.record_user_message("t1", "U1", "Tom", "hi", None)
+        Sqlite::on(&s)
+            .record_user_message("t1", "U1", "Tom", "hi", None)
+            .block()
             .unwrap();
         talk(&s, "t1", 4);
-        s.commit_turn(&TurnRecord {
-            thread: "t1".into(),
-            user_id: "U1".into(),
-            interaction: 9,
-            user_model: Some(("# Tom\n".into(), "met Tom".into())),
-            proactive: true,
-            ..Default::default()
-        })
-        .unwrap();
+        Sqlite::on(&s)
+            .commit_turn(TurnRecord {
+                thread: "t1".into(),
+                user_id: "U1".into(),
+                interaction: 9,
+                user_model: Some(("# Tom\n".into(), "met Tom".into())),
+                proactive: true,
+                ..Default::default()
+            })
+            .block()
+            .unwrap();
         let b = Sqlite::on(&s)
             .backlog("t1", keep(2), 100, 100_000)
             .block()

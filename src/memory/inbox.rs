@@ -70,7 +70,7 @@ pub(super) fn accept(tx: &Connection, m: &Inbound) -> Result<Intake, StoreError>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memory::faces::Inbox;
+    use crate::memory::faces::{Inbox, Turns};
     use crate::memory::sqlite::{Block, Sqlite};
     use crate::memory::SqliteStore;
 
@@ -276,20 +276,22 @@ mod tests {
     }
 
     /// Begins row `id`'s turn as the engine does (its attempt counted and marked as under way).
-    fn begin(s: &SqliteStore, id: i64) {
-        s.begin_turn(&crate::memory::TurnStart {
-            thread: "C1:1.0".into(),
-            user_id: "U1".into(),
-            display_name: "Tom".into(),
-            text: "hi".into(),
-            source: Some(format!("inbox:{id}")),
-            inbox: Some(id),
-            window: 20,
-            claimant: "c".into(),
-            claim_until_ms: 0,
-            conversation_claim: None,
-        })
-        .unwrap();
+    fn begin(s: &std::sync::Arc<SqliteStore>, id: i64) {
+        Sqlite::on(s)
+            .begin_turn(crate::memory::TurnStart {
+                thread: "C1:1.0".into(),
+                user_id: "U1".into(),
+                display_name: "Tom".into(),
+                text: "hi".into(),
+                source: Some(format!("inbox:{id}")),
+                inbox: Some(id),
+                window: 20,
+                claimant: "c".into(),
+                claim_until_ms: 0,
+                conversation_claim: None,
+            })
+            .block()
+            .unwrap();
     }
 
     #[test]

@@ -150,7 +150,7 @@ mod tests {
             .unwrap();
             tx.commit().unwrap();
         }
-        use crate::memory::faces::Inbox;
+        use crate::memory::faces::{Inbox, Turns};
         use crate::memory::sqlite::{Block, Sqlite};
         let faces = Sqlite::open(&path).unwrap();
         let store = faces.blocking();
@@ -166,7 +166,7 @@ mod tests {
             (item.parts_posted, item.reply_ref.as_deref(), item.attempts),
             (1, Some("1700000001.000000"), 2)
         );
-        assert_eq!(store.thread_entries("D1:1.0").unwrap().len(), 1);
+        assert_eq!(faces.thread_entries("D1:1.0").block().unwrap().len(), 1);
         let source: String = store
             .conn()
             .query_row("SELECT source FROM working_memory", [], |r| r.get(0))
@@ -228,8 +228,10 @@ mod tests {
             .unwrap();
             tx.commit().unwrap();
         }
-        let store = crate::memory::SqliteStore::open(&path).unwrap();
-        let conn = store.conn();
+        use crate::memory::faces::Psychology;
+        use crate::memory::sqlite::{Block, Sqlite};
+        let faces = Sqlite::open(&path).unwrap();
+        let conn = faces.blocking().conn();
         let ids = |sql: &str, soul: &str| -> Vec<i64> {
             conn.prepare(sql)
                 .unwrap()
@@ -262,10 +264,11 @@ mod tests {
             .unwrap();
         assert_eq!(found, 1, "the full-text index is untouched");
         drop(conn);
-        assert_eq!(store.psyche_decisions("Wren", 10).unwrap().len(), 1);
+        assert_eq!(faces.psyche_decisions("Wren", 10).block().unwrap().len(), 1);
         let p = crate::psyche::Psyche::shipped();
-        let packet = store
+        let packet = faces
             .psyche_packet("Wren", &p, &[], "the borrow checker again", 100)
+            .block()
             .unwrap();
         let text = packet.render(&|q| q.to_string());
         assert!(text.contains("borrow checker hates"), "{text}");

@@ -1,11 +1,14 @@
-//! Durable memory: the store's faces (one async trait per concern, `faces`), and the SQLite
-//! store behind them (working memory, soul state, users and their models,
-//! counters, whispers, usage, the cognitive state and its moves, the journal, what dreams
-//! consolidated, the psychology substrate) and the git repository that versions user models.
+//! Durable memory: the store's faces (one async trait per concern, `faces`), the two stores
+//! behind them, SQLite (`sqlite`) and PostgreSQL (`postgres`), holding working memory, soul
+//! state, users and their models, counters, whispers, usage, the cognitive state and its
+//! moves, the journal, what dreams consolidated and the psychology substrate, and the git
+//! repository that versions user models.
 //!
 //! Owns the schema and every SQL statement. The rest of anima holds an `Arc<dyn Store>` and
-//! calls its faces; the blocking `SqliteStore` is reached only through them (`sqlite`), which
-//! move the work off the runtime. Knows nothing about prompts, providers or Slack.
+//! calls its faces, which `sqlite` and `postgres` implement directly. `SqliteStore` is
+//! SQLite's connection and its write transaction, used only inside memory: `sqlite` runs each
+//! face's operation on it off the runtime, over the SQL of each concern's module here (free
+//! functions taking a `Connection`). Knows nothing about prompts, providers or Slack.
 //!
 //! Every write goes through `SqliteStore::write`: a transaction that takes SQLite's write lock when
 //! it begins (IMMEDIATE, so a second process waits for the lock instead of failing on an
@@ -224,7 +227,7 @@ impl SqliteStore {
         store._checkpointer = checkpointer;
         // A database SQLite opened read-only (its file is not writable) fails here, at start,
         // not at the first message.
-        store.probe()?;
+        store.write(probe)?;
         Ok(store)
     }
 
@@ -245,7 +248,7 @@ impl SqliteStore {
     }
 
     /// Runs blocking store work off the async runtime: the one place where SQLite calls leave
-    /// it. `store.call(|s| s.commit_turn(&rec)).await`.
+    /// it (`sqlite::Sqlite::call`). `store.call(move |db| db.write(|tx| …)).await`.
     pub async fn call<T: Send + 'static>(
         self: &std::sync::Arc<Self>,
         f: impl FnOnce(&SqliteStore) -> Result<T, StoreError> + Send + 'static,
@@ -289,15 +292,6 @@ impl SqliteStore {
     /// Write transactions begun on this store so far.
     pub fn write_transactions(&self) -> u64 {
         self.writes.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    /// Writes one row: proves that the store takes writes right now.
-    pub fn probe(&self) -> Result<(), StoreError> {
-        self.write(|tx| {
-            tx.prepare_cached("INSERT OR REPLACE INTO store_probe (id, at) VALUES (1, ?1)")?
-                .execute([now_ms()])?;
-            Ok(())
-        })
     }
 
     /// Whether the last write succeeded, and when the last good one was.
@@ -345,12 +339,14 @@ impl SqliteStore {
         // back on drop), so a poisoned lock is safe to reuse.
         self.conn.lock().unwrap_or_else(|e| e.into_inner())
     }
+}
 
-    /// The thread's working memory, oldest first (all of it; for inspection and tests).
-    pub fn thread_entries(&self, thread: &str) -> Result<Vec<Entry>, StoreError> {
-        let conn = self.conn();
-        working::all(&conn, thread)
-    }
+/// Writes one row in `tx`: proves that the store takes writes right now (at open, and
+/// `faces::Health::probe`).
+fn probe(tx: &Connection) -> Result<(), StoreError> {
+    tx.prepare_cached("INSERT OR REPLACE INTO store_probe (id, at) VALUES (1, ?1)")?
+        .execute([now_ms()])?;
+    Ok(())
 }
 
 /// Column `i` of a SQLite row, read as a stored enum (`records`): a value this anima does not

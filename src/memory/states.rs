@@ -85,8 +85,8 @@ mod tests {
     use std::sync::{Arc, Mutex};
 
     use super::*;
-    use crate::memory::faces::{Decide, Moved, Quiet, States};
-    use crate::memory::sqlite::{run, Sqlite};
+    use crate::memory::faces::{Decide, Moved, Quiet, States, Turns};
+    use crate::memory::sqlite::{run, Block, Sqlite};
     use crate::memory::{EntryType, NewEntry, TurnRecord};
 
     fn store() -> (tempfile::TempDir, Arc<SqliteStore>) {
@@ -163,12 +163,16 @@ mod tests {
         let (_d, s) = store();
         let f = Sqlite::on(&s);
         moved(run(f.move_state(None, going(to("WORK", "t")))).unwrap());
-        s.record_user_message("t1", "U1", "Tom", "hi", None)
+        Sqlite::on(&s)
+            .record_user_message("t1", "U1", "Tom", "hi", None)
+            .block()
             .unwrap();
         let seen = run(f.newest_message_id()).unwrap();
         // A message arrives (its turn reads WORK, so it will not leave SOLITUDE) between the
         // solitude's look at the store and its move; in the same millisecond, even.
-        s.record_user_message("t1", "U1", "Tom", "still there? 🦀", None)
+        Sqlite::on(&s)
+            .record_user_message("t1", "U1", "Tom", "still there? 🦀", None)
+            .block()
             .unwrap();
         let refused = run(f.move_state(Some(Quiet(seen)), going(to("SOLITUDE", "idle")))).unwrap();
         assert!(matches!(refused, Moved::NotQuiet), "{refused:?}");
@@ -184,16 +188,18 @@ mod tests {
         let f = Sqlite::on(&s);
         let q = "Am I referring them on?";
         let answer = |thread: &str, yes: bool| {
-            s.commit_turn(&TurnRecord {
-                thread: thread.into(),
-                user_id: "U1".into(),
-                interaction: 1,
-                entries: vec![NewEntry::new(EntryType::MentalQuery, q)
-                    .metadata(serde_json::json!({ "result": yes }))],
-                proactive: true,
-                ..Default::default()
-            })
-            .unwrap();
+            Sqlite::on(&s)
+                .commit_turn(TurnRecord {
+                    thread: thread.into(),
+                    user_id: "U1".into(),
+                    interaction: 1,
+                    entries: vec![NewEntry::new(EntryType::MentalQuery, q)
+                        .metadata(serde_json::json!({ "result": yes }))],
+                    proactive: true,
+                    ..Default::default()
+                })
+                .block()
+                .unwrap();
         };
         let yes_since = |since: i64| run(f.answered_yes_since(q, since)).unwrap();
         assert!(!yes_since(0));
@@ -216,7 +222,9 @@ mod tests {
         assert_eq!(j[0].entry, "second");
         assert_eq!(j[1].entry, "Quiet day. 🦀 Ça va.");
         assert_eq!(run(f.last_message_ms()).unwrap(), None);
-        s.record_user_message("C1:1.0", "U1", "Tom", "hi", None)
+        Sqlite::on(&s)
+            .record_user_message("C1:1.0", "U1", "Tom", "hi", None)
+            .block()
             .unwrap();
         assert!(run(f.last_message_ms()).unwrap().is_some());
         assert_eq!(

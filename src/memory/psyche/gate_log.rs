@@ -5,14 +5,14 @@
 //! own (benches/psyche.rs). The newest decisions live in the soul's state row instead, which the
 //! event writes anyway (`state::save_row`), as tab-separated lines; once they reach
 //! `RECENT_BYTES` they move into `psyche_gate_log` together, a page or so for a dozen events,
-//! with the keys' lines (`super::settle`). Readers take the lines first, then the table. A decision whose person or channel
-//! could not be a field of a line (a tab, a line feed, great length) goes to the table at once,
-//! after the lines, so the order holds.
+//! with the keys' lines (`super::settle`). Readers take the lines first, then the table (`decisions`). A decision whose
+//! person or channel could not be a field of a line (a tab, a line feed, great length) goes to
+//! the table at once, after the lines, so the order holds.
 
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 
-use crate::memory::{SqliteStore, StoreError};
+use crate::memory::StoreError;
 use crate::psyche::gate::{Decision, GateInputs};
 use crate::psyche::{Event, Unit};
 
@@ -204,21 +204,10 @@ fn insert(conn: &Connection, soul: &str, l: &LoggedDecision) -> Result<(), Store
     Ok(())
 }
 
-impl SqliteStore {
-    /// The newest gate decisions, newest first.
-    pub fn psyche_decisions(
-        &self,
-        soul: &str,
-        limit: usize,
-    ) -> Result<Vec<LoggedDecision>, StoreError> {
-        decisions(&self.conn(), soul, None, limit)
-    }
-}
-
 /// The newest decisions of `soul` (of `person`'s events only, if given), newest first: the
 /// state row's lines, then the table, read in one snapshot (a daemon moving the lines to the
 /// table between two reads would otherwise show them twice to `anima mind`).
-pub(super) fn decisions(
+pub(crate) fn decisions(
     conn: &Connection,
     soul: &str,
     person: Option<&str>,

@@ -2,13 +2,13 @@
 
 use std::collections::BTreeMap;
 
-use rusqlite::params;
+use rusqlite::{params, Connection};
 use serde::Serialize;
 
 use super::gate_log::{decisions, LoggedDecision};
 use super::memories::{memory_rows, MEMORY_COLUMNS};
 use super::state::{facts_of, intentions, load_substrate, relationship_row};
-use crate::memory::{SqliteStore, StoreError};
+use crate::memory::StoreError;
 use crate::psyche::classify::Fact;
 use crate::psyche::{Intention, Memory, Psyche, Relationship, Substrate};
 
@@ -24,62 +24,60 @@ pub struct Mind {
     pub decisions: Vec<LoggedDecision>,
 }
 
-impl SqliteStore {
-    /// The substrate in numbers, for the operator: everything, or one person's part.
-    pub fn psyche_mind(
-        &self,
-        soul: &str,
-        psyche: &Psyche,
-        person: Option<&str>,
-        now: i64,
-    ) -> Result<Mind, StoreError> {
-        let conn = self.conn();
-        let substrate = load_substrate(&conn, soul, psyche, now)?;
-        let mut relationships = BTreeMap::new();
-        {
-            let mut stmt = conn.prepare_cached(
-                "SELECT warmth, trust, tension, comfort, volatility, exchanges, last_seen, person
-                 FROM psyche_relationships WHERE soul = ?1 AND (?2 IS NULL OR person = ?2)
-                 ORDER BY last_seen DESC LIMIT 50",
-            )?;
-            let rows = stmt.query_map(params![soul, person], |r| {
-                Ok((r.get::<_, String>(7)?, relationship_row(r)?))
-            })?;
-            for row in rows {
-                let (who, r) = row?;
-                relationships.insert(who, r);
-            }
-        }
-        let mut facts = BTreeMap::new();
-        for who in relationships.keys() {
-            let f = facts_of(&conn, soul, who)?;
-            if !f.is_empty() {
-                facts.insert(who.clone(), f);
-            }
-        }
-        let memories: i64 = conn.query_row(
-            "SELECT count(*) FROM psyche_memories WHERE soul = ?1",
-            [soul],
-            |r| r.get(0),
+/// The substrate in numbers, for the operator: everything, or one person's part; one read on
+/// `conn`.
+pub(crate) fn read_mind(
+    conn: &Connection,
+    soul: &str,
+    psyche: &Psyche,
+    person: Option<&str>,
+    now: i64,
+) -> Result<Mind, StoreError> {
+    let substrate = load_substrate(conn, soul, psyche, now)?;
+    let mut relationships = BTreeMap::new();
+    {
+        let mut stmt = conn.prepare_cached(
+            "SELECT warmth, trust, tension, comfort, volatility, exchanges, last_seen, person
+             FROM psyche_relationships WHERE soul = ?1 AND (?2 IS NULL OR person = ?2)
+             ORDER BY last_seen DESC LIMIT 50",
         )?;
-        let recent_memories = memory_rows(
-            &conn,
-            &format!(
-                "SELECT {MEMORY_COLUMNS} FROM psyche_memories m WHERE m.soul = ?1
-                 AND (?2 IS NULL OR m.id IN (SELECT memory FROM psyche_memory_people WHERE person = ?2))
-                 ORDER BY m.at DESC, m.id DESC LIMIT 10"
-            ),
-            params![soul, person],
-        )?;
-        let decisions = decisions(&conn, soul, person, 10)?;
-        Ok(Mind {
-            substrate,
-            relationships,
-            facts,
-            intentions: intentions(&conn, soul)?,
-            memories,
-            recent_memories,
-            decisions,
-        })
+        let rows = stmt.query_map(params![soul, person], |r| {
+            Ok((r.get::<_, String>(7)?, relationship_row(r)?))
+        })?;
+        for row in rows {
+            let (who, r) = row?;
+            relationships.insert(who, r);
+        }
     }
+    let mut facts = BTreeMap::new();
+    for who in relationships.keys() {
+        let f = facts_of(conn, soul, who)?;
+        if !f.is_empty() {
+            facts.insert(who.clone(), f);
+        }
+    }
+    let memories: i64 = conn.query_row(
+        "SELECT count(*) FROM psyche_memories WHERE soul = ?1",
+        [soul],
+        |r| r.get(0),
+    )?;
+    let recent_memories = memory_rows(
+        conn,
+        &format!(
+            "SELECT {MEMORY_COLUMNS} FROM psyche_memories m WHERE m.soul = ?1
+             AND (?2 IS NULL OR m.id IN (SELECT memory FROM psyche_memory_people WHERE person = ?2))
+             ORDER BY m.at DESC, m.id DESC LIMIT 10"
+        ),
+        params![soul, person],
+    )?;
+    let decisions = decisions(conn, soul, person, 10)?;
+    Ok(Mind {
+        substrate,
+        relationships,
+        facts,
+        intentions: intentions(conn, soul)?,
+        memories,
+        recent_memories,
+        decisions,
+    })
 }

@@ -8,7 +8,11 @@
 //! relationship, runs `rule::event` (update, gate) and carries out the writes it asks for
 //! (`EventRows`), so two events never interleave.
 //!
-//! Here: an event, the packet and post-cognition, each as one transaction or read. `rule`
+//! The face (`faces::Psychology`) is `sqlite::psychology`'s, which composes the steps here in
+//! its transactions: the soul's row read (`soul_row`), a key looked up and marked
+//! (`applied_before`, `mark_applied`), an event applied (`event_in`), the row written back
+//! (`settle`), what the packet and post-cognition read (`packet_read`, `cognition_read`), the
+//! operator's view (`read_mind`) and the decisions (`decisions`). Here: those steps. `rule`
 //! holds the rules both backends run; `state` the substrate, relationships, facts and
 //! intentions; `seen` the keys of the events applied; `memories` the episodic memories and
 //! retrieval's candidates; `gate_log` the decisions; `mind` the operator's view.
@@ -26,17 +30,18 @@ use std::collections::BTreeMap;
 
 use rusqlite::Connection;
 
-use super::{SqliteStore, StoreError};
+use super::StoreError;
 use crate::psyche::classify::Fact;
 use crate::psyche::gate::{Decision, GateRules};
-use crate::psyche::mapping::{IntentionUpdate, StanceShift};
-use crate::psyche::packet::Packet;
+use crate::psyche::mapping::StanceShift;
 use crate::psyche::update::{Effects, NewMemory};
 use crate::psyche::{Event, Intention, Psyche, Relationship, Substrate, Unit};
+pub(crate) use gate_log::decisions;
 use gate_log::log_decision;
 pub use gate_log::{LoggedDecision, GATE_LOG_KEEP};
 use memories::{candidates, Shared};
 pub(crate) use memories::{counted_terms, CANDIDATES, COMMON_WORD_DOCS, QUERY_TERMS};
+pub(crate) use mind::read_mind;
 pub use mind::Mind;
 use state::{
     facts_of, intentions, load_relationship, load_relationship_row, load_row, load_substrate,
@@ -82,15 +87,52 @@ pub(crate) fn write_out(tx: &Connection) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// The soul's row as an event leaves it, its lines settled: once the keys' or the decisions'
-/// lines reach their budget, both move to their tables, so that one event in a dozen writes
-/// those pages and the others write only the row and the relationship.
-fn settle(tx: &Connection, soul: &str, row: &mut Row) -> Result<(), StoreError> {
+/// The soul's row as an event reads it in its write transaction: the state, and the lines of
+/// its latest keys and decisions, which the event's writes extend.
+pub(crate) struct SoulRow(Row);
+
+/// The soul's row, read in an event's write transaction (a soul without one starts from
+/// `psyche` at `at`).
+pub(crate) fn soul_row(
+    tx: &Connection,
+    soul: &str,
+    psyche: &Psyche,
+    at: i64,
+) -> Result<SoulRow, StoreError> {
+    Ok(SoulRow(load_row(tx, soul, psyche, at)?))
+}
+
+/// Whether an event keyed `key` was applied to `soul` already.
+pub(crate) fn applied_before(
+    tx: &Connection,
+    soul: &str,
+    row: &SoulRow,
+    key: &str,
+) -> Result<bool, StoreError> {
+    seen::holds(tx, soul, &row.0.keys, key)
+}
+
+/// Marks `key` as applied to `soul` (a line of the row, or a row of `psyche_seen`).
+pub(crate) fn mark_applied(
+    tx: &Connection,
+    soul: &str,
+    row: &mut SoulRow,
+    key: &str,
+    at: i64,
+) -> Result<(), StoreError> {
+    seen::add(tx, soul, &mut row.0.keys, key, at)
+}
+
+/// Writes the soul's row as an event leaves it, its lines settled: once the keys' or the
+/// decisions' lines reach their budget, both move to their tables, so that one event in a
+/// dozen writes those pages and the others write only the row and the relationship.
+pub(crate) fn settle(tx: &Connection, soul: &str, row: SoulRow) -> Result<(), StoreError> {
+    let mut row = row.0;
     if row.keys.len() >= seen::RECENT_BYTES || row.decisions.len() >= gate_log::RECENT_BYTES {
         gate_log::move_to_table(tx, soul, &mut row.decisions)?;
         seen::move_to_table(tx, soul, &mut row.keys)?;
     }
-    save_row(tx, soul, row)
+    save_row(tx, soul, &row)
 }
 
 /// Where an event happened, for the gate and its log.
@@ -149,17 +191,18 @@ impl rule::EventWrites for EventRows<'_> {
 }
 
 /// One event in an open write transaction, from the soul's row as read in it: the author's
-/// relationship read, then `rule::event`. `row` leaves with the new state and the decision;
-/// the caller writes it.
-fn event_in(
+/// relationship read, then `rule::event` (update, gate) and the writes it asks for. `row`
+/// leaves with the new state and the decision; the caller writes it (`settle`).
+pub(crate) fn event_in(
     tx: &Connection,
     soul: &str,
     psyche: &Psyche,
     rules: &GateRules,
     event: &Event,
     place: &Place,
-    row: &mut Row,
+    row: &mut SoulRow,
 ) -> Result<(Effects, Decision), StoreError> {
+    let row = &mut row.0;
     let rel = match &event.person {
         Some(p) => load_relationship_row(tx, soul, p)?,
         None => None,
@@ -189,7 +232,7 @@ fn event_in(
 
 /// Post-cognition's writes on SQLite: each relationship row keeps what it kept of the
 /// memories shared (`shared`, as read).
-struct CognitionRows<'a> {
+pub(crate) struct CognitionRows<'a> {
     tx: &'a Connection,
     soul: &'a str,
     shared: BTreeMap<String, Shared>,
@@ -210,106 +253,56 @@ impl rule::CognitionWrites for CognitionRows<'_> {
     }
 }
 
-impl SqliteStore {
-    /// Applies one event to `soul`'s substrate and decides whether it deserves cognition, in
-    /// one write transaction; the decision is logged with its inputs. A `Speak` starts the
-    /// cooldown.
-    pub fn psyche_event(
-        &self,
-        soul: &str,
-        psyche: &Psyche,
-        rules: &GateRules,
-        event: &Event,
-        place: &Place,
-    ) -> Result<(Effects, Decision), StoreError> {
-        self.write(|tx| {
-            let mut row = load_row(tx, soul, psyche, event.at)?;
-            let applied = event_in(tx, soul, psyche, rules, event, place, &mut row)?;
-            settle(tx, soul, &mut row)?;
-            Ok(applied)
-        })
-    }
-
-    /// `psyche_event` for an event that may come again (a message whose turn is retried):
-    /// applied the first time `key` is seen for this soul, and `None` every time after, so a
-    /// retry does not move the substrate twice.
-    pub fn psyche_event_once(
-        &self,
-        soul: &str,
-        psyche: &Psyche,
-        rules: &GateRules,
-        event: &Event,
-        place: &Place,
-        key: &str,
-    ) -> Result<Option<(Effects, Decision)>, StoreError> {
-        self.write(|tx| {
-            let mut row = load_row(tx, soul, psyche, event.at)?;
-            if seen::holds(tx, soul, &row.keys, key)? {
-                return Ok(None);
-            }
-            let applied = event_in(tx, soul, psyche, rules, event, place, &mut row)?;
-            seen::add(tx, soul, &mut row.keys, key, event.at)?;
-            settle(tx, soul, &mut row)?;
-            Ok(Some(applied))
-        })
-    }
-
-    /// The context packet for a turn: the state in words, the people present (id, name), the
-    /// top-K memories for `query`.
-    pub fn psyche_packet(
-        &self,
-        soul: &str,
-        psyche: &Psyche,
-        people: &[(String, String)],
-        query: &str,
-        now: i64,
-    ) -> Result<Packet, StoreError> {
-        let conn = self.conn();
-        let mut relationships = BTreeMap::new();
-        let mut facts = BTreeMap::new();
-        for (id, _) in people {
-            if let Some(r) = load_relationship(&conn, soul, id)? {
-                relationships.insert(id.clone(), r);
-            }
-            facts.insert(id.clone(), facts_of(&conn, soul, id)?);
+/// What the packet reads, in one read on `conn`: the soul's state at `now`, the relationships
+/// and facts of the people present (id, name), retrieval's candidates for `query`, the
+/// intentions.
+pub(crate) fn packet_read(
+    conn: &Connection,
+    soul: &str,
+    psyche: &Psyche,
+    people: &[(String, String)],
+    query: &str,
+    now: i64,
+) -> Result<rule::PacketRead, StoreError> {
+    let mut relationships = BTreeMap::new();
+    let mut facts = BTreeMap::new();
+    for (id, _) in people {
+        if let Some(r) = load_relationship(conn, soul, id)? {
+            relationships.insert(id.clone(), r);
         }
-        let read = rule::PacketRead {
-            substrate: load_substrate(&conn, soul, psyche, now)?,
-            relationships,
-            facts,
-            memories: candidates(&conn, soul, query)?,
-            intentions: intentions(&conn, soul)?,
-        };
-        Ok(rule::packet(read, psyche, people, query, now))
+        facts.insert(id.clone(), facts_of(conn, soul, id)?);
     }
+    Ok(rule::PacketRead {
+        substrate: load_substrate(conn, soul, psyche, now)?,
+        relationships,
+        facts,
+        memories: candidates(conn, soul, query)?,
+        intentions: intentions(conn, soul)?,
+    })
+}
 
-    /// Applies the model's stance shifts and intention updates through the table, in one
-    /// write transaction.
-    pub fn psyche_post_cognition(
-        &self,
-        soul: &str,
-        psyche: &Psyche,
-        shifts: &[StanceShift],
-        updates: &[IntentionUpdate],
-        now: i64,
-    ) -> Result<Vec<String>, StoreError> {
-        self.write(|tx| {
-            let substrate = load_substrate(tx, soul, psyche, now)?;
-            let mut relationships = BTreeMap::new();
-            let mut shared = BTreeMap::new();
-            for who in rule::shifted(shifts) {
-                if let Some((r, w)) = load_relationship_row(tx, soul, who)? {
-                    relationships.insert(who.to_string(), r);
-                    shared.insert(who.to_string(), w);
-                }
-            }
-            let read = rule::CognitionRead {
-                substrate,
-                relationships,
-                intentions: intentions(tx, soul)?,
-            };
-            let mut writes = CognitionRows { tx, soul, shared };
-            rule::post_cognition(&read, shifts, updates, psyche, now, &mut writes)
-        })
+/// What post-cognition reads in its write transaction (the state at `now`, the relationships
+/// the shifts name, the intentions), and the writes that carry out its decisions there.
+pub(crate) fn cognition_read<'a>(
+    tx: &'a Connection,
+    soul: &'a str,
+    psyche: &Psyche,
+    shifts: &[StanceShift],
+    now: i64,
+) -> Result<(rule::CognitionRead, CognitionRows<'a>), StoreError> {
+    let substrate = load_substrate(tx, soul, psyche, now)?;
+    let mut relationships = BTreeMap::new();
+    let mut shared = BTreeMap::new();
+    for who in rule::shifted(shifts) {
+        if let Some((r, w)) = load_relationship_row(tx, soul, who)? {
+            relationships.insert(who.to_string(), r);
+            shared.insert(who.to_string(), w);
+        }
     }
+    let read = rule::CognitionRead {
+        substrate,
+        relationships,
+        intentions: intentions(tx, soul)?,
+    };
+    Ok((read, CognitionRows { tx, soul, shared }))
 }

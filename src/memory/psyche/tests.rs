@@ -5,9 +5,11 @@ use rusqlite::{params, OptionalExtension};
 
 use super::memories::{fts_query, CANDIDATES, COMMON_WORD_DOCS};
 use super::*;
-use crate::memory::faces::Dreams;
+use crate::memory::faces::{Dreams, Psychology};
 use crate::memory::sqlite::{Block, Sqlite};
+use crate::memory::SqliteStore;
 use crate::psyche::gate::{Silence, Verdict};
+use crate::psyche::mapping::IntentionUpdate;
 use crate::psyche::EventKind;
 
 fn store() -> (tempfile::TempDir, Arc<SqliteStore>) {
@@ -30,7 +32,7 @@ fn an_event_is_one_transaction_that_writes_state_relationship_memory_facts_and_t
     let (_d, s) = store();
     let p = Psyche::shipped();
     let before = s.write_transactions();
-    let (fx, d) = s
+    let (fx, d) = Sqlite::on(&s)
         .psyche_event(
             "Wren",
             &p,
@@ -43,11 +45,15 @@ fn an_event_is_one_transaction_that_writes_state_relationship_memory_facts_and_t
             ),
             &Place::default(),
         )
+        .block()
         .unwrap();
     assert_eq!(s.write_transactions(), before + 1, "one write transaction");
     assert_eq!(d.verdict, Verdict::Answer);
     assert!(fx.memory.is_some());
-    let mind = s.psyche_mind("Wren", &p, None, 2_000).unwrap();
+    let mind = Sqlite::on(&s)
+        .psyche_mind("Wren", &p, None, 2_000)
+        .block()
+        .unwrap();
     assert_eq!(mind.substrate, fx.substrate);
     assert_eq!(mind.relationships["U1"].exchanges, 1);
     assert_eq!(mind.facts["U1"][0].value, "nurse in Lyon");
@@ -56,7 +62,14 @@ fn an_event_is_one_transaction_that_writes_state_relationship_memory_facts_and_t
     assert_eq!(mind.decisions[0].verdict, "answer");
     assert_eq!(mind.decisions[0].inputs, d.inputs, "logged with its inputs");
     // Another soul in the same home is another substrate.
-    assert_eq!(s.psyche_mind("Kit", &p, None, 2_000).unwrap().memories, 0);
+    assert_eq!(
+        Sqlite::on(&s)
+            .psyche_mind("Kit", &p, None, 2_000)
+            .block()
+            .unwrap()
+            .memories,
+        0
+    );
 }
 
 #[test]
@@ -70,35 +83,42 @@ fn an_event_with_a_key_is_applied_once() {
         1_000,
     );
     let once = |at: i64| {
-        s.psyche_event_once(
-            "Wren",
-            &p,
-            &GateRules::default(),
-            &Event { at, ..e.clone() },
-            &Place::default(),
-            "inbox:7",
-        )
-        .unwrap()
+        Sqlite::on(&s)
+            .psyche_event_once(
+                "Wren",
+                &p,
+                &GateRules::default(),
+                &Event { at, ..e.clone() },
+                &Place::default(),
+                "inbox:7",
+            )
+            .block()
+            .unwrap()
     };
     assert!(once(1_000).is_some());
     assert!(once(5_000).is_none(), "a retry of the same message");
-    let mind = s.psyche_mind("Wren", &p, None, 9_000).unwrap();
+    let mind = Sqlite::on(&s)
+        .psyche_mind("Wren", &p, None, 9_000)
+        .block()
+        .unwrap();
     assert_eq!(mind.relationships["U1"].exchanges, 1);
     assert_eq!(mind.decisions.len(), 1);
 }
 
 /// An overheard "ok" by U1 at `at`, keyed `key`: whether it was applied (not seen before).
-fn heard_once(s: &SqliteStore, p: &Psyche, key: &str, at: i64) -> bool {
-    s.psyche_event_once(
-        "Wren",
-        p,
-        &GateRules::default(),
-        &said(EventKind::Overheard, "U1", "ok", at),
-        &Place::default(),
-        key,
-    )
-    .unwrap()
-    .is_some()
+fn heard_once(s: &Arc<SqliteStore>, p: &Psyche, key: &str, at: i64) -> bool {
+    Sqlite::on(s)
+        .psyche_event_once(
+            "Wren",
+            p,
+            &GateRules::default(),
+            &said(EventKind::Overheard, "U1", "ok", at),
+            &Place::default(),
+            key,
+        )
+        .block()
+        .unwrap()
+        .is_some()
 }
 
 #[test]
@@ -159,7 +179,10 @@ fn keys_stay_seen_when_they_move_from_the_state_row_to_the_table() {
     for part in ["ource:Év0ÜŁ東", "source:Év0ÜŁ"] {
         assert!(once(part, 1_000_000), "{part}");
     }
-    let mind = s.psyche_mind("Wren", &p, None, 2_000_000).unwrap();
+    let mind = Sqlite::on(&s)
+        .psyche_mind("Wren", &p, None, 2_000_000)
+        .block()
+        .unwrap();
     assert_eq!(mind.relationships["U1"].exchanges, keys.len() as u32 + 2);
     assert!(!once(last, 3_000_000));
 }
@@ -209,7 +232,10 @@ fn decisions_move_from_the_state_row_to_the_table_in_order_and_read_back_whole()
         };
         let e = said(kinds[i % 3], who, texts[i % 3], 1_000 * i as i64);
         let before = table();
-        let (_, d) = s.psyche_event("Wren", &p, &rules, &e, &place).unwrap();
+        let (_, d) = Sqlite::on(&s)
+            .psyche_event("Wren", &p, &rules, &e, &place)
+            .block()
+            .unwrap();
         expected.push(LoggedDecision::new(&e, &place, &d));
         assert!(
             row_len() < RECENT_BYTES,
@@ -224,7 +250,10 @@ fn decisions_move_from_the_state_row_to_the_table_in_order_and_read_back_whole()
     }
     assert!(straight > 0 && row_len() > 0 && table() > straight);
     // Read back whole and in order, newest first, numbers to the bit.
-    let mut all = s.psyche_decisions("Wren", 1_000).unwrap();
+    let mut all = Sqlite::on(&s)
+        .psyche_decisions("Wren", 1_000)
+        .block()
+        .unwrap();
     all.reverse();
     assert_eq!(all, expected);
     for (a, b) in all.iter().zip(&expected) {
@@ -236,9 +265,13 @@ fn decisions_move_from_the_state_row_to_the_table_in_order_and_read_back_whole()
     }
     // A limit takes the newest, from the row first; a person's are theirs only.
     let newest: Vec<LoggedDecision> = expected.iter().rev().take(3).cloned().collect();
-    assert_eq!(s.psyche_decisions("Wren", 3).unwrap(), newest);
-    let zoe = s
+    assert_eq!(
+        Sqlite::on(&s).psyche_decisions("Wren", 3).block().unwrap(),
+        newest
+    );
+    let zoe = Sqlite::on(&s)
         .psyche_mind("Wren", &p, Some("Zoé"), 1_000_000)
+        .block()
         .unwrap()
         .decisions;
     let want: Vec<LoggedDecision> = expected
@@ -269,7 +302,7 @@ fn the_store_replays_like_the_pure_update_and_keeps_the_cooldown() {
     let mut verdicts = Vec::new();
     for (i, l) in lines.iter().enumerate() {
         let who = if i % 2 == 0 { "U1" } else { "U2" };
-        let (_, d) = s
+        let (_, d) = Sqlite::on(&s)
             .psyche_event(
                 "Wren",
                 &p,
@@ -277,6 +310,7 @@ fn the_store_replays_like_the_pure_update_and_keeps_the_cooldown() {
                 &said(EventKind::Overheard, who, l, (i as i64 + 1) * 20_000),
                 &listened,
             )
+            .block()
             .unwrap();
         verdicts.push(d.verdict);
     }
@@ -290,7 +324,7 @@ fn the_store_replays_like_the_pure_update_and_keeps_the_cooldown() {
         Some(&Verdict::Silent(Silence::Cooldown)),
         "{verdicts:?}"
     );
-    let (_, d) = s
+    let (_, d) = Sqlite::on(&s)
         .psyche_event(
             "Wren",
             &p,
@@ -303,6 +337,7 @@ fn the_store_replays_like_the_pure_update_and_keeps_the_cooldown() {
             ),
             &Place::default(),
         )
+        .block()
         .unwrap();
     assert_eq!(d.verdict, Verdict::Silent(Silence::NotListened));
 }
@@ -320,16 +355,18 @@ fn the_packet_recalls_the_matching_memory_and_says_no_number() {
     .iter()
     .enumerate()
     {
-        s.psyche_event(
-            "Wren",
-            &p,
-            &rules,
-            &said(EventKind::Addressed, "U1", text, i as i64 * 1000),
-            &Place::default(),
-        )
-        .unwrap();
+        Sqlite::on(&s)
+            .psyche_event(
+                "Wren",
+                &p,
+                &rules,
+                &said(EventKind::Addressed, "U1", text, i as i64 * 1000),
+                &Place::default(),
+            )
+            .block()
+            .unwrap();
     }
-    let packet = s
+    let packet = Sqlite::on(&s)
         .psyche_packet(
             "Wren",
             &p,
@@ -337,6 +374,7 @@ fn the_packet_recalls_the_matching_memory_and_says_no_number() {
             "the borrow checker again",
             10_000,
         )
+        .block()
         .unwrap();
     let text = packet.render(&|q| format!("«{q}»"));
     let first = text
@@ -352,20 +390,23 @@ fn the_packet_recalls_the_matching_memory_and_says_no_number() {
 fn post_cognition_goes_through_the_table_and_persists() {
     let (_d, s) = store();
     let p = Psyche::shipped();
-    s.psyche_event(
-        "Wren",
-        &p,
-        &GateRules::default(),
-        &said(EventKind::Addressed, "U1", "hello", 0),
-        &Place::default(),
-    )
-    .unwrap();
-    let before = s
+    Sqlite::on(&s)
+        .psyche_event(
+            "Wren",
+            &p,
+            &GateRules::default(),
+            &said(EventKind::Addressed, "U1", "hello", 0),
+            &Place::default(),
+        )
+        .block()
+        .unwrap();
+    let before = Sqlite::on(&s)
         .psyche_mind("Wren", &p, Some("U1"), 0)
+        .block()
         .unwrap()
         .relationships["U1"]
         .clone();
-    let applied = s
+    let applied = Sqlite::on(&s)
         .psyche_post_cognition(
             "Wren",
             &p,
@@ -382,9 +423,13 @@ fn post_cognition_goes_through_the_table_and_persists() {
             }],
             10,
         )
+        .block()
         .unwrap();
     assert_eq!(applied.len(), 2, "{applied:?}");
-    let mind = s.psyche_mind("Wren", &p, Some("U1"), 10).unwrap();
+    let mind = Sqlite::on(&s)
+        .psyche_mind("Wren", &p, Some("U1"), 10)
+        .block()
+        .unwrap();
     let after = &mind.relationships["U1"];
     assert!((after.trust.get() - before.trust.get() - 0.05).abs() < 1e-9);
     assert_eq!(mind.intentions.len(), 1);
@@ -492,15 +537,17 @@ fn a_person_coming_back_makes_their_last_memory_more_salient_up_to_one() {
     let (_d, s) = store();
     let p = Psyche::shipped();
     let event = |who: &str, text: &str, at: i64| {
-        s.psyche_event(
-            "Wren",
-            &p,
-            &GateRules::default(),
-            &said(EventKind::Addressed, who, text, at),
-            &Place::default(),
-        )
-        .unwrap()
-        .0
+        Sqlite::on(&s)
+            .psyche_event(
+                "Wren",
+                &p,
+                &GateRules::default(),
+                &said(EventKind::Addressed, who, text, at),
+                &Place::default(),
+            )
+            .block()
+            .unwrap()
+            .0
     };
     let salience = |id: i64| salience_stored(&s, id);
     let hour = 3_600_000i64;
@@ -542,7 +589,7 @@ fn a_person_coming_back_makes_their_last_memory_more_salient_up_to_one() {
 }
 
 /// A memory's salience as retrieval reads it (with any boost waiting for it).
-fn salience_read(s: &SqliteStore, id: i64) -> f64 {
+fn salience_read(s: &Arc<SqliteStore>, id: i64) -> f64 {
     memories::memory_rows(
         &s.conn(),
         &format!(
@@ -556,7 +603,7 @@ fn salience_read(s: &SqliteStore, id: i64) -> f64 {
         .get()
 }
 
-fn salience_stored(s: &SqliteStore, id: i64) -> f64 {
+fn salience_stored(s: &Arc<SqliteStore>, id: i64) -> f64 {
     s.conn()
         .query_row(
             "SELECT salience FROM psyche_memories WHERE id = ?1",
@@ -567,7 +614,7 @@ fn salience_stored(s: &SqliteStore, id: i64) -> f64 {
 }
 
 /// What waits on `person`'s relationship row: the memory and its boost.
-fn waiting(s: &SqliteStore, person: &str) -> (Option<i64>, f64) {
+fn waiting(s: &Arc<SqliteStore>, person: &str) -> (Option<i64>, f64) {
     s.conn()
         .query_row(
             "SELECT boost_memory, boost FROM psyche_relationships WHERE person = ?1",
@@ -578,7 +625,7 @@ fn waiting(s: &SqliteStore, person: &str) -> (Option<i64>, f64) {
 }
 
 /// Relationship rows whose newest memory's salience is not the one stored in the memory.
-fn stale_rows(s: &SqliteStore) -> i64 {
+fn stale_rows(s: &Arc<SqliteStore>) -> i64 {
     s.conn()
         .query_row(
             "SELECT count(*) FROM psyche_relationships r JOIN psyche_memories m ON m.id = r.last_memory
@@ -595,15 +642,17 @@ fn a_return_below_the_most_salient_waits_on_the_relationship_row_and_reads_the_s
     let p = Psyche::shipped();
     let rules = GateRules::default();
     let event = |who: &str, text: &str, at: i64| {
-        s.psyche_event(
-            "Wren",
-            &p,
-            &rules,
-            &said(EventKind::Addressed, who, text, at),
-            &Place::default(),
-        )
-        .unwrap()
-        .0
+        Sqlite::on(&s)
+            .psyche_event(
+                "Wren",
+                &p,
+                &rules,
+                &said(EventKind::Addressed, who, text, at),
+                &Place::default(),
+            )
+            .block()
+            .unwrap()
+            .0
     };
     let spell = (p.memory.return_after_hours * 3_600_000.0) as i64;
     let boost = p.memory.salience_boost.get();
@@ -649,7 +698,7 @@ fn a_return_below_the_most_salient_waits_on_the_relationship_row_and_reads_the_s
     assert_eq!(waiting(&s, "U1"), (Some(mine), boost + boost));
     assert_eq!(salience_read(&s, mine), first + (boost + boost));
     // The packet recalls it at that salience, and the person's numbers moved as ever.
-    let packet = s
+    let packet = Sqlite::on(&s)
         .psyche_packet(
             "Wren",
             &p,
@@ -657,12 +706,15 @@ fn a_return_below_the_most_salient_waits_on_the_relationship_row_and_reads_the_s
             "the garden",
             at + 5,
         )
+        .block()
         .unwrap();
     assert!(packet
         .render(&|q| q.to_string())
         .contains("worried about the garden"));
     assert_eq!(
-        s.psyche_mind("Wren", &p, Some("U1"), at)
+        Sqlite::on(&s)
+            .psyche_mind("Wren", &p, Some("U1"), at)
+            .block()
             .unwrap()
             .relationships["U1"]
             .exchanges,
@@ -670,17 +722,19 @@ fn a_return_below_the_most_salient_waits_on_the_relationship_row_and_reads_the_s
     );
 
     // Post-cognition rewrites the row: what waits stays.
-    s.psyche_post_cognition(
-        "Wren",
-        &p,
-        &[StanceShift {
-            target: "U1".into(),
-            description: "warmer".into(),
-        }],
-        &[],
-        at + 10,
-    )
-    .unwrap();
+    Sqlite::on(&s)
+        .psyche_post_cognition(
+            "Wren",
+            &p,
+            &[StanceShift {
+                target: "U1".into(),
+                description: "warmer".into(),
+            }],
+            &[],
+            at + 10,
+        )
+        .block()
+        .unwrap();
     assert_eq!(waiting(&s, "U1"), (Some(mine), boost + boost));
 
     // A newer memory shared with U1: the event that makes it writes the older boost to its
@@ -748,7 +802,7 @@ fn salience_against_the_model(seed: u64, between: bool) -> (usize, usize) {
         let text = texts[rng.usize(..texts.len())];
         let back = last_seen.get(&who).is_some_and(|&seen| at - seen >= spell);
         let stored_before = newest.get(&who).map(|&id| salience_stored(&s, id));
-        let (fx, _) = s
+        let (fx, _) = Sqlite::on(&s)
             .psyche_event(
                 "Wren",
                 &p,
@@ -756,6 +810,7 @@ fn salience_against_the_model(seed: u64, between: bool) -> (usize, usize) {
                 &said(EventKind::Addressed, &who, text, at),
                 &Place::default(),
             )
+            .block()
             .unwrap();
         assert_eq!(fx.salience_boost.is_some(), back, "step {step}");
         if let (true, Some(&id)) = (back, newest.get(&who)) {
@@ -778,17 +833,19 @@ fn salience_against_the_model(seed: u64, between: bool) -> (usize, usize) {
         // Between events: post-cognition rewrites the row, or a dream writes what waits.
         match rng.u8(..10) {
             0 if between => {
-                s.psyche_post_cognition(
-                    "Wren",
-                    &p,
-                    &[StanceShift {
-                        target: format!(" {who} "),
-                        description: "open_up".into(),
-                    }],
-                    &[],
-                    at,
-                )
-                .unwrap();
+                Sqlite::on(&s)
+                    .psyche_post_cognition(
+                        "Wren",
+                        &p,
+                        &[StanceShift {
+                            target: format!(" {who} "),
+                            description: "open_up".into(),
+                        }],
+                        &[],
+                        at,
+                    )
+                    .block()
+                    .unwrap();
             }
             1 if between => {
                 Sqlite::on(&s).upkeep().block().unwrap();
@@ -860,16 +917,18 @@ fn the_upkeep_forgets_old_event_keys_and_merges_the_index_without_losing_a_memor
     for (i, text) in texts.iter().enumerate() {
         let at = if i == 0 { old } else { now - 1_000 + i as i64 };
         let e = said(EventKind::Addressed, "U1", text, at);
-        s.psyche_event_once(
-            "Wren",
-            &p,
-            &rules,
-            &e,
-            &Place::default(),
-            &format!("inbox:{i}"),
-        )
-        .unwrap()
-        .unwrap();
+        Sqlite::on(&s)
+            .psyche_event_once(
+                "Wren",
+                &p,
+                &rules,
+                &e,
+                &Place::default(),
+                &format!("inbox:{i}"),
+            )
+            .block()
+            .unwrap()
+            .unwrap();
     }
     // The index's leaf pages, one per segment here (ids 1 and 10: its structure, its averages).
     let segments = |s: &SqliteStore| -> i64 {
@@ -894,16 +953,18 @@ fn the_upkeep_forgets_old_event_keys_and_merges_the_index_without_losing_a_memor
     );
     // The old key is forgotten; the recent ones still hold.
     let again = |key: &str| {
-        s.psyche_event_once(
-            "Wren",
-            &p,
-            &rules,
-            &said(EventKind::Addressed, "U1", "hello again", now),
-            &Place::default(),
-            key,
-        )
-        .unwrap()
-        .is_some()
+        Sqlite::on(&s)
+            .psyche_event_once(
+                "Wren",
+                &p,
+                &rules,
+                &said(EventKind::Addressed, "U1", "hello again", now),
+                &Place::default(),
+                key,
+            )
+            .block()
+            .unwrap()
+            .is_some()
     };
     assert!(!again("inbox:1") && !again("inbox:2"));
     assert!(again("inbox:0"));
@@ -912,8 +973,9 @@ fn the_upkeep_forgets_old_event_keys_and_merges_the_index_without_losing_a_memor
         .iter()
         .zip(["borrow checker", "lonely", "garden party"])
     {
-        let packet = s
+        let packet = Sqlite::on(&s)
             .psyche_packet("Wren", &p, &[("U1".into(), "Zoé".into())], query, now + 10)
+            .block()
             .unwrap();
         let rendered = packet.render(&|q| q.to_string());
         assert!(rendered.contains(text), "{query}: {rendered}");
@@ -933,14 +995,16 @@ fn the_soul_row_fits_its_page_with_both_lines_at_their_budget() {
     let mut at: i64 = 1_760_000_000_000;
     // A state as full as the shipped psyche makes it: a cooldown, and a pattern for every
     // stance that moves a drive.
-    s.psyche_event(
-        "Wren",
-        &p,
-        &rules,
-        &said(EventKind::Addressed, "U1", "hello, how are you?", at),
-        &Place::default(),
-    )
-    .unwrap();
+    Sqlite::on(&s)
+        .psyche_event(
+            "Wren",
+            &p,
+            &rules,
+            &said(EventKind::Addressed, "U1", "hello, how are you?", at),
+            &Place::default(),
+        )
+        .block()
+        .unwrap();
     let shifts: Vec<StanceShift> = p
         .stances
         .keys()
@@ -949,7 +1013,9 @@ fn the_soul_row_fits_its_page_with_both_lines_at_their_budget() {
             description: k.clone(),
         })
         .collect();
-    s.psyche_post_cognition("Wren", &p, &shifts, &[], at)
+    Sqlite::on(&s)
+        .psyche_post_cognition("Wren", &p, &shifts, &[], at)
+        .block()
         .unwrap();
     // Events with long keys and a long person until the lines have just moved: both empty.
     let lens = |s: &SqliteStore| -> (usize, usize) {
@@ -965,15 +1031,17 @@ fn the_soul_row_fits_its_page_with_both_lines_at_their_budget() {
     let person = "P".repeat(64);
     // An overheard "ok" by that person, keyed `key`.
     let keyed = |at: i64, key: &str| {
-        s.psyche_event_once(
-            "Wren",
-            &p,
-            &rules,
-            &said(EventKind::Overheard, &person, "ok", at),
-            &Place::default(),
-            key,
-        )
-        .unwrap();
+        Sqlite::on(&s)
+            .psyche_event_once(
+                "Wren",
+                &p,
+                &rules,
+                &said(EventKind::Overheard, &person, "ok", at),
+                &Place::default(),
+                key,
+            )
+            .block()
+            .unwrap();
     };
     let mut n = 0;
     while lens(&s) != (0, 0) {
@@ -986,15 +1054,15 @@ fn the_soul_row_fits_its_page_with_both_lines_at_their_budget() {
     let trial = |event: &Event| -> usize {
         let conn = s.conn();
         conn.execute_batch("BEGIN").unwrap();
-        let mut row = load_row(&conn, "Wren", &p, event.at).unwrap();
-        let before = row.decisions.len();
+        let mut row = soul_row(&conn, "Wren", &p, event.at).unwrap();
+        let before = row.0.decisions.len();
         let place = Place {
             channel: Some(String::new()),
             listened: false,
         };
         event_in(&conn, "Wren", &p, &rules, event, &place, &mut row).unwrap();
         conn.execute_batch("ROLLBACK").unwrap();
-        row.decisions.len() - before
+        row.0.decisions.len() - before
     };
     // Keys to one byte short of their budget: three lines.
     let key_budget = seen::RECENT_BYTES - 1;
@@ -1021,17 +1089,19 @@ fn the_soul_row_fits_its_page_with_both_lines_at_their_budget() {
         // Lines as even as can be over as few as can fill the gap: the last lands on it.
         let lines = gap.div_ceil(base + 64);
         let channel = gap.div_ceil(lines).saturating_sub(base).min(64);
-        s.psyche_event(
-            "Wren",
-            &p,
-            &rules,
-            &e,
-            &Place {
-                channel: Some("C".repeat(channel)),
-                listened: false,
-            },
-        )
-        .unwrap();
+        Sqlite::on(&s)
+            .psyche_event(
+                "Wren",
+                &p,
+                &rules,
+                &e,
+                &Place {
+                    channel: Some("C".repeat(channel)),
+                    listened: false,
+                },
+            )
+            .block()
+            .unwrap();
         assert_eq!(lens(&s).0, key_budget, "the keys did not move");
     }
     assert_eq!(lens(&s), (key_budget, decision_budget));

@@ -1,10 +1,12 @@
 //! The SQLite backend behind the store's faces: the `Sqlite` handle, which runs each
 //! operation off the async runtime (`Sqlite::call`). Each concern implements its face
-//! directly, one file per concern (`inbox`, `turns`, `users`, `states`, `dreams`, `admin`,
-//! `feedback`, `processes`), its body run on the blocking store inside `call`: one IMMEDIATE
-//! transaction, cached statements, the page economics. What still runs the blocking store's
-//! own methods (`off!`, below: the psychology; in `turns`, a turn's begin, commit and load)
-//! does so because the benchmarks and memory's tests call those blocking.
+//! directly, one file per concern (`inbox`, `turns`, `users`, `states`, `dreams`,
+//! `psychology`, `admin`, `feedback`, `processes`; the claims and the health here), its body
+//! run on the blocking store inside `call`: one IMMEDIATE transaction (`SqliteStore::write`)
+//! or one read, cached statements, the page economics. The SQL a body runs is written in it or
+//! in its concern's module of `memory` (free functions taking a `Connection`). Outside memory,
+//! only `anima store copy` holds the blocking store (`blocking`, handed to
+//! `postgres::copy_from_sqlite`); everything else calls these faces.
 
 mod admin;
 mod dreams;
@@ -12,6 +14,7 @@ mod feedback;
 mod forget;
 mod inbox;
 mod processes;
+mod psychology;
 mod states;
 mod traces;
 mod turns;
@@ -24,13 +27,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::faces;
-use super::psyche::{LoggedDecision, Mind, Place};
 use super::{DaemonRow, SqliteStore, StoreError, WriteHealth};
-use crate::psyche::gate::{Decision, GateRules};
-use crate::psyche::mapping::{IntentionUpdate, StanceShift};
-use crate::psyche::packet::Packet;
-use crate::psyche::update::Effects;
-use crate::psyche::{Event, Psyche};
 
 type Result<T> = std::result::Result<T, StoreError>;
 
@@ -54,7 +51,8 @@ impl Sqlite {
         SqliteStore::inspect(path)
     }
 
-    /// The blocking store, for tests and benchmarks that measure SQLite itself.
+    /// The blocking store: for a copy of this store to PostgreSQL (`anima store copy`) and for
+    /// tests that read the file itself.
     pub fn blocking(&self) -> &Arc<SqliteStore> {
         &self.0
     }
@@ -72,15 +70,6 @@ impl Sqlite {
     pub fn shared(self) -> Arc<dyn faces::Store> {
         Arc::new(self)
     }
-}
-
-/// Runs `body` with the blocking store `s` off the runtime, after moving owned copies of the
-/// named arguments into it.
-macro_rules! off {
-    ($self:ident, [$($own:ident = $val:expr),*], |$s:ident| $body:expr) => {{
-        $(let $own = $val;)*
-        $self.0.call(move |$s| $body).await
-    }};
 }
 
 /// One process uses a SQLite file, so every claim is its own, at one epoch, and it is always
@@ -129,114 +118,9 @@ impl faces::Claims for Sqlite {
 }
 
 #[async_trait]
-impl faces::Psychology for Sqlite {
-    async fn psyche_event(
-        &self,
-        soul: &str,
-        psyche: &Psyche,
-        rules: &GateRules,
-        event: &Event,
-        place: &Place,
-    ) -> Result<(Effects, Decision)> {
-        off!(
-            self,
-            [
-                soul = soul.to_owned(),
-                p = psyche.clone(),
-                r = rules.clone(),
-                e = event.clone(),
-                at = place.clone()
-            ],
-            |s| s.psyche_event(&soul, &p, &r, &e, &at)
-        )
-    }
-    async fn psyche_event_once(
-        &self,
-        soul: &str,
-        psyche: &Psyche,
-        rules: &GateRules,
-        event: &Event,
-        place: &Place,
-        key: &str,
-    ) -> Result<Option<(Effects, Decision)>> {
-        off!(
-            self,
-            [
-                soul = soul.to_owned(),
-                p = psyche.clone(),
-                r = rules.clone(),
-                e = event.clone(),
-                at = place.clone(),
-                k = key.to_owned()
-            ],
-            |s| s.psyche_event_once(&soul, &p, &r, &e, &at, &k)
-        )
-    }
-    async fn psyche_packet(
-        &self,
-        soul: &str,
-        psyche: &Psyche,
-        people: &[(String, String)],
-        query: &str,
-        now: i64,
-    ) -> Result<Packet> {
-        off!(
-            self,
-            [
-                soul = soul.to_owned(),
-                p = psyche.clone(),
-                who = people.to_vec(),
-                q = query.to_owned()
-            ],
-            |s| s.psyche_packet(&soul, &p, &who, &q, now)
-        )
-    }
-    async fn psyche_post_cognition(
-        &self,
-        soul: &str,
-        psyche: &Psyche,
-        shifts: &[StanceShift],
-        updates: &[IntentionUpdate],
-        now: i64,
-    ) -> Result<Vec<String>> {
-        off!(
-            self,
-            [
-                soul = soul.to_owned(),
-                p = psyche.clone(),
-                sh = shifts.to_vec(),
-                up = updates.to_vec()
-            ],
-            |s| s.psyche_post_cognition(&soul, &p, &sh, &up, now)
-        )
-    }
-    async fn psyche_mind(
-        &self,
-        soul: &str,
-        psyche: &Psyche,
-        person: Option<&str>,
-        now: i64,
-    ) -> Result<Mind> {
-        off!(
-            self,
-            [
-                soul = soul.to_owned(),
-                p = psyche.clone(),
-                who = person.map(str::to_owned)
-            ],
-            |s| s.psyche_mind(&soul, &p, who.as_deref(), now)
-        )
-    }
-    async fn psyche_decisions(&self, soul: &str, limit: usize) -> Result<Vec<LoggedDecision>> {
-        off!(self, [soul = soul.to_owned()], |s| s
-            .psyche_decisions(&soul, limit))
-    }
-}
-
-#[async_trait]
 impl faces::Health for Sqlite {
     async fn probe(&self) -> Result<()> {
-        off!(self, [], |s| s.probe())
+        self.call(|db| db.write(super::probe)).await
     }
     fn write_health(&self) -> &WriteHealth {
         self.0.write_health()
@@ -249,7 +133,7 @@ impl faces::Health for Sqlite {
     }
 }
 
-/// For the blocking store's own tests: its faces, on the store a test holds.
+/// For memory's own tests: the faces, on the blocking store a test holds.
 #[cfg(test)]
 impl Sqlite {
     pub(crate) fn on(store: &Arc<SqliteStore>) -> Sqlite {

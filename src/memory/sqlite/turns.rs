@@ -1,22 +1,25 @@
-//! Turns on SQLite. A turn's begin, commit and load, a person's message recorded, and a
-//! thread's entries run the blocking store's own methods (`turn`), which the benchmarks
-//! (benches/turn.rs) and memory's own tests call as they are; the rest is here.
+//! Turns on SQLite: each operation of the `Turns` face in one write transaction or one read.
+//! A turn's begin, its context alone and its commit are `memory::turn`'s SQL (free functions
+//! over the open transaction), run here in their transactions; the rest is written here.
 
 use async_trait::async_trait;
 use rusqlite::OptionalExtension;
 
 use super::{Result, Sqlite};
 use crate::memory::faces::Turns;
+use crate::memory::{turn, working};
 use crate::memory::{Entry, TurnContext, TurnRecord, TurnStart, UsageRecord, UserRecord};
 
 #[async_trait]
 impl Turns for Sqlite {
     async fn begin_turn(&self, t: TurnStart) -> Result<(i64, TurnContext)> {
-        self.call(move |db| db.begin_turn(&t)).await
+        self.call(move |db| db.write(|tx| turn::begin(tx, &db.instance, &t)))
+            .await
     }
 
     async fn commit_turn(&self, rec: TurnRecord) -> Result<Option<UserRecord>> {
-        self.call(move |db| db.commit_turn(&rec)).await
+        self.call(move |db| db.write(|tx| turn::commit(tx, &rec)))
+            .await
     }
 
     async fn release_turn(&self, interaction: u64, whisper: Option<(i64, String)>) -> Result<()> {
@@ -51,8 +54,15 @@ impl Turns for Sqlite {
             user_id.to_owned(),
             display_name.to_owned(),
         );
-        self.call(move |db| db.load_turn(&thread, &user_id, &display_name, window))
-            .await
+        self.call(move |db| {
+            // One snapshot; deferred, as a read takes no write lock.
+            let mut conn = db.conn();
+            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Deferred)?;
+            let ctx = turn::context(&tx, &thread, &user_id, &display_name, window)?;
+            tx.commit()?;
+            Ok(ctx)
+        })
+        .await
     }
 
     async fn record_user_message(
@@ -71,14 +81,23 @@ impl Turns for Sqlite {
         );
         let source = source.map(str::to_owned);
         self.call(move |db| {
-            db.record_user_message(&thread, &user_id, &display_name, &text, source.as_deref())
+            db.write(|tx| {
+                turn::record_message(
+                    tx,
+                    &thread,
+                    &user_id,
+                    &display_name,
+                    &text,
+                    source.as_deref(),
+                )
+            })
         })
         .await
     }
 
     async fn thread_entries(&self, thread: &str) -> Result<Vec<Entry>> {
         let thread = thread.to_owned();
-        self.call(move |db| db.thread_entries(&thread)).await
+        self.call(move |db| working::all(&db.conn(), &thread)).await
     }
 
     /// A thread's last speaker (user id and display name, empty if none) and the time of its
