@@ -1,12 +1,12 @@
 //! The SQLite backend behind the store's faces: the `Sqlite` handle, which runs each
 //! operation off the async runtime (`Sqlite::call`). Each concern implements its face
 //! directly, one file per concern (`inbox`, `turns`, `users`, `states`, `dreams`,
-//! `psychology`, `admin`, `feedback`, `processes`; the claims and the health here), its body
-//! run on the blocking store inside `call`: one IMMEDIATE transaction (`SqliteStore::write`)
-//! or one read, cached statements, the page economics. The SQL a body runs is written in it or
-//! in its concern's module of `memory` (free functions taking a `Connection`). Outside memory,
-//! only `anima store copy` holds the blocking store (`blocking`, handed to
-//! `postgres::copy_from_sqlite`); everything else calls these faces.
+//! `psychology`, `admin`, `feedback`, `processes`, `forget`, `traces`; the claims and the
+//! health here), its body run on the blocking store inside `call`: one IMMEDIATE transaction
+//! (`SqliteStore::write`) or one read, cached statements, the page economics. The SQL a body
+//! runs is written in it or in its concern's module of `memory` (free functions taking a
+//! `Connection`). Outside memory, only `anima store copy` holds the blocking store
+//! (`blocking`, handed to `postgres::copy_from_sqlite`); everything else calls these faces.
 
 mod admin;
 mod dreams;
