@@ -41,7 +41,7 @@ pub fn verdict(answer: &str) -> Verdict {
         .collect::<String>()
         .to_lowercase();
     let reason = text
-        .split_once(|c: char| c == '\n' || c == '.' || c == ',' || c == ':' || c == ' ')
+        .split_once(['\n', '.', ',', ':', ' '])
         .map_or("", |(_, rest)| rest)
         .trim_start_matches(|c: char| !c.is_alphanumeric())
         .trim()

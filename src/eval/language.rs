@@ -122,7 +122,7 @@ pub fn detect(text: &str) -> Option<Language> {
         .iter()
         .map(|(l, list)| (*l, words.iter().filter(|w| list.contains(w)).count()))
         .collect();
-    scores.sort_by(|a, b| b.1.cmp(&a.1));
+    scores.sort_by_key(|s| std::cmp::Reverse(s.1));
     match scores[..] {
         [(l, best), (_, next), ..] if best > 0 && best > next => Some(l),
         _ => None,

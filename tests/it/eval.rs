@@ -245,7 +245,11 @@ fn repeats_meet_or_miss_their_thresholds() {
     // Every other run answers as expected.
     model.respond_with(move |_| {
         let n = counted.fetch_add(1, Ordering::SeqCst);
-        answer(if n % 2 == 0 { "yes indeed" } else { "no" })
+        answer(if n.is_multiple_of(2) {
+            "yes indeed"
+        } else {
+            "no"
+        })
     });
     let home = home_with(
         &model,
