@@ -21,6 +21,8 @@ pub enum Expect {
     State(String),
     /// The speaker's user model after the turn.
     UserModelMatches(Regex),
+    /// The soul's own state after the turn (`key: value` lines).
+    SoulStateMatches(Regex),
     /// A tool called during the turn: `server.tool`, or the tool's name alone.
     ToolCalled(String),
     /// A tool called during the turn with arguments this pattern finds.
@@ -36,6 +38,8 @@ pub struct Observed {
     pub process: String,
     pub state: String,
     pub user_model: Option<String>,
+    /// The soul state, one `key: value` a line.
+    pub soul_state: String,
     /// (`server.tool`, arguments as sent) of each tool call.
     pub tool_calls: Vec<(String, String)>,
 }
@@ -52,6 +56,7 @@ impl Expect {
             Expect::Process(p) => format!("process = {p:?}"),
             Expect::State(s) => format!("state = {s:?}"),
             Expect::UserModelMatches(r) => format!("user_model_matches = {:?}", r.as_str()),
+            Expect::SoulStateMatches(r) => format!("soul_state_matches = {:?}", r.as_str()),
             Expect::ToolCalled(t) => format!("tool_called = {t:?}"),
             Expect::ToolArgumentsMatch(r) => format!("tool_arguments_match = {:?}", r.as_str()),
             Expect::Judge(q) => format!("judge = {q:?}"),
@@ -102,6 +107,10 @@ impl Expect {
                 Some(m) => Err(format!("the user model: {}", quote(m))),
                 None => Err("no user model of this person".into()),
             },
+            Expect::SoulStateMatches(r) => holds(
+                r.is_match(&seen.soul_state),
+                format!("the soul state: {}", quote(&seen.soul_state)),
+            ),
             Expect::ToolCalled(t) => holds(
                 seen.tool_calls.iter().any(|(name, _)| tool_is(name, t)),
                 calls(&seen.tool_calls),
@@ -192,6 +201,7 @@ mod tests {
             process: "main".into(),
             state: "WORK".into(),
             user_model: Some("# Tess\nA nurse in Lyon. Aime le café ☕.".into()),
+            soul_state: "emotionalState: engaged\ncurrentTopic: les crêpes".into(),
             tool_calls: vec![("kb.search".into(), "{\"query\":\"crabes\"}".into())],
         }
     }
@@ -265,6 +275,18 @@ mod tests {
         assert_eq!(
             Expect::UserModelMatches(re("x")).check(&none),
             Some(Err("no user model of this person".into()))
+        );
+        assert_eq!(
+            Expect::SoulStateMatches(re("Topic: les crêpes")).check(&s),
+            Some(Ok(()))
+        );
+        let got = Expect::SoulStateMatches(re("sardonic"))
+            .check(&s)
+            .unwrap()
+            .unwrap_err();
+        assert!(
+            got.starts_with("the soul state: \"emotionalState: engaged"),
+            "{got}"
         );
         assert_eq!(
             Expect::ToolCalled("kb.search".into()).check(&s),

@@ -75,6 +75,7 @@ struct RawExpect {
     process: Option<String>,
     state: Option<String>,
     user_model_matches: Option<Spanned<String>>,
+    soul_state_matches: Option<Spanned<String>>,
     tool_called: Option<String>,
     tool_arguments_match: Option<Spanned<String>>,
     judge: Option<String>,
@@ -214,6 +215,7 @@ fn expectations(file: &TomlFile, raw: RawExpect, problems: &mut Vec<Problem>) ->
     let matches = pattern("reply_matches", raw.reply_matches);
     let not_matches = pattern("reply_not_matches", raw.reply_not_matches);
     let model = pattern("user_model_matches", raw.user_model_matches);
+    let soul = pattern("soul_state_matches", raw.soul_state_matches);
     let arguments = pattern("tool_arguments_match", raw.tool_arguments_match);
     out.extend(matches.map(Expect::ReplyMatches));
     out.extend(not_matches.map(Expect::ReplyNotMatches));
@@ -236,6 +238,7 @@ fn expectations(file: &TomlFile, raw: RawExpect, problems: &mut Vec<Problem>) ->
     out.extend(raw.process.map(Expect::Process));
     out.extend(raw.state.map(Expect::State));
     out.extend(model.map(Expect::UserModelMatches));
+    out.extend(soul.map(Expect::SoulStateMatches));
     out.extend(raw.tool_called.map(Expect::ToolCalled));
     out.extend(arguments.map(Expect::ToolArgumentsMatch));
     out.extend(raw.judge.map(Expect::Judge));

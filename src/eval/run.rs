@@ -231,6 +231,13 @@ async fn observe(
     let store = engine.store();
     let failed = |e: crate::memory::StoreError| format!("reading the throwaway store: {e}");
     let state = store.cognitive_state().await.map_err(failed)?.state;
+    let soul_state = store.soul_state().await.map_err(failed)?;
+    let soul_state = soul_state
+        .all()
+        .iter()
+        .map(|(k, v)| format!("{k}: {v}"))
+        .collect::<Vec<_>>()
+        .join("\n");
     let user_model = store
         .user(user_id)
         .await
@@ -247,6 +254,7 @@ async fn observe(
         process: outcome.process.clone(),
         state,
         user_model,
+        soul_state,
         tool_calls,
     })
 }

@@ -44,6 +44,10 @@ fn the_soul_s_process_state_model_and_language() {
                 "calm.toml",
                 &one_turn("hello", "process = \"deescalation\""),
             ),
+            (
+                "soul.toml",
+                &one_turn("hello", "soul_state_matches = \"sardonic\""),
+            ),
             ("state.toml", &one_turn("hello", "state = \"dreaming\"")),
             (
                 "model.toml",
@@ -89,6 +93,11 @@ fn the_soul_s_process_state_model_and_language() {
         "a reply in no language anima can tell: \"Plain words.\""
     );
     assert_eq!(got("nomodel"), "no user model of this person");
+    assert!(
+        got("soul").contains("emotionalState: neutral"),
+        "{}",
+        got("soul")
+    );
 }
 
 #[test]
