@@ -5,6 +5,7 @@
 //! baseline is kept and compared; a bad eval file names its line and exits 2.
 
 mod kinds;
+mod local;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
