@@ -189,7 +189,9 @@ async fn conversation(config: &Arc<Config>, eval: &Eval) -> Result<Vec<Failed>, 
                 });
             }
         }
-        said.push(("soul".into(), seen.reply));
+        // The judge reads the soul's words under its name, as the person saw them.
+        let soul = engine.library().current().soul.name().to_string();
+        said.push((soul, seen.reply));
     }
     engine.stop_tools().await;
     Ok(failures)
