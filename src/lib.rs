@@ -15,6 +15,7 @@
 //! `tests/it/architecture.rs` holds each part to the edges it may have.
 
 pub mod cli;
+pub mod eval;
 pub mod daemon;
 pub mod service;
 pub mod admin;

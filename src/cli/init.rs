@@ -1,7 +1,8 @@
 //! `anima init [DIR] [--force]`: writes the soul and processes built into the binary, and a
 //! commented anima.toml whose paths point at them, into DIR (default `~/.anima`) for editing,
-//! and the example MCP server the commented `[[tools.servers]]` table names, so that table runs
-//! as written once uncommented. Never overwrites a file without `--force`.
+//! the example MCP server the commented `[[tools.servers]]` table names, so that table runs
+//! as written once uncommented, and the shipped soul evaluations (evals/). Never overwrites a
+//! file without `--force`.
 
 use std::path::{Path, PathBuf};
 
@@ -72,6 +73,10 @@ pub fn run(args: InitArgs) -> CliResult {
         "  processes/   {} process files, one per mental mode",
         library::SHIPPED.len()
     );
+    println!(
+        "  evals/       {} soul evaluations for `anima eval` (tools/: one that needs the tool server)",
+        crate::eval::SHIPPED.len()
+    );
     println!("  {KB_SERVER_PATH}   an example MCP tool server (see [[tools.servers]])");
     println!();
     println!(
@@ -120,6 +125,9 @@ fn files(dir: &Path) -> Vec<(PathBuf, String)> {
     for (name, text) in library::SHIPPED {
         out.push((dir.join("processes").join(name), text.to_string()));
     }
+    for (name, text) in crate::eval::SHIPPED {
+        out.push((dir.join("evals").join(name), text.to_string()));
+    }
     out.push((dir.join(KB_SERVER_PATH), KB_SERVER.to_string()));
     out
 }
@@ -155,6 +163,11 @@ fn config_text(dir: &Path) -> String {
             dir.join("processes"),
             "one .toml file per mental process",
         ),
+        (
+            "evals_dir",
+            dir.join("evals"),
+            "the eval files `anima eval` runs (see docs/evals.md)",
+        ),
     ] {
         out += &format!("{:<30} # {what}\n", format!("{key} = {}", quoted(&path)));
     }
@@ -182,6 +195,7 @@ mod tests {
         assert_eq!(c.home, dir);
         assert_eq!(c.soul_dir, dir.join("soul"));
         assert_eq!(c.processes_dir, dir.join("processes"));
+        assert_eq!(c.evals_dir, dir.join("evals"));
         let defaults =
             crate::config::parse("", Path::new("/x/anima.toml"), Path::new("/x")).unwrap();
         assert_eq!(format!("{:?}", c.llm), format!("{:?}", defaults.llm));
@@ -202,6 +216,11 @@ mod tests {
         assert!(names.contains(&"/a/soul/templates/ally.toml".to_string()));
         assert!(names.contains(&"/a/soul/assistant.toml".to_string()));
         assert!(names.contains(&"/a/examples/mcp/kb_server.py".to_string()));
-        assert_eq!(names.len(), 8 + ARCHETYPES.len() + library::SHIPPED.len());
+        assert!(names.contains(&"/a/evals/remembers_a_name.toml".to_string()));
+        assert!(names.contains(&"/a/evals/tools/looks_up_first.toml".to_string()));
+        assert_eq!(
+            names.len(),
+            8 + ARCHETYPES.len() + library::SHIPPED.len() + crate::eval::SHIPPED.len()
+        );
     }
 }

@@ -8,6 +8,7 @@ mod chat;
 mod check;
 mod check_processes;
 mod dream;
+mod eval;
 mod init;
 mod mind;
 mod processes;
@@ -63,6 +64,9 @@ pub enum Command {
     },
     /// Write the built-in soul, processes and a commented anima.toml into DIR for editing.
     Init(init::InitArgs),
+    /// Run soul evaluations: scripted conversations with expectations, each run in a
+    /// throwaway home; exit 1 when an eval falls short of its threshold.
+    Eval(eval::EvalArgs),
     /// User models and their history.
     Users {
         #[command(subcommand)]
@@ -178,6 +182,7 @@ async fn dispatch(cli: Cli) -> CliResult {
         Command::Run => Ok(crate::daemon::run(load_config(config_path)?).await?),
         Command::Check { offline } => check::run(config_path, offline).await,
         Command::Init(args) => init::run(args),
+        Command::Eval(args) => eval::run(config_path, args).await,
         Command::Users { command } => users::run(config_path, command).await,
         Command::Processes { command } => processes::run(config_path, command).await,
         Command::Service { command } => service::run(config_path, command),

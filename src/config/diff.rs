@@ -15,6 +15,7 @@ pub fn changed_sections(old: &Config, new: &Config) -> Vec<&'static str> {
         home,
         soul_dir,
         processes_dir,
+        evals_dir,
         llm,
         pipeline,
         slack,
@@ -37,7 +38,8 @@ pub fn changed_sections(old: &Config, new: &Config) -> Vec<&'static str> {
     let sections = [
         (
             "paths",
-            (home, soul_dir, processes_dir) != (&new.home, &new.soul_dir, &new.processes_dir),
+            (home, soul_dir, processes_dir, evals_dir)
+                != (&new.home, &new.soul_dir, &new.processes_dir, &new.evals_dir),
         ),
         ("llm", *llm != new.llm),
         ("pipeline", *pipeline != new.pipeline),

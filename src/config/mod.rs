@@ -30,6 +30,8 @@ pub struct Config {
     pub home: PathBuf,
     pub soul_dir: PathBuf,
     pub processes_dir: PathBuf,
+    /// The eval files `anima eval` runs when it is given no path.
+    pub evals_dir: PathBuf,
     pub llm: LlmConfig,
     pub pipeline: PipelineConfig,
     pub slack: SlackConfig,

@@ -66,6 +66,7 @@ pub struct RawPaths {
     pub home: String,
     pub soul_dir: String,
     pub processes_dir: String,
+    pub evals_dir: String,
 }
 
 impl Default for RawPaths {
@@ -74,6 +75,7 @@ impl Default for RawPaths {
             home: "~/.anima".into(),
             soul_dir: "soul".into(),
             processes_dir: "processes".into(),
+            evals_dir: "evals".into(),
         }
     }
 }

@@ -158,6 +158,7 @@ fn assemble(raw: RawConfig, parsed: Parsed, file: Option<&Path>, base: &Path) ->
         home: expand(&raw.paths.home, base),
         soul_dir: expand(&raw.paths.soul_dir, base),
         processes_dir: expand(&raw.paths.processes_dir, base),
+        evals_dir: expand(&raw.paths.evals_dir, base),
         llm: llm(&raw.llm, parsed.base_url),
         pipeline: PipelineConfig {
             soul_state_interval: raw.pipeline.soul_state_interval,

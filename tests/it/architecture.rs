@@ -31,6 +31,7 @@ const PARTS: &[(&str, &[&str], &str)] = &[
             "config",
             "daemon",
             "engine",
+            "eval",
             "ism",
             "llm",
             "memory",
@@ -47,6 +48,19 @@ const PARTS: &[(&str, &[&str], &str)] = &[
             "window",
         ],
         "the commands: the door, wiring everything",
+    ),
+    (
+        "eval",
+        &[
+            "config",
+            "engine",
+            "ism",
+            "llm",
+            "memory",
+            "steps",
+            "toml_file",
+        ],
+        "soul evaluations: eval files read, one run in a throwaway home, results reported",
     ),
     (
         "daemon",

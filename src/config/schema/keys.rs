@@ -72,6 +72,11 @@ pub(super) const KEYS: &[Key] = &[
         Kind::NonEmpty("a folder path in quotes"),
     ),
     key(
+        "paths",
+        "evals_dir",
+        Kind::NonEmpty("a folder path in quotes"),
+    ),
+    key(
         "llm",
         "provider",
         Kind::OneOf(&["auto", "anthropic", "openai", "claude-cli"]),
