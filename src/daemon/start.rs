@@ -286,6 +286,7 @@ pub(super) async fn doors(
         store: soul.store.clone(),
         admins: config.admin_users.clone(),
         words: slack.words.clone(),
+        inspect: config.inspect.clone(),
     });
     let _ = events.gate.set(gate.clone());
     match config.slack.mode {
