@@ -13,7 +13,8 @@
 mod line;
 mod sse;
 
-use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, HashSet};
 use std::io::{IsTerminal, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
@@ -23,6 +24,7 @@ use tokio::sync::mpsc;
 
 use super::{load_config, CliResult, Failure};
 use crate::config::{Config, StoreBackend};
+use crate::memory::DaemonRow;
 use crate::window::{Phase, Record};
 
 /// The variable the token is read from, as the daemon reads it.
@@ -168,54 +170,38 @@ async fn keep_following(config: std::sync::Arc<Config>, follow: Follow) -> CliRe
     }
     let store = super::open_store(&config).await?;
     let here = crate::daemon::host();
-    let mut followed: HashMap<String, (Target, tokio::task::JoinHandle<()>)> = HashMap::new();
+    let mut followed: HashMap<String, tokio::task::JoinHandle<()>> = HashMap::new();
+    let mut told: HashSet<String> = HashSet::new();
     let mut said_none = false;
-    loop {
+    while !follow.tx.is_closed() {
         match store.daemons().await {
             Ok(daemons) => {
-                let mut live = Vec::new();
-                for d in &daemons {
-                    let name = format!("{} pid {}", d.host, d.pid);
-                    let addr = match d.listen.parse::<SocketAddr>() {
-                        Ok(listen) => reachable(listen, &d.host, &here),
-                        Err(_) => Err(format!(
-                            "it did not say where it listens (an older anima): {:?}",
-                            d.listen
-                        )),
-                    };
-                    match addr {
-                        Ok(addr) => live.push((
-                            d.daemon.clone(),
-                            Target {
-                                name: Some(name),
-                                addr,
-                            },
-                        )),
-                        Err(why) if !followed.contains_key(&d.daemon) => {
-                            eprintln!(
-                                "anima: not following the daemon {}: {why}",
-                                line::harmless(&name)
-                            );
-                        }
-                        Err(_) => {}
-                    }
-                }
-                followed.retain(|id, (_, task)| {
-                    let keep = live.iter().any(|(l, _)| l == id);
+                let live = targets(&daemons, &here);
+                followed.retain(|id, task| {
+                    let keep = live.iter().any(|(l, t)| l == id && t.is_ok());
                     if !keep {
                         task.abort();
                     }
                     keep
                 });
                 for (id, target) in live {
-                    if !followed.contains_key(&id) {
-                        eprintln!(
-                            "anima: following {} at {}",
-                            line::harmless(target.name.as_deref().unwrap_or("")),
-                            target.addr
-                        );
-                        let task = tokio::spawn(follow.clone().daemon(target.clone()));
-                        followed.insert(id, (target, task));
+                    match target {
+                        Ok(target) => {
+                            if let Entry::Vacant(slot) = followed.entry(id) {
+                                let name = target.name.as_deref().unwrap_or("");
+                                eprintln!(
+                                    "anima: following {} at {}",
+                                    line::harmless(name),
+                                    target.addr
+                                );
+                                slot.insert(tokio::spawn(follow.clone().daemon(target)));
+                            }
+                        }
+                        Err(why) => {
+                            if told.insert(id) {
+                                eprintln!("anima: not following {why}");
+                            }
+                        }
                     }
                 }
                 if daemons.is_empty() && !said_none {
@@ -225,11 +211,34 @@ async fn keep_following(config: std::sync::Arc<Config>, follow: Follow) -> CliRe
             }
             Err(e) => eprintln!("anima: cannot list the daemons: {e}"),
         }
-        if follow.tx.is_closed() {
-            return Ok(());
-        }
         tokio::time::sleep(RELIST).await;
     }
+    Ok(())
+}
+
+/// Each daemon (by its id in the store) and where it is reached from `here`, or why it cannot
+/// be followed.
+fn targets(daemons: &[DaemonRow], here: &str) -> Vec<(String, Result<Target, String>)> {
+    daemons
+        .iter()
+        .map(|d| {
+            let name = format!("{} pid {}", d.host, d.pid);
+            let addr = match d.listen.parse::<SocketAddr>() {
+                Ok(listen) => reachable(listen, &d.host, here),
+                Err(_) => Err(format!(
+                    "it did not say where it listens (an anima before `watch`): {:?}",
+                    d.listen
+                )),
+            };
+            let target = addr
+                .map(|addr| Target {
+                    name: Some(name.clone()),
+                    addr,
+                })
+                .map_err(|why| format!("the daemon {}: {why}", line::harmless(&name)));
+            (d.daemon.clone(), target)
+        })
+        .collect()
 }
 
 /// Where a daemon listening on `listen` on `host` is reached from this machine (`here`):
@@ -433,6 +442,38 @@ mod tests {
         assert!(reachable(at("127.0.0.1:0"), "", "")
             .unwrap_err()
             .contains("fixed port"));
+    }
+
+    #[test]
+    fn each_daemon_is_reached_where_it_listens_or_named_when_it_cannot_be() {
+        let row = |daemon: &str, host: &str, listen: &str| DaemonRow {
+            daemon: daemon.into(),
+            host: host.into(),
+            pid: 7,
+            listen: listen.into(),
+            started_ms: 0,
+            heartbeat_ms: 0,
+            conversations: 0,
+            leads: false,
+        };
+        let got = targets(
+            &[
+                row("a", "box", "0.0.0.0:3000"),
+                row("b", "far", "[::]:3000"),
+                row("c", "old", ""),
+                row("d", "box", "127.0.0.1:0"),
+            ],
+            "box",
+        );
+        let at = |i: usize| got[i].1.as_ref().map(|t| t.addr.clone());
+        assert_eq!(at(0).unwrap(), "127.0.0.1:3000");
+        assert_eq!(
+            got[0].1.as_ref().unwrap().name.as_deref(),
+            Some("box pid 7")
+        );
+        assert_eq!(at(1).unwrap(), "far:3000");
+        assert!(at(2).unwrap_err().contains("the daemon old pid 7"));
+        assert!(at(3).unwrap_err().contains("fixed port"));
     }
 
     #[test]
