@@ -162,7 +162,8 @@ fn an_allowed_person_gets_the_monologue_only_they_see_anyone_else_a_refusal() {
         assert_eq!(text, "That is not one of my replies.");
     }
 
-    // A shortcut without its message, and another app's shortcut: acknowledged, no answer.
+    // A shortcut without its message or its message's ts, and another app's shortcut:
+    // acknowledged, no answer.
     let mut bare = ask("U1");
     bare.as_object_mut().unwrap().remove("message");
     let bare = slack.send_interactive(bare);
@@ -174,10 +175,16 @@ fn an_allowed_person_gets_the_monologue_only_they_see_anyone_else_a_refusal() {
         slack::BOT_USER,
         Some(slack::BOT_ID),
     ));
-    slack.wait(15, "both acknowledged", |s| {
-        s.acks().contains(&bare) && s.acks().contains(&foreign)
+    let mut no_ts = ask("U1");
+    no_ts["message"].as_object_mut().unwrap().remove("ts");
+    let no_ts = slack.send_interactive(no_ts);
+    slack.wait(15, "all three acknowledged", |s| {
+        [&bare, &foreign, &no_ts]
+            .iter()
+            .all(|e| s.acks().contains(e))
     });
     d.wait_log("a shortcut without its message", 5);
+    d.wait_log("a Slack payload could not be read", 5);
     std::thread::sleep(std::time::Duration::from_millis(300));
     assert_eq!(slack.calls("chat.postEphemeral").len(), 4);
     assert!(!d.log().contains("panicked"), "{}", d.log());
