@@ -73,7 +73,8 @@ pub async fn run(config_path: Option<&std::path::Path>, args: WatchArgs) -> CliR
     let config = load_config(config_path)?;
     let token = std::env::var(TOKEN_VAR)
         .ok()
-        .filter(|t| !t.trim().is_empty())
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty())
         .ok_or_else(|| {
             Failure::Usage(format!(
                 "{TOKEN_VAR} is not set: the daemon serves its stream only with {TOKEN_VAR} set; export the daemon's token here too"
@@ -306,7 +307,7 @@ impl Follow {
             }
             let wait_now = wait.clamp(Duration::from_millis(100), LONGEST_WAIT);
             eprintln!(
-                "anima: {why} ({who}; restarted?); connecting again in {} ms",
+                "anima: {why} ({who}: restarted, or this watch fell too far behind); connecting again in {} ms",
                 wait_now.as_millis()
             );
             tokio::time::sleep(wait_now).await;
