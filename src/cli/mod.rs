@@ -18,6 +18,7 @@ mod state;
 mod store;
 mod tools;
 mod users;
+mod watch;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -103,6 +104,9 @@ pub enum Command {
         #[command(subcommand)]
         command: tools::ToolsCommand,
     },
+    /// Follow the soul stream of the running daemon(s), one line per record (needs
+    /// ANIMA_INSPECT_TOKEN, as the daemon does).
+    Watch(watch::WatchArgs),
 }
 
 /// A failure with the exit code it deserves.
@@ -192,6 +196,7 @@ async fn dispatch(cli: Cli) -> CliResult {
         Command::Slack { command } => slack::run(config_path, command),
         Command::Store { command } => store::run(config_path, command).await,
         Command::Tools { command } => tools::run(config_path, command).await,
+        Command::Watch(args) => watch::run(config_path, args).await,
     }
 }
 

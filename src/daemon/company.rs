@@ -13,6 +13,7 @@
 //! follow-up runs under its conversation's claim and is fenced like a message's turn; a
 //! dream's consolidation and a state move are conditioned on what they read).
 
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,7 +29,8 @@ use crate::memory::{DaemonRow, Store};
 /// machine whose process is gone (this one's predecessor, killed) and whose heartbeat stands
 /// still is buried first: its conversations are this one's at once, and the soul's crash is
 /// recorded as for one daemon.
-pub async fn join(store: &Arc<dyn Store>, lease: Duration) -> bool {
+/// `listen` is its `[http] listen`, kept for whoever follows its soul stream.
+pub async fn join(store: &Arc<dyn Store>, lease: Duration, listen: SocketAddr) -> bool {
     let host = host();
     match store.daemons().await {
         Ok(running) => {
@@ -43,7 +45,8 @@ pub async fn join(store: &Arc<dyn Store>, lease: Duration) -> bool {
         }
         Err(e) => warn!(error = %e, "cannot list the daemons running"),
     }
-    match store.join(&host, std::process::id(), lease).await {
+    let listen = listen.to_string();
+    match store.join(&host, std::process::id(), &listen, lease).await {
         Ok(0) => true,
         Ok(others) => {
             info!(
@@ -203,7 +206,7 @@ fn alive(pid: i64) -> bool {
 }
 
 /// This machine's name, as `anima state` shows it.
-pub(super) fn host() -> String {
+pub fn host() -> String {
     std::env::var("HOSTNAME")
         .ok()
         .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())

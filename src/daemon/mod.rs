@@ -36,6 +36,10 @@ use crate::config::Config;
 use crate::engine::BuildError;
 use tasks::{Backoff, Stage, Tasks};
 
+/// This machine's name, as the daemons sharing a soul record it (`anima watch` reaches a
+/// daemon listening on every address of this machine through the loopback).
+pub use company::host;
+
 /// Why the daemon could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {

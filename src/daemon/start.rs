@@ -97,7 +97,7 @@ pub(super) async fn soul(
     );
     let store = engine.store().clone();
     let lease = Duration::from_secs(config.store.claim_lease_secs.max(1));
-    let first = company::join(&store, lease).await;
+    let first = company::join(&store, lease, config.listen).await;
     let lead = Lead::new(engine.clone());
     company::take_lead(&store, lease, &lead).await;
     let (s, l) = (store.clone(), lead.clone());
@@ -286,6 +286,7 @@ pub(super) async fn doors(
         store: soul.store.clone(),
         admins: config.admin_users.clone(),
         words: slack.words.clone(),
+        inspect: config.inspect.clone(),
     });
     let _ = events.gate.set(gate.clone());
     match config.slack.mode {

@@ -4,8 +4,9 @@
 //! Owns the two tables that tie the manifest to the code: the Web API methods anima calls
 //! with the bot token and the scopes each needs (`METHODS`), and the event types the intake
 //! handles with the bot events that deliver them (`EVENTS`), each marked when only the inner
-//! life uses it (`Extent::Minimal` leaves those out). A test reads `src/slack/` and fails
-//! naming any method or event the tables lack, and any entry the code no longer uses.
+//! life uses it (`Extent::Minimal` leaves those out); and the message shortcuts the code
+//! answers (`SHORTCUTS`). A test reads `src/slack/` and fails naming any method or event the
+//! tables lack, and any entry the code no longer uses.
 //! Pure: data in, JSON or YAML out (`yaml` writes it). Knows nothing of souls or models: the
 //! caller names the bot and gives its words.
 
@@ -44,6 +45,10 @@ pub const METHODS: &[Method] = &[
     },
     Method {
         name: "chat.postMessage",
+        scopes: &["chat:write"],
+    },
+    Method {
+        name: "chat.postEphemeral",
         scopes: &["chat:write"],
     },
     Method {
@@ -155,6 +160,24 @@ pub const EVENTS: &[Event] = &[
     },
 ];
 
+/// A message shortcut (in a message's "More actions" menu) the code answers.
+#[derive(Debug, Clone, Copy)]
+pub struct Shortcut {
+    pub callback_id: &'static str,
+    pub name: &'static str,
+    pub description: &'static str,
+}
+
+/// Every message shortcut: "Why did you say that?" on one of the soul's replies.
+pub const SHORTCUTS: &[Shortcut] = &[Shortcut {
+    callback_id: super::why::CALLBACK_ID,
+    name: super::why::NAME,
+    description: "The soul's monologue, process and checks behind this reply (only you see it)",
+}];
+
+/// The bot scope Slack requires of an app with shortcuts.
+const SHORTCUT_SCOPE: &str = "commands";
+
 /// The route of anima's Events API door (events and interactions alike).
 pub const EVENTS_PATH: &str = "/slack/events";
 
@@ -202,7 +225,8 @@ pub fn bot_scopes(extent: Extent) -> Vec<&'static str> {
         .iter()
         .filter(|e| extent.takes(e))
         .flat_map(|e| e.subscriptions.iter().flat_map(|(_, s)| s.iter()));
-    let mut scopes: Vec<&'static str> = methods.chain(events).copied().collect();
+    let shortcuts = (!SHORTCUTS.is_empty()).then_some(&SHORTCUT_SCOPE);
+    let mut scopes: Vec<&'static str> = methods.chain(events).chain(shortcuts).copied().collect();
     scopes.sort_unstable();
     scopes.dedup();
     scopes
@@ -244,6 +268,18 @@ pub fn manifest(app: &App, delivery: Delivery, extent: Extent) -> Value {
         interactivity.insert("request_url".into(), json!(url));
     }
     events.insert("bot_events".into(), json!(bot_events(extent)));
+    // Interactions come by the same door as events (above): a shortcut needs nothing more.
+    let shortcuts: Vec<Value> = SHORTCUTS
+        .iter()
+        .map(|s| {
+            json!({
+                "name": s.name,
+                "type": "message",
+                "callback_id": s.callback_id,
+                "description": s.description,
+            })
+        })
+        .collect();
     json!({
         "display_information": {
             "name": cut(name, MAX_APP_NAME),
@@ -260,6 +296,7 @@ pub fn manifest(app: &App, delivery: Delivery, extent: Extent) -> Value {
                 "display_name": cut(name, MAX_DISPLAY_NAME),
                 "always_online": true,
             },
+            "shortcuts": shortcuts,
         },
         "oauth_config": {
             "scopes": { "bot": bot_scopes(extent) },

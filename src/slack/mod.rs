@@ -2,7 +2,7 @@
 //! its signature check in `events`), the rules of what is answered (`intake`), replies out
 //! (`out`, the router's surface: Markdown, posting once or streaming, the working sign), and
 //! the AI-app surfaces (`assistant`: greeting, prompts, title, status; `feedback`: the buttons
-//! and their clicks; the stop button). `manifest` is the Slack app's manifest: the scopes and
+//! and their clicks; the stop button; `why`: the "Why did you say that?" shortcut). `manifest` is the Slack app's manifest: the scopes and
 //! events all of this needs.
 //!
 //! `Gate` is where every event and interaction enters: decide, hand the message to the router
@@ -24,6 +24,7 @@ pub mod out;
 pub mod signature;
 pub mod socket;
 pub mod stream;
+pub mod why;
 
 use std::sync::Arc;
 
@@ -32,7 +33,7 @@ use tracing::{debug, info, warn};
 
 use crate::admin;
 use crate::assistant::Words;
-use crate::config::SlackConfig;
+use crate::config::{InspectConfig, SlackConfig};
 use crate::memory::{Inbound, Intake, Judged, Store};
 use crate::metrics::{FeedbackLabels, Metrics};
 use crate::router::Router;
@@ -94,6 +95,8 @@ pub struct Gate {
     pub admins: Vec<String>,
     /// The soul's words for opening a conversation (hot-reloaded).
     pub words: Arc<Words>,
+    /// `[inspect]`: who may ask why the soul said something.
+    pub inspect: InspectConfig,
 }
 
 /// What the openings remember, once per place.
@@ -238,9 +241,25 @@ impl Gate {
         }
     }
 
-    /// An interaction (a button click): feedback on a reply of the soul's is stored, one
-    /// value per (reply, person), and counted; anything else is logged at debug and dropped.
+    /// An interaction (a button click, a message shortcut): feedback on a reply of the
+    /// soul's is stored, one value per (reply, person), and counted; the "why" shortcut is
+    /// answered after the acknowledgement (`why`); anything else is logged at debug and
+    /// dropped.
     pub async fn interaction(&self, ev: SlackInteractionEvent) -> anyhow::Result<()> {
+        match why::read_ask(&ev, &self.bot) {
+            why::Read::NotOurs => {}
+            why::Read::Unusable(what) => {
+                warn!(
+                    what,
+                    "a \"why\" shortcut that cannot be answered; acknowledged"
+                );
+                return Ok(());
+            }
+            why::Read::Ask(ask) => {
+                self.why(ask);
+                return Ok(());
+            }
+        }
         let (channel, message_ts, person, verdict) = match feedback::read_click(&ev, &self.bot) {
             feedback::Click::Ignore(why) => {
                 debug!(why, "interaction ignored");
@@ -278,6 +297,19 @@ impl Gate {
             }
         }
         Ok(())
+    }
+
+    /// Answers a use of the "why" shortcut off the acknowledgement's path: Slack is
+    /// acknowledged at once, the ephemeral answer follows.
+    fn why(&self, ask: why::Ask) {
+        let allowed = self.inspect.may_ask_why(&ask.person, &self.admins);
+        let (store, api) = (self.store.clone(), self.api.clone());
+        tokio::spawn(async move {
+            let text = why::answer(store.as_ref(), &ask, allowed).await;
+            if let Err(e) = why::post(&api, &ask, &text).await {
+                warn!(error = %e, user = %ask.person, "the \"why\" answer was not delivered");
+            }
+        });
     }
 
     /// An admin command by DM: run once (Slack's retries of it are recorded and skipped),

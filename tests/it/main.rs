@@ -41,3 +41,5 @@ mod store;
 mod streaming;
 mod tools;
 mod tools_daemon;
+mod watch;
+mod why;

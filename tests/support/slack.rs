@@ -296,7 +296,17 @@ impl FakeSlack {
         self.inner.lock().unwrap().expire_next_stream = true;
     }
 
-    /// Sends an `interactive` envelope (a block_actions click); returns the envelope id.
+    /// The text of every ephemeral message shown to `user` (chat.postEphemeral), in order.
+    pub fn ephemerals_to(&self, user: &str) -> Vec<String> {
+        self.calls("chat.postEphemeral")
+            .iter()
+            .filter(|c| c["user"] == user)
+            .map(|c| c["text"].as_str().unwrap_or("").to_string())
+            .collect()
+    }
+
+    /// Sends an `interactive` envelope (a block_actions click, a message_action shortcut);
+    /// returns the envelope id.
     pub fn send_interactive(&self, payload: Value) -> String {
         let envelope_id = uuid::Uuid::new_v4().to_string();
         let frame = json!({
@@ -725,6 +735,41 @@ pub fn event_callback(event: Value, event_id: &str) -> Value {
     })
 }
 
+/// A message shortcut's `message_action` payload, as Slack sends it: `person` used the
+/// shortcut `callback_id` on the message `ts` in `channel`, posted by `author` (a user id;
+/// with `bot_id` when an app posted it).
+pub fn message_action(
+    callback_id: &str,
+    person: &str,
+    channel: &str,
+    ts: &str,
+    author: &str,
+    bot_id: Option<&str>,
+) -> Value {
+    let mut message = json!({"type": "message", "user": author, "text": "…", "ts": ts});
+    if let Some(b) = bot_id {
+        message["bot_id"] = json!(b);
+    }
+    json!({
+        "type": "message_action",
+        "token": "XXYYZZ",
+        "action_ts": "1700000001.000100",
+        "team": {"id": "T111", "domain": "fake"},
+        "user": {"id": person, "username": person.to_lowercase(), "name": person.to_lowercase(), "team_id": "T111"},
+        "channel": {"id": channel, "name": "directmessage"},
+        "callback_id": callback_id,
+        "trigger_id": "1.2.abc",
+        "message_ts": ts,
+        "message": message,
+        "response_url": "https://hooks.slack.com/app/T111/1/x",
+    })
+}
+
+/// An Events API interactivity post's form body (`payload=<json>`), to sign and POST.
+pub fn interaction_form(payload: &Value) -> String {
+    serde_urlencoded::to_string([("payload", payload.to_string())]).unwrap()
+}
+
 /// `X-Slack-Signature` for a body at a timestamp.
 pub fn sign(secret: &str, timestamp: &str, body: &str) -> String {
     use hmac::{KeyInit, Mac};
@@ -1043,6 +1088,15 @@ async fn web_api(
             ok(
                 json!({"channel": p.channel, "ts": p.ts, "text": p.text, "message": {"type": "message", "text": p.text, "user": BOT_USER, "bot_id": BOT_ID}}),
             )
+        }
+        "chat.postEphemeral" => {
+            // Only to `user`, in `channel` (its thread with `thread_ts`); never a message of
+            // the conversation's: `calls("chat.postEphemeral")` is what was shown.
+            if str_arg("channel").is_none() || str_arg("user").is_none() {
+                return ok_false("invalid_arguments");
+            }
+            let n = s.next_ts.fetch_add(100, Ordering::SeqCst);
+            ok(json!({"message_ts": format!("{}.{:06}", n / 1_000_000, n % 1_000_000)}))
         }
         "reactions.add"
         | "reactions.remove"

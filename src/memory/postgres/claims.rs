@@ -164,19 +164,19 @@ impl Claims for Postgres {
         self.noted(result)
     }
 
-    async fn join(&self, host: &str, pid: u32, lease: Duration) -> Result<u64> {
+    async fn join(&self, host: &str, pid: u32, listen: &str, lease: Duration) -> Result<u64> {
         let result = async {
             let mut client = self.client().await?;
             let tx = client.transaction().await?;
             tx.run("SELECT pg_advisory_xact_lock($1)", &[&DAEMONS_LOCK])
                 .await?;
             tx.run(
-                "INSERT INTO daemons (daemon, host, pid, started_at, heartbeat_at, lease_until)
+                "INSERT INTO daemons (daemon, host, pid, started_at, heartbeat_at, lease_until, listen)
                  VALUES ($1, $2, $3, clock_timestamp(), clock_timestamp(),
-                         clock_timestamp() + $4::bigint * interval '1 millisecond')
+                         clock_timestamp() + $4::bigint * interval '1 millisecond', $5)
                  ON CONFLICT (daemon) DO UPDATE SET heartbeat_at = excluded.heartbeat_at,
-                     lease_until = excluded.lease_until",
-                &[&self.instance(), &host, &i64::from(pid), &ms(lease)],
+                     lease_until = excluded.lease_until, listen = excluded.listen",
+                &[&self.instance(), &host, &i64::from(pid), &ms(lease), &listen],
             )
             .await?;
             let others: i64 = tx
@@ -276,7 +276,8 @@ impl Claims for Postgres {
                             AND c.lease_until > clock_timestamp()),
                         EXISTS (SELECT 1 FROM conversation_claims c
                                  WHERE c.daemon = d.daemon AND c.conversation = $1
-                                   AND c.lease_until > clock_timestamp())
+                                   AND c.lease_until > clock_timestamp()),
+                        d.listen
                    FROM daemons d WHERE d.lease_until > clock_timestamp()
                   ORDER BY d.started_at, d.daemon",
                 &[&LEAD, &WAKING],
@@ -291,6 +292,7 @@ impl Claims for Postgres {
                 heartbeat_ms: r.get(4),
                 conversations: r.get::<_, i64>(5).max(0) as u64,
                 leads: r.get(6),
+                listen: r.get(7),
             })
             .collect())
     }

@@ -18,6 +18,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../../migrations/postgres/0006_shared_budgets.sql"),
     include_str!("../../../migrations/postgres/0007_planned_once.sql"),
     include_str!("../../../migrations/postgres/0008_traces.sql"),
+    include_str!("../../../migrations/postgres/0009_daemon_listen.sql"),
 ];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

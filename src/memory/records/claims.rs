@@ -11,6 +11,9 @@ pub struct DaemonRow {
     pub daemon: String,
     pub host: String,
     pub pid: i64,
+    /// Its HTTP listen address as configured (`[http] listen`, e.g. `0.0.0.0:8080`): where
+    /// `anima watch` finds its stream. Empty for a daemon of an anima before it was kept.
+    pub listen: String,
     /// Unix milliseconds.
     pub started_ms: i64,
     pub heartbeat_ms: i64,

@@ -99,7 +99,7 @@ impl faces::Claims for Sqlite {
     async fn bury(&self, _daemon: &str) -> Result<()> {
         Ok(())
     }
-    async fn join(&self, _host: &str, _pid: u32, _lease: Duration) -> Result<u64> {
+    async fn join(&self, _host: &str, _pid: u32, _listen: &str, _lease: Duration) -> Result<u64> {
         Ok(0)
     }
     async fn woke(&self) -> Result<()> {

@@ -16,6 +16,7 @@ const MORPHISM_CALLS: &[(&str, &str)] = &[
     ("auth_test", "auth.test"),
     ("users_info", "users.info"),
     ("chat_post_message", "chat.postMessage"),
+    ("chat_post_ephemeral", "chat.postEphemeral"),
     ("chat_update", "chat.update"),
     ("chat_start_stream", "chat.startStream"),
     ("chat_append_stream", "chat.appendStream"),
@@ -433,6 +434,43 @@ fn interactivity_is_on_because_the_code_takes_interactions() {
     assert_eq!(m["settings"]["interactivity"]["is_enabled"], json!(true));
 }
 
+/// Every message shortcut in the manifest is one the code answers (a `message_action` with
+/// its callback id), and the code answers no other.
+#[test]
+fn every_message_shortcut_the_code_answers_is_in_the_manifest() {
+    let sources = slack_sources();
+    let why = sources
+        .iter()
+        .find(|c| c.file.ends_with("why.rs"))
+        .expect("src/slack/why.rs");
+    assert!(
+        why.text.contains("SlackInteractionEvent::MessageAction"),
+        "why.rs no longer reads message shortcuts"
+    );
+    let answered: BTreeSet<&str> = sources
+        .iter()
+        .filter(|c| c.text.contains("SlackInteractionEvent::MessageAction"))
+        .map(|_| super::super::why::CALLBACK_ID)
+        .collect();
+    let listed: BTreeSet<&str> = SHORTCUTS.iter().map(|s| s.callback_id).collect();
+    assert_eq!(listed, answered);
+    let m = manifest(&app(&[]), Delivery::Socket, Extent::Minimal);
+    assert_eq!(
+        m["features"]["shortcuts"],
+        json!([{"name": "Why did you say that?", "type": "message", "callback_id": "anima_why",
+                "description": SHORTCUTS[0].description}])
+    );
+    assert!(SHORTCUTS
+        .iter()
+        .all(|s| s.name.chars().count() <= 24 && s.description.chars().count() <= 150));
+    let scopes = bot_scopes(Extent::Minimal);
+    assert!(
+        scopes.contains(&"commands"),
+        "shortcuts need it: {scopes:?}"
+    );
+    assert_eq!(m["settings"]["interactivity"]["is_enabled"], json!(true));
+}
+
 /// Every Slack call goes through a session named `session`, so the scan above sees them all.
 #[test]
 fn every_slack_session_is_named_session() {
@@ -584,6 +622,7 @@ fn socket_mode_has_no_urls_and_every_scope_and_event() {
             "channels:history",
             "channels:read",
             "chat:write",
+            "commands",
             "groups:history",
             "groups:read",
             "im:history",

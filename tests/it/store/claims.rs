@@ -27,7 +27,11 @@ async fn sqlite_grants_every_claim_to_its_one_process() {
     let s = &fresh.store;
     assert_eq!(s.claim("C1:1.0", LEASE).await.unwrap(), Some(0));
     assert!(s.holds("C1:1.0", 0, LEASE).await.unwrap());
-    assert_eq!(s.join("host", 1, LEASE).await.unwrap(), 0, "always alone");
+    assert_eq!(
+        s.join("host", 1, "127.0.0.1:8080", LEASE).await.unwrap(),
+        0,
+        "always alone"
+    );
     s.commit_turn(turn("C1:1.0", 0)).await.unwrap();
 }
 
@@ -160,7 +164,10 @@ async fn daemons_join_and_leave_one_at_a_time() {
     };
     let (a, b) = (&fresh.store, backends::another(&fresh).await);
     // Two starting together: exactly one finds no one else.
-    let (ja, jb) = tokio::join!(a.join("one", 1, LEASE), b.join("two", 2, LEASE));
+    let (ja, jb) = tokio::join!(
+        a.join("one", 1, "127.0.0.1:8081", LEASE),
+        b.join("two", 2, "127.0.0.1:8082", LEASE)
+    );
     let mut joined = [ja.unwrap(), jb.unwrap()];
     joined.sort();
     assert_eq!(joined, [0, 1]);
@@ -187,8 +194,8 @@ async fn one_daemon_leads_and_the_lead_passes_when_it_leaves_or_lapses() {
         return;
     };
     let (a, b) = (&fresh.store, backends::another(&fresh).await);
-    a.join("one", 1, LEASE).await.unwrap();
-    b.join("two", 2, LEASE).await.unwrap();
+    a.join("one", 1, "127.0.0.1:8081", LEASE).await.unwrap();
+    b.join("two", 2, "127.0.0.1:8082", LEASE).await.unwrap();
     assert!(a.lead(LEASE).await.unwrap());
     assert!(!b.lead(LEASE).await.unwrap(), "one leader at a time");
     assert!(a.lead(LEASE).await.unwrap(), "renewed");
@@ -312,9 +319,9 @@ async fn the_first_daemon_wakes_the_soul_and_the_others_see_it_waking() {
         return;
     };
     let (a, b) = (&fresh.store, backends::another(&fresh).await);
-    assert_eq!(a.join("one", 1, LEASE).await.unwrap(), 0);
+    assert_eq!(a.join("one", 1, "127.0.0.1:8081", LEASE).await.unwrap(), 0);
     assert!(!a.waking().await.unwrap(), "not another's");
-    assert_eq!(b.join("two", 2, LEASE).await.unwrap(), 1);
+    assert_eq!(b.join("two", 2, "127.0.0.1:8082", LEASE).await.unwrap(), 1);
     assert!(b.waking().await.unwrap(), "the first is waking the soul");
     assert!(b.unheld_conversations().await.unwrap().is_empty());
     let daemons = b.daemons().await.unwrap();
@@ -330,12 +337,12 @@ async fn the_first_daemon_wakes_the_soul_and_the_others_see_it_waking() {
     a.leave().await.unwrap();
     b.leave().await.unwrap();
     assert_eq!(
-        c.join("three", 3, Duration::from_millis(200))
+        c.join("three", 3, "127.0.0.1:8083", Duration::from_millis(200))
             .await
             .unwrap(),
         0
     );
-    d.join("four", 4, LEASE).await.unwrap();
+    d.join("four", 4, "127.0.0.1:8084", LEASE).await.unwrap();
     assert!(d.waking().await.unwrap());
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!d.waking().await.unwrap(), "the waker's lease ended");
