@@ -16,6 +16,7 @@
 
 pub mod cli;
 pub mod daemon;
+pub mod inspect;
 pub mod service;
 pub mod admin;
 pub mod slack;

@@ -9,6 +9,7 @@ mod check;
 mod check_processes;
 mod dream;
 mod init;
+mod inspect;
 mod mind;
 mod processes;
 mod service;
@@ -63,6 +64,8 @@ pub enum Command {
     },
     /// Write the built-in soul, processes and a commented anima.toml into DIR for editing.
     Init(init::InitArgs),
+    /// The inspector in a browser, without a daemon: prints its login URL.
+    Inspect(inspect::InspectArgs),
     /// User models and their history.
     Users {
         #[command(subcommand)]
@@ -178,6 +181,7 @@ async fn dispatch(cli: Cli) -> CliResult {
         Command::Run => Ok(crate::daemon::run(load_config(config_path)?).await?),
         Command::Check { offline } => check::run(config_path, offline).await,
         Command::Init(args) => init::run(args),
+        Command::Inspect(args) => inspect::run(config_path, args).await,
         Command::Users { command } => users::run(config_path, command).await,
         Command::Processes { command } => processes::run(config_path, command).await,
         Command::Service { command } => service::run(config_path, command),

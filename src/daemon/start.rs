@@ -198,7 +198,12 @@ pub(super) async fn http(
         })?;
     let local = listener.local_addr().map_err(DaemonError::runtime)?;
     info!(addr = %local, "http listening");
-    let routes = http::routes(http_state, events::routes(door.clone()));
+    let inspector = Secret::from_env("ANIMA_INSPECT_TOKEN")
+        .map(|token| crate::inspect::Inspector::new(soul.engine.clone(), token));
+    if inspector.is_some() {
+        info!(addr = %local, "the inspector is served at /inspect/ (ANIMA_INSPECT_TOKEN)");
+    }
+    let routes = http::routes(http_state, events::routes(door.clone()), inspector);
     // Started once (`Policy::StopDaemon`): the listener is the first start's.
     let mut listener = Some(listener);
     tasks.spawn("http", Stage::AtStop, Policy::StopDaemon, move |stop| {

@@ -31,6 +31,7 @@ const PARTS: &[(&str, &[&str], &str)] = &[
             "config",
             "daemon",
             "engine",
+            "inspect",
             "ism",
             "llm",
             "memory",
@@ -56,6 +57,7 @@ const PARTS: &[(&str, &[&str], &str)] = &[
             "config",
             "engine",
             "failpoint",
+            "inspect",
             "memory",
             "metrics",
             "process",
@@ -65,6 +67,13 @@ const PARTS: &[(&str, &[&str], &str)] = &[
             "window",
         ],
         "`anima run`: wiring, signals, the states' protocols carried out",
+    ),
+    (
+        "inspect",
+        &[
+            "config", "engine", "memory", "process", "psyche", "states", "window",
+        ],
+        "the inspector: the soul's window in a browser (pages, JSON API, stream, chat pane)",
     ),
     (
         "slack",
