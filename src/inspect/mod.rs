@@ -14,7 +14,10 @@ mod auth;
 mod chat;
 mod charts;
 mod escape;
+mod graph;
 mod pages;
+mod people;
+mod soul;
 mod stream;
 mod turn;
 
@@ -77,6 +80,10 @@ pub fn routes(inspector: Option<Arc<Inspector>>) -> Router {
         .route("/inspect/turn/{trace}", get(turn::page))
         .route("/inspect/turn/{trace}/text/{part}", get(turn::whole_text))
         .route("/inspect/inner", get(charts::page))
+        .route("/inspect/process", get(graph::page))
+        .route("/inspect/soul", get(soul::page))
+        .route("/inspect/people", get(people::list))
+        .route("/inspect/person", get(people::person))
         .route("/inspect/chat", get(chat::page).post(chat::send))
         .route("/inspect/static/{file}", get(pages::static_file))
         .route("/api/inspect/turns", get(api::turns))

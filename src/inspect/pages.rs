@@ -32,7 +32,10 @@ pub fn frame(title: &str, body: &str) -> Response {
          <script src=\"/inspect/static/inspector.js\" defer></script></head><body>\
          <header><strong>anima</strong> <nav>\
          <a href=\"/inspect/\">Conversations</a> \
+         <a href=\"/inspect/process\">Process</a> \
+         <a href=\"/inspect/soul\">Soul</a> \
          <a href=\"/inspect/inner\">Inner life</a> \
+         <a href=\"/inspect/people\">People</a> \
          <a href=\"/inspect/chat\">Chat</a></nav></header>\
          <main>{body}</main></body></html>",
         escape(title)

@@ -83,8 +83,38 @@ pub fn marked(raw: &str) -> String {
     out
 }
 
-/// The text of the section `name` in a call's prompt: between its tags, when they are there.
-fn section_text<'a>(prompt: &'a str, name: &str) -> Option<&'a str> {
+/// Each section's text in a call's prompt. The engine's sections tile the prompt (each
+/// section's characters follow the ones before it), so each is its slice; a prompt they do
+/// not tile is searched for each section's tags instead.
+fn section_texts(call: &ModelCall) -> Vec<Option<&str>> {
+    let total: u64 = call.sections.iter().map(|s| s.chars).sum();
+    let bounds: Vec<usize> = call
+        .prompt
+        .char_indices()
+        .map(|(i, _)| i)
+        .chain([call.prompt.len()])
+        .collect();
+    if total + 1 == bounds.len() as u64 {
+        let mut at = 0usize;
+        return call
+            .sections
+            .iter()
+            .map(|s| {
+                let end = at + s.chars as usize;
+                let text = &call.prompt[bounds[at]..bounds[end]];
+                at = end;
+                Some(text)
+            })
+            .collect();
+    }
+    call.sections
+        .iter()
+        .map(|s| tagged(&call.prompt, &s.name))
+        .collect()
+}
+
+/// The text between `<name>` and `</name>` in `prompt`, if both are there.
+fn tagged<'a>(prompt: &'a str, name: &str) -> Option<&'a str> {
     let open = format!("<{name}>");
     let close = format!("</{name}>");
     let start = prompt.find(&open)? + open.len();
@@ -110,7 +140,7 @@ fn call_html(out: &mut String, trace: &str, n: usize, call: &ModelCall) {
         let _ = write!(out, "<p class=\"error\">{}</p>", escape(e));
     }
     out.push_str("<h4>Context window</h4><table class=\"sections\"><tr><th>section</th><th>chars</th><th>tokens</th><th>cached</th></tr>");
-    for s in &call.sections {
+    for (s, text) in call.sections.iter().zip(section_texts(call)) {
         let _ = write!(
             out,
             "<tr><td><details class=\"section\" data-section=\"{name}\"><summary>{name}</summary>{text}</details></td>\
@@ -119,7 +149,7 @@ fn call_html(out: &mut String, trace: &str, n: usize, call: &ModelCall) {
             s.tokens,
             if s.cached { "cached" } else { "not cached" },
             name = escape(&s.name),
-            text = match section_text(&call.prompt, &s.name) {
+            text = match text {
                 Some(t) => shown(trace, &format!("prompt-{n}"), t),
                 None => "<p class=\"note\">Its text is in the whole prompt.</p>".into(),
             }
@@ -287,16 +317,33 @@ mod tests {
     }
 
     #[test]
-    fn a_section_is_found_between_its_tags() {
-        let prompt = "<soul>\nI am Wren\n</soul>\n<message>hi</message>";
-        assert_eq!(section_text(prompt, "soul"), Some("I am Wren"));
-        assert_eq!(section_text(prompt, "message"), Some("hi"));
-        assert_eq!(section_text(prompt, "history"), None);
+    fn sections_are_the_prompt_s_slices_when_they_tile_it_else_found_by_their_tags() {
+        use crate::window::Section;
+        let parts = [
+            ("soul", "<soul>Wren 🌍</soul>\n"),
+            ("history", "é\n"),
+            ("message", "<message>hi</message>"),
+        ];
+        let mut call = ModelCall {
+            sections: parts
+                .iter()
+                .map(|(n, t)| Section::of(n, t, false))
+                .collect(),
+            prompt: parts.iter().map(|(_, t)| *t).collect(),
+            ..ModelCall::default()
+        };
+        let texts: Vec<_> = section_texts(&call)
+            .into_iter()
+            .map(Option::unwrap)
+            .collect();
+        assert_eq!(texts, parts.map(|(_, t)| t));
+        call.prompt.push('x');
+        assert_eq!(section_texts(&call), [Some("Wren 🌍"), None, Some("hi")]);
     }
 
     #[test]
     fn a_long_text_is_cut_with_a_link() {
-        let long = "é".repeat(TEXT_CHARS + 5);
+        let long = "é".repeat(3 * TEXT_CHARS);
         let html = shown("abc", "stimulus", &long);
         assert!(html.contains("/inspect/turn/abc/text/stimulus"));
         assert!(html.len() < long.len());

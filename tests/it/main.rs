@@ -25,6 +25,7 @@ mod constrained;
 mod daemon;
 mod first_hour;
 mod hardening;
+mod inspector;
 mod ism;
 mod local_model;
 mod many_daemons;

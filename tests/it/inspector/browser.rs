@@ -1,0 +1,198 @@
+//! The inspector in headless Chromium, driven through chromedriver (`webdriver.rs`): logging
+//! in through the login URL, a turn appearing live, its context window opened, the mood
+//! chart's points, the chat pane's answer, and markup from outside staying text.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use super::webdriver::Browser;
+use super::*;
+
+const XSS_IMG: &str = "<img src=x onerror=alert(1)>";
+const XSS_SCRIPT: &str = "</script><script>alert(1)</script>";
+
+/// No dialog open and no element the page's own markup did not make: no `img`, one script.
+fn nothing_injected(b: &Browser) {
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(b.alert(), None, "an alert dialog opened");
+    let counts = b.script(
+        "return [document.querySelectorAll('img').length, document.scripts.length, \
+         document.scripts[0] ? document.scripts[0].getAttribute('src') : null]",
+        json!([]),
+    );
+    assert_eq!(counts, json!([0, 1, "/inspect/static/inspector.js"]));
+}
+
+fn wait_until(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !f() {
+        assert!(Instant::now() < deadline, "not within {secs} s: {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn sample(home: &Home, at: i64, valence: f64, curiosity: f64) {
+    let body = json!({"mood": {"valence": valence, "arousal": 0.5}, "drives": {"curiosity": curiosity}, "energy": 0.8});
+    wait(home.store().record_psyche_sample(
+        anima::memory::PsycheSample {
+            at,
+            body: body.to_string(),
+        },
+        1_000,
+    ))
+    .unwrap();
+}
+
+#[test]
+fn in_a_browser_a_turn_appears_live_its_context_window_opens_and_the_mood_is_charted() {
+    let model = FakeModel::start();
+    let home = Home::new("anthropic", &model.url(), "");
+    let Some(b) = Browser::start("in_a_browser_a_turn_appears_live") else {
+        return;
+    };
+    let now = anima::memory::now_ms();
+    record(
+        &home,
+        trace(
+            1,
+            "C1:1.0",
+            "Ada",
+            "hello there",
+            "Hello, Ada.",
+            now - 60_000,
+        ),
+    );
+    for i in 0..6 {
+        sample(
+            &home,
+            now - 50_000 + i * 5_000,
+            -0.5 + 0.2 * i as f64,
+            0.1 * i as f64,
+        );
+    }
+    let s = in_process(&model, &home);
+    // The login link: the cookie set, the token gone from the address, the cookie out of
+    // the script's reach.
+    b.goto(&format!("{}/inspect/?token={}", s.base, s.token));
+    assert_eq!(b.current_url(), format!("{}/inspect/", s.base));
+    assert_eq!(b.script("return document.cookie", json!([])), json!(""));
+    b.wait_for(&format!("li.turn[data-trace=\"{}\"]", id(1)), 5);
+    wait_until(5, "the page to follow the stream", || {
+        b.script("return document.body.classList.contains('live')", json!([])) == json!(true)
+    });
+    wait_until(5, "the stream to be watched", || s.engine.hub().watched());
+    // A turn happens: its trace is kept and its response goes by on the stream.
+    let said = format!("look {XSS_IMG} and {XSS_SCRIPT}");
+    record(&home, trace(2, "C1:1.0", "<script>", &said, XSS_IMG, now));
+    s.engine.hub().emit(|| response(2, "C1:1.0"));
+    let item = b.wait_for(&format!("li.turn[data-trace=\"{}\"]", id(2)), 5);
+    let text = b.text(&item);
+    assert!(
+        text.contains("<script>") && text.contains(XSS_IMG),
+        "shown as text: {text}"
+    );
+    let order: Vec<String> = b
+        .all("li.turn")
+        .iter()
+        .map(|e| b.attr(e, "data-trace").unwrap())
+        .collect();
+    assert_eq!(order, [id(2), id(1)], "newest first");
+    nothing_injected(&b);
+    // Its page: every section of the context window, each opening to its text.
+    b.click(&b.all(&format!("li.turn[data-trace=\"{}\"] a", id(2)))[0]);
+    b.wait_for("table.sections", 5);
+    let sections: Vec<String> = b
+        .all("details.section")
+        .iter()
+        .map(|e| b.attr(e, "data-section").unwrap())
+        .collect();
+    assert_eq!(sections, SECTIONS);
+    let message = b.all("details.section[data-section=\"message\"]")[0].clone();
+    assert_eq!(b.attr(&message, "open"), None);
+    b.click(&b.all("details.section[data-section=\"message\"] summary")[0]);
+    let shown = b.text(&b.all("details.section[data-section=\"message\"] pre")[0]);
+    assert_eq!(shown.trim(), format!("<message>\n{said}\n</message>"));
+    let raw = b.text(&b.all("pre.raw")[0]);
+    assert!(
+        raw.contains(&format!("<external_dialogue verb=\"said\">{XSS_IMG}")),
+        "{raw}"
+    );
+    assert_eq!(
+        b.all("pre.raw span.tag").len(),
+        4,
+        "the answer's tags marked"
+    );
+    assert!(b
+        .text(&b.all("section.cognition")[0])
+        .contains("internal_monologue"));
+    nothing_injected(&b);
+    if std::env::var("ANIMA_SCREENSHOT").is_ok_and(|v| v == "1") {
+        b.goto(&format!("{}/inspect/turn/{}", s.base, id(1)));
+        b.click(&b.all("details.section[data-section=\"soul\"] summary")[0]);
+        let png = b.screenshot();
+        assert!(png.starts_with(b"\x89PNG"));
+        std::fs::write(
+            concat!(env!("CARGO_MANIFEST_DIR"), "/docs/inspector.png"),
+            png,
+        )
+        .unwrap();
+    }
+    // The inner life: the mood chart's SVG with a point per sample and series.
+    b.goto(&format!("{}/inspect/inner", s.base));
+    let chart = b.wait_for("svg#chart-mood", 5);
+    assert_eq!(
+        b.all("svg#chart-mood polyline").len(),
+        2,
+        "valence and arousal"
+    );
+    assert_eq!(b.all("svg#chart-mood circle").len(), 12);
+    assert_eq!(b.all("svg#chart-drives circle").len(), 6);
+    let points = b
+        .attr(
+            &b.all("svg#chart-mood g[data-series=\"mood.valence\"] polyline")[0],
+            "points",
+        )
+        .unwrap();
+    assert_eq!(points.split(' ').count(), 6, "{points}");
+    let size = b.script(
+        "return arguments[0].getBoundingClientRect().width",
+        json!([{"element-6066-11e4-a52e-4f66ec8d9a12": chart}]),
+    );
+    assert!(size.as_f64().unwrap() > 100.0, "drawn: {size}");
+}
+
+#[test]
+fn in_a_browser_the_printed_url_logs_in_and_the_chat_pane_answers_with_markup_as_text() {
+    let model = FakeModel::start();
+    model.respond_with(|turn| answer(&format!("you said {}", current_message(turn))));
+    let home = Home::new("anthropic", &model.url(), "");
+    let Some(b) = Browser::start("in_a_browser_the_chat_pane_answers") else {
+        return;
+    };
+    let s = Served::start(&home);
+    b.goto(&s.login);
+    assert_eq!(b.current_url(), format!("{}/inspect/", s.base));
+    b.wait_for("nav", 5);
+    b.click(&b.all("nav a[href=\"/inspect/chat\"]")[0]);
+    let send = |text: &str, n: usize| {
+        let area = b.wait_for("form#chat textarea", 5);
+        b.type_in(&area, text);
+        b.click(&b.all("form#chat button")[0]);
+        wait_until(20, "the reply", || {
+            b.all("#exchange li.answered").len() == n
+        });
+        let li = b.all("#exchange li.answered")[0].clone();
+        let reply = b.text(&b.all("#exchange li.answered .reply")[0]);
+        let monologue = b.text(&b.all("#exchange li.answered .monologue")[0]);
+        (li, reply, monologue)
+    };
+    let (_, reply, monologue) = send("Hello, soul", 1);
+    assert_eq!(reply, "you said Hello, soul");
+    assert_eq!(monologue, "Thinking about: you said Hello, soul");
+    let (_, reply, _) = send(&format!("{XSS_IMG} {XSS_SCRIPT}"), 2);
+    assert!(reply.contains("alert(1)"), "{reply}");
+    nothing_injected(&b);
+    assert_eq!(model.requests().len(), 2);
+    let _: Value = Value::Null;
+}
