@@ -35,6 +35,7 @@ pub async fn run(config_path: Option<&Path>, args: InspectArgs) -> CliResult {
     );
     let token = random_token();
     let inspector = Inspector::new(engine.clone(), Secret::new(token.clone()));
+    let closing = inspector.clone();
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .map_err(|e| Failure::Runtime(format!("cannot listen on {}: {e}", args.listen)))?;
@@ -45,8 +46,9 @@ pub async fn run(config_path: Option<&Path>, args: InspectArgs) -> CliResult {
     if !args.no_open {
         open_browser(&url);
     }
-    let stop = async {
+    let stop = async move {
         let _ = tokio::signal::ctrl_c().await;
+        closing.close();
     };
     let served = axum::serve(listener, routes(Some(inspector)))
         .with_graceful_shutdown(stop)

@@ -49,6 +49,9 @@ pub struct Inspector {
     csrf: String,
     /// The chat pane's turns, one at a time (as `anima chat` takes one line at a time).
     chatting: tokio::sync::Mutex<()>,
+    /// True once the server stops: the open streams end (a graceful shutdown waits for
+    /// every connection, and a stream never ends by itself).
+    closed: tokio::sync::watch::Sender<bool>,
 }
 
 impl Inspector {
@@ -60,7 +63,13 @@ impl Inspector {
             token,
             csrf: random_token(),
             chatting: tokio::sync::Mutex::new(()),
+            closed: tokio::sync::watch::Sender::new(false),
         })
+    }
+
+    /// Ends the open streams, for the server's stop.
+    pub fn close(&self) {
+        self.closed.send_replace(true);
     }
 
     fn hub(&self) -> &Hub {

@@ -1,7 +1,8 @@
 //! `GET /api/inspect/stream`: the soul stream as server-sent events, one `data:` line of a
 //! record's JSON each, a keep-alive comment every 15 s. A client that falls `window::stream::
 //! CAPACITY` records behind is dropped (the stream ends; the page reconnects and reloads), so
-//! a slow browser never holds records or the turns back.
+//! a slow browser never holds records or the turns back. A stream ends when the server stops
+//! (`Inspector::close`).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -24,11 +25,19 @@ pub async fn stream(State(s): State<Arc<Inspector>>, headers: HeaderMap) -> Resp
         return auth::refused();
     }
     let rx = s.hub().subscribe();
-    let events = stream::unfold(rx, |mut rx| async move {
-        match rx.recv().await {
+    let closed = s.closed.subscribe();
+    let events = stream::unfold((rx, closed), |(mut rx, mut closed)| async move {
+        let next = tokio::select! {
+            next = rx.recv() => next,
+            _ = closed.wait_for(|c| *c) => return None,
+        };
+        match next {
             Ok(record) => {
                 let json = serde_json::to_string(&*record).unwrap_or_else(|_| "{}".into());
-                Some((Ok::<_, Infallible>(Event::default().data(json)), rx))
+                Some((
+                    Ok::<_, Infallible>(Event::default().data(json)),
+                    (rx, closed),
+                ))
             }
             // Behind by more than the hub keeps, or the hub gone: this client is dropped.
             Err(RecvError::Lagged(_)) | Err(RecvError::Closed) => None,

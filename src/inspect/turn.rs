@@ -49,26 +49,15 @@ fn shown(trace: &str, part: &str, text: &str) -> String {
     out
 }
 
-/// The raw answer, escaped, its tags (`<name>`, `</name>`) marked; whatever else it holds
-/// stays text.
+/// The raw answer, escaped, its tags (`<name>`, `<name attr="…">`, `</name>`) marked;
+/// whatever else it holds stays text.
 pub fn marked(raw: &str) -> String {
     let mut out = String::with_capacity(raw.len() + 64);
     let mut rest = raw;
     while let Some(open) = rest.find('<') {
         out.push_str(&escape(&rest[..open]));
         let after = &rest[open..];
-        let tag_len = after[1..]
-            .find('>')
-            .filter(|&end| {
-                let name = after[1..1 + end].trim_start_matches('/');
-                !name.is_empty()
-                    && name.len() <= 40
-                    && name
-                        .bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-            })
-            .map(|end| end + 2);
-        match tag_len {
+        match tag_len(after) {
             Some(len) => {
                 let _ = write!(out, "<span class=\"tag\">{}</span>", escape(&after[..len]));
                 rest = &after[len..];
@@ -81,6 +70,22 @@ pub fn marked(raw: &str) -> String {
     }
     out.push_str(&escape(rest));
     out
+}
+
+/// The length of the tag `text` begins with: `<`, an optional `/`, a name of letters, digits,
+/// `_` or `-`, then anything but `<` up to `>` (at most 200 bytes in all).
+fn tag_len(text: &str) -> Option<usize> {
+    let body = text.strip_prefix('<')?;
+    let body = body.strip_prefix('/').unwrap_or(body);
+    let name = body
+        .bytes()
+        .take_while(|b| b.is_ascii_alphanumeric() || *b == b'_' || *b == b'-')
+        .count();
+    if name == 0 {
+        return None;
+    }
+    let end = text.find('>')?;
+    (end < 200 && !text[1..end].contains('<')).then_some(end + 1)
 }
 
 /// Each section's text in a call's prompt. The engine's sections tile the prompt (each
@@ -311,9 +316,14 @@ mod tests {
             marked("<said>hi & <b onclick=x></said>"),
             "<span class=\"tag\">&lt;said&gt;</span>hi &amp; &lt;b onclick=x&gt;<span class=\"tag\">&lt;/said&gt;</span>"
         );
+        assert_eq!(
+            marked("<m verb=\"x\">é</m>"),
+            "<span class=\"tag\">&lt;m verb=&quot;x&quot;&gt;</span>é<span class=\"tag\">&lt;/m&gt;</span>"
+        );
         let soup = "<<<</>>><a<<img src=x onerror=alert(1)>🌍<";
         let html = marked(soup);
         assert!(!html.contains("<img") && !html.contains("<a"), "{html}");
+        assert!(html.ends_with("🌍&lt;"), "{html}");
     }
 
     #[test]

@@ -71,7 +71,7 @@ const PARTS: &[(&str, &[&str], &str)] = &[
     (
         "inspect",
         &[
-            "config", "engine", "memory", "process", "psyche", "states", "window",
+            "config", "engine", "ism", "memory", "process", "psyche", "states", "window",
         ],
         "the inspector: the soul's window in a browser (pages, JSON API, stream, chat pane)",
     ),

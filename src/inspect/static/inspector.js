@@ -48,7 +48,11 @@ function follow(list) {
     clearTimeout(pending);
     pending = setTimeout(() => refreshTimeline(list), 200);
   };
-  document.body.classList.add("live");
+  // Following: the stream is open (a test waits for this before a turn happens).
+  source.onopen = () => document.body.classList.add("live");
+  // The stream ended (the server dropped a lagging page, or stopped): catch up once it is back.
+  source.onerror = () => document.body.classList.remove("live");
+  source.addEventListener("open", () => refreshTimeline(list));
 }
 
 function chat(form) {

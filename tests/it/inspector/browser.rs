@@ -118,10 +118,19 @@ fn in_a_browser_a_turn_appears_live_its_context_window_opens_and_the_mood_is_cha
         raw.contains(&format!("<external_dialogue verb=\"said\">{XSS_IMG}")),
         "{raw}"
     );
+    let tags: Vec<String> = b
+        .all("pre.raw span.tag")
+        .iter()
+        .map(|e| b.text(e))
+        .collect();
     assert_eq!(
-        b.all("pre.raw span.tag").len(),
-        4,
-        "the answer's tags marked"
+        tags.first().map(String::as_str),
+        Some("<internal_monologue verb=\"mused\">"),
+        "the answer's tags marked: {tags:?}"
+    );
+    assert_eq!(
+        tags.last().map(String::as_str),
+        Some("</external_dialogue>")
     );
     assert!(b
         .text(&b.all("section.cognition")[0])
@@ -130,6 +139,7 @@ fn in_a_browser_a_turn_appears_live_its_context_window_opens_and_the_mood_is_cha
     if std::env::var("ANIMA_SCREENSHOT").is_ok_and(|v| v == "1") {
         b.goto(&format!("{}/inspect/turn/{}", s.base, id(1)));
         b.click(&b.all("details.section[data-section=\"soul\"] summary")[0]);
+        b.script("window.scrollTo(0, 0)", json!([]));
         let png = b.screenshot();
         assert!(png.starts_with(b"\x89PNG"));
         std::fs::write(
@@ -140,7 +150,7 @@ fn in_a_browser_a_turn_appears_live_its_context_window_opens_and_the_mood_is_cha
     }
     // The inner life: the mood chart's SVG with a point per sample and series.
     b.goto(&format!("{}/inspect/inner", s.base));
-    let chart = b.wait_for("svg#chart-mood", 5);
+    b.wait_for("svg#chart-mood", 5);
     assert_eq!(
         b.all("svg#chart-mood polyline").len(),
         2,
@@ -156,8 +166,8 @@ fn in_a_browser_a_turn_appears_live_its_context_window_opens_and_the_mood_is_cha
         .unwrap();
     assert_eq!(points.split(' ').count(), 6, "{points}");
     let size = b.script(
-        "return arguments[0].getBoundingClientRect().width",
-        json!([{"element-6066-11e4-a52e-4f66ec8d9a12": chart}]),
+        "return document.querySelector('svg#chart-mood').getBoundingClientRect().width",
+        json!([]),
     );
     assert!(size.as_f64().unwrap() > 100.0, "drawn: {size}");
 }
