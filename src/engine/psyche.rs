@@ -16,6 +16,7 @@
 use tracing::{info, warn};
 
 use super::perception::Message;
+use super::tracer::Tracer;
 use super::{Engine, EngineError};
 use crate::config::AutonomyConfig;
 use crate::memory::faces::Psychology;
@@ -46,6 +47,7 @@ pub(super) async fn psyche_turn(
     autonomy: &AutonomyConfig,
     m: &Message,
     lib: &Loaded,
+    tracer: &Tracer<'_>,
 ) -> Option<Packet> {
     let soul = lib.soul.name().to_string();
     let psyche = lib.psyche.clone();
@@ -63,18 +65,27 @@ pub(super) async fn psyche_turn(
         .or_else(|| m.inbox_id.map(|id| format!("inbox:{id}")));
     let place = Place::default();
     let result = async {
-        match &key {
+        let decided = match &key {
             // A message from the inbox may come again (a retried turn): once only.
             Some(key) => {
                 store
                     .psyche_event_once(&soul, &psyche, &rules, &event, &place, key)
-                    .await?;
+                    .await?
             }
-            None => {
+            None => Some(
                 store
                     .psyche_event(&soul, &psyche, &rules, &event, &place)
-                    .await?;
-            }
+                    .await?,
+            ),
+        };
+        if let Some((_, d)) = decided {
+            tracer.decision("gate", || {
+                let v = d.verdict.name();
+                format!(
+                    "{v} (meaning {:.2}, threshold {:.2})",
+                    d.meaning, d.threshold
+                )
+            });
         }
         store
             .psyche_packet(&soul, &psyche, &people, &event.text, event.at)
@@ -85,13 +96,20 @@ pub(super) async fn psyche_turn(
         Ok(packet) => Some(packet),
         Err(e) => {
             warn!(error = %e, "the psyche could not take this message in; the turn goes on without its inner life");
+            tracer.error(|| format!("the psyche could not take this message in: {e}"));
             None
         }
     }
 }
 
 /// Applies the answer's stance shifts and intention updates, through the table.
-pub(super) async fn psyche_after(store: &dyn Psychology, raw: &str, m: &Message, lib: &Loaded) {
+pub(super) async fn psyche_after(
+    store: &dyn Psychology,
+    raw: &str,
+    m: &Message,
+    lib: &Loaded,
+    tracer: &Tracer<'_>,
+) {
     let (shifts, updates) = answer::read(raw);
     if shifts.is_empty() && updates.is_empty() {
         return;
@@ -129,7 +147,10 @@ pub(super) async fn psyche_after(store: &dyn Psychology, raw: &str, m: &Message,
         .await
     {
         Ok(applied) if !applied.is_empty() => {
-            info!(applied = ?applied, "psyche changed by the answer")
+            info!(applied = ?applied, "psyche changed by the answer");
+            for line in &applied {
+                tracer.memory("psyche", || line.clone());
+            }
         }
         Ok(_) => {}
         Err(e) => warn!(error = %e, "the answer's stances and intentions could not be applied"),
