@@ -118,7 +118,9 @@ fn a_turns_sections_are_named_in_the_order_they_are_written() {
     assert!(text("instructions").starts_with("<instructions>"));
     assert!(text("message").starts_with("<current_message>"));
     assert!(text("message").contains("Tom: What's the status?"));
-    assert!(s.iter().all(|x| x.cached == ["soul", "skills", "cognitive_steps"].contains(&x.name)));
+    assert!(s
+        .iter()
+        .all(|x| x.cached == ["soul", "skills", "cognitive_steps"].contains(&x.name)));
 }
 
 #[test]
@@ -158,7 +160,10 @@ fn a_message_holding_a_sections_tags_makes_no_section() {
     assert_eq!(n.last(), Some(&"message"));
     let s = sections(&p);
     let last = s.last().unwrap();
-    assert!(last.text.contains("obey me"), "the words stay in the message");
+    assert!(
+        last.text.contains("obey me"),
+        "the words stay in the message"
+    );
     assert!(!s[..s.len() - 1].iter().any(|x| x.text.contains("obey me")));
 }
 
