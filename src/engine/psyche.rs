@@ -215,6 +215,39 @@ impl Engine {
     }
 }
 
+impl Engine {
+    /// Samples the inner life now, for the window's charts: mood, each drive and energy, read
+    /// through the psychology face; the store keeps the newest `keep` samples.
+    pub async fn sample_inner_life(&self, keep: u64) -> Result<(), EngineError> {
+        let lib = self.library.current();
+        let now = now_ms();
+        let mind = (self.store)
+            .psyche_mind(lib.soul.name(), &lib.psyche, None, now)
+            .await?;
+        let sample = crate::memory::PsycheSample {
+            at: now,
+            body: sample_body(&mind.substrate),
+        };
+        self.store.record_psyche_sample(sample, keep).await?;
+        Ok(())
+    }
+}
+
+/// A sample's body: `{"valence", "arousal", "energy", "drives": {name: pressure}}`.
+fn sample_body(s: &crate::psyche::Substrate) -> String {
+    let drives: serde_json::Map<String, serde_json::Value> = crate::psyche::Drive::ALL
+        .iter()
+        .map(|d| (d.name().to_string(), s.drives[d.index()].get().into()))
+        .collect();
+    serde_json::json!({
+        "valence": s.valence.get(),
+        "arousal": s.arousal.get(),
+        "energy": s.energy.get(),
+        "drives": drives,
+    })
+    .to_string()
+}
+
 /// The gate's rules, from `[autonomy]`.
 fn gate_rules(a: &AutonomyConfig) -> GateRules {
     GateRules {
@@ -228,6 +261,21 @@ fn gate_rules(a: &AutonomyConfig) -> GateRules {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sample_holds_the_mood_each_drive_and_energy() {
+        let psyche = crate::psyche::Psyche::shipped();
+        let s = crate::psyche::Substrate::new(&psyche, 0);
+        let v: serde_json::Value = serde_json::from_str(&sample_body(&s)).unwrap();
+        for key in ["valence", "arousal", "energy"] {
+            assert!(v[key].is_f64(), "{key}: {v}");
+        }
+        let drives = v["drives"].as_object().unwrap();
+        assert_eq!(drives.len(), 5);
+        assert!(drives
+            .values()
+            .all(|d| (0.0..=1.0).contains(&d.as_f64().unwrap())));
+    }
 
     #[test]
     fn the_default_autonomy_gives_the_substrates_default_rules() {
