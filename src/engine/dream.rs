@@ -142,14 +142,8 @@ impl Engine {
                 .move_state(&map, State::Dream, State::Work, summary, None, &tracer)
                 .await;
         }
-        let columns = super::tracer::Columns {
-            person: None,
-            inbox: None,
-            process: String::new(),
-            reply: None,
-            processes: Vec::new(),
-        };
-        self.keep_trace(tracer.finish(columns)).await;
+        self.keep_trace(tracer.finish(super::tracer::Columns::outside()))
+            .await;
         info!(
             id,
             yielded = r.yielded,

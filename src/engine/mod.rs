@@ -224,14 +224,8 @@ impl Engine {
         if let Ok(text) = &answer {
             tracer.response(text);
         }
-        let columns = tracer::Columns {
-            person: None,
-            inbox: None,
-            process: String::new(),
-            reply: None,
-            processes: Vec::new(),
-        };
-        self.keep_trace(tracer.finish(columns)).await;
+        self.keep_trace(tracer.finish(tracer::Columns::outside()))
+            .await;
         answer
     }
 

@@ -79,6 +79,19 @@ pub(super) struct Columns {
     pub processes: Vec<String>,
 }
 
+impl Columns {
+    /// A call outside any conversation (a state call, a dream): nobody spoke, nothing said.
+    pub fn outside() -> Columns {
+        Columns {
+            person: None,
+            inbox: None,
+            process: String::new(),
+            reply: None,
+            processes: Vec::new(),
+        }
+    }
+}
+
 impl<'h> Tracer<'h> {
     /// The trace `id` of a turn of `kind` in `thread` (empty outside any), kept when `keep`.
     pub fn new(hub: &'h Hub, id: &str, kind: Kind, thread: &str, keep: bool) -> Tracer<'h> {
