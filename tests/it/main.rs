@@ -41,3 +41,4 @@ mod store;
 mod streaming;
 mod tools;
 mod tools_daemon;
+mod window;
