@@ -1,6 +1,7 @@
 //! The inspector in headless Chromium, driven through chromedriver (`webdriver.rs`): logging
-//! in through the login URL, a turn appearing live, its context window opened, the mood
-//! chart's points, the chat pane's answer, and markup from outside staying text.
+//! in through the login URL, a turn appearing live (recorded by the test, and a real one after
+//! a message through the fake Slack), its context window opened, the mood chart's points, the
+//! chat pane's answer, and markup from outside staying text.
 
 use std::time::{Duration, Instant};
 
@@ -205,4 +206,84 @@ fn in_a_browser_the_printed_url_logs_in_and_the_chat_pane_answers_with_markup_as
     nothing_injected(&b);
     assert_eq!(model.requests().len(), 2);
     let _: Value = Value::Null;
+}
+
+#[test]
+fn in_a_browser_a_slack_message_s_turn_appears_live_with_every_section_of_its_context() {
+    const TOKEN: &str = "inspect-0123456789abcdef";
+    let (model, slack) = (
+        FakeModel::start(),
+        crate::support::slack::FakeSlack::start(),
+    );
+    model.respond_with(|turn| answer(&format!("heard: {}", current_message(turn))));
+    let Some(b) = Browser::start("in_a_browser_a_slack_message_s_turn_appears_live") else {
+        return;
+    };
+    let home = crate::support::daemon::home(&model, &slack, "socket", "");
+    let d = crate::support::daemon::Daemon::start_env(&home, &[("ANIMA_INSPECT_TOKEN", TOKEN)]);
+    slack.wait_connected_or(|| d.log());
+    b.goto(&d.url(&format!("/inspect/?token={TOKEN}")));
+    wait_until(10, "the page to follow the stream", || {
+        b.script("return document.body.classList.contains('live')", json!([])) == json!(true)
+    });
+    let text = format!(
+        "<@{}> look {XSS_IMG} {XSS_SCRIPT}",
+        crate::support::slack::BOT_USER
+    );
+    slack.send_event(
+        json!({"type": "app_mention", "user": "U061F7AUR", "text": text, "ts": "1515449522.000016",
+               "channel": "C0LAN2Q65", "event_ts": "1515449522.000016"}),
+        "Ev01",
+        0,
+    );
+    // The soul's wakeup left a trace of its own: the message's turn is the one that heard it.
+    // Read in one script: the list is drawn again as each of the turn's records goes by.
+    let mut found = None;
+    wait_until(20, "the message's turn in the timeline", || {
+        let items = b.script(
+            "return [...document.querySelectorAll('li.turn')].map(li => [li.dataset.trace, li.textContent])",
+            json!([]),
+        );
+        found = items.as_array().unwrap().iter().find_map(|i| {
+            let text = i[1].as_str()?;
+            text.contains("heard: look")
+                .then(|| (i[0].as_str().unwrap().to_string(), text.to_string()))
+        });
+        found.is_some()
+    });
+    let (trace, shown) = found.unwrap();
+    assert!(shown.contains(&format!("heard: look {XSS_IMG}")), "{shown}");
+    nothing_injected(&b);
+    let api = get(
+        &d.url(&format!("/api/inspect/turns/{trace}")),
+        &[("authorization", &format!("Bearer {TOKEN}"))],
+    )
+    .json();
+    let expected: Vec<String> = api["calls"][0]["sections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        expected.iter().any(|n| n == "message") && expected.len() > 3,
+        "{expected:?}"
+    );
+    b.goto(&d.url(&format!("/inspect/turn/{trace}")));
+    b.wait_for("table.sections", 5);
+    let sections: Vec<String> = b
+        .all("section.call:first-of-type details.section")
+        .iter()
+        .map(|e| b.attr(e, "data-section").unwrap())
+        .collect();
+    assert_eq!(sections, expected);
+    b.click(&b.all("details.section[data-section=\"message\"] summary")[0]);
+    let message = b.text(&b.all("details.section[data-section=\"message\"] pre")[0]);
+    // The prompt fences the person's words with their markup as entities: the page shows
+    // the prompt as it was sent, entities and all.
+    assert!(
+        message.contains("look &lt;img src=x onerror=alert(1)&gt; &lt;/script&gt;&lt;script&gt;"),
+        "{message}"
+    );
+    nothing_injected(&b);
 }
