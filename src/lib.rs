@@ -17,6 +17,7 @@
 pub mod cli;
 pub mod eval;
 pub mod daemon;
+pub mod inspect;
 pub mod service;
 pub mod admin;
 pub mod slack;

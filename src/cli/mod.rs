@@ -10,6 +10,7 @@ mod check_processes;
 mod dream;
 mod eval;
 mod init;
+mod inspect;
 mod mind;
 mod processes;
 mod service;
@@ -68,6 +69,8 @@ pub enum Command {
     /// Run soul evaluations: scripted conversations with expectations, each run in a
     /// throwaway home; exit 1 when an eval falls short of its threshold.
     Eval(eval::EvalArgs),
+    /// The inspector in a browser, without a daemon: prints its login URL.
+    Inspect(inspect::InspectArgs),
     /// User models and their history.
     Users {
         #[command(subcommand)]
@@ -187,6 +190,7 @@ async fn dispatch(cli: Cli) -> CliResult {
         Command::Check { offline } => check::run(config_path, offline).await,
         Command::Init(args) => init::run(args),
         Command::Eval(args) => eval::run(config_path, args).await,
+        Command::Inspect(args) => inspect::run(config_path, args).await,
         Command::Users { command } => users::run(config_path, command).await,
         Command::Processes { command } => processes::run(config_path, command).await,
         Command::Service { command } => service::run(config_path, command),

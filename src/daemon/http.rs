@@ -1,5 +1,7 @@
 //! The daemon's HTTP routes on `[http] listen`: `GET /healthz`, `GET /metrics`,
-//! `POST /api/whisper`, `/api/admin/…`, and Slack's `POST /slack/events` door (which `slack::events` owns).
+//! `POST /api/whisper`, `/api/admin/…`, Slack's `POST /slack/events` door (which `slack::events`
+//! owns), and the inspector's `/inspect/` and `/api/inspect/…` (which `inspect` owns; mounted
+//! only with `ANIMA_INSPECT_TOKEN` set, else 404).
 //!
 //! Bodies are capped per route before they are read, and a whisper's token is checked before
 //! its body is read at all. Refused requests are logged at warn at most once a minute per
@@ -48,8 +50,13 @@ pub struct HttpState {
     pub slack_refusals: Arc<Refusals>,
 }
 
-/// The daemon's own routes, with Slack's Events API door (owned by `slack`) beside them.
-pub fn routes(state: Arc<HttpState>, slack_door: Router) -> Router {
+/// The daemon's own routes, with Slack's Events API door (owned by `slack`) and the
+/// inspector (owned by `inspect`: none without its token) beside them.
+pub fn routes(
+    state: Arc<HttpState>,
+    slack_door: Router,
+    inspector: Option<Arc<crate::inspect::Inspector>>,
+) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
@@ -57,6 +64,7 @@ pub fn routes(state: Arc<HttpState>, slack_door: Router) -> Router {
         .route("/api/admin/{action}", get(admin).post(admin))
         .with_state(state)
         .merge(slack_door)
+        .merge(crate::inspect::routes(inspector))
 }
 
 async fn healthz(State(s): State<Arc<HttpState>>) -> Response {

@@ -1,7 +1,8 @@
 //! The soul's scheduled work, every `[processes] proactive_scan_secs` while this daemon leads
 //! it (`company::Lead`): quiet threads' follow-ups, SOLITUDE and DREAM (`states`), the
 //! psyche's tick, the user models' export, the forgetting of quiet conversations
-//! (`forgetting`). Each scan is a task of its own (`tasks`), started again if it fails, and
+//! (`forgetting`), the pruning of traces to `[inspect] keep_turns` and the inner life's
+//! samples for the window's charts (every `SAMPLE_EVERY`, the newest `SAMPLES_KEPT`). Each scan is a task of its own (`tasks`), started again if it fails, and
 //! ends when the daemon stops.
 //!
 //! Owns when the scans run; what each does is the engine's, the router's or the store's.
@@ -10,16 +11,23 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
-use tracing::warn;
+use tracing::{debug, warn};
 
 use super::company::Lead;
 use super::tasks::{Policy, Stage, Tasks};
 use super::{forgetting, states};
 use crate::engine::Engine;
+use crate::memory::Store;
 use crate::router::Router;
 
 /// How far back a tick looks for an overheard message to come back to.
 const TICK_REACH: Duration = Duration::from_secs(15 * 60);
+
+/// How often the inner life is sampled for the window's charts.
+const SAMPLE_EVERY: Duration = Duration::from_secs(5 * 60);
+
+/// The inner life's samples kept (the newest): a week of them.
+const SAMPLES_KEPT: u64 = 2_016;
 
 /// A periodic scan (quiet threads, solitude, dreams, the psyche's tick) that ends when its
 /// token is cancelled (the daemon stops), and runs only while this daemon leads the soul's
@@ -84,12 +92,42 @@ pub(super) fn start(tasks: &Tasks, engine: &Arc<Engine>, router: &Arc<Router>, l
     tasks.spawn("model-exports", Stage::AtStop, Policy::Restart, move |t| {
         model_exports(e.clone(), s(t))
     });
+    let (store, s) = (engine.store().clone(), scan.clone());
+    let keep_turns = engine.config().inspect.keep_turns;
+    tasks.spawn("trace-pruning", Stage::AtStop, Policy::Restart, move |t| {
+        prune_traces(store.clone(), keep_turns, s(t))
+    });
+    let (e, l) = (engine.clone(), lead.clone());
+    tasks.spawn("psyche-samples", Stage::AtStop, Policy::Restart, move |t| {
+        psyche_samples(e.clone(), Scan::new(SAMPLE_EVERY, t, l.clone()))
+    });
     // Without `[memory] keep_days` nothing is forgotten: no task.
     if let Some(keep) = engine.config().memory.keep {
         let (store, s) = (engine.store().clone(), scan);
         tasks.spawn("forgetting", Stage::AtStop, Policy::Restart, move |t| {
             forgetting::quiet_conversations(store.clone(), keep, s(t))
         });
+    }
+}
+
+/// Keeps the newest `keep` traces (`[inspect] keep_turns`; 0 keeps none): at start, then at
+/// every scan.
+async fn prune_traces(store: Arc<dyn Store>, keep: u64, mut scan: Scan) {
+    while scan.next().await {
+        match store.prune_traces(keep).await {
+            Ok(0) => {}
+            Ok(n) => debug!(pruned = n, keep, "traces pruned ([inspect] keep_turns)"),
+            Err(e) => warn!(error = %e, "cannot prune the traces"),
+        }
+    }
+}
+
+/// Samples the inner life for the window's charts: at start, then every `SAMPLE_EVERY`.
+async fn psyche_samples(engine: Arc<Engine>, mut scan: Scan) {
+    while scan.next().await {
+        if let Err(e) = engine.sample_inner_life(SAMPLES_KEPT).await {
+            warn!(error = %e, "the inner life was not sampled");
+        }
     }
 }
 

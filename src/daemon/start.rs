@@ -198,15 +198,27 @@ pub(super) async fn http(
         })?;
     let local = listener.local_addr().map_err(DaemonError::runtime)?;
     info!(addr = %local, "http listening");
-    let routes = http::routes(http_state, events::routes(door.clone()));
+    let inspector = Secret::from_env("ANIMA_INSPECT_TOKEN")
+        .map(|token| crate::inspect::Inspector::new(soul.engine.clone(), token));
+    if inspector.is_some() {
+        info!(addr = %local, "the inspector is served at /inspect/ (ANIMA_INSPECT_TOKEN)");
+    }
+    let routes = http::routes(http_state, events::routes(door.clone()), inspector.clone());
     // Started once (`Policy::StopDaemon`): the listener is the first start's.
     let mut listener = Some(listener);
     tasks.spawn("http", Stage::AtStop, Policy::StopDaemon, move |stop| {
-        let (listener, routes) = (listener.take(), routes.clone());
+        let (listener, routes, inspector) = (listener.take(), routes.clone(), inspector.clone());
         async move {
             let Some(listener) = listener else { return };
+            let stopped = async move {
+                stop.cancelled_owned().await;
+                // The inspector's streams end, or the graceful shutdown would wait on them.
+                if let Some(inspector) = inspector {
+                    inspector.close();
+                }
+            };
             let _ = axum::serve(listener, routes)
-                .with_graceful_shutdown(stop.cancelled_owned())
+                .with_graceful_shutdown(stopped)
                 .await;
         }
     });

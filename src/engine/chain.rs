@@ -140,6 +140,7 @@ impl Caller<'_> {
             };
             let step = step_after(def, &run, &sofar, &turn, chaining);
             log_step(&step, self.config.max_chain);
+            trace_step(self.tracer, &step);
             sofar.state = step.state;
             sofar.transitions.extend(step.record);
             if !step.run_again {
@@ -171,6 +172,8 @@ impl Caller<'_> {
         let (ctx, policy) = (&turn.begun.ctx, &turn.policy);
         let plan = self.plan(def, ctx);
         info!(process = %def.name, interaction = ctx.interaction, steps = ?plan.steps, user_model = plan.inject_user_model, why = plan.user_model_reason, "turn planned");
+        let why = plan.user_model_reason;
+        (self.tracer).plan(&def.name, &plan.steps, plan.inject_user_model, why);
         let (message, newer, speech) = match turn.p {
             Perception::Message(m) => (
                 Some((m.display_name.as_str(), m.text.as_str())),
@@ -285,6 +288,30 @@ fn step_after(
             chain_cut: false,
         },
     }
+}
+
+/// Tells the turn's trace where the machine took the thread.
+fn trace_step(tracer: &super::tracer::Tracer, step: &machine::Step) {
+    let Some(r) = &step.record else { return };
+    tracer.decision("process", || {
+        let by = match (&r.action, r.rule) {
+            (Some(action), _) => format!("the action {action}"),
+            (None, Some(rule)) => format!("rule {rule}"),
+            (None, None) => "a fallback".to_string(),
+        };
+        let mut text = format!("{} → {} ({by}", r.from, r.to);
+        if r.execute_now {
+            text.push_str(", at once");
+        }
+        if let Some(missing) = &step.fell_back_from {
+            text.push_str(&format!("; {missing} does not exist, so main"));
+        }
+        if step.chain_cut {
+            text.push_str("; the execute_now chain's bound was reached");
+        }
+        text.push(')');
+        text
+    });
 }
 
 /// Whether the template's shutdown reads `pending_professional_referral`.

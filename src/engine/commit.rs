@@ -11,12 +11,12 @@ use tracing::{info, warn};
 
 use super::apply::Outcome;
 use super::begin::Begun;
-use super::chain::Chained;
+use super::chain::{Chained, Failed};
 use super::model::Run;
 use super::perception::{answer, Perception, Policy, FOLLOW_UP_QUESTION};
 use super::run::Ran;
+use super::tracer::{Columns, Tracer};
 use super::{Engine, EngineError, TurnOutcome, PROVIDER_DOWN_REPLY};
-use crate::llm::LlmError;
 use crate::memory::faces::Turns;
 use crate::memory::{EntryType, NewEntry, StoreError, TurnRecord, UserRecord};
 use crate::process::{Loaded, TransitionRecord};
@@ -227,6 +227,47 @@ fn trace_turn(
     info!("turn done");
 }
 
+/// Tells the trace what the committed turn wrote and what it says.
+fn trace_written(tracer: &Tracer, begun: &Begun, outcome: &TurnOutcome) {
+    if outcome.user_model_updated {
+        let user = &begun.ctx.user;
+        let version = user.model_version + 1;
+        tracer.memory("user_model", || {
+            format!(
+                "{} ({}): version {version}",
+                user.display_name, user.user_id
+            )
+        });
+    }
+    for c in &outcome.state_changes {
+        tracer.memory("soul_state", || format!("{}: {} → {}", c.key, c.from, c.to));
+    }
+    if outcome.said {
+        tracer.response(&outcome.reply);
+    }
+}
+
+/// The columns a turn's trace is found by: who spoke, the inbox row answered, where the
+/// thread stands, what was said; the processes that ran and, if it moved on after them, where
+/// it stands.
+fn columns(p: &Perception, outcome: &TurnOutcome) -> Columns {
+    let (person, inbox) = match p {
+        Perception::Message(m) => (Some(m.user_id.clone()), m.inbox_id),
+        Perception::Quiet(_) => (None, None),
+    };
+    let mut processes = outcome.ran.clone();
+    if processes.last() != Some(&outcome.process) {
+        processes.push(outcome.process.clone());
+    }
+    Columns {
+        person,
+        inbox,
+        process: outcome.process.clone(),
+        reply: outcome.said.then(|| outcome.reply.clone()),
+        processes,
+    }
+}
+
 /// Writes the turn in one transaction: the user whose model changed, if any. When another
 /// daemon holds the conversation now nothing of the turn is written, and what its begin
 /// took goes back (the number, if no turn began since; the whisper at once, not when its
@@ -264,6 +305,7 @@ impl Engine {
         lib: &Loaded,
         chained: Chained,
         started: Instant,
+        tracer: Tracer<'_>,
     ) -> Result<TurnOutcome, EngineError> {
         let Settled {
             record,
@@ -281,9 +323,17 @@ impl Engine {
             outcome.model_us,
         );
         trace_turn(&record, &outcome, last.as_ref(), word, started);
-        let changed_user = write(self.store.as_ref(), record, taken).await?;
+        let changed_user = match write(self.store.as_ref(), record, taken).await {
+            Ok(changed) => changed,
+            Err(e) => {
+                tracer.error(|| format!("the turn was not committed: {e}"));
+                self.keep_trace(tracer.finish(columns(p, &outcome))).await;
+                return Err(e);
+            }
+        };
+        trace_written(&tracer, begun, &outcome);
         if let Some(to) = requested {
-            self.request_state(&to, &outcome.process).await?;
+            self.request_state(&to, &outcome.process, &tracer).await?;
         }
         if changed_user.is_some() {
             // Every version git has not seen yet, this one last (the model is safe in SQLite
@@ -291,8 +341,10 @@ impl Engine {
             self.export_pending_models().await?;
         }
         if let (Perception::Message(m), Some(run)) = (p, &last) {
-            super::psyche::psyche_after(self.store.as_ref(), &run.completion.text, m, lib).await;
+            let store = self.store.as_ref();
+            super::psyche::psyche_after(store, &run.completion.text, m, lib, &tracer).await;
         }
+        self.keep_trace(tracer.finish(columns(p, &outcome))).await;
         Ok(TurnOutcome {
             cognition: last.map(|r| r.cognition),
             ..outcome
@@ -305,11 +357,16 @@ impl Engine {
         &self,
         p: &Perception,
         begun: &Begun,
-        process: String,
-        ran: Vec<String>,
-        e: LlmError,
-        (model_us, model_calls): (u64, u32),
+        failed: Failed,
+        tracer: Tracer<'_>,
     ) -> Result<TurnOutcome, EngineError> {
+        let Failed {
+            error: e,
+            model_us,
+            calls: model_calls,
+            process,
+            ran,
+        } = failed;
         let said = matches!(p, Perception::Message(_));
         let turns: &dyn Turns = self.store.as_ref();
         if said {
@@ -336,7 +393,7 @@ impl Engine {
         tracing::Span::current().record("process", process.as_str());
         tracing::Span::current().record("outcome", "model_failed");
         self.count_turn(&process, "model_failed", &[], std::time::Instant::now(), 0);
-        Ok(TurnOutcome {
+        let outcome = TurnOutcome {
             reply: if said {
                 PROVIDER_DOWN_REPLY.to_string()
             } else {
@@ -361,7 +418,12 @@ impl Engine {
             iterations: 0,
             streamed: String::new(),
             machine_log: Vec::new(),
-        })
+        };
+        if outcome.said {
+            tracer.response(&outcome.reply);
+        }
+        self.keep_trace(tracer.finish(columns(p, &outcome))).await;
+        Ok(outcome)
     }
 
     /// Counts a finished turn: by process and outcome, its transitions, its own time.
@@ -394,7 +456,12 @@ impl Engine {
 
     /// A process rule asked for PLAY or WORK: moved if the template allows it from where the
     /// soul is, else said why not (the turn is done either way).
-    async fn request_state(&self, to: &str, process: &str) -> Result<(), EngineError> {
+    async fn request_state(
+        &self,
+        to: &str,
+        process: &str,
+        tracer: &Tracer<'_>,
+    ) -> Result<(), EngineError> {
         let Some(to) = crate::states::State::from_name(to) else {
             warn!(
                 process,
@@ -407,9 +474,15 @@ impl Engine {
         let by = format!("the process rule into {process}");
         let moved = crate::admin::request_state(self.store.as_ref(), &template, to, &by).await;
         match moved {
-            Ok(m) => info!(from = %m.from, to = %m.to, cause = %m.cause, "cognitive state moved"),
+            Ok(m) => {
+                info!(from = %m.from, to = %m.to, cause = %m.cause, "cognitive state moved");
+                tracer.decision("state", || format!("{} → {} ({})", m.from, m.to, m.cause));
+            }
             Err(crate::admin::RequestError::Store(e)) => return Err(e.into()),
-            Err(refused) => info!(reason = %refused, "cognitive state request refused"),
+            Err(refused) => {
+                info!(reason = %refused, "cognitive state request refused");
+                tracer.decision("state", || format!("{to} refused: {refused}"));
+            }
         }
         Ok(())
     }

@@ -12,10 +12,12 @@ use serde::Serialize;
 use serde_json::json;
 use tracing::{info, warn};
 
+use super::tracer::Tracer;
 use super::Engine;
 use crate::memory::dream::Upkeep;
 use crate::memory::{move_state, now_ms, NewMove, Quiet, StoreError};
 use crate::states::{Map, State};
+use crate::window::Kind;
 
 /// What a dream did, as stored and printed.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -88,7 +90,10 @@ impl Engine {
                 "another dream is running; try again once it ends".into(),
             ));
         };
-        let (from, dreaming_in) = self.enter_dream(&map, cause, quiet).await?;
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let tracer = Tracer::new(&self.hub, &id, Kind::Dream, "", self.keeps_traces());
+        tracer.stimulus(cause);
+        let (from, dreaming_in) = self.enter_dream(&map, cause, quiet, &tracer).await?;
         let cause_owned = cause.to_string();
         let id = self.store.begin_dream(&cause_owned).await?;
         let mut r = DreamReport {
@@ -106,7 +111,7 @@ impl Engine {
         let consolidation = super::consolidate::Dreaming {
             dreams: self.store.as_ref(),
             states: self.store.as_ref(),
-            caller: self.caller(),
+            caller: self.caller(&tracer),
             library: lib,
             dreaming_in,
             hold: &dreaming,
@@ -116,6 +121,7 @@ impl Engine {
             r.errors.push(e.to_string());
         }
         self.upkeep(&mut r).await;
+        trace_dreamt(&tracer, &r);
         r.complete = !r.yielded && r.errors.is_empty() && r.backlog_left == 0;
         r.took_ms = now_ms() - started;
         let report = serde_json::to_value(&r).unwrap_or_default();
@@ -133,9 +139,11 @@ impl Engine {
             );
             // Only from DREAM: a message or a shutdown may have moved the soul already.
             let _ = self
-                .move_state(&map, State::Dream, State::Work, summary, None)
+                .move_state(&map, State::Dream, State::Work, summary, None, &tracer)
                 .await;
         }
+        self.keep_trace(tracer.finish(super::tracer::Columns::outside()))
+            .await;
         info!(
             id,
             yielded = r.yielded,
@@ -157,6 +165,7 @@ impl Engine {
         map: &Map,
         cause: &str,
         quiet: Option<Quiet>,
+        tracer: &Tracer<'_>,
     ) -> Result<(State, State), DreamError> {
         let now = self.store.cognitive_state().await?;
         let mut from = State::from_name(&now.state).unwrap_or(State::Shutdown);
@@ -167,6 +176,7 @@ impl Engine {
                 State::Work,
                 "the last dream ended without a word (its process was killed)".into(),
                 None,
+                tracer,
             )
             .await?;
             from = State::Work;
@@ -179,14 +189,15 @@ impl Engine {
                 )))
             }
             State::Play | State::Solitude => {
-                self.move_state(map, from, State::Work, format!("to dream: {cause}"), quiet)
+                let to_work = format!("to dream: {cause}");
+                self.move_state(map, from, State::Work, to_work, quiet, tracer)
                     .await?;
-                self.move_state(map, State::Work, State::Dream, cause.to_string(), quiet)
+                self.move_state(map, State::Work, State::Dream, cause.into(), quiet, tracer)
                     .await?;
                 State::Dream
             }
             State::Work => {
-                self.move_state(map, State::Work, State::Dream, cause.to_string(), quiet)
+                self.move_state(map, State::Work, State::Dream, cause.into(), quiet, tracer)
                     .await?;
                 State::Dream
             }
@@ -222,6 +233,7 @@ impl Engine {
         to: State,
         cause: String,
         quiet: Option<Quiet>,
+        tracer: &Tracer<'_>,
     ) -> Result<(), DreamError> {
         let map = map.clone();
         let busy = quiet.map(|q| (q, "someone wrote meanwhile".to_string()));
@@ -242,9 +254,28 @@ impl Engine {
         match moved {
             Ok(m) => {
                 info!(from = %m.from, to = %m.to, cause = %m.cause, "cognitive state moved");
+                tracer.decision("state", || format!("{} → {} ({})", m.from, m.to, m.cause));
                 Ok(())
             }
             Err(why) => Err(DreamError::Refused(why)),
         }
+    }
+}
+
+/// Tells the dream's trace what it wrote and what went wrong.
+fn trace_dreamt(tracer: &Tracer, r: &DreamReport) {
+    if r.threads_consolidated > 0 {
+        tracer.memory("summary", || {
+            format!(
+                "{} thread(s): {} entries summarised, {} pruned, {} episode(s) kept",
+                r.threads_consolidated, r.entries_summarised, r.entries_pruned, r.episodes
+            )
+        });
+    }
+    for user in &r.models_refreshed {
+        tracer.memory("user_model", || format!("{user}: refreshed by the dream"));
+    }
+    for e in &r.errors {
+        tracer.error(|| e.clone());
     }
 }

@@ -5,7 +5,9 @@
 //! facts rules read, whether a dialogue will stand), `model` (the call, streamed or not,
 //! parsed) and `apply` (answers → writes); `psyche` takes a message into the psychology
 //! substrate and gives the turn its inner life in words; `dream` carries out a dream and
-//! `consolidate` its memory consolidation.
+//! `consolidate` its memory consolidation; `tracer` gathers what a model-facing turn leaves
+//! for the soul's window (its trace, kept after the commit) and sends its moments to the soul
+//! stream (`Engine::hub`) as they happen.
 //!
 //! Each stage takes what it uses, not the engine: `begin`, `commit`'s write, `psyche` and
 //! `consolidate` the store's faces they read or write (`Turns`, `States`, `Psychology`,
@@ -30,6 +32,7 @@ mod prompting;
 mod psyche;
 mod run;
 mod tool;
+mod tracer;
 
 use std::sync::Arc;
 
@@ -55,6 +58,7 @@ use crate::parse::Cognition;
 use crate::process::Library;
 use crate::prompt::TurnPlan;
 use crate::soul::SoulFiles;
+use crate::window::Kind;
 
 /// What the user is told when the model cannot be reached. Short and honest; the full error
 /// goes to the log.
@@ -213,7 +217,16 @@ impl Engine {
         call: &crate::states::calls::Call,
         timeout: std::time::Duration,
     ) -> Result<String, String> {
-        self.caller().state_call(call, timeout).await
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let tracer = tracer::Tracer::new(&self.hub, &id, Kind::State, "", self.keeps_traces());
+        tracer.stimulus(call.kind);
+        let answer = self.caller(&tracer).state_call(call, timeout).await;
+        if let Ok(text) = &answer {
+            tracer.response(text);
+        }
+        self.keep_trace(tracer.finish(tracer::Columns::outside()))
+            .await;
+        answer
     }
 
     /// Counts turns, model calls, tokens and transitions in `metrics` (the daemon's).
@@ -361,7 +374,7 @@ impl Engine {
                 model_ms = empty, engine_ms = empty, outcome = empty, model_calls = empty, iterations = empty)
             }
         };
-        self.run(p).instrument(span).await
+        self.run(p, &trace).instrument(span).await
     }
 
     /// Threads quiet for `proactive_idle_minutes` at `now_ms` (a clock the caller controls).

@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use tracing::{debug, info};
 
+use super::tracer::{Sent, Tracer};
 use super::{Engine, Speech};
 use crate::config::Config;
 use crate::llm::{self, ChatRequest, Completion, Constraint, LlmError, Message, Role};
@@ -16,9 +17,9 @@ use crate::parse::{parse_json_response, parse_response, Cognition, DialogueStrea
 use crate::prompt::{self, TurnPlan};
 
 /// What the calling stages (chain, run, model, tool) need of the engine, and nothing else:
-/// the configuration, the provider, the answers' shapes, the counters and the tool servers.
-/// Borrowed, so building one per turn costs nothing; no store is reachable from here (the
-/// calls decide, the commit writes).
+/// the configuration, the provider, the answers' shapes, the counters, the tool servers and
+/// the turn's tracer. Borrowed, so building one per turn costs nothing; no store is reachable
+/// from here (the calls decide, the commit writes).
 #[derive(Clone, Copy)]
 pub(super) struct Caller<'a> {
     pub config: &'a Config,
@@ -26,17 +27,20 @@ pub(super) struct Caller<'a> {
     pub shapes: &'a prompt::shape::Cache,
     pub metrics: Option<&'a Metrics>,
     pub tools: Option<&'a crate::tools::Tools>,
+    /// Where the calls, their answers and what the stages decide are told.
+    pub tracer: &'a Tracer<'a>,
 }
 
 impl Engine {
-    /// The calling stages' view of this engine.
-    pub(super) fn caller(&self) -> Caller<'_> {
+    /// The calling stages' view of this engine, telling `tracer`.
+    pub(super) fn caller<'a>(&'a self, tracer: &'a Tracer<'a>) -> Caller<'a> {
         Caller {
             config: &self.config,
             provider: self.provider.as_ref(),
             shapes: &self.shapes,
             metrics: self.metrics.as_deref(),
             tools: self.tools.as_deref(),
+            tracer,
         }
     }
 }
@@ -62,21 +66,33 @@ impl Caller<'_> {
             constraint: constraint.as_ref(),
         };
         let started = std::time::Instant::now();
+        self.tracer.sent(call.kind, Sent::State(call));
         let result = tokio::time::timeout(timeout, self.provider.complete(request, None)).await;
         let latency = started.elapsed();
+        let result = result.unwrap_or_else(|_| {
+            Err(LlmError::Timeout {
+                provider: self.provider.name(),
+                secs: timeout.as_secs(),
+            })
+        });
+        let us = latency.as_micros() as u64;
+        let answered = result.as_ref().map(|c| (c, us)).map_err(|e| (e, us));
+        let model = self.provider.model();
+        (self.tracer).answered(call.kind, Sent::State(call), model, answered);
         let json = matches!(constraint, Some(crate::llm::Constraint::JsonSchema(_)));
         let (ok, out) = match result {
             // The readers take tags: an answer in its JSON form is written as them.
-            Ok(Ok(c)) if json => (
+            Ok(c) if json => (
                 true,
                 Ok(crate::parse::json_as_tags(&c.text).unwrap_or(c.text)),
             ),
-            Ok(Ok(c)) => (true, Ok(c.text)),
-            Ok(Err(e)) => (false, Err(e.to_string())),
-            Err(_) => (
+            Ok(c) => (true, Ok(c.text)),
+            // The call's own bound (the provider's is longer, or it would have said so).
+            Err(LlmError::Timeout { .. }) if latency >= timeout => (
                 false,
                 Err(format!("no answer within {} s", timeout.as_secs_f32())),
             ),
+            Err(e) => (false, Err(e.to_string())),
         };
         if let Some(m) = self.metrics {
             m.state_calls.inc();

@@ -1,19 +1,36 @@
 //! The one turn pipeline, for every kind of perception: `begin` (record the message, take
 //! its number, claim a whisper, read the context) → `chain` (the thread's process, run after
 //! run: plan → prompt → model → parse → apply → step) → `commit` (the turn in one
-//! transaction, then the export of changed user models to git).
+//! transaction, then the export of changed user models to git) → the turn's trace kept (its
+//! own write, after the commit; see `tracer`).
 //!
 //! What differs between kinds is the `Policy` (counted or not, whisper or not, chaining or
 //! not, extra questions) and the stage `begin`; everything else is shared.
 
+use tracing::warn;
+
 use super::begin::{begin, leave_rest};
 use super::perception::Perception;
 use super::psyche::psyche_turn;
+use super::tracer::Tracer;
 use super::{Engine, EngineError, TurnOutcome};
+use crate::memory::TraceRow;
+use crate::window::Kind;
 
 impl Engine {
-    pub(super) async fn run(&self, p: &Perception) -> Result<TurnOutcome, EngineError> {
+    /// Runs `p` as the turn whose trace is `trace`.
+    pub(super) async fn run(
+        &self,
+        p: &Perception,
+        trace: &str,
+    ) -> Result<TurnOutcome, EngineError> {
         let started = std::time::Instant::now();
+        let (kind, stimulus) = match p {
+            Perception::Message(m) => (Kind::Message, m.text.as_str()),
+            Perception::Quiet(_) => (Kind::Thought, "a quiet conversation"),
+        };
+        let tracer = Tracer::new(&self.hub, trace, kind, p.thread(), self.keeps_traces());
+        tracer.stimulus(stimulus);
         let lib = self.library.current();
         let store = self.store.as_ref();
         let keeps_sessions = self.provider.keeps_sessions();
@@ -22,16 +39,32 @@ impl Engine {
             leave_rest(store, &mut begun.ctx).await?;
         }
         let packet = match p {
-            Perception::Message(m) => psyche_turn(store, &self.config.autonomy, m, &lib).await,
+            Perception::Message(m) => {
+                psyche_turn(store, &self.config.autonomy, m, &lib, &tracer).await
+            }
             Perception::Quiet(_) => None,
         };
-        match self.caller().chain(p, &begun, &lib, packet.as_ref()).await {
-            Ok(chained) => self.commit(p, &begun, &lib, chained, started).await,
-            Err(f) => {
-                let spent = (f.model_us, f.calls);
-                self.failed(p, &begun, f.process, f.ran, f.error, spent)
-                    .await
-            }
+        let chained = self
+            .caller(&tracer)
+            .chain(p, &begun, &lib, packet.as_ref())
+            .await;
+        match chained {
+            Ok(chained) => self.commit(p, &begun, &lib, chained, started, tracer).await,
+            Err(f) => self.failed(p, &begun, f, tracer).await,
+        }
+    }
+
+    /// Whether this engine keeps its turns' traces (`[inspect] keep_turns` above 0).
+    pub(super) fn keeps_traces(&self) -> bool {
+        self.config.inspect.keep_turns > 0
+    }
+
+    /// Keeps a finished trace, in its own write: one that cannot be written is logged, and
+    /// the turn goes on (a trace never fails a turn).
+    pub(super) async fn keep_trace(&self, row: Option<TraceRow>) {
+        let Some(row) = row else { return };
+        if let Err(e) = self.store.record_trace(row).await {
+            warn!(error = %e, "the turn's trace was not kept");
         }
     }
 }

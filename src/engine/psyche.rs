@@ -16,6 +16,7 @@
 use tracing::{info, warn};
 
 use super::perception::Message;
+use super::tracer::Tracer;
 use super::{Engine, EngineError};
 use crate::config::AutonomyConfig;
 use crate::memory::faces::Psychology;
@@ -46,6 +47,7 @@ pub(super) async fn psyche_turn(
     autonomy: &AutonomyConfig,
     m: &Message,
     lib: &Loaded,
+    tracer: &Tracer<'_>,
 ) -> Option<Packet> {
     let soul = lib.soul.name().to_string();
     let psyche = lib.psyche.clone();
@@ -63,18 +65,27 @@ pub(super) async fn psyche_turn(
         .or_else(|| m.inbox_id.map(|id| format!("inbox:{id}")));
     let place = Place::default();
     let result = async {
-        match &key {
+        let decided = match &key {
             // A message from the inbox may come again (a retried turn): once only.
             Some(key) => {
                 store
                     .psyche_event_once(&soul, &psyche, &rules, &event, &place, key)
-                    .await?;
+                    .await?
             }
-            None => {
+            None => Some(
                 store
                     .psyche_event(&soul, &psyche, &rules, &event, &place)
-                    .await?;
-            }
+                    .await?,
+            ),
+        };
+        if let Some((_, d)) = decided {
+            tracer.decision("gate", || {
+                let v = d.verdict.name();
+                format!(
+                    "{v} (meaning {:.2}, threshold {:.2})",
+                    d.meaning, d.threshold
+                )
+            });
         }
         store
             .psyche_packet(&soul, &psyche, &people, &event.text, event.at)
@@ -85,13 +96,20 @@ pub(super) async fn psyche_turn(
         Ok(packet) => Some(packet),
         Err(e) => {
             warn!(error = %e, "the psyche could not take this message in; the turn goes on without its inner life");
+            tracer.error(|| format!("the psyche could not take this message in: {e}"));
             None
         }
     }
 }
 
 /// Applies the answer's stance shifts and intention updates, through the table.
-pub(super) async fn psyche_after(store: &dyn Psychology, raw: &str, m: &Message, lib: &Loaded) {
+pub(super) async fn psyche_after(
+    store: &dyn Psychology,
+    raw: &str,
+    m: &Message,
+    lib: &Loaded,
+    tracer: &Tracer<'_>,
+) {
     let (shifts, updates) = answer::read(raw);
     if shifts.is_empty() && updates.is_empty() {
         return;
@@ -129,7 +147,10 @@ pub(super) async fn psyche_after(store: &dyn Psychology, raw: &str, m: &Message,
         .await
     {
         Ok(applied) if !applied.is_empty() => {
-            info!(applied = ?applied, "psyche changed by the answer")
+            info!(applied = ?applied, "psyche changed by the answer");
+            for line in &applied {
+                tracer.memory("psyche", || line.clone());
+            }
         }
         Ok(_) => {}
         Err(e) => warn!(error = %e, "the answer's stances and intentions could not be applied"),
@@ -194,6 +215,39 @@ impl Engine {
     }
 }
 
+impl Engine {
+    /// Samples the inner life now, for the window's charts: mood, each drive and energy, read
+    /// through the psychology face; the store keeps the newest `keep` samples.
+    pub async fn sample_inner_life(&self, keep: u64) -> Result<(), EngineError> {
+        let lib = self.library.current();
+        let now = now_ms();
+        let mind = (self.store)
+            .psyche_mind(lib.soul.name(), &lib.psyche, None, now)
+            .await?;
+        let sample = crate::memory::PsycheSample {
+            at: now,
+            body: sample_body(&mind.substrate),
+        };
+        self.store.record_psyche_sample(sample, keep).await?;
+        Ok(())
+    }
+}
+
+/// A sample's body: `{"valence", "arousal", "energy", "drives": {name: pressure}}`.
+fn sample_body(s: &crate::psyche::Substrate) -> String {
+    let drives: serde_json::Map<String, serde_json::Value> = crate::psyche::Drive::ALL
+        .iter()
+        .map(|d| (d.name().to_string(), s.drives[d.index()].get().into()))
+        .collect();
+    serde_json::json!({
+        "valence": s.valence.get(),
+        "arousal": s.arousal.get(),
+        "energy": s.energy.get(),
+        "drives": drives,
+    })
+    .to_string()
+}
+
 /// The gate's rules, from `[autonomy]`.
 fn gate_rules(a: &AutonomyConfig) -> GateRules {
     GateRules {
@@ -207,6 +261,21 @@ fn gate_rules(a: &AutonomyConfig) -> GateRules {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sample_holds_the_mood_each_drive_and_energy() {
+        let psyche = crate::psyche::Psyche::shipped();
+        let s = crate::psyche::Substrate::new(&psyche, 0);
+        let v: serde_json::Value = serde_json::from_str(&sample_body(&s)).unwrap();
+        for key in ["valence", "arousal", "energy"] {
+            assert!(v[key].is_f64(), "{key}: {v}");
+        }
+        let drives = v["drives"].as_object().unwrap();
+        assert_eq!(drives.len(), 5);
+        assert!(drives
+            .values()
+            .all(|d| (0.0..=1.0).contains(&d.as_f64().unwrap())));
+    }
 
     #[test]
     fn the_default_autonomy_gives_the_substrates_default_rules() {

@@ -17,6 +17,7 @@ use tracing::{info, warn};
 use super::apply::Outcome;
 use super::model::{Caller, Run, Streaming};
 use super::prompting::{run_prompt, RunInput};
+use super::tracer::Sent;
 use crate::ism::{Action, Choice, Effect, Ending, Ism, Iteration, Loop};
 use crate::llm::LlmError;
 use crate::memory::{Entry, EntryType, NewEntry, SoulState, UsageRecord, UserRecord};
@@ -169,6 +170,10 @@ impl Caller<'_> {
                 arguments: s.arguments,
             });
             let given = choice.clone().unwrap_or_default();
+            (self.tracer).decision("selection", || match &choice {
+                Some(c) => format!("{} ({})", c.actions.join(", "), c.reasoning.trim()),
+                None => "no selection could be read from the answer".into(),
+            });
             got.last = Some(run);
             let decision = lp.choose(choice);
             if let Some(it) = lp.log().last() {
@@ -262,6 +267,14 @@ impl Caller<'_> {
             Effect::Tool { server, tool } => {
                 let arguments = given.arguments_for(&action.name);
                 let (call, account) = self.call_tool(&action.name, server, tool, arguments).await;
+                (self.tracer).decision("tool", || {
+                    let (tool, outcome, ms) = (&call.tool, &call.outcome, call.ms);
+                    let size = account.chars().count();
+                    format!(
+                        "{tool} {}: {outcome} in {ms} ms, {size} characters back",
+                        call.arguments
+                    )
+                });
                 lp.called(call);
                 account
             }
@@ -341,11 +354,22 @@ impl Caller<'_> {
             (built, constraint)
         };
         let (built, constraint) = built;
+        let purpose = purpose(machine.map(|(_, _, call)| call));
+        self.tracer.sent(&purpose, Sent::Built(&built));
         let called = self
             .call(&built, rs.session, plan, model, stream, constraint.as_ref())
             .await;
         self.count_call(&called);
+        let answered = match &called {
+            Ok(run) => Ok((&run.completion, run.latency_us)),
+            Err((e, us)) => Err((e, *us)),
+        };
+        let asked = model.unwrap_or(self.provider.model());
+        (self.tracer).answered(&purpose, Sent::Built(&built), asked, answered);
         let run = called.map_err(|(e, us)| (e, rs.spent.model_us + us))?;
+        if !matches!(machine, Some((_, _, MachineCall::Select))) {
+            self.tracer.cognition(&run.cognition);
+        }
         rs.spent.model_us += run.latency_us;
         rs.spent.usage.push(self.usage_record(&run));
         rs.outcome
@@ -394,6 +418,16 @@ impl Gathered {
             iterations: lp.iterations(),
             log: lp.log().to_vec(),
         }
+    }
+}
+
+/// What a call is for, as its trace names it.
+fn purpose(call: Option<MachineCall>) -> String {
+    match call {
+        None => "turn".into(),
+        Some(MachineCall::Select) => "selection".into(),
+        Some(MachineCall::Act(action)) => format!("effect: {action}"),
+        Some(MachineCall::Close) => "closing".into(),
     }
 }
 

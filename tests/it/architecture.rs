@@ -32,6 +32,7 @@ const PARTS: &[(&str, &[&str], &str)] = &[
             "daemon",
             "engine",
             "eval",
+            "inspect",
             "ism",
             "llm",
             "memory",
@@ -70,6 +71,7 @@ const PARTS: &[(&str, &[&str], &str)] = &[
             "config",
             "engine",
             "failpoint",
+            "inspect",
             "memory",
             "metrics",
             "process",
@@ -79,6 +81,13 @@ const PARTS: &[(&str, &[&str], &str)] = &[
             "window",
         ],
         "`anima run`: wiring, signals, the states' protocols carried out",
+    ),
+    (
+        "inspect",
+        &[
+            "config", "engine", "ism", "memory", "process", "psyche", "states", "window",
+        ],
+        "the inspector: the soul's window in a browser (pages, JSON API, stream, chat pane)",
     ),
     (
         "slack",

@@ -1,0 +1,120 @@
+//! Who may look: the token (`ANIMA_INSPECT_TOKEN`, or the one `anima inspect` makes), given
+//! once in the login link, kept in an HttpOnly, SameSite=Strict cookie, or sent as a bearer
+//! header; the chat's CSRF token. Every comparison is in constant time.
+
+use std::io::Read;
+
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use subtle::ConstantTimeEq;
+
+use super::Inspector;
+
+/// The session cookie's name.
+pub const COOKIE: &str = "anima_inspect";
+
+/// 32 random bytes from the operating system, as 64 hex digits.
+pub fn random_token() -> String {
+    let mut bytes = [0u8; 32];
+    let read = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
+    if read.is_err() {
+        // No /dev/urandom: two version-4 UUIDs, from the same source of randomness uuid uses.
+        bytes[..16].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
+        bytes[16..].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Whether `given` is `expected`, in constant time (an empty `given` never is).
+pub fn same(given: &str, expected: &str) -> bool {
+    !given.is_empty() && given.as_bytes().ct_eq(expected.as_bytes()).unwrap_u8() == 1
+}
+
+/// The token the request carries: its bearer header, else its session cookie.
+fn presented(headers: &HeaderMap) -> &str {
+    if let Some(bearer) = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+    {
+        return bearer.trim();
+    }
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == COOKIE)
+        .map(|(_, value)| value.trim())
+        .unwrap_or("")
+}
+
+/// Whether the request may see the inspector.
+pub fn allowed(s: &Inspector, headers: &HeaderMap) -> bool {
+    same(presented(headers), s.token.expose())
+}
+
+/// A request without the token: 401.
+pub fn refused() -> Response {
+    (
+        StatusCode::UNAUTHORIZED,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        "401: open the inspector through its login link (it carries the token)\n",
+    )
+        .into_response()
+}
+
+/// The login link's answer: the cookie set, and a 303 to the page without the token in its
+/// address; 401 for a wrong token.
+pub fn login(s: &Inspector, token: &str) -> Response {
+    if !same(token, s.token.expose()) {
+        return refused();
+    }
+    let cookie = format!(
+        "{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/",
+        s.token.expose()
+    );
+    (
+        StatusCode::SEE_OTHER,
+        [
+            (header::SET_COOKIE, cookie),
+            (header::LOCATION, "/inspect/".to_string()),
+        ],
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_64_hex_digits_and_differ() {
+        let (a, b) = (random_token(), random_token());
+        assert_eq!(a.len(), 64);
+        assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn the_cookie_or_the_bearer_is_read() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::COOKIE,
+            "a=b; anima_inspect=tok ; c=d".parse().unwrap(),
+        );
+        assert_eq!(presented(&h), "tok");
+        h.insert(header::AUTHORIZATION, "Bearer other".parse().unwrap());
+        assert_eq!(presented(&h), "other");
+        assert_eq!(presented(&HeaderMap::new()), "");
+    }
+
+    #[test]
+    fn nothing_matches_an_empty_or_different_token() {
+        assert!(same("abc", "abc"));
+        assert!(!same("", ""));
+        assert!(!same("abd", "abc"));
+        assert!(!same("ab", "abc"));
+    }
+}
