@@ -6,6 +6,7 @@
 use tracing::info;
 
 use super::perception::Perception;
+use super::tracer::Tracer;
 use super::EngineError;
 use crate::config::Config;
 use crate::memory::faces::{States, Turns};
@@ -129,6 +130,7 @@ fn claim_lease_ms(config: &Config, lib: &Loaded) -> i64 {
 pub(super) async fn leave_rest(
     states: &dyn States,
     ctx: &mut TurnContext,
+    tracer: &Tracer<'_>,
 ) -> Result<(), EngineError> {
     use crate::states::State;
     let from = State::from_name(&ctx.cognitive_state);
@@ -153,6 +155,7 @@ pub(super) async fn leave_rest(
     match moved {
         Ok(m) => {
             info!(from = %m.from, to = %m.to, "cognitive state moved: a message arrived");
+            tracer.decision("state", || format!("{} → {} ({})", m.from, m.to, m.cause));
             ctx.cognitive_state = m.to;
         }
         Err(now) => ctx.cognitive_state = now,

@@ -36,7 +36,7 @@ impl Engine {
         let keeps_sessions = self.provider.keeps_sessions();
         let mut begun = begin(store, &self.config, keeps_sessions, p, &lib).await?;
         if matches!(p, Perception::Message(_)) {
-            leave_rest(store, &mut begun.ctx).await?;
+            leave_rest(store, &mut begun.ctx, &tracer).await?;
         }
         let packet = match p {
             Perception::Message(m) => {
