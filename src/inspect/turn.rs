@@ -314,7 +314,8 @@ mod tests {
     fn tags_are_marked_and_soup_stays_text() {
         assert_eq!(
             marked("<said>hi & <b onclick=x></said>"),
-            "<span class=\"tag\">&lt;said&gt;</span>hi &amp; &lt;b onclick=x&gt;<span class=\"tag\">&lt;/said&gt;</span>"
+            // A tag with attributes is marked too: escaped, it is text whatever it says.
+            "<span class=\"tag\">&lt;said&gt;</span>hi &amp; <span class=\"tag\">&lt;b onclick=x&gt;</span><span class=\"tag\">&lt;/said&gt;</span>"
         );
         assert_eq!(
             marked("<m verb=\"x\">é</m>"),
