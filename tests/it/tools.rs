@@ -6,7 +6,7 @@
 
 use crate::support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -593,34 +593,6 @@ description = "Answer the person"
 effect = "respond"
 "#;
 
-fn research_home(model: &FakeModel, log: &Path) -> Home {
-    let server = format!(
-        "\n[[tools.servers]]\nname = \"kb\"\ncommand = [\"{}\", \"{FAKE}\", \"--log\", \"{}\"]\ntimeout_secs = 10\n",
-        python(),
-        log.display()
-    );
-    let home = Home::new(
-        "anthropic",
-        &model.url(),
-        &format!("model = \"m\"\n\n[processes]\ninitial = \"research\"\n{server}"),
-    );
-    let dir: PathBuf = home.dir.path().join("processes");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("research.toml"), RESEARCH).unwrap();
-    std::fs::write(
-        dir.join("main.toml"),
-        "name = \"main\"\nsteps = [\"external_dialogue\"]\n",
-    )
-    .unwrap();
-    let cfg = std::fs::read_to_string(home.config()).unwrap().replacen(
-        "[paths]\n",
-        &format!("[paths]\nprocesses_dir = \"{}\"\n", dir.display()),
-        1,
-    );
-    std::fs::write(home.config(), cfg).unwrap();
-    home
-}
-
 #[test]
 fn a_tool_using_ism_in_chat_gives_one_reply_per_message_and_a_result_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
@@ -641,7 +613,7 @@ fn a_tool_using_ism_in_chat_gives_one_reply_per_message_and_a_result_changes_not
         .reply(&select("Lookup", Some("{\"term\": \"again\"}")))
         .reply(&select("Respond", None))
         .reply(&said("Found it again."));
-    let home = research_home(&model, &log);
+    let home = research_home(&model, &log, RESEARCH);
     let r = home.run(
         &["chat", "--json", "--user", "Ada", "--show-thoughts"],
         "What is rust?\nAnd the fragile page?\nOnce more?\n",
@@ -730,7 +702,7 @@ fn a_tool_using_ism_in_chat_gives_one_reply_per_message_and_a_result_changes_not
 fn check_names_an_unknown_server_and_an_unknown_tool_with_file_and_line() {
     let dir = tempfile::tempdir().unwrap();
     let model = FakeModel::start();
-    let home = research_home(&model, &dir.path().join("calls"));
+    let home = research_home(&model, &dir.path().join("calls"), RESEARCH);
     let file = home.dir.path().join("processes/research.toml");
     let text = RESEARCH
         .replace("tool = \"kb.inject\"", "tool = \"kb.nothing\"")

@@ -6,13 +6,11 @@
 
 use crate::support;
 
-use std::path::{Path, PathBuf};
-
 use anima::memory::TraceRow;
 use anima::window::TraceBody;
 use serde_json::json;
 use support::daemon::{home as daemon_home, Daemon};
-use support::mcp::{eventually, select, server_toml};
+use support::mcp::{eventually, research_home, select};
 use support::slack::{self, FakeSlack};
 use support::*;
 
@@ -142,30 +140,6 @@ description = "Answer the person"
 effect = "respond"
 "#;
 
-fn research_home(model: &FakeModel, log: &Path) -> Home {
-    let server = server_toml("kb", log, &[]);
-    let home = Home::new(
-        "anthropic",
-        &model.url(),
-        &format!("model = \"m\"\n\n[processes]\ninitial = \"research\"\n{server}"),
-    );
-    let dir: PathBuf = home.dir.path().join("processes");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("research.toml"), RESEARCH).unwrap();
-    std::fs::write(
-        dir.join("main.toml"),
-        "name = \"main\"\nsteps = [\"external_dialogue\"]\n",
-    )
-    .unwrap();
-    let cfg = std::fs::read_to_string(home.config()).unwrap().replacen(
-        "[paths]\n",
-        &format!("[paths]\nprocesses_dir = \"{}\"\n", dir.display()),
-        1,
-    );
-    std::fs::write(home.config(), cfg).unwrap();
-    home
-}
-
 #[test]
 fn an_ism_turns_trace_has_each_selection_each_call_and_the_tool_call() {
     let dir = tempfile::tempdir().unwrap();
@@ -177,7 +151,7 @@ fn an_ism_turns_trace_has_each_selection_each_call_and_the_tool_call() {
         .reply(&select("Lookup", Some("{\"term\": \"rust\"}")))
         .reply(&select("Respond", None))
         .reply(&support::mcp::said("Rust: a small word."));
-    let home = research_home(&model, &log);
+    let home = research_home(&model, &log, RESEARCH);
     let r = home.run(&["chat", "--json", "--user", "Ada"], "What is rust?\n");
     assert_eq!(r.status, 0, "{}", r.stderr);
     let turn: serde_json::Value = serde_json::from_str(r.stdout.trim()).unwrap();

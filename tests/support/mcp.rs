@@ -18,6 +18,33 @@ pub fn python() -> String {
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
+/// A home whose threads start in the ISM `process` (a process file's text, its name
+/// `research`), with the fake server `kb` logging its calls to `log`, against `model`
+/// (Anthropic's format), and a `main` that only speaks.
+pub fn research_home(model: &super::FakeModel, log: &Path, process: &str) -> super::Home {
+    let server = server_toml("kb", log, &[]);
+    let home = super::Home::new(
+        "anthropic",
+        &model.url(),
+        &format!("model = \"m\"\n\n[processes]\ninitial = \"research\"\n{server}"),
+    );
+    let dir = home.dir.path().join("processes");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("research.toml"), process).unwrap();
+    std::fs::write(
+        dir.join("main.toml"),
+        "name = \"main\"\nsteps = [\"external_dialogue\"]\n",
+    )
+    .unwrap();
+    let cfg = std::fs::read_to_string(home.config()).unwrap().replacen(
+        "[paths]\n",
+        &format!("[paths]\nprocesses_dir = \"{}\"\n", dir.display()),
+        1,
+    );
+    std::fs::write(home.config(), cfg).unwrap();
+    home
+}
+
 /// A `[[tools.servers]]` table for the fake named `name`, logging its calls to `log`, with
 /// more `flags`.
 pub fn server_toml(name: &str, log: &Path, flags: &[&str]) -> String {
