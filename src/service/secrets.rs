@@ -63,6 +63,7 @@ pub fn optional(config: &Config) -> Vec<String> {
         "OPENAI_API_KEY",
         "ANIMA_ADMIN_TOKEN",
         "ANIMA_WHISPER_TOKEN",
+        "ANIMA_INSPECT_TOKEN",
     ]
     .into_iter()
     .map(String::from)
@@ -330,6 +331,7 @@ mod tests {
         let c = toml("[llm]\nprovider = \"anthropic\"\n");
         let opt = optional(&c);
         assert!(opt.contains(&"OPENAI_API_KEY".to_string()));
+        assert!(opt.contains(&"ANIMA_INSPECT_TOKEN".to_string()));
         assert!(
             !opt.contains(&"ANTHROPIC_API_KEY".to_string()),
             "needed, not optional"
