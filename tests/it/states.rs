@@ -142,6 +142,9 @@ fn a_dream_leaves_the_last_hour_whole_so_the_shutdown_still_sees_a_crisis() {
 
     let mut d = Daemon::start(&h);
     slack.wait_connected_or(|| d.log());
+    // Slack answers while the soul may still be waking: stopped before it is awake, there is
+    // no shutdown to decide (it never left SHUTDOWN).
+    wait_state(&h, "WORK", 20, || d.log());
     model.state(Script::Hang);
     assert_eq!(d.terminate(), 0, "{}", d.log());
     let m = last_move(&h);
