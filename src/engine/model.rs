@@ -64,6 +64,7 @@ impl Caller<'_> {
             session: None,
             model: None,
             constraint: constraint.as_ref(),
+            images: &[],
         };
         let started = std::time::Instant::now();
         self.tracer.sent(call.kind, Sent::State(call));
@@ -210,6 +211,7 @@ impl Caller<'_> {
             session,
             model,
             constraint,
+            images: &[],
         };
         let started = Instant::now();
         let max_chars = self.config.pipeline.max_response_chars;

@@ -69,6 +69,7 @@ pub async fn ask(
         session: None,
         model: None,
         constraint: None,
+        images: &[],
     };
     provider
         .complete(req, None)

@@ -402,6 +402,7 @@ mod tests {
             session: None,
             model: None,
             constraint: None,
+            images: &[],
         }
     }
 

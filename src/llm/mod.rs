@@ -11,6 +11,7 @@ pub mod anthropic;
 pub mod claude_cli;
 mod error;
 mod http;
+pub mod image;
 pub mod openai;
 pub mod retry;
 pub mod select;
@@ -21,6 +22,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 pub use error::LlmError;
+pub use image::{Image, ImageError, ImageLimits};
 pub use structured::{Constraint, Form};
 
 /// Who wrote an earlier message.
@@ -56,6 +58,9 @@ pub struct ChatRequest<'a> {
     /// What the answer is held to, for a provider whose server takes it (see
     /// [`Provider::structured`]); others ignore it.
     pub constraint: Option<&'a Constraint>,
+    /// Images shared with this turn's message, already fitted to [`Provider::image_limits`];
+    /// empty for a provider that reads none.
+    pub images: &'a [Image],
 }
 
 impl ChatRequest<'_> {
@@ -105,6 +110,11 @@ pub trait Provider: Send + Sync {
     /// The form of constraint the server takes now: none when it takes none, when
     /// `[llm] structured_output` is off, or once it refused one.
     fn structured(&self) -> Option<Form> {
+        None
+    }
+    /// What images the provider reads (scaled down to fit first), or `None` when it reads
+    /// none: the soul is then told an image was shared that it cannot see.
+    fn image_limits(&self) -> Option<ImageLimits> {
         None
     }
     /// One call. When `deltas` is given and the provider streams, text arrives there as it
