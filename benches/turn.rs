@@ -235,6 +235,7 @@ fn main() {
         machine: None,
         summary: None,
         psyche: None,
+        attachments: &[],
         message: "What's the status of the BG3 port, and what should I do next?",
     };
     let built = build_prompt(&input);
@@ -470,6 +471,7 @@ fn asked(thread: &str) -> Perception {
         user_id: "U1".into(),
         display_name: "Tom".into(),
         text: "What's the status of the port?".into(),
+        attachments: Vec::new(),
         source: None,
         inbox_id: None,
         claim: None,

@@ -37,6 +37,7 @@ pub mod toml_file;
 pub mod soul;
 pub mod assistant;
 pub mod steps;
+pub mod files;
 pub mod window;
 pub mod metrics;
 pub mod telemetry;

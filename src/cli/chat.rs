@@ -88,6 +88,7 @@ pub async fn run(config_path: Option<&Path>, args: ChatArgs) -> CliResult {
                 user_id: user_id.clone(),
                 display_name: name.clone(),
                 text: line,
+                attachments: Vec::new(),
                 source: None,
                 inbox_id: None,
                 claim: None,

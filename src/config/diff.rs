@@ -31,6 +31,7 @@ pub fn changed_sections(old: &Config, new: &Config) -> Vec<&'static str> {
         listen,
         admin_users,
         inspect,
+        files,
         autonomy,
         tools: _,
         store,
@@ -79,6 +80,7 @@ pub fn changed_sections(old: &Config, new: &Config) -> Vec<&'static str> {
         ("autonomy", *autonomy != new.autonomy),
         ("admin", *admin_users != new.admin_users),
         ("inspect", *inspect != new.inspect),
+        ("files", *files != new.files),
         ("http", *listen != new.listen),
         ("store", *store != new.store),
     ];

@@ -51,6 +51,7 @@ pub struct Config {
     /// Slack user ids allowed to send admin commands by DM.
     pub admin_users: Vec<String>,
     pub inspect: InspectConfig,
+    pub files: FilesConfig,
     pub autonomy: AutonomyConfig,
     /// `[[tools.servers]]`: the MCP servers whose tools ISM actions may call.
     pub tools: Vec<ToolServer>,
@@ -76,6 +77,19 @@ impl InspectConfig {
         };
         allowed.iter().any(|u| u == user)
     }
+}
+
+/// `[files]`: what the soul reads of the files people share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FilesConfig {
+    /// The most bytes read of one file; a larger one is named to the soul, not read.
+    pub max_bytes: u64,
+    /// The most files read of one message; the others are named.
+    pub max_files: u32,
+    /// Images go to the model where the provider reads them.
+    pub images: bool,
+    /// The most characters of a text file's or a PDF's text the prompt shows.
+    pub text_chars: u64,
 }
 
 /// `[store]`: which backend holds the soul. The PostgreSQL connection string is not here: it

@@ -25,6 +25,7 @@ pub struct RawConfig {
     pub http: RawHttp,
     pub admin: RawAdmin,
     pub inspect: RawInspect,
+    pub files: RawFiles,
     pub tools: super::tools::RawTools,
     pub store: RawStore,
 }
@@ -365,6 +366,27 @@ impl Default for RawInspect {
         RawInspect {
             keep_turns: 500,
             why_users: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize))]
+#[serde(deny_unknown_fields, default)]
+pub struct RawFiles {
+    pub max_bytes: u64,
+    pub max_files: u32,
+    pub images: bool,
+    pub text_chars: u64,
+}
+
+impl Default for RawFiles {
+    fn default() -> Self {
+        RawFiles {
+            max_bytes: 10 * 1024 * 1024,
+            max_files: 5,
+            images: true,
+            text_chars: 20_000,
         }
     }
 }

@@ -8,8 +8,9 @@ use std::path::{Path, PathBuf};
 
 use super::raw::{RawAutonomy, RawConfig, RawLlm, RawSlack};
 use super::{
-    schema, tools, AutonomyConfig, Config, ConfigError, InspectConfig, IsmConfig, LlmConfig,
-    MemoryConfig, PipelineConfig, Problem, SlackConfig, StatesConfig, StoreConfig, ToolServer,
+    schema, tools, AutonomyConfig, Config, ConfigError, FilesConfig, InspectConfig, IsmConfig,
+    LlmConfig, MemoryConfig, PipelineConfig, Problem, SlackConfig, StatesConfig, StoreConfig,
+    ToolServer,
 };
 
 /// The line on which `key` is set inside `[section]`, for messages about valid TOML with bad values.
@@ -187,6 +188,12 @@ fn assemble(raw: RawConfig, parsed: Parsed, file: Option<&Path>, base: &Path) ->
         inspect: InspectConfig {
             keep_turns: raw.inspect.keep_turns,
             why_users: raw.inspect.why_users.clone(),
+        },
+        files: FilesConfig {
+            max_bytes: raw.files.max_bytes,
+            max_files: raw.files.max_files,
+            images: raw.files.images,
+            text_chars: raw.files.text_chars,
         },
         autonomy: autonomy(&raw.autonomy),
         listen: parsed.listen,

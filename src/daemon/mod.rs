@@ -85,6 +85,9 @@ pub async fn run(config: Arc<Config>) -> Result<(), DaemonError> {
     }
     let (soul, woken) = start::soul(&config, &tasks, hangups).await?;
     let slack = start::slack(&config, &tokens, &soul.metrics);
+    if let Some(files) = &slack.files {
+        soul.engine.fetch_files_with(files.clone());
+    }
     let events = start::http(&config, &tasks, &soul, &slack, &tokens).await?;
 
     let bot = match door::slack_takes_tokens(&slack.api, tokens.app.as_ref(), &stop).await {

@@ -145,6 +145,8 @@ pub(super) struct Slack {
     pub client: Arc<SlackHyperClient>,
     pub api: Arc<SlackApi>,
     pub words: Arc<Words>,
+    /// Fetches the files people share (with the bot token, from Slack's file hosts only).
+    pub files: Option<Arc<crate::slack::files::SlackFiles>>,
 }
 
 pub(super) fn slack(config: &Config, tokens: &Tokens, metrics: &Arc<Metrics>) -> Slack {
@@ -157,7 +159,20 @@ pub(super) fn slack(config: &Config, tokens: &Tokens, metrics: &Arc<Metrics>) ->
             .with_metrics(metrics.clone())
             .with_words(words.clone()),
     );
-    Slack { client, api, words }
+    let files = match crate::slack::files::SlackFiles::new(&config.slack.api_base_url, &tokens.bot)
+    {
+        Ok(f) => Some(Arc::new(f)),
+        Err(e) => {
+            tracing::warn!(error = %e, "shared files will not be read");
+            None
+        }
+    };
+    Slack {
+        client,
+        api,
+        words,
+        files,
+    }
 }
 
 /// Listens on `[http] listen` and serves the routes ("http": the daemon stops if the server

@@ -6,6 +6,7 @@
 use tracing::info;
 
 use super::perception::Perception;
+use super::shared::Shared;
 use super::tracer::Tracer;
 use super::EngineError;
 use crate::config::Config;
@@ -28,6 +29,8 @@ pub(super) struct Begun {
     pub quiet_minutes: Option<u64>,
     /// Names this turn's claim on a whisper.
     pub claimant: String,
+    /// What the message's shared files gave the turn (none for a quiet spell).
+    pub shared: Shared,
 }
 
 /// The stage where the kinds differ: what is recorded and read before the first run, through
@@ -39,6 +42,7 @@ pub(super) async fn begin(
     keeps_sessions: bool,
     p: &Perception,
     lib: &Loaded,
+    shared: Shared,
 ) -> Result<Begun, EngineError> {
     let window = config.pipeline.memory_window;
     let claimant = uuid::Uuid::new_v4().simple().to_string();
@@ -50,7 +54,7 @@ pub(super) async fn begin(
                     thread: m.thread.clone(),
                     user_id: m.user_id.clone(),
                     display_name: m.display_name.clone(),
-                    text: m.text.clone(),
+                    text: shared.remembered(&m.text),
                     source: m.source.clone(),
                     inbox: m.inbox_id,
                     window,
@@ -79,6 +83,7 @@ pub(super) async fn begin(
                 quiet_minutes: None,
                 claimant,
                 ctx,
+                shared,
             })
         }
         Perception::Quiet(q) => {
@@ -99,6 +104,7 @@ pub(super) async fn begin(
                 quiet_minutes: Some(quiet),
                 claimant,
                 ctx,
+                shared,
             })
         }
     }

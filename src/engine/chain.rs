@@ -55,6 +55,8 @@ struct Turn<'a> {
     moment: Moment<'a>,
     /// The questions the engine adds to the processes' own.
     extra_queries: Vec<&'static str>,
+    /// The files shared with the message, as the prompt shows them.
+    attachments: Vec<prompt::Attachment<'a>>,
 }
 
 /// What the chain's runs have decided so far.
@@ -101,6 +103,7 @@ impl Caller<'_> {
             },
             policy,
             extra_queries,
+            attachments: begun.shared.sections(),
         };
         let mut sofar = Sofar {
             state: begun.state.clone(),
@@ -219,6 +222,7 @@ impl Caller<'_> {
                 machine: None,
                 queries: None,
                 psyche: turn.packet,
+                attachments: &turn.attachments,
             },
             soul,
             outcome,

@@ -31,6 +31,7 @@ mod pipeline;
 mod prompting;
 mod psyche;
 mod run;
+mod shared;
 mod tool;
 mod tracer;
 
@@ -149,6 +150,8 @@ pub struct Engine {
     awake: tokio::sync::watch::Sender<Gate>,
     /// The soul stream: the turn's phases, sent to whoever watches.
     hub: crate::window::Hub,
+    /// Fetches the files shared with a message (the surface's; see `fetch_files_with`).
+    fetcher: std::sync::OnceLock<Arc<dyn crate::files::Fetch>>,
 }
 
 impl Engine {
@@ -169,6 +172,7 @@ impl Engine {
             tools: None,
             awake: tokio::sync::watch::Sender::new(Gate::Open),
             hub: Default::default(),
+            fetcher: Default::default(),
         }
     }
 

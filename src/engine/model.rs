@@ -29,6 +29,9 @@ pub(super) struct Caller<'a> {
     pub tools: Option<&'a crate::tools::Tools>,
     /// Where the calls, their answers and what the stages decide are told.
     pub tracer: &'a Tracer<'a>,
+    /// The images shared with this turn's message, fitted to the provider (a call about
+    /// the message carries them; none outside a message).
+    pub images: &'a [crate::llm::image::Image],
 }
 
 impl Engine {
@@ -41,6 +44,7 @@ impl Engine {
             metrics: self.metrics.as_deref(),
             tools: self.tools.as_deref(),
             tracer,
+            images: &[],
         }
     }
 }
@@ -211,7 +215,7 @@ impl Caller<'_> {
             session,
             model,
             constraint,
-            images: &[],
+            images: self.images,
         };
         let started = Instant::now();
         let max_chars = self.config.pipeline.max_response_chars;

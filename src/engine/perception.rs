@@ -26,6 +26,9 @@ pub struct Message {
     pub user_id: String,
     pub display_name: String,
     pub text: String,
+    /// The files shared with it (their description only): fetched and read in the turn, so
+    /// a turn retried reads them again. Empty: the turn pays nothing for files.
+    pub attachments: Vec<crate::files::Attachment>,
     /// Where the message came from (an inbox row), so a retried turn records it once.
     pub source: Option<String>,
     /// The inbox row this turn answers; its reply is fixed in the turn's transaction.

@@ -34,7 +34,13 @@ impl Engine {
         let lib = self.library.current();
         let store = self.store.as_ref();
         let keeps_sessions = self.provider.keeps_sessions();
-        let mut begun = begin(store, &self.config, keeps_sessions, p, &lib).await?;
+        // The files shared with a message, read before it is recorded: a crash mid-download
+        // leaves the message to be answered (once) by the next attempt.
+        let shared = match p {
+            Perception::Message(m) => self.read_shared(m).await,
+            Perception::Quiet(_) => Default::default(),
+        };
+        let mut begun = begin(store, &self.config, keeps_sessions, p, &lib, shared).await?;
         if matches!(p, Perception::Message(_)) {
             leave_rest(store, &mut begun.ctx, &tracer).await?;
         }
@@ -44,10 +50,11 @@ impl Engine {
             }
             Perception::Quiet(_) => None,
         };
-        let chained = self
-            .caller(&tracer)
-            .chain(p, &begun, &lib, packet.as_ref())
-            .await;
+        let caller = super::model::Caller {
+            images: &begun.shared.images,
+            ..self.caller(&tracer)
+        };
+        let chained = caller.chain(p, &begun, &lib, packet.as_ref()).await;
         match chained {
             Ok(chained) => self.commit(p, &begun, &lib, chained, started, tracer).await,
             Err(f) => self.failed(p, &begun, f, tracer).await,

@@ -32,6 +32,8 @@ pub(super) struct RunInput<'a> {
     pub queries: Option<&'a [String]>,
     /// The soul's inner life in words, for a message turn.
     pub psyche: Option<&'a crate::psyche::Packet>,
+    /// The files shared with the message, as the prompt shows them.
+    pub attachments: &'a [prompt::Attachment<'a>],
 }
 
 /// Builds one process run's prompt: its process section, its instructions, the gated user
@@ -82,6 +84,7 @@ pub(super) fn run_prompt(
         machine: i.machine,
         summary: i.ctx.summary.as_deref(),
         psyche: i.psyche,
+        attachments: i.attachments,
     };
     let shape = shape.map(|reply_chars| prompt::answer_shape(&input, reply_chars));
     (prompt::build_prompt(&input), shape)

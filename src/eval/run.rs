@@ -203,6 +203,7 @@ fn message(turn: &Turn, user_id: &str) -> Perception {
         user_id: user_id.to_string(),
         display_name: turn.from.clone(),
         text: turn.say.clone(),
+        attachments: Vec::new(),
         source: None,
         inbox_id: None,
         claim: None,

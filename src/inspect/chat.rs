@@ -102,6 +102,7 @@ pub async fn send(
                 user_id: format!("inspector:{}", crate::memory::slug(&name, "user")),
                 display_name: name.clone(),
                 text: said.message.clone(),
+                attachments: Vec::new(),
                 source: None,
                 inbox_id: None,
                 claim: None,

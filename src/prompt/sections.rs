@@ -34,7 +34,7 @@ pub(super) fn mark(marks: &mut Vec<(&'static str, usize)>, name: &'static str, o
 pub struct PromptSection<'a> {
     /// Its tag (`soul`, `skills`, `cognitive_steps`, `history`, `soul_state`, `inner_life`,
     /// `intuition`, `user_model`, `process`, `implicit_machine`, `instructions`, `quiet`,
-    /// `message`, `thread_summary`).
+    /// `attachments`, `message`, `thread_summary`).
     pub name: &'static str,
     /// Its text as written (the history as roles; the others a slice of their part).
     pub text: Cow<'a, str>,

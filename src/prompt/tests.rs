@@ -83,6 +83,7 @@ impl Case {
             machine: None,
             summary: self.summary,
             psyche: None,
+            attachments: &[],
         }
     }
 }

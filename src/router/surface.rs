@@ -95,6 +95,11 @@ pub trait Surface: Send + Sync {
         part: Part<'a>,
     ) -> BoxFuture<'a, Result<String, Undeliverable>>;
 
+    /// The files shared with the message at `at` (kept in its address), for its turn to read.
+    fn attachments(&self, _at: &Address) -> Vec<crate::files::Attachment> {
+        Vec::new()
+    }
+
     /// Whether a reply to `to` may be streamed now.
     fn streams(&self, _to: &Address) -> bool {
         false

@@ -66,6 +66,7 @@ impl Router {
                 user_id: item.user_id.clone(),
                 display_name: name,
                 text: item.text.clone(),
+                attachments: self.surface.attachments(&to),
                 source: Some(item.source()),
                 inbox_id: Some(item.id),
                 claim: Some(epoch),

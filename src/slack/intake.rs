@@ -5,7 +5,8 @@
 //! messages in threads the soul has spoken in. Ignores its own posts, other bots unless
 //! `reply_to_bots`, hidden and non-content subtypes, channels or users outside the
 //! allow-lists, and events it could not answer (no channel, a `ts` or `thread_ts` that is not
-//! a Slack timestamp). Also reads the AI-app surfaces' events: an assistant thread begun, the
+//! a Slack timestamp). A message's files (`files[]`) travel with it as `files::Attachment`s,
+//! read in its turn; a message that is only files is answered too. Also reads the AI-app surfaces' events: an assistant thread begun, the
 //! Messages tab opened (agent_view), and the stop button (`agent_session_stopped`). No I/O:
 //! `decide` returns what to do.
 
@@ -15,6 +16,11 @@ use super::api::BotIdentity;
 use super::NewInbound;
 use crate::admin;
 use crate::config::SlackConfig;
+use crate::files::Attachment;
+
+/// The most files of one message kept with it (Slack sends at most 10; `[files] max_files`
+/// bounds what is read).
+const MAX_KEPT_FILES: usize = 20;
 
 /// What to do with one event.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,6 +93,7 @@ struct Msg<'a> {
     bot_id: Option<&'a str>,
     text: &'a str,
     mention_event: bool,
+    files: &'a [SlackFile],
 }
 
 /// What to do with one event: each kind of event is read by its own rule.
@@ -108,6 +115,7 @@ pub fn decide(
                 bot_id: None,
                 text: m.content.text.as_deref().unwrap_or(""),
                 mention_event: true,
+                files: m.content.files.as_deref().unwrap_or_default(),
             },
             event_id,
             bot,
@@ -159,6 +167,11 @@ fn message(
         .as_ref()
         .and_then(|c| c.text.as_deref())
         .unwrap_or("");
+    let files = m
+        .content
+        .as_ref()
+        .and_then(|c| c.files.as_deref())
+        .unwrap_or_default();
     decide_msg(
         Msg {
             channel: channel.0.as_str(),
@@ -169,6 +182,7 @@ fn message(
             bot_id: m.sender.bot_id.as_ref().map(|b| b.0.as_str()),
             text,
             mention_event: false,
+            files,
         },
         event_id,
         bot,
@@ -298,9 +312,10 @@ fn decide_msg(m: Msg, event_id: &str, bot: &BotIdentity, cfg: &SlackConfig) -> D
     if !cfg.allowed_users.is_empty() && !cfg.allowed_users.iter().any(|u| u == user) {
         return Decision::Ignore("user not in allowed_users");
     }
-    if m.text.trim().is_empty() {
+    if m.text.trim().is_empty() && m.files.is_empty() {
         return Decision::Ignore("message without text");
     }
+    let files = attachments(m.files);
     let kind = match m.channel_type {
         Some("im") => Kind::Direct,
         Some("channel" | "group" | "mpim") => Kind::Channel,
@@ -328,6 +343,7 @@ fn decide_msg(m: Msg, event_id: &str, bot: &BotIdentity, cfg: &SlackConfig) -> D
                 user_id: user.to_string(),
                 text: m.text.to_string(),
                 only_if_participating: None,
+                files,
             })
         }
         (Kind::Channel, None) => return Decision::Ignore("unmentioned top-level channel message"),
@@ -345,11 +361,47 @@ fn decide_msg(m: Msg, event_id: &str, bot: &BotIdentity, cfg: &SlackConfig) -> D
         user_id: user.to_string(),
         text: without_leading_mention(m.text, &bot.user_id),
         only_if_participating: only_if,
+        files,
     };
     if matches!(kind, Kind::Direct) && admin::parse(&inbound.text) != admin::Parsed::NotACommand {
         return Decision::Admin(inbound);
     }
     Decision::Accept(inbound)
+}
+
+/// Slack's files as the attachments that travel with the message: the download URL (or the
+/// private one), everything else as Slack declared it (untrusted; the size Slack sends is not
+/// in slack-morphism's model, so it is learnt while reading).
+fn attachments(files: &[SlackFile]) -> Vec<Attachment> {
+    files
+        .iter()
+        .take(MAX_KEPT_FILES)
+        .map(|f| Attachment {
+            id: f.id.to_string(),
+            name: f
+                .name
+                .clone()
+                .or_else(|| f.title.clone())
+                .unwrap_or_default(),
+            mimetype: f
+                .mimetype
+                .as_ref()
+                .map(|m| m.to_string())
+                .unwrap_or_default(),
+            filetype: f
+                .filetype
+                .as_ref()
+                .map(|t| t.to_string())
+                .unwrap_or_default(),
+            size: 0,
+            url: f
+                .url_private_download
+                .as_ref()
+                .or(f.url_private.as_ref())
+                .map(|u| u.to_string())
+                .unwrap_or_default(),
+        })
+        .collect()
 }
 
 #[derive(Clone, Copy)]

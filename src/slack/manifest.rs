@@ -178,6 +178,11 @@ pub const SHORTCUTS: &[Shortcut] = &[Shortcut {
 /// The bot scope Slack requires of an app with shortcuts.
 const SHORTCUT_SCOPE: &str = "commands";
 
+/// The bot scope reading the files people share with a message needs (`slack::files` fetches
+/// them from Slack's file hosts, not through a Web API method). The soul answers with what it
+/// read, so even `--minimal` asks for it.
+pub const FILES_SCOPE: &str = "files:read";
+
 /// The route of anima's Events API door (events and interactions alike).
 pub const EVENTS_PATH: &str = "/slack/events";
 
@@ -226,7 +231,12 @@ pub fn bot_scopes(extent: Extent) -> Vec<&'static str> {
         .filter(|e| extent.takes(e))
         .flat_map(|e| e.subscriptions.iter().flat_map(|(_, s)| s.iter()));
     let shortcuts = (!SHORTCUTS.is_empty()).then_some(&SHORTCUT_SCOPE);
-    let mut scopes: Vec<&'static str> = methods.chain(events).chain(shortcuts).copied().collect();
+    let mut scopes: Vec<&'static str> = methods
+        .chain(events)
+        .chain(shortcuts)
+        .chain([&FILES_SCOPE])
+        .copied()
+        .collect();
     scopes.sort_unstable();
     scopes.dedup();
     scopes

@@ -16,6 +16,7 @@ pub mod credentials;
 pub mod error;
 pub mod events;
 pub mod feedback;
+pub mod files;
 pub mod intake;
 pub mod manifest;
 pub mod mark;
@@ -55,6 +56,8 @@ pub struct NewInbound {
     pub text: String,
     /// Accept only if the soul has spoken in this (channel, thread_ts).
     pub only_if_participating: Option<(String, String)>,
+    /// The files shared with it, kept with the row (in its address) and read in its turn.
+    pub files: Vec<crate::files::Attachment>,
 }
 
 impl NewInbound {
@@ -69,6 +72,7 @@ impl NewInbound {
                 channel: self.channel,
                 ts: self.ts,
                 thread_ts: self.reply_thread_ts,
+                files: self.files,
             }
             .encode(),
             conversation: self.thread_key,
@@ -371,6 +375,7 @@ mod tests {
             user_id: "U1".into(),
             text: "a\0b 🦀\0".into(),
             only_if_participating: None,
+            files: Vec::new(),
         };
         assert_eq!(m.into_inbound().text, "a\u{FFFD}b 🦀\u{FFFD}");
     }

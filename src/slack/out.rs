@@ -34,6 +34,10 @@ pub struct SlackAddress {
     pub ts: String,
     /// The thread the reply goes in; `None`: the channel's top level (a DM).
     pub thread_ts: Option<String>,
+    /// The files shared with the message, kept with its row so that a retried turn still
+    /// reads them (none: not written, so a message without files is stored as before).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<crate::files::Attachment>,
 }
 
 impl SlackAddress {
@@ -129,6 +133,12 @@ fn releasable(text: &str) -> Option<usize> {
 }
 
 impl Surface for SlackSurface {
+    fn attachments(&self, at: &Address) -> Vec<crate::files::Attachment> {
+        SlackAddress::decode(at)
+            .map(|a| a.files)
+            .unwrap_or_default()
+    }
+
     fn working<'a>(&'a self, at: &'a Address, on: bool) -> BoxFuture<'a, ()> {
         async move {
             let Some(a) = SlackAddress::decode(at) else {
@@ -421,6 +431,7 @@ mod tests {
             channel: "C1".into(),
             ts: "1.000200".into(),
             thread_ts: Some("1.000100".into()),
+            files: Vec::new(),
         };
         let text = a.encode();
         let back = SlackAddress::decode(&Address {

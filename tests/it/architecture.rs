@@ -96,6 +96,7 @@ const PARTS: &[(&str, &[&str], &str)] = &[
             "arbitrary",
             "assistant",
             "config",
+            "files",
             "memory",
             "metrics",
             "router",
@@ -105,14 +106,14 @@ const PARTS: &[(&str, &[&str], &str)] = &[
     ),
     (
         "router",
-        &["engine", "failpoint", "memory", "metrics", "psyche"],
+        &["engine", "failpoint", "files", "memory", "metrics", "psyche"],
         "the inbox and one worker per conversation; knows nothing of Slack",
     ),
     (
         "engine",
         &[
-            "admin", "config", "ism", "llm", "memory", "metrics", "parse", "process", "prompt",
-            "psyche", "soul", "states", "steps", "tools", "window",
+            "admin", "config", "files", "ism", "llm", "memory", "metrics", "parse", "process",
+            "prompt", "psyche", "soul", "states", "steps", "tools", "window",
         ],
         "one perception through the stages; knows nothing of where it came from",
     ),
@@ -162,6 +163,11 @@ const PARTS: &[(&str, &[&str], &str)] = &[
         "MCP tool servers; the engine decides what a result means",
     ),
     ("steps", &[], "the cognitive step catalogue, shared"),
+    (
+        "files",
+        &[],
+        "shared files, pure: what a surface says of one, the fetch it implements, what the soul is told",
+    ),
     (
         "window",
         &[],
@@ -230,7 +236,7 @@ const IO: &[&str] = &[
     "axum",
     "slack_morphism",
 ];
-const PURE: &[&str] = &["parse", "prompt", "ism", "states", "psyche"];
+const PURE: &[&str] = &["parse", "prompt", "ism", "states", "psyche", "files"];
 
 /// What only memory may name: the database crates and the blocking SQLite store. Everything
 /// else reaches the store through its faces (`memory::Store`), whatever the backend.

@@ -423,6 +423,7 @@ async fn a_five_iteration_turn_costs_no_more_write_transactions_than_iterations_
                 user_id: "U1".into(),
                 display_name: "Ada".into(),
                 text: "Help?".into(),
+                attachments: Vec::new(),
                 source: None,
                 inbox_id: None,
                 claim: None,

@@ -293,6 +293,7 @@ async fn proactive_follow_ups_under_a_controlled_clock() {
             user_id: "U1".into(),
             display_name: "Tom".into(),
             text: text.into(),
+            attachments: Vec::new(),
             source: None,
             inbox_id: None,
             claim: None,

@@ -59,6 +59,7 @@ impl<'a> Parts<'a> {
             machine: self.machine,
             summary: Some("They met last week."),
             psyche: None,
+            attachments: &[],
         })
     }
 }

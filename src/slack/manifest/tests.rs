@@ -366,6 +366,8 @@ fn the_minimal_manifest_leaves_out_only_what_the_inner_life_uses() {
     let minimal: BTreeSet<&str> = bot_scopes(Extent::Minimal).into_iter().collect();
     let left_out: Vec<&str> = full.difference(&minimal).copied().collect();
     assert_eq!(left_out, ["channels:read", "groups:read", "reactions:read"]);
+    // The files shared with a message are read whatever the extent: they are what is said.
+    assert!(minimal.contains(FILES_SCOPE));
     for m in METHODS {
         for scope in m.scopes {
             assert!(minimal.contains(scope), "{} needs {scope}", m.name);
@@ -623,6 +625,7 @@ fn socket_mode_has_no_urls_and_every_scope_and_event() {
             "channels:read",
             "chat:write",
             "commands",
+            "files:read",
             "groups:history",
             "groups:read",
             "im:history",
