@@ -55,6 +55,9 @@ fn extract(bytes: &[u8], max_chars: usize) -> Result<Text, String> {
         return Err("an encrypted PDF".into());
     }
     let pages: BTreeMap<u32, _> = doc.get_pages();
+    if pages.is_empty() {
+        return Err("a PDF without pages (corrupt?)".into());
+    }
     let mut out = Text {
         text: String::new(),
         pages_read: 0,

@@ -205,31 +205,34 @@ pub fn read(file: &Attachment, fetched: Fetched, limits: &Limits) -> Seen {
             },
             Err(e) => named(Kind::Pdf, &format!("its text could not be read ({e})")),
         },
-        Sniffed::Text(text) => {
-            let (text, cut) = cut_chars(&text, limits.text_chars);
-            Seen {
-                name: display_name(&file.name),
-                kind: Kind::Text,
-                size,
-                read: Read::Text { text, cut },
+        Sniffed::Text => match text_of(bytes) {
+            Some(text) => {
+                let (text, cut) = cut_text(text, limits.text_chars);
+                Seen {
+                    name: display_name(&file.name),
+                    kind: Kind::Text,
+                    size,
+                    read: Read::Text { text, cut },
+                }
             }
-        }
+            None => named(declared(file), NOT_READ),
+        },
         Sniffed::Html => named(
             Kind::Other,
             "the download gave a web page, not the file (is the app missing `files:read`?)",
         ),
-        Sniffed::Binary => named(
-            declared(file),
-            "its bytes are not text, a PDF or an image anima reads",
-        ),
+        Sniffed::Binary => named(declared(file), NOT_READ),
     }
 }
+
+/// Why a file of other bytes is not read.
+const NOT_READ: &str = "its bytes are not text, a PDF or an image anima reads";
 
 enum Sniffed {
     Image,
     Pdf,
     Html,
-    Text(String),
+    Text,
     Binary,
 }
 
@@ -247,21 +250,28 @@ fn sniff(bytes: &[u8]) -> Sniffed {
     if head.windows(5).any(|w| w == b"%PDF-") {
         return Sniffed::Pdf;
     }
-    match text_of(bytes) {
-        Some(t) if looks_like_html_page(&t) => Sniffed::Html,
-        Some(t) => Sniffed::Text(t),
-        None => Sniffed::Binary,
+    if bytes.contains(&0) {
+        Sniffed::Binary
+    } else if looks_like_html_page(&String::from_utf8_lossy(head)) {
+        Sniffed::Html
+    } else {
+        Sniffed::Text
     }
 }
 
-/// The bytes as text: UTF-8 (a byte-order mark dropped); a few invalid sequences become
-/// U+FFFD; NULs or many invalid bytes mean it is not text.
-fn text_of(bytes: &[u8]) -> Option<String> {
-    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
-    if bytes.contains(&0) {
-        return None;
-    }
-    let text = String::from_utf8_lossy(bytes);
+/// The bytes as text, taken over without a copy when they are UTF-8 (a byte-order mark
+/// dropped); a few invalid sequences become U+FFFD; many invalid bytes or control characters
+/// mean it is not text.
+fn text_of(bytes: Vec<u8>) -> Option<String> {
+    let text = match String::from_utf8(bytes) {
+        Ok(mut text) => {
+            if text.starts_with('\u{FEFF}') {
+                text.drain(..'\u{FEFF}'.len_utf8());
+            }
+            text
+        }
+        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+    };
     let bad = text.chars().filter(|c| *c == '\u{FFFD}').count();
     let chars = text.chars().count().max(1);
     // Control characters other than whitespace are what a binary file is made of.
@@ -269,10 +279,12 @@ fn text_of(bytes: &[u8]) -> Option<String> {
         .chars()
         .filter(|c| c.is_control() && !matches!(c, '\n' | '\r' | '\t' | '\u{c}'))
         .count();
-    if bad * 100 > chars || controls * 100 > chars {
+    // A few stray bytes in a long text are allowed; more than one in fifty is not text.
+    let most = chars / 50 + 2;
+    if bad > most || controls > most {
         return None;
     }
-    Some(text.into_owned())
+    Some(text)
 }
 
 /// Slack's sign-in page (or an error page) where a file was expected.
@@ -286,14 +298,26 @@ fn looks_like_html_page(text: &str) -> bool {
 pub fn cut_chars(text: &str, max: usize) -> (String, Option<String>) {
     match text.char_indices().nth(max) {
         None => (text.to_string(), None),
+        Some((at, _)) => (text[..at].to_string(), Some(cut_note(text, max))),
+    }
+}
+
+/// `cut_chars` on a text it owns: cut in place, never copied.
+fn cut_text(mut text: String, max: usize) -> (String, Option<String>) {
+    match text.char_indices().nth(max) {
+        None => (text, None),
         Some((at, _)) => {
-            let total = text.chars().count();
-            (
-                text[..at].to_string(),
-                Some(format!("cut: the first {max} of its {total} characters")),
-            )
+            let note = cut_note(&text, max);
+            text.truncate(at);
+            text.shrink_to_fit();
+            (text, Some(note))
         }
     }
+}
+
+fn cut_note(text: &str, max: usize) -> String {
+    let total = text.chars().count();
+    format!("cut: the first {max} of its {total} characters")
 }
 
 #[cfg(test)]

@@ -61,18 +61,8 @@ impl SlackFiles {
         })
     }
 
-    /// Whether the token may go to `url`: Slack's file host over HTTPS, or the API base's
-    /// own scheme, host and port. Never an address with credentials of its own.
     fn allowed(&self, url: &Url) -> bool {
-        let Some(origin) = Origin::of(url) else {
-            return false;
-        };
-        if !url.username().is_empty() || url.password().is_some() {
-            return false;
-        }
-        let slack =
-            origin.scheme == "https" && origin.host == FILE_HOST && origin.port == Some(443);
-        slack || self.base.as_ref() == Some(&origin)
+        allowed(self.base.as_ref(), url)
     }
 
     async fn get(&self, address: &str, max_bytes: u64) -> Fetched {
@@ -121,6 +111,19 @@ impl SlackFiles {
         }
         Fetched::Failed("too many redirects".into())
     }
+}
+
+/// Whether the token may go to `url`: Slack's file host over HTTPS, or the API base's own
+/// scheme, host and port (`base`). Never an address with credentials of its own.
+fn allowed(base: Option<&Origin>, url: &Url) -> bool {
+    let Some(origin) = Origin::of(url) else {
+        return false;
+    };
+    if !url.username().is_empty() || url.password().is_some() {
+        return false;
+    }
+    let slack = origin.scheme == "https" && origin.host == FILE_HOST && origin.port == Some(443);
+    slack || base == Some(&origin)
 }
 
 #[async_trait::async_trait]
@@ -191,14 +194,14 @@ fn words(e: &reqwest::Error) -> String {
 mod tests {
     use super::*;
 
-    fn files(base: &str) -> SlackFiles {
-        SlackFiles::new(base, &Secret::new("xoxb-test")).unwrap()
+    fn base(url: &str) -> Option<Origin> {
+        Origin::of(&Url::parse(url).unwrap())
     }
 
     #[test]
     fn only_slacks_file_host_and_the_api_base_are_allowed() {
-        let f = files("http://127.0.0.1:4000/api");
-        let ok = |u: &str| f.allowed(&Url::parse(u).unwrap());
+        let b = base("http://127.0.0.1:4000/api");
+        let ok = |u: &str| allowed(b.as_ref(), &Url::parse(u).unwrap());
         assert!(ok("https://files.slack.com/files-pri/T1-F1/download/a.png"));
         assert!(ok("https://FILES.slack.com/x"));
         assert!(ok("http://127.0.0.1:4000/files/F1"));
@@ -220,8 +223,14 @@ mod tests {
 
     #[test]
     fn the_real_api_base_allows_no_plain_http() {
-        let f = files("https://slack.com/api");
-        assert!(f.allowed(&Url::parse("https://slack.com/files/x").unwrap()));
-        assert!(!f.allowed(&Url::parse("http://slack.com/files/x").unwrap()));
+        let b = base("https://slack.com/api");
+        assert!(allowed(
+            b.as_ref(),
+            &Url::parse("https://slack.com/files/x").unwrap()
+        ));
+        assert!(!allowed(
+            b.as_ref(),
+            &Url::parse("http://slack.com/files/x").unwrap()
+        ));
     }
 }

@@ -24,6 +24,7 @@ mod cli;
 mod constrained;
 mod daemon;
 mod eval;
+mod files;
 mod first_hour;
 mod hardening;
 mod inspector;

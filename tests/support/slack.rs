@@ -28,6 +28,9 @@ use axum::Router;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
+mod files;
+pub use files::{Elsewhere, Serve, CHUNK};
+
 pub const BOT_USER: &str = "UBOT";
 pub const BOT_ID: &str = "BBOT";
 pub const BOT_TOKEN: &str = "xoxb-test-bot-token";
@@ -183,6 +186,8 @@ pub struct FakeSlack {
     next_ts: Arc<AtomicU64>,
     /// When false, every Web API method answers HTTP 503 (Slack unreachable).
     pub up: Arc<AtomicBool>,
+    /// The files it serves, and every fetch of them (`files`).
+    files: Arc<Mutex<files::FileHost>>,
 }
 
 impl FakeSlack {
@@ -191,11 +196,13 @@ impl FakeSlack {
         let up = Arc::new(AtomicBool::new(true));
         let next_ts = Arc::new(AtomicU64::new(1_800_000_000_000_000));
         let (tx, rx) = std::sync::mpsc::channel();
+        let file_host = Arc::new(Mutex::new(files::FileHost::default()));
         let state = Shared {
             inner: inner.clone(),
             next_ts: next_ts.clone(),
             up: up.clone(),
             addr: Arc::new(Mutex::new(None)),
+            files: file_host.clone(),
         };
         std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_multi_thread()
@@ -210,6 +217,7 @@ impl FakeSlack {
                 let app = Router::new()
                     .route("/api/{method}", any(web_api))
                     .route("/link/", get(socket))
+                    .route("/files/{id}", get(files::serve))
                     .with_state(state)
                     .into_make_service_with_connect_info::<SocketAddr>();
                 tx.send(addr).unwrap();
@@ -227,6 +235,7 @@ impl FakeSlack {
             inner,
             next_ts,
             up,
+            files: file_host,
         }
     }
 
@@ -793,6 +802,7 @@ struct Shared {
     next_ts: Arc<AtomicU64>,
     up: Arc<AtomicBool>,
     addr: Arc<Mutex<Option<SocketAddr>>>,
+    files: Arc<Mutex<files::FileHost>>,
 }
 
 fn ok(mut v: Value) -> Response {

@@ -130,7 +130,7 @@ fn a_web_page_where_a_file_was_expected_and_a_failed_fetch_are_lines() {
     );
     assert_eq!(
         failed.about(),
-        "a 12 bytes file, not read: the download failed (Slack answered 404)"
+        "a 12 bytes text file, not read: the download failed (Slack answered 404)"
     );
     let big = read(
         &file("big.log", "text/plain", 0),

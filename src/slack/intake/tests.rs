@@ -70,6 +70,39 @@ fn a_top_level_dm_is_answered_at_top_level() {
 }
 
 #[test]
+fn files_travel_with_the_message_and_a_message_of_files_alone_is_answered() {
+    let file = json!({"id":"F1","name":"screenshot.png","title":"Screenshot","mimetype":"image/png",
+        "filetype":"png","size":1258291,"url_private":"https://files.slack.com/files-pri/T1-F1/screenshot.png",
+        "url_private_download":"https://files.slack.com/files-pri/T1-F1/download/screenshot.png"});
+    let n = accepted(run(
+        json!({"type":"message","subtype":"file_share","channel":"D1","user":"U2","text":"","ts":"1.0","channel_type":"im","files":[file]}),
+        &cfg(),
+    ));
+    assert_eq!(n.files.len(), 1);
+    let f = &n.files[0];
+    assert_eq!((f.id.as_str(), f.name.as_str()), ("F1", "screenshot.png"));
+    assert_eq!(
+        (f.mimetype.as_str(), f.filetype.as_str()),
+        ("image/png", "png")
+    );
+    assert!(f.url.ends_with("/download/screenshot.png"), "{}", f.url);
+    let mention = accepted(run(
+        json!({"type":"app_mention","user":"U2","text":"<@UBOT> look","ts":"2.0","channel":"C1","files":[
+            {"id":"F2","name":"a.txt","url_private":"https://files.slack.com/a.txt"}]}),
+        &cfg(),
+    ));
+    assert_eq!(mention.files[0].url, "https://files.slack.com/a.txt");
+    assert_eq!(
+        run(
+            json!({"type":"message","channel":"D1","user":"U2","text":" ","ts":"3.0","channel_type":"im"}),
+            &cfg(),
+        ),
+        Decision::Ignore("message without text"),
+        "neither words nor files"
+    );
+}
+
+#[test]
 fn thread_replies_without_a_mention_need_participation() {
     let n = accepted(run(
         json!({"type":"message","channel":"C1","channel_type":"channel","user":"U2","text":"and then?","ts":"3.0","thread_ts":"1.0"}),

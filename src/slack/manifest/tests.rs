@@ -205,8 +205,12 @@ const FAMILIES: &[&str] = &[
     "workflows",
 ];
 
-/// A string that names a Web API method: a family, a dot, then dotted camelCase words.
+/// A string that names a Web API method: a family, a dot, then dotted camelCase words (not a
+/// host: `files.slack.com` is where files are fetched from, not a method).
 fn is_method_name(s: &str) -> bool {
+    if s.ends_with(".slack.com") {
+        return false;
+    }
     let mut parts = s.split('.');
     let family = parts.next().unwrap_or("");
     let rest: Vec<&str> = parts.collect();
