@@ -9,7 +9,8 @@ use crate::support;
 
 use serde_json::{json, Value};
 use support::daemon::{home, Daemon};
-use support::slack::{Elsewhere, FakeSlack, Serve, BOT_TOKEN, CHUNK};
+use support::slack::files::{Elsewhere, Serve, CHUNK};
+use support::slack::{FakeSlack, BOT_TOKEN};
 use support::*;
 
 const MB: u64 = 1024 * 1024;

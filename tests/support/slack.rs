@@ -28,8 +28,7 @@ use axum::Router;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
-mod files;
-pub use files::{Elsewhere, Serve, CHUNK};
+pub mod files;
 
 pub const BOT_USER: &str = "UBOT";
 pub const BOT_ID: &str = "BBOT";
