@@ -90,8 +90,6 @@ fn case(rt: &tokio::runtime::Runtime, name: &str, body: Vec<u8>, length: bool, m
         text_chars: 20_000,
         images: false,
     };
-    // Once to warm the client and the server's thread.
-    let _ = rt.block_on(fetcher.fetch(&file, max_bytes));
     reset_peak();
     let idle = rss().map(|r| r.0);
     let started = Instant::now();

@@ -272,13 +272,14 @@ fn text_of(bytes: Vec<u8>) -> Option<String> {
         }
         Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
     };
-    let bad = text.chars().filter(|c| *c == '\u{FFFD}').count();
-    let chars = text.chars().count().max(1);
-    // Control characters other than whitespace are what a binary file is made of.
-    let controls = text
-        .chars()
-        .filter(|c| c.is_control() && !matches!(c, '\n' | '\r' | '\t' | '\u{c}'))
-        .count();
+    // One pass: the characters, the replacement characters and the control characters other
+    // than whitespace (what a binary file is made of).
+    let (mut chars, mut bad, mut controls) = (0usize, 0usize, 0usize);
+    for c in text.chars() {
+        chars += 1;
+        bad += usize::from(c == '\u{FFFD}');
+        controls += usize::from(c.is_control() && !matches!(c, '\n' | '\r' | '\t' | '\u{c}'));
+    }
     // A few stray bytes in a long text are allowed; more than one in fifty is not text.
     let most = chars / 50 + 2;
     if bad > most || controls > most {
