@@ -130,7 +130,11 @@ fn a_text_file_and_a_pdf_reach_the_prompt_fenced_and_are_remembered_while_plain_
 fn a_file_over_max_bytes_is_named_and_its_download_stops_at_the_limit() {
     let (model, slack) = (FakeModel::start(), FakeSlack::start());
     model.reply(&answer("Noted."));
-    let (_home, _d) = daemon(&model, &slack, "[files]\nmax_bytes = 10485760");
+    let (_home, _d) = daemon(
+        &model,
+        &slack,
+        "[files]\nmax_bytes = 10485760\nimages = false",
+    );
     let big = slack.serve_file(
         "F1",
         Serve::Bytes {
@@ -140,10 +144,12 @@ fn a_file_over_max_bytes_is_named_and_its_download_stops_at_the_limit() {
     );
     let endless = slack.serve_file("F2", Serve::Endless { total: 200 * MB });
     let video = slack.serve_file("F3", text_file("never fetched"));
+    let image = slack.serve_file("F4", text_file("never fetched either"));
     let files = [
         file("F1", "big.log", "text/plain", &big),
         file("F2", "endless.log", "text/plain", &endless),
         file("F3", "clip.mp4", "video/mp4", &video),
+        file("F4", "screenshot.png", "image/png", &image),
     ];
     slack.send_event(dm_with("2.000001", "", &files), "E1", 0);
     slack.wait(30, "the reply", |s| s.posts().len() == 1);
@@ -160,7 +166,7 @@ fn a_file_over_max_bytes_is_named_and_its_download_stops_at_the_limit() {
     assert_eq!(
         fetches.iter().map(|f| f.id.as_str()).collect::<Vec<_>>(),
         ["F1", "F2"],
-        "a video is named, never fetched"
+        "a video and an image it cannot see are named, never fetched"
     );
     let sent = |i: usize| fetches[i].sent.load(std::sync::atomic::Ordering::SeqCst);
     // Its Content-Length said too big: at most a chunk went out before the daemon hung up.
@@ -222,12 +228,14 @@ fn missing_files_web_pages_corrupt_pdfs_and_hostile_names_are_lines_and_the_repl
         },
     );
     let named = slack.serve_file("F5", text_file("fine"));
+    let sixth = slack.serve_file("F6", text_file("one too many"));
     let files = [
         file("F1", "gone.txt", "text/plain", &gone),
         file("F2", "report.csv", "text/csv", &page),
         file("F3", "broken.pdf", "application/pdf", &corrupt),
         file("F4", "long.pdf", "application/pdf", &long),
         file("F5", "../../etc/passwd\n\u{1b}[31m", "text/plain", &named),
+        file("F6", "sixth.txt", "text/plain", &sixth),
     ];
     slack.send_event(dm_with("4.000001", "here", &files), "E1", 0);
     slack.wait(30, "the reply", |s| s.posts().len() == 1);
@@ -243,6 +251,8 @@ fn missing_files_web_pages_corrupt_pdfs_and_hostile_names_are_lines_and_the_repl
         assert!(turn.contains(line), "{line:?} not in {turn}");
     }
     assert!(!turn.contains("page 249"), "a long PDF is bounded");
+    assert!(turn.contains("not read: anima reads at most 5 files of one message"));
+    assert!(slack.file_fetches().iter().all(|f| f.id != "F6"));
     assert!(d.log().contains("a shared file"), "{}", d.log());
 }
 
