@@ -86,6 +86,9 @@ fn a_text_file_and_a_pdf_reach_the_prompt_fenced_and_are_remembered_while_plain_
     assert_eq!(fetches.len(), 2, "{fetches:?}");
     let bearer = format!("Bearer {BOT_TOKEN}");
     assert!(fetches.iter().all(|f| f.auth.as_deref() == Some(&bearer)));
+    // Without the bot token the fake, like Slack, gives nothing.
+    let (status, _) = support::daemon::http("GET", &notes, &[], "");
+    assert_eq!(status, 401);
 
     let with = turns(&model);
     let turn = with[1].turn_text();
@@ -123,7 +126,11 @@ fn a_text_file_and_a_pdf_reach_the_prompt_fenced_and_are_remembered_while_plain_
         !history.contains("Quarterly numbers went up"),
         "the contents are not kept"
     );
-    assert_eq!(slack.file_fetches().len(), 2, "nothing fetched again");
+    assert_eq!(
+        slack.file_fetches().len(),
+        3,
+        "nothing fetched again (the third: ours)"
+    );
 }
 
 #[test]
