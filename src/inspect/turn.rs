@@ -8,13 +8,13 @@ use std::fmt::Write;
 use std::sync::Arc;
 
 use axum::extract::{Path, State};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 use super::api::store_error;
 use super::escape::{cut, escape, query_value};
 use super::pages::{frame, time};
-use super::{auth, Inspector};
+use super::Inspector;
 use crate::memory::TraceRow;
 use crate::window::{ModelCall, TraceBody};
 
@@ -31,6 +31,34 @@ pub async fn load(s: &Inspector, id: &str) -> Result<Option<(TraceRow, TraceBody
         ..TraceBody::default()
     });
     Ok(Some((row, body)))
+}
+
+/// Where the turn's reply went: (words, an http(s) link if one is known), from the inbox row
+/// the turn answered (its first part's message, or the one it streamed into). `None` for a
+/// turn that answered no inbox row, or whose row or reply message is not (or no longer) known.
+pub async fn posted(s: &Inspector, row: &TraceRow) -> Option<(String, Option<String>)> {
+    let item = s.store.inbox_item(row.inbox?).await.ok()??;
+    let reference = item.reply_ref.or(item.stream_ref)?;
+    let placed = match s.placer.get() {
+        Some(place) => place(&item.address, &reference),
+        None => None,
+    };
+    let (text, link) = placed.unwrap_or_else(|| (format!("message {reference}"), None));
+    let link = link.filter(|l| l.starts_with("https://") || l.starts_with("http://"));
+    Some((text, link))
+}
+
+/// The reply's place as HTML: a link (escaped, http(s) only, opening no referrer) or words.
+fn posted_html(posted: &Option<(String, Option<String>)>) -> String {
+    match posted {
+        Some((text, Some(link))) => format!(
+            "<p class=\"posted\">Posted: <a class=\"slack\" href=\"{}\" rel=\"noopener noreferrer\">{}</a></p>",
+            escape(link),
+            escape(text)
+        ),
+        Some((text, None)) => format!("<p class=\"posted\">Posted: {}</p>", escape(text)),
+        None => String::new(),
+    }
 }
 
 /// `text`, escaped, cut at `TEXT_CHARS` with a link to the whole (`part` of `trace`).
@@ -179,7 +207,7 @@ fn call_html(out: &mut String, trace: &str, n: usize, call: &ModelCall) {
     );
 }
 
-fn body_html(row: &TraceRow, body: &TraceBody) -> String {
+fn body_html(row: &TraceRow, body: &TraceBody, posted: &Option<(String, Option<String>)>) -> String {
     let t = &row.trace;
     let mut out = format!(
         "<h2>Turn <span class=\"trace\">{}</span></h2><dl class=\"facts\">\
@@ -200,6 +228,7 @@ fn body_html(row: &TraceRow, body: &TraceBody) -> String {
     out.push_str(&shown(t, "stimulus", &body.stimulus));
     out.push_str("<h3>Reply</h3>");
     out.push_str(&shown(t, "reply", row.reply.as_deref().unwrap_or("")));
+    out.push_str(&posted_html(posted));
     out.push_str("<div class=\"columns\"><section class=\"cognition\"><h3>Cognition</h3><ol>");
     for (n, c) in body.cognition.iter().enumerate() {
         let _ = write!(
@@ -242,14 +271,16 @@ fn body_html(row: &TraceRow, body: &TraceBody) -> String {
 /// `/inspect/turn/TRACE`.
 pub async fn page(
     State(s): State<Arc<Inspector>>,
-    headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Response {
-    if !auth::allowed(&s, &headers) {
-        return auth::refused();
-    }
     match load(&s, &id).await {
-        Ok(Some((row, body))) => frame(&format!("Turn {}", row.trace), &body_html(&row, &body)),
+        Ok(Some((row, body))) => {
+            let placed = posted(&s, &row).await;
+            frame(
+                &format!("Turn {}", row.trace),
+                &body_html(&row, &body, &placed),
+            )
+        }
         Ok(None) => (
             StatusCode::NOT_FOUND,
             frame(
@@ -265,12 +296,8 @@ pub async fn page(
 /// `/inspect/turn/TRACE/text/PART`: one of the turn's texts whole, as plain text.
 pub async fn whole_text(
     State(s): State<Arc<Inspector>>,
-    headers: HeaderMap,
     Path((id, part)): Path<(String, String)>,
 ) -> Response {
-    if !auth::allowed(&s, &headers) {
-        return auth::refused();
-    }
     let (row, body) = match load(&s, &id).await {
         Ok(Some(found)) => found,
         Ok(None) => return (StatusCode::NOT_FOUND, "no trace kept").into_response(),
