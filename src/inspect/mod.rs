@@ -17,6 +17,7 @@ mod escape;
 mod graph;
 mod pages;
 mod people;
+mod relations;
 mod soul;
 mod stream;
 mod turn;
