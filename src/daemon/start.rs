@@ -180,13 +180,14 @@ pub(super) async fn bind(
             ))
         })?;
     let local = listener.local_addr().map_err(DaemonError::runtime)?;
-    info!(addr = %local, "http listening");
     if config.store.backend == crate::config::StoreBackend::Sqlite {
         let file = config.db_path().with_file_name(super::LISTEN_FILE);
         if let Err(e) = std::fs::write(&file, format!("{local}\n")) {
             tracing::warn!(file = %file.display(), error = %e, "cannot record where the daemon listens; `anima watch` will not find a port chosen at start");
         }
     }
+    // Said once the address is recorded: whoever waits for this line finds it there.
+    info!(addr = %local, "http listening");
     Ok((listener, local))
 }
 

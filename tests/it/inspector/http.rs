@@ -23,16 +23,13 @@ fn the_login_link_sets_a_strict_cookie_and_the_api_takes_it_or_a_bearer_else_401
     );
     let s = Served::start(&home);
     let url = |p: &str| format!("{}{p}", s.base);
-    // Nothing without the token.
-    for path in [
-        "/inspect/",
-        "/inspect/turn/x",
-        "/inspect/inner",
-        "/inspect/chat",
-        "/api/inspect/turns",
-        "/api/inspect/turns/x",
-        "/api/inspect/stream",
-    ] {
+    // Nothing without the token: every route the inspector declares, through its one gate.
+    assert_eq!(
+        request("POST", &url("/inspect/chat"), &[], "message=hi").status,
+        401
+    );
+    for path in every_path() {
+        let path = path.as_str();
         assert_eq!(get(&url(path), &[]).status, 401, "{path}");
         assert_eq!(
             get(&url(path), &[("authorization", "Bearer nope")]).status,
@@ -142,7 +139,10 @@ fn the_login_link_sets_a_strict_cookie_and_the_api_takes_it_or_a_bearer_else_401
         .status,
         400
     );
-    let js = get(&url("/inspect/static/inspector.js"), &[]);
+    let js = get(
+        &url("/inspect/static/inspector.js"),
+        &[("cookie", &session)],
+    );
     assert!(js
         .header("content-type")
         .unwrap()
@@ -335,12 +335,8 @@ fn the_daemon_serves_the_inspector_only_with_its_token() {
     );
     drop(d);
     let d = Daemon::start(&home);
-    for path in [
-        "/inspect/",
-        "/inspect/?token=sesame-0123456789",
-        "/api/inspect/turns",
-        "/api/inspect/stream",
-    ] {
+    let login = "/inspect/?token=sesame-0123456789".to_string();
+    for path in every_path().iter().chain([&login]) {
         assert_eq!(get(&d.url(path), &h).status, 404, "{path}");
     }
     assert_ne!(
