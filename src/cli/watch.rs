@@ -224,9 +224,7 @@ fn sqlite_listen(config: &Config) -> Result<SocketAddr, Failure> {
     if config.listen.port() != 0 {
         return Ok(config.listen);
     }
-    let file = config
-        .db_path()
-        .with_file_name(crate::daemon::LISTEN_FILE);
+    let file = config.db_path().with_file_name(crate::daemon::LISTEN_FILE);
     let text = std::fs::read_to_string(&file).map_err(|e| {
         Failure::Usage(format!(
             "`[http] listen` is {} (a port chosen at start) and {} cannot be read ({e}): start the daemon first, or set a fixed port",

@@ -54,10 +54,7 @@ pub fn store_error(e: crate::memory::StoreError) -> Response {
     (StatusCode::INTERNAL_SERVER_ERROR, format!("the store: {e}")).into_response()
 }
 
-pub async fn turns(
-    State(s): State<Arc<Inspector>>,
-    Query(q): Query<ListQuery>,
-) -> Response {
+pub async fn turns(State(s): State<Arc<Inspector>>, Query(q): Query<ListQuery>) -> Response {
     let (turns, next) = match page_of(&s, &q).await {
         Ok(page) => page,
         Err(r) => return r,
@@ -74,10 +71,7 @@ pub async fn turns(
     Json(json!({ "turns": turns, "before": next })).into_response()
 }
 
-pub async fn turn(
-    State(s): State<Arc<Inspector>>,
-    Path(id): Path<String>,
-) -> Response {
+pub async fn turn(State(s): State<Arc<Inspector>>, Path(id): Path<String>) -> Response {
     match turn::load(&s, &id).await {
         Ok(Some((row, body))) => {
             let mut json = turn_json(&row, &body);

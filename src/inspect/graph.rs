@@ -270,7 +270,10 @@ mod tests {
     #[test]
     fn a_process_decision_reads_as_its_move_and_nothing_else_does() {
         let pair = |a: &str, b: &str| Some((a.to_string(), b.to_string()));
-        assert_eq!(moved("main → deep_work (rule 0)"), pair("main", "deep_work"));
+        assert_eq!(
+            moved("main → deep_work (rule 0)"),
+            pair("main", "deep_work")
+        );
         assert_eq!(
             moved("deep_work → main (the action rest, at once; the execute_now chain's bound was reached)"),
             pair("deep_work", "main")

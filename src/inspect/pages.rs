@@ -97,10 +97,7 @@ pub fn timeline(turns: &[TraceSummary], thread: Option<&str>, next: Option<i64>)
 }
 
 /// `/inspect/`: the login link's target; the conversations and the latest turns.
-pub async fn home(
-    State(s): State<Arc<Inspector>>,
-    Query(q): Query<ListQuery>,
-) -> Response {
+pub async fn home(State(s): State<Arc<Inspector>>, Query(q): Query<ListQuery>) -> Response {
     let conversations = match s.store.traced_conversations(MAX_LIMIT).await {
         Ok(c) => c,
         Err(e) => return store_error(e),
@@ -136,10 +133,7 @@ pub async fn home(
 }
 
 /// `/inspect/thread?thread=ID`: one conversation's turns and where it stands.
-pub async fn thread(
-    State(s): State<Arc<Inspector>>,
-    Query(q): Query<ListQuery>,
-) -> Response {
+pub async fn thread(State(s): State<Arc<Inspector>>, Query(q): Query<ListQuery>) -> Response {
     let Some(thread) = q.thread().map(str::to_string) else {
         return (StatusCode::BAD_REQUEST, "which conversation? ?thread=ID").into_response();
     };

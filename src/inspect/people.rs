@@ -98,10 +98,18 @@ pub async fn list(State(s): State<Arc<Inspector>>, Query(q): Query<ListQuery>) -
             users.len()
         );
         if page > 0 {
-            let _ = write!(body, " <a class=\"newer\" href=\"?page={}\">Previous</a>", page - 1);
+            let _ = write!(
+                body,
+                " <a class=\"newer\" href=\"?page={}\">Previous</a>",
+                page - 1
+            );
         }
         if page + 1 < pages {
-            let _ = write!(body, " <a class=\"older\" href=\"?page={}\">Next</a>", page + 1);
+            let _ = write!(
+                body,
+                " <a class=\"older\" href=\"?page={}\">Next</a>",
+                page + 1
+            );
         }
         body.push_str("</p>");
     }
@@ -242,14 +250,12 @@ pub struct ModelQuery {
 pub async fn model_text(State(s): State<Arc<Inspector>>, Query(q): Query<ModelQuery>) -> Response {
     let text = match q.v {
         Some(v) => s.store.model_version(&q.id, v).await,
-        None => s
-            .store
-            .user(&q.id)
-            .await
-            .map(|u| u.and_then(|u| u.model)),
+        None => s.store.user(&q.id).await.map(|u| u.and_then(|u| u.model)),
     };
     match text {
-        Ok(Some(text)) => ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response(),
+        Ok(Some(text)) => {
+            ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response()
+        }
         Ok(None) => (StatusCode::NOT_FOUND, "no such version").into_response(),
         Err(e) => store_error(e),
     }

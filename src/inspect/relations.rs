@@ -126,7 +126,8 @@ mod tests {
         let map: serde_json::Map<String, Value> = people
             .iter()
             .map(|(p, w)| {
-                let v = serde_json::json!({"warmth": w, "trust": 0.1, "tension": 0.2, "comfort": 0.3});
+                let v =
+                    serde_json::json!({"warmth": w, "trust": 0.1, "tension": 0.2, "comfort": 0.3});
                 (p.to_string(), v)
             })
             .collect();
@@ -151,7 +152,10 @@ mod tests {
         let html = section(&samples, None, &names);
         assert_eq!(html.matches("<section class=\"relationship\"").count(), 3);
         assert_eq!(html.matches("<polyline").count(), 12, "four values each");
-        assert!(html.contains("Ada &lt;b&gt;") && !html.contains("<b>"), "{html}");
+        assert!(
+            html.contains("Ada &lt;b&gt;") && !html.contains("<b>"),
+            "{html}"
+        );
         assert!(!html.contains("<script>") && html.contains("&lt;script&gt;"));
         let one = section(&samples, Some("U1"), &names);
         assert_eq!(one.matches("<section class=\"relationship\"").count(), 1);
@@ -166,7 +170,10 @@ mod tests {
             .map(|n| sample(n, &[(&format!("P{n:03}"), 0.5)]))
             .collect();
         let html = section(&samples, None, &BTreeMap::new());
-        assert_eq!(html.matches("<section class=\"relationship\"").count(), SHOWN);
+        assert_eq!(
+            html.matches("<section class=\"relationship\"").count(),
+            SHOWN
+        );
         assert_eq!(html.matches("<a class=\"person\"").count(), LISTED);
         assert!(html.contains("200 people sampled"));
         assert!(html.contains("P199") && !html.contains("P000"));

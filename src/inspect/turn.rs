@@ -207,7 +207,11 @@ fn call_html(out: &mut String, trace: &str, n: usize, call: &ModelCall) {
     );
 }
 
-fn body_html(row: &TraceRow, body: &TraceBody, posted: &Option<(String, Option<String>)>) -> String {
+fn body_html(
+    row: &TraceRow,
+    body: &TraceBody,
+    posted: &Option<(String, Option<String>)>,
+) -> String {
     let t = &row.trace;
     let mut out = format!(
         "<h2>Turn <span class=\"trace\">{}</span></h2><dl class=\"facts\">\
@@ -269,10 +273,7 @@ fn body_html(row: &TraceRow, body: &TraceBody, posted: &Option<(String, Option<S
 }
 
 /// `/inspect/turn/TRACE`.
-pub async fn page(
-    State(s): State<Arc<Inspector>>,
-    Path(id): Path<String>,
-) -> Response {
+pub async fn page(State(s): State<Arc<Inspector>>, Path(id): Path<String>) -> Response {
     match load(&s, &id).await {
         Ok(Some((row, body))) => {
             let placed = posted(&s, &row).await;

@@ -279,9 +279,8 @@ pub fn permalink(
         Some(t) => format!("{} {reference} (in the thread {t})", a.channel),
         None => format!("{} {reference}", a.channel),
     };
-    let plain = |s: &str| {
-        !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.')
-    };
+    let plain =
+        |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.');
     let base = workspace
         .map(|w| w.trim_end_matches('/'))
         .filter(|w| w.starts_with("https://") || w.starts_with("http://"))
@@ -327,7 +326,8 @@ mod tests {
     #[test]
     fn a_reply_s_permalink_names_its_thread_and_needs_a_known_http_workspace() {
         let threaded = r#"{"channel":"C1","ts":"4.000100","thread_ts":"4.000100"}"#;
-        let (text, link) = permalink(Some("https://acme.slack.com/"), threaded, "5.000200").unwrap();
+        let (text, link) =
+            permalink(Some("https://acme.slack.com/"), threaded, "5.000200").unwrap();
         assert_eq!(text, "C1 5.000200 (in the thread 4.000100)");
         assert_eq!(
             link.as_deref(),
@@ -336,15 +336,34 @@ mod tests {
         let dm = r#"{"channel":"D1","ts":"4.0","thread_ts":null}"#;
         let (text, link) = permalink(Some("https://acme.slack.com"), dm, "5.000200").unwrap();
         assert_eq!(text, "D1 5.000200");
-        assert_eq!(link.as_deref(), Some("https://acme.slack.com/archives/D1/p5000200"));
+        assert_eq!(
+            link.as_deref(),
+            Some("https://acme.slack.com/archives/D1/p5000200")
+        );
         // No workspace, or one that is not http(s), or odd parts: the words alone.
         assert_eq!(permalink(None, dm, "5.1").unwrap().1, None);
-        assert_eq!(permalink(Some("javascript:alert(1)"), dm, "5.1").unwrap().1, None);
+        assert_eq!(
+            permalink(Some("javascript:alert(1)"), dm, "5.1").unwrap().1,
+            None
+        );
         assert_eq!(permalink(Some("https://a\"b/"), dm, "5.1").unwrap().1, None);
         let odd = r#"{"channel":"C1/../x","ts":"4.0","thread_ts":null}"#;
-        assert_eq!(permalink(Some("https://a.slack.com"), odd, "5.1").unwrap().1, None);
-        assert_eq!(permalink(Some("https://a.slack.com"), dm, "5.1\"><b>").unwrap().1, None);
-        assert_eq!(permalink(Some("https://a.slack.com"), "not slack", "5.1"), None);
+        assert_eq!(
+            permalink(Some("https://a.slack.com"), odd, "5.1")
+                .unwrap()
+                .1,
+            None
+        );
+        assert_eq!(
+            permalink(Some("https://a.slack.com"), dm, "5.1\"><b>")
+                .unwrap()
+                .1,
+            None
+        );
+        assert_eq!(
+            permalink(Some("https://a.slack.com"), "not slack", "5.1"),
+            None
+        );
     }
 
     /// A message_action payload as Slack sends it for a message shortcut.

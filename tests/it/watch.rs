@@ -367,7 +367,11 @@ fn a_daemon_on_a_port_chosen_at_start_is_followed() {
     );
     let d = support::daemon::Daemon::start_env(&home, &[("ANIMA_INSPECT_TOKEN", TOKEN)]);
     slack.wait_connected_or(|| d.log());
-    let mut child = watch(&home, &["--json", "--phase", "stimulus,response"], Some(TOKEN));
+    let mut child = watch(
+        &home,
+        &["--json", "--phase", "stimulus,response"],
+        Some(TOKEN),
+    );
     let stdout = child.stdout.take().unwrap();
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -382,7 +386,10 @@ fn a_daemon_on_a_port_chosen_at_start_is_followed() {
     let deadline = Instant::now() + Duration::from_secs(30);
     let (mut sent, mut next) = (0, Instant::now());
     let mut seen: Vec<anima::window::Record> = Vec::new();
-    while !seen.iter().any(|r| r.phase.as_str() == "response" && ours(r)) {
+    while !seen
+        .iter()
+        .any(|r| r.phase.as_str() == "response" && ours(r))
+    {
         if Instant::now() >= next {
             sent += 1;
             let ts = format!("1515449522.{sent:06}");
@@ -396,7 +403,11 @@ fn a_daemon_on_a_port_chosen_at_start_is_followed() {
             next = Instant::now() + Duration::from_secs(2);
         }
         let left = deadline.saturating_duration_since(Instant::now());
-        assert!(!left.is_zero(), "no response record; seen: {seen:?}\n{}", d.log());
+        assert!(
+            !left.is_zero(),
+            "no response record; seen: {seen:?}\n{}",
+            d.log()
+        );
         if let Ok(line) = rx.recv_timeout(left.min(Duration::from_millis(100))) {
             seen.push(serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}")));
         }
@@ -406,8 +417,11 @@ fn a_daemon_on_a_port_chosen_at_start_is_followed() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("fixed port"), "{stderr}");
     assert!(
-        seen.iter().any(|r| r.phase.as_str() == "stimulus" && ours(r)),
+        seen.iter()
+            .any(|r| r.phase.as_str() == "stimulus" && ours(r)),
         "{seen:?}"
     );
-    assert!(seen.iter().all(|r| ["stimulus", "response"].contains(&r.phase.as_str())));
+    assert!(seen
+        .iter()
+        .all(|r| ["stimulus", "response"].contains(&r.phase.as_str())));
 }

@@ -309,6 +309,23 @@ fn long_texts_are_cut_with_a_link_and_lists_stay_bounded() {
     );
     let thread = get(&url("/inspect/thread?thread=T5"), &h);
     assert_eq!(thread.body.matches("<li class=\"turn\"").count(), 1);
+    // The pages that read many traces at once stay bounded and quick with 10,000 kept.
+    for page in [
+        "/inspect/process",
+        "/inspect/inner",
+        "/inspect/people",
+        "/inspect/soul",
+    ] {
+        let asked = Instant::now();
+        let answer = get(&url(page), &h);
+        assert_eq!(answer.status, 200, "{page}");
+        assert!(
+            answer.body.len() < 200_000,
+            "{page}: {} bytes",
+            answer.body.len()
+        );
+        eprintln!("{page}: {:?}", asked.elapsed());
+    }
     assert!(
         started.elapsed() < Duration::from_secs(10),
         "{:?}",

@@ -31,7 +31,10 @@ fn on_the_daemon_a_reply_s_turn_links_its_slack_message() {
         0,
     );
     let post = poll(20, "the reply in Slack", || {
-        slack.posts().into_iter().find(|p| p.text.contains("heard: where are you?"))
+        slack
+            .posts()
+            .into_iter()
+            .find(|p| p.text.contains("heard: where are you?"))
     });
     let link = format!(
         "https://fake.slack.test/archives/C0LAN2Q65/p{}?thread_ts=1515449522.000016&cid=C0LAN2Q65",
@@ -44,7 +47,9 @@ fn on_the_daemon_a_reply_s_turn_links_its_slack_message() {
         let list = get(&d.url("/api/inspect/turns?limit=20"), &h).json();
         let trace = list["turns"].as_array()?.iter().find_map(|t| {
             let reply = t["reply"].as_str()?;
-            reply.contains("heard: where").then(|| t["trace"].as_str().unwrap().to_string())
+            reply
+                .contains("heard: where")
+                .then(|| t["trace"].as_str().unwrap().to_string())
         })?;
         let turn = get(&d.url(&format!("/api/inspect/turns/{trace}")), &h).json();
         (!turn["posted"].is_null()).then_some(turn)
@@ -54,7 +59,14 @@ fn on_the_daemon_a_reply_s_turn_links_its_slack_message() {
         turn["posted"]["text"],
         format!("C0LAN2Q65 {} (in the thread 1515449522.000016)", post.ts)
     );
-    let page = get(&d.url(&format!("/inspect/turn/{}", turn["trace"].as_str().unwrap())), &h).body;
+    let page = get(
+        &d.url(&format!(
+            "/inspect/turn/{}",
+            turn["trace"].as_str().unwrap()
+        )),
+        &h,
+    )
+    .body;
     let href = format!(
         "<a class=\"slack\" href=\"{}\" rel=\"noopener noreferrer\">",
         link.replace('&', "&amp;")
