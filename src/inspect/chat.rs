@@ -126,7 +126,15 @@ pub async fn send(
         .into_response();
     }
     let mut body = String::from("<h2>Chat</h2><ol class=\"exchange\">");
-    let cut = |t: &str| escape(super::escape::cut(t, TEXT_CHARS).0);
+    // A long text is cut; its turn's page (in the conversation's turns) has it whole.
+    let whole = format!(
+        "… <a class=\"cut\" href=\"/inspect/thread?thread={}\">the whole, in this turn's trace</a>",
+        escape(&super::escape::query_value(&thread))
+    );
+    let cut = |t: &str| {
+        let (head, more) = super::escape::cut(t, TEXT_CHARS);
+        format!("{}{}", escape(head), if more { whole.as_str() } else { "" })
+    };
     let _ = write!(
         body,
         "<li><p class=\"said\">{}</p><p class=\"reply\">{}</p><p class=\"monologue\">{}</p></li></ol>",

@@ -106,6 +106,7 @@ pub const PATHS: &[&str] = &[
     "/inspect/inner",
     "/inspect/process",
     "/inspect/soul",
+    "/inspect/soul/text/{part}",
     "/inspect/people",
     "/inspect/person",
     "/inspect/person/model",
@@ -131,6 +132,7 @@ pub fn routes(inspector: Option<Arc<Inspector>>) -> Router {
         .route("/inspect/inner", get(charts::page))
         .route("/inspect/process", get(graph::page))
         .route("/inspect/soul", get(soul::page))
+        .route("/inspect/soul/text/{part}", get(soul::whole_text))
         .route("/inspect/people", get(people::list))
         .route("/inspect/person", get(people::person))
         .route("/inspect/person/model", get(people::model_text))

@@ -19,6 +19,8 @@ const CSS: &str = include_str!("static/inspector.css");
 
 /// The characters of a reply a timeline shows.
 const TIMELINE_REPLY_CHARS: usize = 160;
+/// The characters of a person's name a timeline shows.
+const NAME_CHARS: usize = 80;
 
 /// A whole page: `title` and `body` (already escaped HTML), with the navigation.
 pub fn frame(title: &str, body: &str) -> Response {
@@ -73,7 +75,7 @@ pub fn timeline(turns: &[TraceSummary], thread: Option<&str>, next: Option<i64>)
             trace = escape(&query_value(&t.trace)),
             at = time(t.at),
             kind = escape(&t.kind),
-            person = escape(t.person.as_deref().unwrap_or("")),
+            person = escape(cut(t.person.as_deref().unwrap_or(""), NAME_CHARS).0),
             q = escape(&query_value(&t.thread)),
             thread = escape(&t.thread),
             process = escape(&t.process),

@@ -20,6 +20,9 @@ use crate::window::{ModelCall, TraceBody};
 
 /// The characters of one text a page shows before it is cut.
 pub const TEXT_CHARS: usize = 20_000;
+/// The characters of a line of a list (a decision, a memory write, an error) or of a name.
+pub const ITEM_CHARS: usize = 2_000;
+const NAME_CHARS: usize = 200;
 
 /// The trace kept under `id`, its body read (a body that cannot be read shows as its error).
 pub async fn load(s: &Inspector, id: &str) -> Result<Option<(TraceRow, TraceBody)>, Response> {
@@ -75,6 +78,20 @@ fn shown(trace: &str, part: &str, text: &str) -> String {
         );
     }
     out
+}
+
+/// `text` escaped inline, cut at `ITEM_CHARS` with a link to the whole (`part` of `trace`).
+fn item(trace: &str, part: &str, text: &str) -> String {
+    let (head, more) = cut(text, ITEM_CHARS);
+    if !more {
+        return escape(head);
+    }
+    format!(
+        "{}… <a class=\"cut\" href=\"/inspect/turn/{}/text/{part}\">the whole ({} characters)</a>",
+        escape(head),
+        escape(&query_value(trace)),
+        text.chars().count()
+    )
 }
 
 /// The raw answer, escaped, its tags (`<name>`, `<name attr="…">`, `</name>`) marked;
@@ -223,7 +240,7 @@ fn body_html(
         time(row.at),
         escape(&query_value(&row.thread)),
         escape(&row.thread),
-        escape(row.person.as_deref().unwrap_or("")),
+        item(t, "person", row.person.as_deref().unwrap_or("")),
         escape(&row.process),
         escape(&body.processes.join(" → ")),
         body.total_ms
@@ -244,26 +261,30 @@ fn body_html(
         );
     }
     out.push_str("</ol></section><section class=\"decisions\"><h3>Decisions</h3><ul>");
-    for d in &body.decisions {
+    for (n, d) in body.decisions.iter().enumerate() {
         let _ = write!(
             out,
             "<li><span class=\"kind\">{}</span> {}</li>",
-            escape(&d.kind),
-            escape(&d.text)
+            escape(cut(&d.kind, NAME_CHARS).0),
+            item(t, &format!("decision-{n}"), &d.text)
         );
     }
     out.push_str("</ul><h3>Memory written</h3><ul>");
-    for w in &body.memory {
+    for (n, w) in body.memory.iter().enumerate() {
         let _ = write!(
             out,
             "<li><span class=\"kind\">{}</span> {}</li>",
-            escape(&w.what),
-            escape(&w.detail)
+            escape(cut(&w.what, NAME_CHARS).0),
+            item(t, &format!("memory-{n}"), &w.detail)
         );
     }
     out.push_str("</ul>");
-    for e in &body.errors {
-        let _ = write!(out, "<p class=\"error\">{}</p>", escape(e));
+    for (n, e) in body.errors.iter().enumerate() {
+        let _ = write!(
+            out,
+            "<p class=\"error\">{}</p>",
+            item(t, &format!("error-{n}"), e)
+        );
     }
     out.push_str("</section></div>");
     for (n, call) in body.calls.iter().enumerate() {
@@ -294,6 +315,29 @@ pub async fn page(State(s): State<Arc<Inspector>>, Path(id): Path<String>) -> Re
     }
 }
 
+/// The text a part names: `stimulus`, `reply`, `person`, or one of a list by its index
+/// (`prompt-N`, `raw-N`, `cognition-N`, `decision-N`, `memory-N`, `error-N`).
+fn part_text(row: &TraceRow, body: &TraceBody, part: &str) -> Option<String> {
+    match part {
+        "stimulus" => return Some(body.stimulus.clone()),
+        "reply" => return row.reply.clone(),
+        "person" => return row.person.clone(),
+        _ => {}
+    }
+    let (list, n) = part.rsplit_once('-')?;
+    let n: usize = n.parse().ok()?;
+    let call = || body.calls.get(n);
+    match list {
+        "prompt" => call().map(|c| c.prompt.clone()),
+        "raw" => call().map(|c| c.raw.clone()),
+        "cognition" => body.cognition.get(n).map(|c| c.text.clone()),
+        "decision" => body.decisions.get(n).map(|d| d.text.clone()),
+        "memory" => body.memory.get(n).map(|w| w.detail.clone()),
+        "error" => body.errors.get(n).cloned(),
+        _ => None,
+    }
+}
+
 /// `/inspect/turn/TRACE/text/PART`: one of the turn's texts whole, as plain text.
 pub async fn whole_text(
     State(s): State<Arc<Inspector>>,
@@ -304,30 +348,7 @@ pub async fn whole_text(
         Ok(None) => return (StatusCode::NOT_FOUND, "no trace kept").into_response(),
         Err(r) => return r,
     };
-    let indexed = |prefix: &str| {
-        part.strip_prefix(prefix)
-            .and_then(|n| n.parse::<usize>().ok())
-    };
-    let text = match part.as_str() {
-        "stimulus" => Some(body.stimulus.clone()),
-        "reply" => row.reply.clone(),
-        _ => None,
-    }
-    .or_else(|| {
-        indexed("prompt-")
-            .and_then(|n| body.calls.get(n))
-            .map(|c| c.prompt.clone())
-    })
-    .or_else(|| {
-        indexed("raw-")
-            .and_then(|n| body.calls.get(n))
-            .map(|c| c.raw.clone())
-    })
-    .or_else(|| {
-        indexed("cognition-")
-            .and_then(|n| body.cognition.get(n))
-            .map(|c| c.text.clone())
-    });
+    let text = part_text(&row, &body, &part);
     match text {
         Some(text) => ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response(),
         None => (StatusCode::NOT_FOUND, "no such part").into_response(),

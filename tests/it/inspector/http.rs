@@ -238,8 +238,13 @@ fn long_texts_are_cut_with_a_link_and_lists_stay_bounded() {
     let mut body = TraceBody::from_json(&huge.body).unwrap();
     body.cognition[0].text = "m".repeat(100_000);
     body.calls[0].raw = "<<a<b>></c><internal_monologue><</internal_>".repeat(5_000);
+    body.decisions[0].text = "<a<b>tool ✨".repeat(100_000);
     huge.body = body.to_json();
+    let name = "<script>".repeat(100_000);
+    huge.person = Some(name.clone());
     record(&home, huge);
+    let monologue = "<i>é</i>".repeat(15_000);
+    wait(home.store().add_journal(&monologue)).unwrap();
     let store = home.store();
     wait(async {
         for n in 0..10_000u64 {
@@ -273,7 +278,14 @@ fn long_texts_are_cut_with_a_link_and_lists_stay_bounded() {
             && !page.body.contains("<a<")
             && !page.body.contains("<script>alert")
     );
-    for part in ["stimulus", "cognition-0", "prompt-0", "raw-0"] {
+    for part in [
+        "stimulus",
+        "cognition-0",
+        "prompt-0",
+        "raw-0",
+        "decision-0",
+        "person",
+    ] {
         assert!(
             page.body
                 .contains(&format!("/inspect/turn/{}/text/{part}", id(1))),
@@ -286,6 +298,13 @@ fn long_texts_are_cut_with_a_link_and_lists_stay_bounded() {
         Some("text/plain; charset=utf-8")
     );
     assert_eq!(whole.body, megabyte);
+    let decision = get(
+        &url(&format!("/inspect/turn/{}/text/decision-0", id(1))),
+        &h,
+    );
+    assert_eq!(decision.body, "<a<b>tool ✨".repeat(100_000));
+    let person = get(&url(&format!("/inspect/turn/{}/text/person", id(1))), &h);
+    assert_eq!(person.body, name);
     assert_eq!(
         get(&url(&format!("/inspect/turn/{}/text/raw-9", id(1))), &h).status,
         404
@@ -301,6 +320,24 @@ fn long_texts_are_cut_with_a_link_and_lists_stay_bounded() {
             <= 100
     );
     assert!(home_page.body.contains("Older turns"));
+    assert!(
+        home_page.body.len() < 200_000,
+        "a long name cut in the timeline"
+    );
+    // A long journal entry: cut, escaped, whole behind its link.
+    let soul = get(&url("/inspect/soul"), &h);
+    assert!(
+        soul.body.contains("/inspect/soul/text/journal-0"),
+        "cut with a link"
+    );
+    assert!(!soul.body.contains("<i>") && soul.body.len() < 200_000);
+    let entry = get(&url("/inspect/soul/text/journal-0"), &h);
+    assert_eq!(
+        entry.header("content-type"),
+        Some("text/plain; charset=utf-8")
+    );
+    assert_eq!(entry.body, monologue);
+    assert_eq!(get(&url("/inspect/soul/text/journal-99"), &h).status, 404);
     let all = get(&url("/api/inspect/turns?limit=100000"), &h).json();
     assert_eq!(
         all["turns"].as_array().unwrap().len(),
