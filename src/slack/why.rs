@@ -7,6 +7,7 @@
 //! model or from people: it goes to Slack as escaped text (`&`, `<`, `>`), so a monologue can
 //! neither ping anyone nor make a link, and long texts are cut, saying so. Who may ask is the
 //! config's to say (`InspectConfig::may_ask_why`); which reply a message holds is the store's.
+//! `permalink` words (and links) a reply's message for the inspector's turn page.
 //! Knows nothing of turns or models beyond the trace's words.
 
 use slack_morphism::prelude::*;
