@@ -240,7 +240,9 @@ fn long_texts_are_cut_with_a_link_and_lists_stay_bounded() {
     body.calls[0].raw = "<<a<b>></c><internal_monologue><</internal_>".repeat(5_000);
     body.decisions[0].text = "<a<b>tool ✨".repeat(100_000);
     huge.body = body.to_json();
-    let name = "<script>".repeat(100_000);
+    // A name past what a page shows (PostgreSQL's index on a trace's person takes no more
+    // than about 2,700 bytes: no person in Slack comes near).
+    let name = "<script>".repeat(300);
     huge.person = Some(name.clone());
     record(&home, huge);
     let monologue = "<i>é</i>".repeat(15_000);
