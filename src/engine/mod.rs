@@ -24,6 +24,7 @@ mod begin;
 mod chain;
 mod commit;
 mod consolidate;
+mod daimons;
 mod dream;
 mod model;
 mod perception;
@@ -40,6 +41,7 @@ use serde::Serialize;
 use tracing::{warn, Instrument};
 
 pub use apply::StateChange;
+pub use daimons::{CounselError, OneToOne};
 pub use dream::{DreamError, DreamReport};
 pub use perception::{
     Message, Newer, Perception, Quiet, Speech, CLOSED_QUESTION, FOLLOW_UP_QUESTION,
@@ -149,6 +151,10 @@ pub struct Engine {
     awake: tokio::sync::watch::Sender<Gate>,
     /// The soul stream: the turn's phases, sent to whoever watches.
     hub: crate::window::Hub,
+    /// `[[daimons]]`, asked before a message's prompt (none configured: never).
+    daimons: Arc<crate::daimon::Daimons>,
+    /// Which conversations are one-to-one, as the door knows (onboarding); `None`: not told.
+    one_to_one: Option<OneToOne>,
 }
 
 impl Engine {
@@ -160,6 +166,8 @@ impl Engine {
     ) -> Self {
         Engine {
             models: Arc::new(Exporter::new(&config.memory_dir())),
+            daimons: Arc::new(crate::daimon::Daimons::new(&config.daimons)),
+            one_to_one: None,
             config,
             store,
             library,
@@ -170,6 +178,12 @@ impl Engine {
             awake: tokio::sync::watch::Sender::new(Gate::Open),
             hub: Default::default(),
         }
+    }
+
+    /// Tells the engine which conversations are one-to-one (a Slack DM), for onboarding.
+    pub fn with_one_to_one(mut self, one_to_one: OneToOne) -> Self {
+        self.one_to_one = Some(one_to_one);
+        self
     }
 
     /// Messages wait (their turns do not begin) until [`Engine::release`].
