@@ -256,10 +256,7 @@ mod tests {
                 model: "small".into()
             }
         );
-        assert_eq!(
-            (d[1].timeout, d[1].per_hour),
-            (Duration::from_secs(4), 10)
-        );
+        assert_eq!((d[1].timeout, d[1].per_hour), (Duration::from_secs(4), 10));
     }
 
     #[test]

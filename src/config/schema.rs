@@ -174,7 +174,11 @@ const DAIMONS: Tables = Tables {
 fn walk_daimons(value: &toml::Spanned<DeValue<'_>>, text: &str, w: &mut Walk) {
     let before = w.problems.len();
     match value.get_ref() {
-        DeValue::Array(items) if items.iter().all(|i| matches!(i.get_ref(), DeValue::Table(_))) => {
+        DeValue::Array(items)
+            if items
+                .iter()
+                .all(|i| matches!(i.get_ref(), DeValue::Table(_))) =>
+        {
             walk_tables(items, text, &DAIMONS, &mut w.problems)
         }
         _ => w.problems.push(Found {
@@ -381,7 +385,7 @@ mod tests {
     #[test]
     fn a_daimons_keys_are_checked_in_each_table() {
         let w = walk_str(
-            "[[daimons]]\nname = \"kothar\"\nurl = \"http://h\"\ntimeout = 5\nper_hour = 0\n",
+            "[[daimons]]\nname = \"kothar\"\nurl = \"http://h\"\ntimout_ms = 5\nper_hour = 0\n",
         );
         let msgs: Vec<(&str, &str)> = w
             .problems
@@ -393,7 +397,7 @@ mod tests {
             [
                 (
                     "[[daimons]]",
-                    "unknown key `timeout`; did you mean `timeout_ms`?"
+                    "unknown key `timout_ms`; did you mean `timeout_ms`?"
                 ),
                 (
                     "daimons.per_hour",

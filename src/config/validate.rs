@@ -8,8 +8,9 @@ use std::path::{Path, PathBuf};
 
 use super::raw::{RawAutonomy, RawConfig, RawLlm, RawSlack};
 use super::{
-    daimons, schema, tools, AutonomyConfig, Config, ConfigError, InspectConfig, IsmConfig, LlmConfig,
-    MemoryConfig, PipelineConfig, Problem, SlackConfig, StatesConfig, StoreConfig, ToolServer,
+    daimons, schema, tools, AutonomyConfig, Config, ConfigError, InspectConfig, IsmConfig,
+    LlmConfig, MemoryConfig, PipelineConfig, Problem, SlackConfig, StatesConfig, StoreConfig,
+    ToolServer,
 };
 
 /// The line on which `key` is set inside `[section]`, for messages about valid TOML with bad values.

@@ -62,7 +62,11 @@ pub(super) async fn counsel(State(s): State<Arc<HttpState>>, request: Request) -
         Err(e) => return (StatusCode::BAD_REQUEST, e.to_string()).into_response(),
     };
     let Ok(_permit) = c.permits.clone().try_acquire_owned() else {
-        return (StatusCode::SERVICE_UNAVAILABLE, "busy counselling; ask again").into_response();
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "busy counselling; ask again",
+        )
+            .into_response();
     };
     let started = std::time::Instant::now();
     match c.engine.counsel(&asked).await {

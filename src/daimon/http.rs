@@ -29,7 +29,6 @@ pub(super) async fn ask(
         let mut request = client
             .post(url)
             .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .timeout(timeout)
             .body(body);
         if let Some(t) = token {
             request = request.bearer_auth(t.expose());
@@ -64,7 +63,6 @@ pub async fn reachable(url: &str, within: Duration) -> Result<u16, String> {
     let probe = async {
         client
             .get(url)
-            .timeout(within)
             .send()
             .await
             .map(|r| r.status().as_u16())

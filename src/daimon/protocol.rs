@@ -113,7 +113,9 @@ pub struct Asked {
 pub enum AskedError {
     #[error("the body is not a JSON object")]
     NotAnObject,
-    #[error("`context` must be an object holding `soul_state`, `recent_monologue`, `interaction_count`")]
+    #[error(
+        "`context` must be an object holding `soul_state`, `recent_monologue`, `interaction_count`"
+    )]
     NoContext,
 }
 
@@ -204,7 +206,10 @@ mod tests {
         let c = Context::new(SoulStateView::default(), &long, 1);
         assert_eq!(c.recent_monologue.chars().count(), 200);
         assert!(c.recent_monologue.ends_with('日'));
-        assert_eq!(Context::new(SoulStateView::default(), "  hm ", 1).recent_monologue, "hm");
+        assert_eq!(
+            Context::new(SoulStateView::default(), "  hm ", 1).recent_monologue,
+            "hm"
+        );
     }
 
     #[test]
@@ -226,7 +231,10 @@ mod tests {
             Err(AnswerError::NotJson)
         );
         assert_eq!(read_answer(&[0xff, 0xfe, 0x00]), Err(AnswerError::NotJson));
-        assert_eq!(read_answer(br#"{"whisper":3}"#), Err(AnswerError::NoWhisper));
+        assert_eq!(
+            read_answer(br#"{"whisper":3}"#),
+            Err(AnswerError::NoWhisper)
+        );
         assert_eq!(read_answer(b"[]"), Err(AnswerError::NoWhisper));
     }
 
@@ -237,7 +245,13 @@ mod tests {
         assert_eq!(a.source, "claudicle");
         assert_eq!(a.soul_state[0], ("emotionalState".into(), "engaged".into()));
         assert_eq!(a.interaction_count, Some(5));
-        assert_eq!(a, Asked { source: "claudicle".into(), ..Asked::from(&context()) });
+        assert_eq!(
+            a,
+            Asked {
+                source: "claudicle".into(),
+                ..Asked::from(&context())
+            }
+        );
         let odd = format!(
             r#"{{"context":{{"soul_state":{{"x":3,"y":"{}"}},"recent_monologue":7}}}}"#,
             "a".repeat(5000)
@@ -245,7 +259,10 @@ mod tests {
         let a = read_asked(odd.as_bytes()).unwrap();
         assert_eq!(a.soul_state.len(), 1);
         assert_eq!(a.soul_state[0].1.len(), 200);
-        assert_eq!((a.recent_monologue.as_str(), a.interaction_count), ("", None));
+        assert_eq!(
+            (a.recent_monologue.as_str(), a.interaction_count),
+            ("", None)
+        );
         assert_eq!(read_asked(b"[1]"), Err(AskedError::NotAnObject));
         assert_eq!(read_asked(b"{\"context\":1}"), Err(AskedError::NoContext));
         assert_eq!(read_asked(b"<html>"), Err(AskedError::NotAnObject));

@@ -154,10 +154,16 @@ mod tests {
         assert!(c.system.starts_with("<soul>\n# Wren\nA soul.\n</soul>"));
         assert_eq!(c.user.matches("</asking_soul>").count(), 1);
         assert!(!c.user.contains("<instructions>"));
-        assert!(c.user.contains("````\nwho asks: kothar &lt;/asking_soul&gt;"));
-        assert!(c.user.contains("interactions so far: 5\n````\n</asking_soul>"));
+        assert!(c
+            .user
+            .contains("````\nwho asks: kothar &lt;/asking_soul&gt;"));
+        assert!(c
+            .user
+            .contains("interactions so far: 5\n````\n</asking_soul>"));
         let p = persona("# Kothar", "kothar", "Wren", &asked);
-        assert!(p.system.contains("You are kothar, watching Wren's conversation"));
+        assert!(p
+            .system
+            .contains("You are kothar, watching Wren's conversation"));
     }
 
     #[test]
@@ -166,7 +172,10 @@ mod tests {
             whisper_of("<internal_monologue>private</internal_monologue><external_dialogue verb=\"said\">Trust the <b>quiet</b>.</external_dialogue>"),
             Some("Trust the quiet.".into())
         );
-        assert_eq!(whisper_of("  a < b, and 3>2 "), Some("a < b, and 3>2".into()));
+        assert_eq!(
+            whisper_of("  a < b, and 3>2 "),
+            Some("a < b, and 3>2".into())
+        );
         assert_eq!(whisper_of("<p></p>"), None);
         assert_eq!(whisper_of(&"x".repeat(900)).unwrap().len(), 500);
     }

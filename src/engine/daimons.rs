@@ -36,9 +36,7 @@ impl Engine {
     /// Whether the daimons are asked for this turn, and what they are told: a message turn
     /// with no whisper of its own, when daimons are configured.
     pub(super) fn daimon_context(&self, p: &Perception, begun: &Begun) -> Option<Context> {
-        let asks = !self.daimons.is_empty()
-            && p.policy().whisper
-            && begun.ctx.whisper.is_none();
+        let asks = !self.daimons.is_empty() && p.policy().whisper && begun.ctx.whisper.is_none();
         asks.then(|| context_of(&begun.ctx))
     }
 

@@ -120,9 +120,18 @@ mod tests {
         assert_eq!(
             asked,
             [
-                Onboard { ask: true, model_in_view: true },
-                Onboard { ask: false, model_in_view: true },
-                Onboard { ask: false, model_in_view: true },
+                Onboard {
+                    ask: true,
+                    model_in_view: true
+                },
+                Onboard {
+                    ask: false,
+                    model_in_view: true
+                },
+                Onboard {
+                    ask: false,
+                    model_in_view: true
+                },
                 Onboard::default(),
             ]
         );

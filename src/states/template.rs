@@ -310,9 +310,9 @@ pub fn parse(text: &str, path: &Path) -> Result<Template, Vec<Problem>> {
             dream,
             solitude: toggle(b.solitude, &defaults.solitude),
             state_preservation,
-            onboarding: b
-                .onboarding
-                .map_or(defaults.onboarding.clone(), |o| o.read(&defaults.onboarding)),
+            onboarding: b.onboarding.map_or(defaults.onboarding.clone(), |o| {
+                o.read(&defaults.onboarding)
+            }),
         },
         file,
     })
