@@ -313,3 +313,50 @@ fn a_new_person_in_a_dm_is_asked_their_name_once_and_never_in_a_channel() {
     );
     assert!(!turns[2].contains(ONBOARDING), "not in a channel");
 }
+
+#[test]
+fn check_reports_each_daimon_without_hanging_or_showing_a_token() {
+    let model = FakeModel::start();
+    let daimon = FakeDaimon::start(Answer::Whisper(0, "unused".into()));
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let home = Home::new(
+        "anthropic",
+        &model.url(),
+        &format!(
+            "\n[[daimons]]\nname = \"kothar\"\nurl = \"{}\"\nbearer_env = \"KOTHAR_TOKEN\"\n\n[[daimons]]\nname = \"gone\"\nurl = \"http://{closed}/api/whisper\"\n\n[[daimons]]\nname = \"mute\"\nurl = \"{}\"\nbearer_env = \"MUTE_TOKEN\"\n\n[[daimons]]\nname = \"shade\"\nsoul_file = \"missing.md\"\n",
+            daimon.url(),
+            daimon.url()
+        ),
+    );
+    let started = std::time::Instant::now();
+    let r = home.run_env(&["check"], "", &[("KOTHAR_TOKEN", TOKEN)]);
+    assert!(started.elapsed() < Duration::from_secs(15));
+    assert_eq!(r.status, 2, "{}\n{}", r.stdout, r.stderr);
+    let out = &r.stdout;
+    assert!(
+        out.contains(&format!(
+            "ok: daimon kothar: {} (KOTHAR_TOKEN set; reachable: HTTP 405 to a GET)",
+            daimon.url()
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "warning: daimon gone: http://{closed}/api/whisper (no bearer token) is not reachable ("
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains("problem: daimon mute: its bearer token's variable MUTE_TOKEN is not set"),
+        "{out}"
+    );
+    assert!(
+        out.contains("problem: daimon shade: cannot read the soul file"),
+        "{out}"
+    );
+    assert!(daimon.asked().is_empty(), "nothing is asked of a daimon");
+    assert!(!out.contains(TOKEN) && !r.stderr.contains(TOKEN));
+}
