@@ -4,7 +4,9 @@
 //! a fixed process's call, or an ISM's loop of calls), `prompting` (a call's prompt, the
 //! facts rules read, whether a dialogue will stand), `model` (the call, streamed or not,
 //! parsed) and `apply` (answers → writes); `psyche` takes a message into the psychology
-//! substrate and gives the turn its inner life in words; `dream` carries out a dream and
+//! substrate and gives the turn its inner life in words; `daimons` asks the configured
+//! daimons for the turn's whisper meanwhile, decides onboarding, and gives anima's own
+//! counsel; `dream` carries out a dream and
 //! `consolidate` its memory consolidation; `tracer` gathers what a model-facing turn leaves
 //! for the soul's window (its trace, kept after the commit) and sends its moments to the soul
 //! stream (`Engine::hub`) as they happen.
