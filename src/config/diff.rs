@@ -34,6 +34,7 @@ pub fn changed_sections(old: &Config, new: &Config) -> Vec<&'static str> {
         autonomy,
         tools: _,
         store,
+        daimons,
     } = old;
     let sections = [
         (
@@ -81,6 +82,7 @@ pub fn changed_sections(old: &Config, new: &Config) -> Vec<&'static str> {
         ("inspect", *inspect != new.inspect),
         ("http", *listen != new.listen),
         ("store", *store != new.store),
+        ("daimons", *daimons != new.daimons),
     ];
     sections
         .into_iter()

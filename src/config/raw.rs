@@ -27,6 +27,8 @@ pub struct RawConfig {
     pub inspect: RawInspect,
     pub tools: super::tools::RawTools,
     pub store: RawStore,
+    /// `[[daimons]]`, one table each.
+    pub daimons: Vec<super::daimons::RawDaimon>,
 }
 
 /// Where the soul's store lives.

@@ -16,6 +16,7 @@
 //! (`notify`).
 
 mod company;
+mod counsel;
 mod door;
 mod forgetting;
 mod http;

@@ -96,6 +96,7 @@ pub(super) async fn soul(
         Engine::build(config)
             .await?
             .with_metrics(metrics.clone())
+            .with_one_to_one(Arc::new(crate::slack::one_to_one))
             .start_tools(),
     );
     let store = engine.store().clone();
@@ -214,6 +215,7 @@ pub(super) async fn http(
         metrics: soul.metrics.clone(),
         whisper_token: Secret::from_env("ANIMA_WHISPER_TOKEN"),
         admin_token: Secret::from_env("ANIMA_ADMIN_TOKEN"),
+        counsel: super::counsel::Counsel::from_env(&soul.engine),
         last_probe_ms: Default::default(),
         stopping,
         slack_refusals: slack.api.refusals().clone(),

@@ -28,6 +28,10 @@ pub(super) struct Begun {
     pub quiet_minutes: Option<u64>,
     /// Names this turn's claim on a whisper.
     pub claimant: String,
+    /// A daimon's whisper for this turn (when it claimed none of its own).
+    pub heard: Option<crate::daimon::Heard>,
+    /// What onboarding asks of this turn.
+    pub onboard: crate::states::onboarding::Onboard,
 }
 
 /// The stage where the kinds differ: what is recorded and read before the first run, through
@@ -78,6 +82,8 @@ pub(super) async fn begin(
                 idle_minutes,
                 quiet_minutes: None,
                 claimant,
+                heard: None,
+                onboard: Default::default(),
                 ctx,
             })
         }
@@ -98,6 +104,8 @@ pub(super) async fn begin(
                 idle_minutes: quiet as f64,
                 quiet_minutes: Some(quiet),
                 claimant,
+                heard: None,
+                onboard: Default::default(),
                 ctx,
             })
         }

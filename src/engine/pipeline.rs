@@ -35,15 +35,24 @@ impl Engine {
         let store = self.store.as_ref();
         let keeps_sessions = self.provider.keeps_sessions();
         let mut begun = begin(store, &self.config, keeps_sessions, p, &lib).await?;
-        if matches!(p, Perception::Message(_)) {
-            leave_rest(store, &mut begun.ctx, &tracer).await?;
-        }
-        let packet = match p {
-            Perception::Message(m) => {
-                psyche_turn(store, &self.config.autonomy, m, &lib, &tracer).await
+        begun.onboard = self.onboard(p, &begun.ctx, &lib);
+        // The daimons are asked while the message goes into the psyche (see `daimons`).
+        let context = self.daimon_context(p, &begun);
+        let heard = self.hear_daimons(context, lib.soul.name(), &tracer);
+        let before = async {
+            if matches!(p, Perception::Message(_)) {
+                leave_rest(store, &mut begun.ctx, &tracer).await?;
             }
-            Perception::Quiet(_) => None,
+            Ok::<_, EngineError>(match p {
+                Perception::Message(m) => {
+                    psyche_turn(store, &self.config.autonomy, m, &lib, &tracer).await
+                }
+                Perception::Quiet(_) => None,
+            })
         };
+        let (packet, heard) = tokio::join!(before, heard);
+        let packet = packet?;
+        begun.heard = heard;
         let chained = self
             .caller(&tracer)
             .chain(p, &begun, &lib, packet.as_ref())
