@@ -4,8 +4,8 @@
 //! wires the long-running service; `slack` takes events in by both doors and hands them to
 //! the `router`, which keeps the durable inbox and runs one conversation at a time through
 //! the `engine`; the engine moves a thread through its `process`, builds the `prompt`, asks a
-//! model through `llm`, reads the answer with `parse`, calls an ISM's MCP `tools`, and keeps
-//! everything in `memory`; the
+//! model through `llm`, reads the answer with `parse`, calls an ISM's MCP `tools`, asks
+//! other souls for a whisper through `daimon`, and keeps everything in `memory`; the
 //! router delivers the reply back through slack's surface. `states` is the soul's cognitive
 //! state (WAKEUP, WORK, PLAY, DREAM, SOLITUDE, SHUTDOWN) as its template shapes it: pure,
 //! carried out by the daemon and the engine. `psyche` is the soul's numeric inner life (drives,
@@ -29,6 +29,7 @@ pub mod ism;
 pub mod psyche;
 pub mod prompt;
 pub mod llm;
+pub mod daimon;
 pub mod parse;
 pub mod tools;
 pub mod memory;

@@ -1,6 +1,7 @@
 //! `anima check`: whether `chat` and `run` can work. Every problem with the configuration,
 //! soul and process files, database and model provider (resolved as at start), each naming
 //! the file (and key and line where there is one) and what to do; exit 2 on any problem.
+//! Each daimon is reported too (`check_daimons`).
 //! Warnings say what works but not as one may think (the built-in soul, no Slack tokens, a
 //! Slack that cannot be asked about them).
 
@@ -32,6 +33,8 @@ pub async fn run(config_path: Option<&Path>, offline: bool) -> CliResult {
         check_soul_files(config, &mut problems, &mut notes);
         let defs = check_processes(config, &mut problems, &mut notes, &mut warnings);
         check_tools(config, &defs, &mut problems, &mut notes, &mut warnings).await;
+        let (p, n, w) = (&mut problems, &mut notes, &mut warnings);
+        super::check_daimons::check_daimons(config, offline, p, n, w).await;
         check_store(config, &mut problems, &mut notes).await;
         check_provider(config, &mut problems, &mut notes).await;
         warnings.extend(slack_tokens_missing(config));

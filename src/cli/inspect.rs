@@ -2,7 +2,9 @@
 //! database the config names. It builds the engine as `anima chat` does (so the chat pane
 //! talks to the same soul and memory), serves on loopback by default, makes a random token
 //! and prints the login URL on stdout; it opens a browser unless told not to, and never fails
-//! when there is none.
+//! when there is none. With `SLACK_BOT_TOKEN` in its environment it asks Slack once, in the
+//! background, for the workspace's URL (auth.test), so a turn's page links its reply to the
+//! Slack message; without it, or while Slack does not answer, the page names the message.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -35,6 +37,7 @@ pub async fn run(config_path: Option<&Path>, args: InspectArgs) -> CliResult {
     );
     let token = random_token();
     let inspector = Inspector::new(engine.clone(), Secret::new(token.clone()));
+    place_replies(&config, &inspector);
     let closing = inspector.clone();
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
@@ -55,6 +58,29 @@ pub async fn run(config_path: Option<&Path>, args: InspectArgs) -> CliResult {
         .await;
     engine.stop_tools().await;
     served.map_err(|e| Failure::Runtime(format!("serving the inspector: {e}")))
+}
+
+/// How a turn's page names the Slack message its reply went into: its permalink once Slack has
+/// named the workspace (asked once, in the background, when `SLACK_BOT_TOKEN` is set).
+fn place_replies(config: &crate::config::Config, inspector: &Inspector) {
+    let api = Secret::from_env("SLACK_BOT_TOKEN").map(|bot| {
+        let client = Arc::new(slack_morphism::SlackClient::new(
+            crate::slack::api::connector(&config.slack.api_base_url),
+        ));
+        Arc::new(crate::slack::api::SlackApi::new(client, &bot))
+    });
+    if let Some(api) = &api {
+        let api = api.clone();
+        tokio::spawn(async move {
+            if let Err(e) = api.auth_test().await {
+                tracing::debug!(error = %e, "auth.test: the workspace's URL stays unknown");
+            }
+        });
+    }
+    inspector.placing_replies(Arc::new(move |address, reference| {
+        let workspace = api.as_ref().and_then(|a| a.workspace_url());
+        crate::slack::why::permalink(workspace.as_deref(), address, reference)
+    }));
 }
 
 /// Opens `url` with the desktop's opener if there is one (`xdg-open`, or `open` on macOS);

@@ -6,6 +6,7 @@
 
 mod chat;
 mod check;
+mod check_daimons;
 mod check_processes;
 mod dream;
 mod eval;

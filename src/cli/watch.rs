@@ -4,9 +4,9 @@
 //!
 //! It reads `GET http://<listen>/api/inspect/stream` (server-sent events, `sse`) with the
 //! bearer token `ANIMA_INSPECT_TOKEN`, as the daemon serves it. On SQLite the daemon is the
-//! one at `[http] listen`; on PostgreSQL every daemon the store lists, each at the address it
-//! joined with (looked up again every few seconds, so a daemon that starts later is followed
-//! too), their records merged and each line naming its daemon. A daemon that cannot be reached
+//! one at `[http] listen` (for a port of 0, at the address it wrote beside the database when it
+//! bound one); on PostgreSQL every daemon the store lists, each at the address it bound
+//! (looked up again every few seconds, so a daemon that starts later is followed too), their records merged and each line naming its daemon. A daemon that cannot be reached
 //! or whose stream ends (a restart) is tried again with a growing wait, saying so on stderr.
 //! Knows nothing of how records are made: it reads them.
 
@@ -165,7 +165,7 @@ fn width() -> usize {
 /// let go).
 async fn keep_following(config: std::sync::Arc<Config>, follow: Follow) -> CliResult {
     if config.store.backend != StoreBackend::Postgres {
-        let addr = reachable(config.listen, "", "").map_err(Failure::Usage)?;
+        let addr = reachable(sqlite_listen(&config)?, "", "").map_err(Failure::Usage)?;
         follow.daemon(Target { name: None, addr }).await;
         return Ok(());
     }
@@ -215,6 +215,30 @@ async fn keep_following(config: std::sync::Arc<Config>, follow: Follow) -> CliRe
         tokio::time::sleep(RELIST).await;
     }
     Ok(())
+}
+
+/// Where the daemon of a SQLite home listens: `[http] listen`, or, when that names port 0 (a
+/// free port chosen at start), the address the daemon wrote beside the database when it bound
+/// it (`daemon::LISTEN_FILE`).
+fn sqlite_listen(config: &Config) -> Result<SocketAddr, Failure> {
+    if config.listen.port() != 0 {
+        return Ok(config.listen);
+    }
+    let file = config.db_path().with_file_name(crate::daemon::LISTEN_FILE);
+    let text = std::fs::read_to_string(&file).map_err(|e| {
+        Failure::Usage(format!(
+            "`[http] listen` is {} (a port chosen at start) and {} cannot be read ({e}): start the daemon first, or set a fixed port",
+            config.listen,
+            file.display()
+        ))
+    })?;
+    text.trim().parse().map_err(|_| {
+        Failure::Usage(format!(
+            "{} does not hold an address ({:?}): start the daemon again",
+            file.display(),
+            line::harmless(&text.trim().chars().take(100).collect::<String>())
+        ))
+    })
 }
 
 /// Each daemon (by its id in the store) and where it is reached from `here`, or why it cannot

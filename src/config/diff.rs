@@ -35,6 +35,7 @@ pub fn changed_sections(old: &Config, new: &Config) -> Vec<&'static str> {
         autonomy,
         tools: _,
         store,
+        daimons,
     } = old;
     let sections = [
         (
@@ -83,6 +84,7 @@ pub fn changed_sections(old: &Config, new: &Config) -> Vec<&'static str> {
         ("files", *files != new.files),
         ("http", *listen != new.listen),
         ("store", *store != new.store),
+        ("daimons", *daimons != new.daimons),
     ];
     sections
         .into_iter()

@@ -4,6 +4,7 @@
 //! Owns the lookup order (`--config`, `$ANIMA_CONFIG`, `./anima.toml`, defaults), path
 //! resolution and every cross-key rule. Secrets never pass through here: see `secret`.
 
+mod daimons;
 mod diff;
 mod raw;
 mod schema;
@@ -17,6 +18,7 @@ use std::path::{Path, PathBuf};
 
 pub use crate::toml_file::Problem;
 use crate::toml_file::TomlFile;
+pub use daimons::{DaimonConfig, DaimonKind};
 pub use diff::changed_sections;
 pub use raw::{ProviderKind, RawConfig, SlackMode, StoreBackend, StructuredOutput};
 pub use tools::{is_server_name, ToolServer, ToolTransport};
@@ -56,6 +58,8 @@ pub struct Config {
     /// `[[tools.servers]]`: the MCP servers whose tools ISM actions may call.
     pub tools: Vec<ToolServer>,
     pub store: StoreConfig,
+    /// `[[daimons]]`: the souls asked for a whisper before a turn.
+    pub daimons: Vec<DaimonConfig>,
 }
 
 /// `[inspect]`: the soul's window.

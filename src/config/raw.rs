@@ -28,6 +28,8 @@ pub struct RawConfig {
     pub files: RawFiles,
     pub tools: super::tools::RawTools,
     pub store: RawStore,
+    /// `[[daimons]]`, one table each.
+    pub daimons: Vec<super::daimons::RawDaimon>,
 }
 
 /// Where the soul's store lives.

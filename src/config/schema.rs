@@ -53,6 +53,10 @@ pub(super) fn walk(doc: &DeTable<'_>, text: &str) -> Walk {
     for (name, value) in doc.iter() {
         let section = name.get_ref().as_ref();
         let offset = name.span().start;
+        if section == "daimons" {
+            walk_daimons(value, text, &mut w);
+            continue;
+        }
         if known.contains(&section) {
             let DeValue::Table(table) = value.get_ref() else {
                 w.problems.push(Found {
@@ -79,7 +83,7 @@ pub(super) fn walk(doc: &DeTable<'_>, text: &str) -> Walk {
                 };
                 if let (Kind::Servers, DeValue::Array(items)) = (spec.kind, v.get_ref()) {
                     let before = w.problems.len();
-                    walk_servers(items, text, &mut w.problems);
+                    walk_tables(items, text, &SERVERS, &mut w.problems);
                     if w.problems.len() > before {
                         w.drop.push((section.to_string(), Some(key.to_string())));
                     }
@@ -139,9 +143,66 @@ pub(super) fn walk(doc: &DeTable<'_>, text: &str) -> Walk {
     w
 }
 
-/// Every unknown key and every value of the wrong kind in the `[[tools.servers]]` tables.
-fn walk_servers(items: &[toml::Spanned<DeValue<'_>>], text: &str, problems: &mut Vec<Found>) {
-    let keys = super::tools::SERVER_KEYS;
+/// Tables of one kind (`[[tools.servers]]`, `[[daimons]]`): their keys, and how problems
+/// name them.
+struct Tables {
+    keys: &'static [Key],
+    /// `[[tools.servers]]`.
+    header: &'static str,
+    /// `tools.servers`.
+    path: &'static str,
+    /// `a server`.
+    one: &'static str,
+}
+
+const SERVERS: Tables = Tables {
+    keys: super::tools::SERVER_KEYS,
+    header: "[[tools.servers]]",
+    path: "tools.servers",
+    one: "a server",
+};
+
+const DAIMONS: Tables = Tables {
+    keys: super::daimons::DAIMON_KEYS,
+    header: "[[daimons]]",
+    path: "daimons",
+    one: "a daimon",
+};
+
+/// `daimons`, which must be `[[daimons]]` tables: each one's keys checked; with any problem
+/// the whole list is left out before deserializing.
+fn walk_daimons(value: &toml::Spanned<DeValue<'_>>, text: &str, w: &mut Walk) {
+    let before = w.problems.len();
+    match value.get_ref() {
+        DeValue::Array(items)
+            if items
+                .iter()
+                .all(|i| matches!(i.get_ref(), DeValue::Table(_))) =>
+        {
+            walk_tables(items, text, &DAIMONS, &mut w.problems)
+        }
+        _ => w.problems.push(Found {
+            offset: value.span().start,
+            key: "daimons".into(),
+            message: format!(
+                "found {}, expected [[daimons]] tables, one per daimon",
+                written(text, value.span())
+            ),
+        }),
+    }
+    if w.problems.len() > before {
+        w.drop.push(("daimons".to_string(), None));
+    }
+}
+
+/// Every unknown key and every value of the wrong kind in tables of one kind.
+fn walk_tables(
+    items: &[toml::Spanned<DeValue<'_>>],
+    text: &str,
+    tables: &Tables,
+    problems: &mut Vec<Found>,
+) {
+    let keys = tables.keys;
     for item in items {
         let DeValue::Table(table) = item.get_ref() else {
             continue;
@@ -152,11 +213,12 @@ fn walk_servers(items: &[toml::Spanned<DeValue<'_>>], text: &str, problems: &mut
                 let names = keys.iter().map(|s| s.name);
                 problems.push(Found {
                     offset: k.span().start,
-                    key: "[[tools.servers]]".into(),
+                    key: tables.header.into(),
                     message: match nearest(key, names.clone()) {
                         Some(n) => format!("unknown key `{key}`; did you mean `{n}`?"),
                         None => format!(
-                            "unknown key `{key}`; the keys of a server are {}",
+                            "unknown key `{key}`; the keys of {} are {}",
+                            tables.one,
                             names.collect::<Vec<_>>().join(", ")
                         ),
                     },
@@ -166,7 +228,7 @@ fn walk_servers(items: &[toml::Spanned<DeValue<'_>>], text: &str, problems: &mut
             if let Some(more) = spec.kind.refuse(v.get_ref()) {
                 problems.push(Found {
                     offset: v.span().start,
-                    key: format!("tools.servers.{key}"),
+                    key: format!("{}.{key}", tables.path),
                     message: format!(
                         "found {}, expected {}{more}",
                         written(text, v.span()),
@@ -318,6 +380,38 @@ mod tests {
             ]
         );
         assert_eq!(w.drop, [("tools".to_string(), Some("servers".to_string()))]);
+    }
+
+    #[test]
+    fn a_daimons_keys_are_checked_in_each_table() {
+        let w = walk_str(
+            "[[daimons]]\nname = \"kothar\"\nurl = \"http://h\"\ntimout_ms = 5\nper_hour = 0\n",
+        );
+        let msgs: Vec<(&str, &str)> = w
+            .problems
+            .iter()
+            .map(|p| (p.key.as_str(), p.message.as_str()))
+            .collect();
+        assert_eq!(
+            msgs,
+            [
+                (
+                    "[[daimons]]",
+                    "unknown key `timout_ms`; did you mean `timeout_ms`?"
+                ),
+                (
+                    "daimons.per_hour",
+                    "found 0, expected a whole number of asks from 1 to 100000"
+                ),
+            ]
+        );
+        assert_eq!(w.drop, [("daimons".to_string(), None)]);
+        let w = walk_str("daimons = \"kothar\"\n");
+        assert_eq!(w.problems.len(), 1);
+        assert_eq!(
+            w.problems[0].message,
+            "found \"kothar\", expected [[daimons]] tables, one per daimon"
+        );
     }
 
     #[test]

@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 
 use super::raw::{RawAutonomy, RawConfig, RawLlm, RawSlack};
 use super::{
-    schema, tools, AutonomyConfig, Config, ConfigError, FilesConfig, InspectConfig, IsmConfig,
-    LlmConfig, MemoryConfig, PipelineConfig, Problem, SlackConfig, StatesConfig, StoreConfig,
-    ToolServer,
+    daimons, schema, tools, AutonomyConfig, Config, ConfigError, FilesConfig, InspectConfig,
+    IsmConfig, LlmConfig, MemoryConfig, PipelineConfig, Problem, SlackConfig, StatesConfig,
+    StoreConfig, ToolServer,
 };
 
 /// The line on which `key` is set inside `[section]`, for messages about valid TOML with bad values.
@@ -75,6 +75,7 @@ struct Parsed {
     api_base_url: String,
     listen: SocketAddr,
     tool_servers: Vec<ToolServer>,
+    daimons: Vec<daimons::DaimonConfig>,
 }
 
 /// Parses the values `schema` cannot judge by kind and range, with a problem for each that
@@ -142,11 +143,21 @@ fn parsed_values(
             message,
         });
     }
+    let (daimons, daimon_problems) = daimons::check(&raw.daimons, base);
+    for (i, key, message) in daimon_problems {
+        problems.push(Problem {
+            file: file_name.to_string(),
+            key: format!("daimons[{i}].{key}"),
+            line: daimons::daimon_line(text, i, key),
+            message,
+        });
+    }
     let parsed = Parsed {
         base_url,
         api_base_url,
         listen,
         tool_servers,
+        daimons,
     };
     (parsed, problems)
 }
@@ -202,6 +213,7 @@ fn assemble(raw: RawConfig, parsed: Parsed, file: Option<&Path>, base: &Path) ->
             pool_size: raw.store.pool_size,
             claim_lease_secs: raw.store.claim_lease_secs,
         },
+        daimons: parsed.daimons,
     }
 }
 

@@ -29,7 +29,8 @@ use crate::memory::{DaemonRow, Store};
 /// machine whose process is gone (this one's predecessor, killed) and whose heartbeat stands
 /// still is buried first: its conversations are this one's at once, and the soul's crash is
 /// recorded as for one daemon.
-/// `listen` is its `[http] listen`, kept for whoever follows its soul stream.
+/// `listen` is where its HTTP server listens (`[http] listen` as bound: a port of 0 is the
+/// one chosen), kept for whoever follows its soul stream.
 pub async fn join(store: &Arc<dyn Store>, lease: Duration, listen: SocketAddr) -> bool {
     let host = host();
     match store.daemons().await {

@@ -1,5 +1,5 @@
 //! The daemon's HTTP routes on `[http] listen`: `GET /healthz`, `GET /metrics`,
-//! `POST /api/whisper`, `/api/admin/…`, Slack's `POST /slack/events` door (which `slack::events`
+//! `POST /api/whisper`, `POST /api/counsel` (`counsel`), `/api/admin/…`, Slack's `POST /slack/events` door (which `slack::events`
 //! owns), and the inspector's `/inspect/` and `/api/inspect/…` (which `inspect` owns; mounted
 //! only with `ANIMA_INSPECT_TOKEN` set, else 404).
 //!
@@ -43,6 +43,8 @@ pub struct HttpState {
     pub metrics: Arc<Metrics>,
     pub whisper_token: Option<Secret>,
     pub admin_token: Option<Secret>,
+    /// `/api/counsel`, when `ANIMA_COUNSEL_TOKEN` is set.
+    pub counsel: Option<super::counsel::Counsel>,
     pub stopping: Arc<AtomicBool>,
     /// When `/healthz` last probed the store (unix ms).
     pub last_probe_ms: AtomicI64,
@@ -61,6 +63,7 @@ pub fn routes(
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
         .route("/api/whisper", post(whisper))
+        .route("/api/counsel", post(super::counsel::counsel))
         .route("/api/admin/{action}", get(admin).post(admin))
         .with_state(state)
         .merge(slack_door)
@@ -132,7 +135,7 @@ async fn metrics(State(s): State<Arc<HttpState>>) -> Response {
 
 /// Checks `Authorization: Bearer …` against `token` in constant time; a refusal is counted
 /// and answered 401.
-fn authorised(
+pub(super) fn authorised(
     s: &HttpState,
     route: &'static str,
     request: &Request,
@@ -173,7 +176,7 @@ async fn json_body(request: Request) -> Result<Value, Refused> {
 }
 
 /// A request turned away: its status and why.
-type Refused = (StatusCode, String);
+pub(super) type Refused = (StatusCode, String);
 
 async fn whisper(State(s): State<Arc<HttpState>>, request: Request) -> Response {
     let Some(token) = &s.whisper_token else {

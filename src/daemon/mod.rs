@@ -16,6 +16,7 @@
 //! (`notify`).
 
 mod company;
+mod counsel;
 mod door;
 mod forgetting;
 mod http;
@@ -39,6 +40,10 @@ use tasks::{Backoff, Stage, Tasks};
 /// This machine's name, as the daemons sharing a soul record it (`anima watch` reaches a
 /// daemon listening on every address of this machine through the loopback).
 pub use company::host;
+
+/// The file beside a SQLite home's database where its daemon writes the address it listens on
+/// (`[http] listen` as bound: a port of 0 made a real one), for `anima watch`.
+pub const LISTEN_FILE: &str = "daemon.listen";
 
 /// Why the daemon could not run.
 #[derive(Debug, thiserror::Error)]
@@ -83,12 +88,13 @@ pub async fn run(config: Arc<Config>) -> Result<(), DaemonError> {
         info!("stopped while waiting for the database");
         return Ok(());
     }
-    let (soul, woken) = start::soul(&config, &tasks, hangups).await?;
+    let (listener, bound) = start::bind(&config).await?;
+    let (soul, woken) = start::soul(&config, &tasks, hangups, bound).await?;
     let slack = start::slack(&config, &tokens, &soul.metrics);
     if let Some(files) = &slack.files {
         soul.engine.fetch_files_with(files.clone());
     }
-    let events = start::http(&config, &tasks, &soul, &slack, &tokens).await?;
+    let events = start::http(listener, &tasks, &soul, &slack, &tokens).await?;
 
     let bot = match door::slack_takes_tokens(&slack.api, tokens.app.as_ref(), &stop).await {
         Ok(Some(bot)) => bot,

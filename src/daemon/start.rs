@@ -3,6 +3,7 @@
 //! background work. Each task it starts is supervised (`tasks`), its policy said where it
 //! is started.
 
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -83,21 +84,24 @@ pub(super) struct Soul {
 /// restarted if it fails, the lease outlives a back-off), the wakeup ("wakeup": once; its
 /// affirmation, if any, comes through the receiver) and the reloads on SIGHUP ("reload":
 /// restarted).
+/// `listen` is the address `bind` bound, recorded as this daemon's among those on the soul.
 pub(super) async fn soul(
     config: &Arc<Config>,
     tasks: &Tasks,
     hangups: Option<Signal>,
+    listen: SocketAddr,
 ) -> Result<(Soul, oneshot::Receiver<Option<String>>), DaemonError> {
     let metrics = Arc::new(Metrics::default());
     let engine = Arc::new(
         Engine::build(config)
             .await?
             .with_metrics(metrics.clone())
+            .with_one_to_one(Arc::new(crate::slack::one_to_one))
             .start_tools(),
     );
     let store = engine.store().clone();
     let lease = Duration::from_secs(config.store.claim_lease_secs.max(1));
-    let first = company::join(&store, lease, config.listen).await;
+    let first = company::join(&store, lease, listen).await;
     let lead = Lead::new(engine.clone());
     company::take_lead(&store, lease, &lead).await;
     let (s, l) = (store.clone(), lead.clone());
@@ -175,11 +179,39 @@ pub(super) fn slack(config: &Config, tokens: &Tokens, metrics: &Arc<Metrics>) ->
     }
 }
 
-/// Listens on `[http] listen` and serves the routes ("http": the daemon stops if the server
-/// ends, since `/healthz` and the Events API are gone with it). The Events API's door has no
-/// gate until `doors`.
-pub(super) async fn http(
+/// Binds `[http] listen`, before the soul joins the daemons on it, so that the address this
+/// daemon records (`Claims::join`, for `anima watch`) is the one bound: a port of 0 is a free
+/// one, chosen here. A store one process uses records no daemon rows, so on SQLite the address
+/// is also written beside the database (`LISTEN_FILE`), where `anima watch` looks for it.
+pub(super) async fn bind(
     config: &Config,
+) -> Result<(tokio::net::TcpListener, SocketAddr), DaemonError> {
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|e| {
+            DaemonError::Runtime(format!(
+                "cannot listen on {} (`[http] listen` in {}): {e}",
+                config.listen,
+                config.origin()
+            ))
+        })?;
+    let local = listener.local_addr().map_err(DaemonError::runtime)?;
+    if config.store.backend == crate::config::StoreBackend::Sqlite {
+        let file = config.db_path().with_file_name(super::LISTEN_FILE);
+        if let Err(e) = std::fs::write(&file, format!("{local}\n")) {
+            tracing::warn!(file = %file.display(), error = %e, "cannot record where the daemon listens; `anima watch` will not find a port chosen at start");
+        }
+    }
+    // Said once the address is recorded: whoever waits for this line finds it there.
+    info!(addr = %local, "http listening");
+    Ok((listener, local))
+}
+
+/// Serves the routes on `listener` ("http": the daemon stops if the server ends, since
+/// `/healthz` and the Events API are gone with it). The Events API's door has no gate until
+/// `doors`.
+pub(super) async fn http(
+    listener: tokio::net::TcpListener,
     tasks: &Tasks,
     soul: &Soul,
     slack: &Slack,
@@ -198,25 +230,21 @@ pub(super) async fn http(
         metrics: soul.metrics.clone(),
         whisper_token: Secret::from_env("ANIMA_WHISPER_TOKEN"),
         admin_token: Secret::from_env("ANIMA_ADMIN_TOKEN"),
+        counsel: super::counsel::Counsel::from_env(&soul.engine),
         last_probe_ms: Default::default(),
         stopping,
         slack_refusals: slack.api.refusals().clone(),
     });
-    let listener = tokio::net::TcpListener::bind(config.listen)
-        .await
-        .map_err(|e| {
-            DaemonError::Runtime(format!(
-                "cannot listen on {} (`[http] listen` in {}): {e}",
-                config.listen,
-                config.origin()
-            ))
-        })?;
     let local = listener.local_addr().map_err(DaemonError::runtime)?;
-    info!(addr = %local, "http listening");
     let inspector = Secret::from_env("ANIMA_INSPECT_TOKEN")
         .map(|token| crate::inspect::Inspector::new(soul.engine.clone(), token));
-    if inspector.is_some() {
+    if let Some(inspector) = &inspector {
         info!(addr = %local, "the inspector is served at /inspect/ (ANIMA_INSPECT_TOKEN)");
+        // A turn's page links its reply to Slack once auth.test has named the workspace.
+        let api = slack.api.clone();
+        inspector.placing_replies(Arc::new(move |address, reference| {
+            crate::slack::why::permalink(api.workspace_url().as_deref(), address, reference)
+        }));
     }
     let routes = http::routes(http_state, events::routes(door.clone()), inspector.clone());
     // Started once (`Policy::StopDaemon`): the listener is the first start's.

@@ -31,6 +31,10 @@ pub(super) struct Begun {
     pub claimant: String,
     /// What the message's shared files gave the turn (none for a quiet spell).
     pub shared: Shared,
+    /// A daimon's whisper for this turn (when it claimed none of its own).
+    pub heard: Option<crate::daimon::Heard>,
+    /// What onboarding asks of this turn.
+    pub onboard: crate::states::onboarding::Onboard,
 }
 
 /// The stage where the kinds differ: what is recorded and read before the first run, through
@@ -82,6 +86,8 @@ pub(super) async fn begin(
                 idle_minutes,
                 quiet_minutes: None,
                 claimant,
+                heard: None,
+                onboard: Default::default(),
                 ctx,
                 shared,
             })
@@ -103,6 +109,8 @@ pub(super) async fn begin(
                 idle_minutes: quiet as f64,
                 quiet_minutes: Some(quiet),
                 claimant,
+                heard: None,
+                onboard: Default::default(),
                 ctx,
                 shared,
             })

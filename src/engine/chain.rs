@@ -173,7 +173,7 @@ impl Caller<'_> {
         chain: u32,
     ) -> Result<Ran, (LlmError, u64)> {
         let (ctx, policy) = (&turn.begun.ctx, &turn.policy);
-        let plan = self.plan(def, ctx);
+        let plan = self.plan(def, ctx, turn.begun.onboard.model_in_view);
         info!(process = %def.name, interaction = ctx.interaction, steps = ?plan.steps, user_model = plan.inject_user_model, why = plan.user_model_reason, "turn planned");
         let why = plan.user_model_reason;
         (self.tracer).plan(&def.name, &plan.steps, plan.inject_user_model, why);
@@ -216,7 +216,8 @@ impl Caller<'_> {
                 plan: &plan,
                 history: &turn.begun.history,
                 extra_queries: &turn.extra_queries,
-                whisper: ctx.whisper.as_ref().filter(|_| policy.whisper),
+                whisper: turn.begun.intuition().filter(|_| policy.whisper),
+                onboard: turn.begun.onboard.ask,
                 message,
                 quiet_minutes: turn.begun.quiet_minutes,
                 machine: None,
@@ -241,15 +242,32 @@ impl Caller<'_> {
         }
     }
 
-    fn plan(&self, def: &ProcessDef, ctx: &TurnContext) -> TurnPlan {
-        prompt::plan(
+    /// The gates' plan; `model_in_view` (onboarding someone new) keeps the user model in,
+    /// with its update step when the process has one.
+    fn plan(&self, def: &ProcessDef, ctx: &TurnContext, model_in_view: bool) -> TurnPlan {
+        let mut plan = prompt::plan(
             &def.steps,
             &gate_input(ctx),
             Gates {
                 soul_state_interval: self.config.pipeline.soul_state_interval,
                 user_model_interval: self.config.pipeline.user_model_interval,
             },
-        )
+        );
+        if model_in_view && !plan.inject_user_model {
+            plan = prompt::plan(
+                &def.steps,
+                &crate::prompt::GateInput {
+                    thread_turns: 0,
+                    ..gate_input(ctx)
+                },
+                Gates {
+                    soul_state_interval: self.config.pipeline.soul_state_interval,
+                    user_model_interval: self.config.pipeline.user_model_interval,
+                },
+            );
+            plan.user_model_reason = "someone new, still without a model (onboarding)";
+        }
+        plan
     }
 }
 

@@ -4,7 +4,9 @@
 //! a fixed process's call, or an ISM's loop of calls), `prompting` (a call's prompt, the
 //! facts rules read, whether a dialogue will stand), `model` (the call, streamed or not,
 //! parsed) and `apply` (answers → writes); `psyche` takes a message into the psychology
-//! substrate and gives the turn its inner life in words; `dream` carries out a dream and
+//! substrate and gives the turn its inner life in words; `daimons` asks the configured
+//! daimons for the turn's whisper meanwhile, decides onboarding, and gives anima's own
+//! counsel; `dream` carries out a dream and
 //! `consolidate` its memory consolidation; `tracer` gathers what a model-facing turn leaves
 //! for the soul's window (its trace, kept after the commit) and sends its moments to the soul
 //! stream (`Engine::hub`) as they happen.
@@ -24,6 +26,7 @@ mod begin;
 mod chain;
 mod commit;
 mod consolidate;
+mod daimons;
 mod dream;
 mod model;
 mod perception;
@@ -41,6 +44,7 @@ use serde::Serialize;
 use tracing::{warn, Instrument};
 
 pub use apply::StateChange;
+pub use daimons::{CounselError, OneToOne};
 pub use dream::{DreamError, DreamReport};
 pub use perception::{
     Message, Newer, Perception, Quiet, Speech, CLOSED_QUESTION, FOLLOW_UP_QUESTION,
@@ -152,6 +156,10 @@ pub struct Engine {
     hub: crate::window::Hub,
     /// Fetches the files shared with a message (the surface's; see `fetch_files_with`).
     fetcher: std::sync::OnceLock<Arc<dyn crate::files::Fetch>>,
+    /// `[[daimons]]`, asked before a message's prompt (none configured: never).
+    daimons: Arc<crate::daimon::Daimons>,
+    /// Which conversations are one-to-one, as the door knows (onboarding); `None`: not told.
+    one_to_one: Option<OneToOne>,
 }
 
 impl Engine {
@@ -163,6 +171,8 @@ impl Engine {
     ) -> Self {
         Engine {
             models: Arc::new(Exporter::new(&config.memory_dir())),
+            daimons: Arc::new(crate::daimon::Daimons::new(&config.daimons)),
+            one_to_one: None,
             config,
             store,
             library,
@@ -174,6 +184,12 @@ impl Engine {
             hub: Default::default(),
             fetcher: Default::default(),
         }
+    }
+
+    /// Tells the engine which conversations are one-to-one (a Slack DM), for onboarding.
+    pub fn with_one_to_one(mut self, one_to_one: OneToOne) -> Self {
+        self.one_to_one = Some(one_to_one);
+        self
     }
 
     /// Messages wait (their turns do not begin) until [`Engine::release`].

@@ -41,15 +41,24 @@ impl Engine {
             Perception::Quiet(_) => Default::default(),
         };
         let mut begun = begin(store, &self.config, keeps_sessions, p, &lib, shared).await?;
-        if matches!(p, Perception::Message(_)) {
-            leave_rest(store, &mut begun.ctx, &tracer).await?;
-        }
-        let packet = match p {
-            Perception::Message(m) => {
-                psyche_turn(store, &self.config.autonomy, m, &lib, &tracer).await
+        begun.onboard = self.onboard(p, &begun.ctx, &lib);
+        // The daimons are asked while the message goes into the psyche (see `daimons`).
+        let context = self.daimon_context(p, &begun);
+        let heard = self.hear_daimons(context, lib.soul.name(), &tracer);
+        let before = async {
+            if matches!(p, Perception::Message(_)) {
+                leave_rest(store, &mut begun.ctx, &tracer).await?;
             }
-            Perception::Quiet(_) => None,
+            Ok::<_, EngineError>(match p {
+                Perception::Message(m) => {
+                    psyche_turn(store, &self.config.autonomy, m, &lib, &tracer).await
+                }
+                Perception::Quiet(_) => None,
+            })
         };
+        let (packet, heard) = tokio::join!(before, heard);
+        let packet = packet?;
+        begun.heard = heard;
         let caller = super::model::Caller {
             images: &begun.shared.images,
             ..self.caller(&tracer)

@@ -2,7 +2,7 @@
 //! run's prompt, and the facts its rules read afterwards. The store's records become the
 //! prompt's own input types here, and nowhere else.
 
-use crate::memory::{Entry, EntryType, SoulState, TurnContext, Whisper};
+use crate::memory::{Entry, EntryType, SoulState, TurnContext};
 use crate::parse::Cognition;
 use crate::process::when::Facts;
 use crate::process::{Loaded, ProcessDef, ThreadProcess};
@@ -21,7 +21,10 @@ pub(super) struct RunInput<'a> {
     pub history: &'a [Entry],
     /// Questions the engine adds to the process's own.
     pub extra_queries: &'a [&'a str],
-    pub whisper: Option<&'a Whisper>,
+    /// The turn's one intuition: its claimed whisper, or a daimon's.
+    pub whisper: Option<prompt::Intuition<'a>>,
+    /// Someone new is to be asked who they are (onboarding's words in the note).
+    pub onboard: bool,
     /// (speaker, text); `None` for a perception without a message.
     pub message: Option<(&'a str, &'a str)>,
     pub quiet_minutes: Option<u64>,
@@ -54,7 +57,13 @@ pub(super) fn run_prompt(
     if let Some(only) = i.queries {
         instructions.mental_queries = only.to_vec();
     }
-    if let Some(words) = state_words(&i.ctx.cognitive_state, i.lib) {
+    let onboarding = i
+        .onboard
+        .then(|| crate::states::onboarding::WORDS.to_string());
+    for words in [state_words(&i.ctx.cognitive_state, i.lib), onboarding]
+        .into_iter()
+        .flatten()
+    {
         instructions.note = Some(match instructions.note.take() {
             Some(note) => format!("{}\n\n{words}", note.trim_end()),
             None => words,
@@ -66,10 +75,7 @@ pub(super) fn run_prompt(
     let input = PromptInput {
         soul: soul_text(&i.lib.soul),
         soul_state: &soul_state,
-        whisper: i.whisper.map(|w| prompt::Intuition {
-            text: &w.text,
-            source: &w.source,
-        }),
+        whisper: i.whisper,
         user_model: i.plan.inject_user_model.then_some(prompt::UserModel {
             name: &i.ctx.user.display_name,
             model: i.ctx.user.model.as_deref(),

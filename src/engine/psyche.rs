@@ -226,24 +226,46 @@ impl Engine {
             .await?;
         let sample = crate::memory::PsycheSample {
             at: now,
-            body: sample_body(&mind.substrate),
+            body: sample_body(&mind.substrate, &mind.relationships),
         };
         self.store.record_psyche_sample(sample, keep).await?;
         Ok(())
     }
 }
 
-/// A sample's body: `{"valence", "arousal", "energy", "drives": {name: pressure}}`.
-fn sample_body(s: &crate::psyche::Substrate) -> String {
+/// The people whose relationship a sample holds at most: the most recently seen.
+const SAMPLED_PEOPLE: usize = 12;
+
+/// A sample's body: `{"valence", "arousal", "energy", "drives": {name: pressure},
+/// "relationships": {person: {"warmth", "trust", "tension", "comfort"}}}`, the relationships
+/// those of the `SAMPLED_PEOPLE` people seen most recently.
+fn sample_body(
+    s: &crate::psyche::Substrate,
+    relationships: &std::collections::BTreeMap<String, crate::psyche::Relationship>,
+) -> String {
     let drives: serde_json::Map<String, serde_json::Value> = crate::psyche::Drive::ALL
         .iter()
         .map(|d| (d.name().to_string(), s.drives[d.index()].get().into()))
+        .collect();
+    let mut recent: Vec<_> = relationships.iter().collect();
+    recent.sort_by_key(|(person, r)| (std::cmp::Reverse(r.last_seen), *person));
+    let people: serde_json::Map<String, serde_json::Value> = recent
+        .into_iter()
+        .take(SAMPLED_PEOPLE)
+        .map(|(person, r)| {
+            let values = serde_json::json!({
+                "warmth": r.warmth.get(), "trust": r.trust.get(),
+                "tension": r.tension.get(), "comfort": r.comfort.get(),
+            });
+            (person.clone(), values)
+        })
         .collect();
     serde_json::json!({
         "valence": s.valence.get(),
         "arousal": s.arousal.get(),
         "energy": s.energy.get(),
         "drives": drives,
+        "relationships": people,
     })
     .to_string()
 }
@@ -266,7 +288,17 @@ mod tests {
     fn a_sample_holds_the_mood_each_drive_and_energy() {
         let psyche = crate::psyche::Psyche::shipped();
         let s = crate::psyche::Substrate::new(&psyche, 0);
-        let v: serde_json::Value = serde_json::from_str(&sample_body(&s)).unwrap();
+        let mut people = std::collections::BTreeMap::new();
+        for n in 0..20 {
+            let mut r = crate::psyche::Relationship::new(&psyche);
+            r.last_seen = Some(n);
+            people.insert(format!("U{n:02}"), r);
+        }
+        let v: serde_json::Value = serde_json::from_str(&sample_body(&s, &people)).unwrap();
+        let sampled = v["relationships"].as_object().unwrap();
+        assert_eq!(sampled.len(), SAMPLED_PEOPLE, "the most recently seen only");
+        assert!(sampled.contains_key("U19") && !sampled.contains_key("U07"));
+        assert!(sampled["U19"]["warmth"].is_f64() && sampled["U19"]["comfort"].is_f64());
         for key in ["valence", "arousal", "energy"] {
             assert!(v[key].is_f64(), "{key}: {v}");
         }

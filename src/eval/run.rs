@@ -71,7 +71,8 @@ impl Throwaway {
     }
 
     /// `config` with every path in this home: its store SQLite, the model `model` when given,
-    /// nothing streamed.
+    /// nothing streamed, no daimon asked (a run is the soul's own, repeatable, and spends no
+    /// other service's budget).
     pub fn config(&self, config: &Config, model: Option<&str>) -> Config {
         let mut c = config.clone();
         c.home = self.home();
@@ -79,6 +80,7 @@ impl Throwaway {
         c.processes_dir = self.processes_dir();
         c.store.backend = StoreBackend::Sqlite;
         c.llm.stream = false;
+        c.daimons.clear();
         if let Some(m) = model {
             c.llm.model = m.to_string();
         }

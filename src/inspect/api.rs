@@ -5,13 +5,13 @@
 use std::sync::Arc;
 
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::{auth, turn, Inspector, MAX_LIMIT};
+use super::{turn, Inspector, MAX_LIMIT};
 use crate::memory::{TraceRow, TraceSummary};
 use crate::window::TraceBody;
 
@@ -21,8 +21,6 @@ pub struct ListQuery {
     pub thread: Option<String>,
     pub limit: Option<usize>,
     pub before: Option<i64>,
-    /// The login link's token (pages only).
-    pub token: Option<String>,
 }
 
 impl ListQuery {
@@ -56,14 +54,7 @@ pub fn store_error(e: crate::memory::StoreError) -> Response {
     (StatusCode::INTERNAL_SERVER_ERROR, format!("the store: {e}")).into_response()
 }
 
-pub async fn turns(
-    State(s): State<Arc<Inspector>>,
-    headers: HeaderMap,
-    Query(q): Query<ListQuery>,
-) -> Response {
-    if !auth::allowed(&s, &headers) {
-        return auth::refused();
-    }
+pub async fn turns(State(s): State<Arc<Inspector>>, Query(q): Query<ListQuery>) -> Response {
     let (turns, next) = match page_of(&s, &q).await {
         Ok(page) => page,
         Err(r) => return r,
@@ -80,16 +71,16 @@ pub async fn turns(
     Json(json!({ "turns": turns, "before": next })).into_response()
 }
 
-pub async fn turn(
-    State(s): State<Arc<Inspector>>,
-    headers: HeaderMap,
-    Path(id): Path<String>,
-) -> Response {
-    if !auth::allowed(&s, &headers) {
-        return auth::refused();
-    }
+pub async fn turn(State(s): State<Arc<Inspector>>, Path(id): Path<String>) -> Response {
     match turn::load(&s, &id).await {
-        Ok(Some((row, body))) => Json(turn_json(&row, &body)).into_response(),
+        Ok(Some((row, body))) => {
+            let mut json = turn_json(&row, &body);
+            json["posted"] = match turn::posted(&s, &row).await {
+                Some((text, link)) => json!({"text": text, "link": link}),
+                None => Value::Null,
+            };
+            Json(json).into_response()
+        }
         Ok(None) => (
             StatusCode::NOT_FOUND,
             Json(json!({"error": "no trace kept"})),

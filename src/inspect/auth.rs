@@ -1,10 +1,17 @@
 //! Who may look: the token (`ANIMA_INSPECT_TOKEN`, or the one `anima inspect` makes), given
 //! once in the login link, kept in an HttpOnly, SameSite=Strict cookie, or sent as a bearer
 //! header; the chat's CSRF token. Every comparison is in constant time.
+//!
+//! `gate` is the one check: a route layer over every route of the inspector, so a route added
+//! later cannot forget it. It answers the login link itself (`/inspect/?token=T`) and lets
+//! through only a request that carries the token; no handler checks again.
 
 use std::io::Read;
+use std::sync::Arc;
 
+use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use subtle::ConstantTimeEq;
 
@@ -53,6 +60,38 @@ fn presented(headers: &HeaderMap) -> &str {
 /// Whether the request may see the inspector.
 pub fn allowed(s: &Inspector, headers: &HeaderMap) -> bool {
     same(presented(headers), s.token.expose())
+}
+
+/// The path the login link opens.
+pub const LOGIN_PATH: &str = "/inspect/";
+
+/// The login link's query: its token.
+#[derive(serde::Deserialize)]
+struct LoginQuery {
+    token: Option<String>,
+}
+
+/// The login link's token in a query (`token=T`), percent-decoded; `None` without one (or in
+/// a query that cannot be read, which then is no login).
+fn login_token(uri: &axum::http::Uri) -> Option<String> {
+    axum::extract::Query::<LoginQuery>::try_from_uri(uri)
+        .ok()
+        .and_then(|q| q.0.token)
+}
+
+/// The route layer every inspector route sits behind: the login link answered here (a cookie
+/// and a redirect, or 401), any other request passed on only with the token (cookie or
+/// bearer), else 401.
+pub async fn gate(State(s): State<Arc<Inspector>>, request: Request, next: Next) -> Response {
+    if request.uri().path() == LOGIN_PATH {
+        if let Some(token) = login_token(request.uri()) {
+            return login(&s, &token);
+        }
+    }
+    if !allowed(&s, request.headers()) {
+        return refused();
+    }
+    next.run(request).await
 }
 
 /// A request without the token: 401.
@@ -108,6 +147,14 @@ mod tests {
         h.insert(header::AUTHORIZATION, "Bearer other".parse().unwrap());
         assert_eq!(presented(&h), "other");
         assert_eq!(presented(&HeaderMap::new()), "");
+    }
+
+    #[test]
+    fn the_login_token_is_read_from_the_query_decoded() {
+        let at = |u: &str| login_token(&u.parse().unwrap());
+        assert_eq!(at("/inspect/?a=1&token=ab%2Bc").as_deref(), Some("ab+c"));
+        assert_eq!(at("/inspect/?thread=x"), None);
+        assert_eq!(at("/inspect/"), None);
     }
 
     #[test]

@@ -1,21 +1,21 @@
 //! The inner life plotted (`/inspect/inner`): each group of the psyche's samples (mood, drives,
 //! energy: every number a sample's JSON holds, grouped by its top-level key) as an SVG chart
-//! of polylines with their points, and the gate's heard / thought / spoke counts by hour.
+//! of polylines with their points, each person's relationship over time (`relations`), and
+//! the gate's heard / thought / spoke counts by hour.
 //! Pure drawing from the store's samples and gate log: no script needed to read them.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::Arc;
 
-use axum::extract::State;
-use axum::http::HeaderMap;
+use axum::extract::{Query, State};
 use axum::response::Response;
 use serde_json::Value;
 
 use super::api::store_error;
 use super::escape::escape;
 use super::pages::{frame, time};
-use super::{auth, Inspector};
+use super::Inspector;
 use crate::memory::PsycheSample;
 
 /// The samples a chart reads (the newest of the last week).
@@ -29,7 +29,7 @@ const HEIGHT: f64 = 180.0;
 const PAD: f64 = 24.0;
 
 /// One line of a chart: its name and its (time, value) points, oldest first.
-type Series = (String, Vec<(i64, f64)>);
+pub type Series = (String, Vec<(i64, f64)>);
 
 /// Every number in `value`, by its dotted path under `prefix`.
 fn leaves(prefix: &str, value: &Value, out: &mut Vec<(String, f64)>) {
@@ -62,6 +62,8 @@ pub fn group(samples: &[PsycheSample]) -> BTreeMap<String, Vec<Series>> {
         };
         let mut found = Vec::new();
         leaves("", &value, &mut found);
+        // Each person's relationship is a chart of its own (`relations`).
+        found.retain(|(path, _)| path.split('.').next() != Some(super::relations::KEY));
         for (path, v) in found {
             series.entry(path).or_default().push((s.at, v));
         }
@@ -75,7 +77,7 @@ pub fn group(samples: &[PsycheSample]) -> BTreeMap<String, Vec<Series>> {
 }
 
 /// At most `POINTS` of `points`, evenly chosen, the last kept.
-fn thin(points: Vec<(i64, f64)>) -> Vec<(i64, f64)> {
+pub fn thin(points: Vec<(i64, f64)>) -> Vec<(i64, f64)> {
     if points.len() <= POINTS {
         return points;
     }
@@ -172,10 +174,24 @@ fn gate_series(decisions: &[crate::memory::psyche::LoggedDecision]) -> Vec<Serie
         .collect()
 }
 
-pub async fn page(State(s): State<Arc<Inspector>>, headers: HeaderMap) -> Response {
-    if !auth::allowed(&s, &headers) {
-        return auth::refused();
+#[derive(Debug, serde::Deserialize)]
+pub struct InnerQuery {
+    /// The person whose relationship to draw (else the most recent few).
+    person: Option<String>,
+}
+
+/// The display names of the people a page names (those the store knows).
+async fn names(s: &Inspector, people: &[String]) -> BTreeMap<String, String> {
+    let mut names = BTreeMap::new();
+    for person in people {
+        if let Ok(Some(u)) = s.store.user(person).await {
+            names.insert(person.clone(), u.display_name);
+        }
     }
+    names
+}
+
+pub async fn page(State(s): State<Arc<Inspector>>, Query(q): Query<InnerQuery>) -> Response {
     let since = crate::memory::now_ms() - 7 * 24 * 3_600_000;
     let samples = match s.store.psyche_samples(since, SAMPLES).await {
         Ok(samples) => samples,
@@ -196,6 +212,11 @@ pub async fn page(State(s): State<Arc<Inspector>>, headers: HeaderMap) -> Respon
     for (name, series) in &charts {
         body.push_str(&svg(name, series));
     }
+    let people = super::relations::of(&samples).1;
+    let listed = &people[..people.len().min(super::relations::LISTED)];
+    let names = names(&s, listed).await;
+    let chosen = q.person.as_deref().filter(|p| !p.is_empty());
+    body.push_str(&super::relations::section(&samples, chosen, &names));
     body.push_str("<h3>The gate, by hour</h3>");
     body.push_str(&svg("gate", &gate_series(&decisions)));
     frame("Inner life", &body)

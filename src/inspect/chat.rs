@@ -48,10 +48,7 @@ fn form(s: &Inspector, thread: &str, name: &str) -> String {
     )
 }
 
-pub async fn page(State(s): State<Arc<Inspector>>, headers: HeaderMap) -> Response {
-    if !auth::allowed(&s, &headers) {
-        return auth::refused();
-    }
+pub async fn page(State(s): State<Arc<Inspector>>) -> Response {
     let body = format!(
         "<h2>Chat</h2><p class=\"note\">Through the same engine and memory as <code>anima chat</code>.</p>{}",
         form(&s, DEFAULT_THREAD, "inspector")
@@ -73,9 +70,6 @@ pub async fn send(
     headers: HeaderMap,
     Form(said): Form<Said>,
 ) -> Response {
-    if !auth::allowed(&s, &headers) {
-        return auth::refused();
-    }
     if !auth::same(&said.csrf, &s.csrf) {
         return (
             StatusCode::FORBIDDEN,
@@ -133,7 +127,15 @@ pub async fn send(
         .into_response();
     }
     let mut body = String::from("<h2>Chat</h2><ol class=\"exchange\">");
-    let cut = |t: &str| escape(super::escape::cut(t, TEXT_CHARS).0);
+    // A long text is cut; its turn's page (in the conversation's turns) has it whole.
+    let whole = format!(
+        "… <a class=\"cut\" href=\"/inspect/thread?thread={}\">the whole, in this turn's trace</a>",
+        escape(&super::escape::query_value(&thread))
+    );
+    let cut = |t: &str| {
+        let (head, more) = super::escape::cut(t, TEXT_CHARS);
+        format!("{}{}", escape(head), if more { whole.as_str() } else { "" })
+    };
     let _ = write!(
         body,
         "<li><p class=\"said\">{}</p><p class=\"reply\">{}</p><p class=\"monologue\">{}</p></li></ol>",

@@ -1,8 +1,8 @@
 //! The process graph as SVG (`/inspect/process`): the process files' definitions laid out in
 //! layers by a breadth-first walk from the initial process (the unreachable last), each rule
-//! or ISM transition action an arrow, how often each was taken (from the kept traces: a
-//! conversation's successive turns standing in different processes), and how many of the
-//! traced conversations stand in each process now. Deterministic: the same definitions and
+//! or ISM transition action an arrow, how often each was taken (counted from the process
+//! moves the newest kept traces recorded as decisions: a move within one turn counts, a
+//! restart invents none), and how many of the traced conversations stand in each process now. Deterministic: the same definitions and
 //! counts draw the same picture.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -10,21 +10,23 @@ use std::fmt::Write;
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::http::HeaderMap;
 use axum::response::Response;
+use futures_util::StreamExt;
 
 use super::api::store_error;
 use super::escape::escape;
 use super::pages::frame;
-use super::{auth, Inspector, MAX_LIMIT};
+use super::{Inspector, MAX_LIMIT};
 use crate::process::ProcessDef;
 
 const NODE_W: f64 = 150.0;
 const NODE_H: f64 = 40.0;
 const GAP_X: f64 = 40.0;
 const GAP_Y: f64 = 70.0;
-/// The pages of traces read to count transitions (`MAX_LIMIT` each).
-const TRACE_PAGES: usize = 10;
+/// The pages of traces whose decisions are read to count transitions (`MAX_LIMIT` each).
+const TRACE_PAGES: usize = 5;
+/// The traces read at once.
+const READ_AT_ONCE: usize = 8;
 
 /// Every edge: (from, to, label, chosen by the soul).
 fn edges(defs: &BTreeMap<String, ProcessDef>) -> Vec<(String, String, String, bool)> {
@@ -171,41 +173,70 @@ pub fn svg(
     out
 }
 
-pub async fn page(State(s): State<Arc<Inspector>>, headers: HeaderMap) -> Response {
-    if !auth::allowed(&s, &headers) {
-        return auth::refused();
-    }
-    // Transitions taken: a conversation's successive kept turns standing in different
-    // processes (the newest `TRACE_PAGES` pages of traces).
-    let mut by_thread: BTreeMap<String, Vec<(i64, String)>> = BTreeMap::new();
+/// The process move a decision records: `from → to (why…)`, as the engine words it (the
+/// `process` decisions); `None` for any other text.
+pub fn moved(text: &str) -> Option<(String, String)> {
+    let (from, rest) = text.split_once(" → ")?;
+    let to = rest.split_once(" (").map_or(rest, |(to, _)| to).trim();
+    let from = from.trim();
+    (!from.is_empty() && !to.is_empty() && !to.contains(char::is_whitespace))
+        .then(|| (from.to_string(), to.to_string()))
+}
+
+/// The decisions of a trace's body, and nothing else of it.
+#[derive(serde::Deserialize)]
+struct Decided {
+    #[serde(default)]
+    decisions: Vec<crate::window::Decision>,
+}
+
+/// How often each move was taken, from the process decisions of the newest `TRACE_PAGES`
+/// pages of traces (a trace that cannot be read counts nothing).
+async fn taken(s: &Inspector) -> Result<BTreeMap<(String, String), u64>, Response> {
+    let mut ids = Vec::new();
     let mut before = None;
     for _ in 0..TRACE_PAGES {
-        let page = match s.store.traces(None, before, MAX_LIMIT).await {
-            Ok(p) => p,
-            Err(e) => return store_error(e),
-        };
-        for t in &page {
-            by_thread
-                .entry(t.thread.clone())
-                .or_default()
-                .push((t.at, t.process.clone()));
-        }
+        let page = s
+            .store
+            .traces(None, before, MAX_LIMIT)
+            .await
+            .map_err(store_error)?;
+        ids.extend(
+            page.iter()
+                .filter(|t| t.kind == "message" || t.kind == "thought")
+                .map(|t| t.trace.clone()),
+        );
         match page.last() {
             Some(last) if page.len() == MAX_LIMIT => before = Some(last.at),
             _ => break,
         }
     }
+    let store = &s.store;
+    let mut rows = futures_util::stream::iter(ids)
+        .map(|id| async move { store.trace(&id).await })
+        .buffered(READ_AT_ONCE);
     let mut taken: BTreeMap<(String, String), u64> = BTreeMap::new();
-    for turns in by_thread.values_mut() {
-        turns.sort();
-        for pair in turns.windows(2) {
-            if pair[0].1 != pair[1].1 {
-                *taken
-                    .entry((pair[0].1.clone(), pair[1].1.clone()))
-                    .or_default() += 1;
+    while let Some(row) = rows.next().await {
+        let Some(row) = row.map_err(store_error)? else {
+            continue;
+        };
+        let Ok(body) = serde_json::from_str::<Decided>(&row.body) else {
+            continue;
+        };
+        for d in body.decisions.iter().filter(|d| d.kind == "process") {
+            if let Some(pair) = moved(&d.text) {
+                *taken.entry(pair).or_default() += 1;
             }
         }
     }
+    Ok(taken)
+}
+
+pub async fn page(State(s): State<Arc<Inspector>>) -> Response {
+    let taken = match taken(&s).await {
+        Ok(t) => t,
+        Err(r) => return r,
+    };
     let mut standing: BTreeMap<String, u64> = BTreeMap::new();
     let conversations = s
         .store
@@ -223,7 +254,7 @@ pub async fn page(State(s): State<Arc<Inspector>>, headers: HeaderMap) -> Respon
     let initial = &s.engine.config().initial_process;
     let body = format!(
         "<h2>The process graph</h2><p class=\"note\">Layered from the initial process \
-         (<code>{}</code>); ×N: transitions taken in the kept turns; ● N: of the {} most recently \
+         (<code>{}</code>); ×N: moves the newest kept turns recorded; ● N: of the {} most recently \
          traced conversations, how many stand there.</p>{}",
         escape(initial),
         threads.len(),
@@ -235,6 +266,23 @@ pub async fn page(State(s): State<Arc<Inspector>>, headers: HeaderMap) -> Respon
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_process_decision_reads_as_its_move_and_nothing_else_does() {
+        let pair = |a: &str, b: &str| Some((a.to_string(), b.to_string()));
+        assert_eq!(
+            moved("main → deep_work (rule 0)"),
+            pair("main", "deep_work")
+        );
+        assert_eq!(
+            moved("deep_work → main (the action rest, at once; the execute_now chain's bound was reached)"),
+            pair("deep_work", "main")
+        );
+        assert_eq!(moved("a → b"), pair("a", "b"));
+        assert_eq!(moved("main stays main"), None);
+        assert_eq!(moved(" → b (rule 1)"), None);
+        assert_eq!(moved("a → (rule 1)"), None);
+    }
 
     #[test]
     fn the_shipped_processes_draw_the_same_layered_graph_every_time() {

@@ -1,30 +1,47 @@
 //! The soul (`/inspect/soul`): its cognitive state now and its moves over time (newest
 //! first), its state (the soul-state keys), the last dream's report, and the solitude's
-//! journal. Read from the store; every text escaped.
+//! journal. Read from the store; every text escaped, a long one cut with a link to the whole
+//! (`/inspect/soul/text/PART`: `dream`, `journal-N`, plain text).
 
 use std::fmt::Write;
 use std::sync::Arc;
 
-use axum::extract::State;
-use axum::http::HeaderMap;
-use axum::response::Response;
+use axum::extract::{Path, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
 
 use super::api::store_error;
-use super::escape::escape;
+use super::escape::{cut, escape};
 use super::pages::{frame, time};
-use super::{auth, Inspector, MAX_LIMIT};
+use super::turn::TEXT_CHARS;
+use super::{Inspector, MAX_LIMIT};
 
-pub async fn page(State(s): State<Arc<Inspector>>, headers: HeaderMap) -> Response {
-    if !auth::allowed(&s, &headers) {
-        return auth::refused();
+/// The journal entries the page shows.
+const JOURNAL: usize = 20;
+
+/// `text` escaped, cut at `TEXT_CHARS` with a link to the whole (`/inspect/soul/text/PART`).
+fn shown(part: &str, text: &str) -> String {
+    let (head, more) = cut(text, TEXT_CHARS);
+    let mut out = format!("<pre class=\"text\">{}</pre>", escape(head));
+    if more {
+        let _ = write!(
+            out,
+            "<p class=\"cut\">Cut at {TEXT_CHARS} of {} characters: \
+             <a href=\"/inspect/soul/text/{part}\">the whole text</a></p>",
+            text.chars().count()
+        );
     }
+    out
+}
+
+pub async fn page(State(s): State<Arc<Inspector>>) -> Response {
     let store = &s.store;
     let (now, moves, state, dream, journal) = match tokio::try_join!(
         store.cognitive_state(),
         store.state_moves(MAX_LIMIT),
         store.soul_state(),
         store.last_dream(),
-        store.journal(20),
+        store.journal(JOURNAL),
     ) {
         Ok(all) => all,
         Err(e) => return store_error(e),
@@ -57,7 +74,7 @@ pub async fn page(State(s): State<Arc<Inspector>>, headers: HeaderMap) -> Respon
             let report = serde_json::to_string_pretty(&d.report).unwrap_or_default();
             let _ = write!(
                 body,
-                "<p>{} ({}; {})</p><pre class=\"text\">{}</pre>",
+                "<p>{} ({}; {})</p>{}",
                 time(d.started_ms),
                 escape(&d.cause),
                 if d.complete {
@@ -65,20 +82,50 @@ pub async fn page(State(s): State<Arc<Inspector>>, headers: HeaderMap) -> Respon
                 } else {
                     "not complete"
                 },
-                escape(super::escape::cut(&report, super::turn::TEXT_CHARS).0)
+                shown("dream", &report)
             );
         }
         None => body.push_str("<p class=\"empty\">No dream yet.</p>"),
     }
     body.push_str("<h3>The solitude's journal</h3><ol class=\"journal\">");
-    for j in &journal {
+    for (n, j) in journal.iter().enumerate() {
         let _ = write!(
             body,
-            "<li>{}<pre class=\"text\">{}</pre></li>",
+            "<li>{}{}</li>",
             time(j.at_ms),
-            escape(super::escape::cut(&j.entry, super::turn::TEXT_CHARS).0)
+            shown(&format!("journal-{n}"), &j.entry)
         );
     }
     body.push_str("</ol></section></div>");
     frame("The soul", &body)
+}
+
+/// `/inspect/soul/text/PART`: the last dream's report (`dream`) or a journal entry the page
+/// shows (`journal-N`, newest first), whole, as plain text.
+pub async fn whole_text(State(s): State<Arc<Inspector>>, Path(part): Path<String>) -> Response {
+    let text = match part.as_str() {
+        "dream" => s
+            .store
+            .last_dream()
+            .await
+            .map(|d| d.map(|d| serde_json::to_string_pretty(&d.report).unwrap_or_default())),
+        _ => match part
+            .strip_prefix("journal-")
+            .and_then(|n| n.parse::<usize>().ok())
+        {
+            Some(n) if n < JOURNAL => s
+                .store
+                .journal(JOURNAL)
+                .await
+                .map(|j| j.into_iter().nth(n).map(|e| e.entry)),
+            _ => Ok(None),
+        },
+    };
+    match text {
+        Ok(Some(text)) => {
+            ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response()
+        }
+        Ok(None) => (StatusCode::NOT_FOUND, "no such part").into_response(),
+        Err(e) => store_error(e),
+    }
 }

@@ -8,18 +8,21 @@ use std::fmt::Write;
 use std::sync::Arc;
 
 use axum::extract::{Path, State};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 use super::api::store_error;
 use super::escape::{cut, escape, query_value};
 use super::pages::{frame, time};
-use super::{auth, Inspector};
+use super::Inspector;
 use crate::memory::TraceRow;
 use crate::window::{ModelCall, TraceBody};
 
 /// The characters of one text a page shows before it is cut.
 pub const TEXT_CHARS: usize = 20_000;
+/// The characters of a line of a list (a decision, a memory write, an error) or of a name.
+pub const ITEM_CHARS: usize = 2_000;
+const NAME_CHARS: usize = 200;
 
 /// The trace kept under `id`, its body read (a body that cannot be read shows as its error).
 pub async fn load(s: &Inspector, id: &str) -> Result<Option<(TraceRow, TraceBody)>, Response> {
@@ -31,6 +34,34 @@ pub async fn load(s: &Inspector, id: &str) -> Result<Option<(TraceRow, TraceBody
         ..TraceBody::default()
     });
     Ok(Some((row, body)))
+}
+
+/// Where the turn's reply went: (words, an http(s) link if one is known), from the inbox row
+/// the turn answered (its first part's message, or the one it streamed into). `None` for a
+/// turn that answered no inbox row, or whose row or reply message is not (or no longer) known.
+pub async fn posted(s: &Inspector, row: &TraceRow) -> Option<(String, Option<String>)> {
+    let item = s.store.inbox_item(row.inbox?).await.ok()??;
+    let reference = item.reply_ref.or(item.stream_ref)?;
+    let placed = match s.placer.get() {
+        Some(place) => place(&item.address, &reference),
+        None => None,
+    };
+    let (text, link) = placed.unwrap_or_else(|| (format!("message {reference}"), None));
+    let link = link.filter(|l| l.starts_with("https://") || l.starts_with("http://"));
+    Some((text, link))
+}
+
+/// The reply's place as HTML: a link (escaped, http(s) only, opening no referrer) or words.
+fn posted_html(posted: &Option<(String, Option<String>)>) -> String {
+    match posted {
+        Some((text, Some(link))) => format!(
+            "<p class=\"posted\">Posted: <a class=\"slack\" href=\"{}\" rel=\"noopener noreferrer\">{}</a></p>",
+            escape(link),
+            escape(text)
+        ),
+        Some((text, None)) => format!("<p class=\"posted\">Posted: {}</p>", escape(text)),
+        None => String::new(),
+    }
 }
 
 /// `text`, escaped, cut at `TEXT_CHARS` with a link to the whole (`part` of `trace`).
@@ -47,6 +78,20 @@ fn shown(trace: &str, part: &str, text: &str) -> String {
         );
     }
     out
+}
+
+/// `text` escaped inline, cut at `ITEM_CHARS` with a link to the whole (`part` of `trace`).
+fn item(trace: &str, part: &str, text: &str) -> String {
+    let (head, more) = cut(text, ITEM_CHARS);
+    if !more {
+        return escape(head);
+    }
+    format!(
+        "{}… <a class=\"cut\" href=\"/inspect/turn/{}/text/{part}\">the whole ({} characters)</a>",
+        escape(head),
+        escape(&query_value(trace)),
+        text.chars().count()
+    )
 }
 
 /// The raw answer, escaped, its tags (`<name>`, `<name attr="…">`, `</name>`) marked;
@@ -179,7 +224,11 @@ fn call_html(out: &mut String, trace: &str, n: usize, call: &ModelCall) {
     );
 }
 
-fn body_html(row: &TraceRow, body: &TraceBody) -> String {
+fn body_html(
+    row: &TraceRow,
+    body: &TraceBody,
+    posted: &Option<(String, Option<String>)>,
+) -> String {
     let t = &row.trace;
     let mut out = format!(
         "<h2>Turn <span class=\"trace\">{}</span></h2><dl class=\"facts\">\
@@ -191,7 +240,7 @@ fn body_html(row: &TraceRow, body: &TraceBody) -> String {
         time(row.at),
         escape(&query_value(&row.thread)),
         escape(&row.thread),
-        escape(row.person.as_deref().unwrap_or("")),
+        item(t, "person", row.person.as_deref().unwrap_or("")),
         escape(&row.process),
         escape(&body.processes.join(" → ")),
         body.total_ms
@@ -200,6 +249,7 @@ fn body_html(row: &TraceRow, body: &TraceBody) -> String {
     out.push_str(&shown(t, "stimulus", &body.stimulus));
     out.push_str("<h3>Reply</h3>");
     out.push_str(&shown(t, "reply", row.reply.as_deref().unwrap_or("")));
+    out.push_str(&posted_html(posted));
     out.push_str("<div class=\"columns\"><section class=\"cognition\"><h3>Cognition</h3><ol>");
     for (n, c) in body.cognition.iter().enumerate() {
         let _ = write!(
@@ -211,26 +261,30 @@ fn body_html(row: &TraceRow, body: &TraceBody) -> String {
         );
     }
     out.push_str("</ol></section><section class=\"decisions\"><h3>Decisions</h3><ul>");
-    for d in &body.decisions {
+    for (n, d) in body.decisions.iter().enumerate() {
         let _ = write!(
             out,
             "<li><span class=\"kind\">{}</span> {}</li>",
-            escape(&d.kind),
-            escape(&d.text)
+            escape(cut(&d.kind, NAME_CHARS).0),
+            item(t, &format!("decision-{n}"), &d.text)
         );
     }
     out.push_str("</ul><h3>Memory written</h3><ul>");
-    for w in &body.memory {
+    for (n, w) in body.memory.iter().enumerate() {
         let _ = write!(
             out,
             "<li><span class=\"kind\">{}</span> {}</li>",
-            escape(&w.what),
-            escape(&w.detail)
+            escape(cut(&w.what, NAME_CHARS).0),
+            item(t, &format!("memory-{n}"), &w.detail)
         );
     }
     out.push_str("</ul>");
-    for e in &body.errors {
-        let _ = write!(out, "<p class=\"error\">{}</p>", escape(e));
+    for (n, e) in body.errors.iter().enumerate() {
+        let _ = write!(
+            out,
+            "<p class=\"error\">{}</p>",
+            item(t, &format!("error-{n}"), e)
+        );
     }
     out.push_str("</section></div>");
     for (n, call) in body.calls.iter().enumerate() {
@@ -240,16 +294,15 @@ fn body_html(row: &TraceRow, body: &TraceBody) -> String {
 }
 
 /// `/inspect/turn/TRACE`.
-pub async fn page(
-    State(s): State<Arc<Inspector>>,
-    headers: HeaderMap,
-    Path(id): Path<String>,
-) -> Response {
-    if !auth::allowed(&s, &headers) {
-        return auth::refused();
-    }
+pub async fn page(State(s): State<Arc<Inspector>>, Path(id): Path<String>) -> Response {
     match load(&s, &id).await {
-        Ok(Some((row, body))) => frame(&format!("Turn {}", row.trace), &body_html(&row, &body)),
+        Ok(Some((row, body))) => {
+            let placed = posted(&s, &row).await;
+            frame(
+                &format!("Turn {}", row.trace),
+                &body_html(&row, &body, &placed),
+            )
+        }
         Ok(None) => (
             StatusCode::NOT_FOUND,
             frame(
@@ -262,44 +315,40 @@ pub async fn page(
     }
 }
 
+/// The text a part names: `stimulus`, `reply`, `person`, or one of a list by its index
+/// (`prompt-N`, `raw-N`, `cognition-N`, `decision-N`, `memory-N`, `error-N`).
+fn part_text(row: &TraceRow, body: &TraceBody, part: &str) -> Option<String> {
+    match part {
+        "stimulus" => return Some(body.stimulus.clone()),
+        "reply" => return row.reply.clone(),
+        "person" => return row.person.clone(),
+        _ => {}
+    }
+    let (list, n) = part.rsplit_once('-')?;
+    let n: usize = n.parse().ok()?;
+    let call = || body.calls.get(n);
+    match list {
+        "prompt" => call().map(|c| c.prompt.clone()),
+        "raw" => call().map(|c| c.raw.clone()),
+        "cognition" => body.cognition.get(n).map(|c| c.text.clone()),
+        "decision" => body.decisions.get(n).map(|d| d.text.clone()),
+        "memory" => body.memory.get(n).map(|w| w.detail.clone()),
+        "error" => body.errors.get(n).cloned(),
+        _ => None,
+    }
+}
+
 /// `/inspect/turn/TRACE/text/PART`: one of the turn's texts whole, as plain text.
 pub async fn whole_text(
     State(s): State<Arc<Inspector>>,
-    headers: HeaderMap,
     Path((id, part)): Path<(String, String)>,
 ) -> Response {
-    if !auth::allowed(&s, &headers) {
-        return auth::refused();
-    }
     let (row, body) = match load(&s, &id).await {
         Ok(Some(found)) => found,
         Ok(None) => return (StatusCode::NOT_FOUND, "no trace kept").into_response(),
         Err(r) => return r,
     };
-    let indexed = |prefix: &str| {
-        part.strip_prefix(prefix)
-            .and_then(|n| n.parse::<usize>().ok())
-    };
-    let text = match part.as_str() {
-        "stimulus" => Some(body.stimulus.clone()),
-        "reply" => row.reply.clone(),
-        _ => None,
-    }
-    .or_else(|| {
-        indexed("prompt-")
-            .and_then(|n| body.calls.get(n))
-            .map(|c| c.prompt.clone())
-    })
-    .or_else(|| {
-        indexed("raw-")
-            .and_then(|n| body.calls.get(n))
-            .map(|c| c.raw.clone())
-    })
-    .or_else(|| {
-        indexed("cognition-")
-            .and_then(|n| body.cognition.get(n))
-            .map(|c| c.text.clone())
-    });
+    let text = part_text(&row, &body, &part);
     match text {
         Some(text) => ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response(),
         None => (StatusCode::NOT_FOUND, "no such part").into_response(),

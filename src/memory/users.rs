@@ -80,6 +80,18 @@ pub(super) fn history(
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
+/// The text of a user's model at `version`, from its history.
+pub(super) fn version_text(
+    conn: &Connection,
+    user_id: &str,
+    version: i64,
+) -> Result<Option<String>, StoreError> {
+    Ok(conn
+        .prepare_cached("SELECT model FROM user_model_history WHERE user_id = ?1 AND version = ?2")?
+        .query_row((user_id, version), |r| r.get(0))
+        .optional()?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -332,7 +332,7 @@ fn write_inner_life(out: &mut String, packet: &crate::psyche::Packet) {
     out.push_str("</inner_life>\n\n");
 }
 
-/// `<intuition>`: a whisper, and who whispered it on one line.
+/// `<intuition>`: a whisper (pushed, or a daimon's), and who whispered it on one line.
 fn write_intuition(out: &mut String, whisper: &Intuition, soul_name: &str) {
     // Who whispered it, so a soul with several whisperers can tell them apart; one line.
     let source = whisper
@@ -340,12 +340,17 @@ fn write_intuition(out: &mut String, whisper: &Intuition, soul_name: &str) {
         .split_whitespace()
         .collect::<Vec<_>>()
         .join(" ");
+    // Escaped, quoted line by line and fenced: untrusted words that cannot open a section.
+    let quoted = format!(
+        "> {}",
+        fence::neutralise(whisper.text.trim()).replace('\n', "\n> ")
+    );
+    let f = fence::fence_for(&quoted);
     let _ = write!(
         out,
-        "<intuition>\n{} sensed an intuition surface from deeper memory, whispered by {}:\n> {}\n</intuition>\n\n",
+        "<intuition>\n{} sensed an intuition surface from deeper memory, whispered by {}:\n{f}\n{quoted}\n{f}\n</intuition>\n\n",
         soul_name,
         fence::neutralise(if source.is_empty() { "unknown" } else { &source }),
-        fence::neutralise(whisper.text.trim()).replace('\n', "\n> ")
     );
 }
 

@@ -56,7 +56,7 @@ pub fn needed(config: &Config) -> Vec<Needed> {
 }
 
 /// Every other variable the service reads when it is set: the model keys `auto` looks for,
-/// the operator tokens, and each tool server's variables.
+/// the operator tokens, each tool server's variables and each daimon's bearer token.
 pub fn optional(config: &Config) -> Vec<String> {
     let mut out: Vec<String> = [
         "ANTHROPIC_API_KEY",
@@ -64,6 +64,7 @@ pub fn optional(config: &Config) -> Vec<String> {
         "ANIMA_ADMIN_TOKEN",
         "ANIMA_WHISPER_TOKEN",
         "ANIMA_INSPECT_TOKEN",
+        "ANIMA_COUNSEL_TOKEN",
     ]
     .into_iter()
     .map(String::from)
@@ -75,6 +76,13 @@ pub fn optional(config: &Config) -> Vec<String> {
                 out.push(bearer_env.clone())
             }
             ToolTransport::Http { .. } => {}
+        }
+    }
+    for daimon in &config.daimons {
+        if let crate::config::DaimonKind::Http { bearer_env, .. } = &daimon.kind {
+            if !bearer_env.is_empty() {
+                out.push(bearer_env.clone());
+            }
         }
     }
     let needed = needed(config);

@@ -68,6 +68,8 @@ pub struct SlackApi {
     pub(super) words: Option<Arc<crate::assistant::Words>>,
     /// The tokens Slack refuses now.
     refusals: Arc<Refusals>,
+    /// The workspace's URL (`https://NAME.slack.com/`), as the last auth.test gave it.
+    workspace: Mutex<Option<String>>,
 }
 
 /// A hyper connector that speaks HTTPS (native roots) and plain HTTP (for a local fake or a
@@ -115,7 +117,17 @@ impl SlackApi {
             metrics: None,
             words: None,
             refusals: Arc::default(),
+            workspace: Mutex::new(None),
         }
+    }
+
+    /// The workspace's URL as the last auth.test gave it (none before one answered): what a
+    /// message's permalink begins with (`why::permalink`).
+    pub fn workspace_url(&self) -> Option<String> {
+        self.workspace
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// The tokens Slack refuses now (each call's outcome is noted there).
@@ -184,6 +196,7 @@ impl SlackApi {
     pub async fn auth_test(&self) -> Result<BotIdentity, SlackError> {
         let session = self.client.open_session(&self.bot_token);
         let r = self.timed("auth.test", session.auth_test()).await?;
+        *self.workspace.lock().unwrap_or_else(|e| e.into_inner()) = Some(r.url.0.to_string());
         Ok(BotIdentity {
             user_id: r.user_id.to_string(),
             bot_id: r.bot_id.map(|b| b.to_string()),

@@ -42,6 +42,13 @@ use api::{BotIdentity, SlackApi};
 use intake::Decision;
 use out::{SlackAddress, ASSISTANT};
 
+/// Whether a conversation (its key, as `intake` writes it) is a direct message: the soul and
+/// one person alone. A DM's channel id begins with `D`; a group DM's (`G`…) and a channel's
+/// (`C`…) do not.
+pub fn one_to_one(conversation: &str) -> bool {
+    conversation.starts_with('D')
+}
+
 /// A message the rules accept, in Slack's terms.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewInbound {

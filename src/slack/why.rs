@@ -7,6 +7,7 @@
 //! model or from people: it goes to Slack as escaped text (`&`, `<`, `>`), so a monologue can
 //! neither ping anyone nor make a link, and long texts are cut, saying so. Who may ask is the
 //! config's to say (`InspectConfig::may_ask_why`); which reply a message holds is the store's.
+//! `permalink` words (and links) a reply's message for the inspector's turn page.
 //! Knows nothing of turns or models beyond the trace's words.
 
 use slack_morphism::prelude::*;
@@ -261,6 +262,45 @@ pub fn escape(text: &str) -> String {
     super::markdown::neutralise(&escaped, false)
 }
 
+/// Where a reply of the soul's went in Slack, for the inspector: its channel and ts in words,
+/// and its permalink when the workspace's URL is known (`workspace`, from auth.test):
+/// `WORKSPACE/archives/CHANNEL/pTS` (the ts without its dot), with `?thread_ts=T&cid=CHANNEL`
+/// for a reply in a thread. `address` is the inbox row's (`SlackAddress`), `reference` the
+/// ts of the reply's message. `None` for an address that is not Slack's. A link is made only
+/// from an http(s) workspace URL and a channel and ts of letters, digits and dots: anything
+/// else gives the words alone.
+pub fn permalink(
+    workspace: Option<&str>,
+    address: &str,
+    reference: &str,
+) -> Option<(String, Option<String>)> {
+    let a: SlackAddress = serde_json::from_str(address).ok()?;
+    let thread = a.thread_ts.filter(|t| t != reference);
+    let text = match &thread {
+        Some(t) => format!("{} {reference} (in the thread {t})", a.channel),
+        None => format!("{} {reference}", a.channel),
+    };
+    let plain =
+        |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.');
+    let base = workspace
+        .map(|w| w.trim_end_matches('/'))
+        .filter(|w| w.starts_with("https://") || w.starts_with("http://"))
+        .filter(|w| !w.contains(['"', '\'', '<', '>', ' ', '?', '#']));
+    let ok = plain(&a.channel) && plain(reference) && thread.as_deref().is_none_or(plain);
+    let link = base.filter(|_| ok).map(|base| {
+        let mut link = format!(
+            "{base}/archives/{}/p{}",
+            a.channel,
+            reference.replace('.', "")
+        );
+        if let Some(t) = &thread {
+            link.push_str(&format!("?thread_ts={t}&cid={}", a.channel));
+        }
+        link
+    });
+    Some((text, link))
+}
+
 /// The whole message within `max` characters, never cutting an entity in two.
 fn bounded(text: String, max: usize) -> String {
     let Some((at, _)) = text.char_indices().nth(max) else {
@@ -282,6 +322,49 @@ mod tests {
 
     fn bot() -> BotIdentity {
         BotIdentity::for_tests()
+    }
+
+    #[test]
+    fn a_reply_s_permalink_names_its_thread_and_needs_a_known_http_workspace() {
+        let threaded = r#"{"channel":"C1","ts":"4.000100","thread_ts":"4.000100"}"#;
+        let (text, link) =
+            permalink(Some("https://acme.slack.com/"), threaded, "5.000200").unwrap();
+        assert_eq!(text, "C1 5.000200 (in the thread 4.000100)");
+        assert_eq!(
+            link.as_deref(),
+            Some("https://acme.slack.com/archives/C1/p5000200?thread_ts=4.000100&cid=C1")
+        );
+        let dm = r#"{"channel":"D1","ts":"4.0","thread_ts":null}"#;
+        let (text, link) = permalink(Some("https://acme.slack.com"), dm, "5.000200").unwrap();
+        assert_eq!(text, "D1 5.000200");
+        assert_eq!(
+            link.as_deref(),
+            Some("https://acme.slack.com/archives/D1/p5000200")
+        );
+        // No workspace, or one that is not http(s), or odd parts: the words alone.
+        assert_eq!(permalink(None, dm, "5.1").unwrap().1, None);
+        assert_eq!(
+            permalink(Some("javascript:alert(1)"), dm, "5.1").unwrap().1,
+            None
+        );
+        assert_eq!(permalink(Some("https://a\"b/"), dm, "5.1").unwrap().1, None);
+        let odd = r#"{"channel":"C1/../x","ts":"4.0","thread_ts":null}"#;
+        assert_eq!(
+            permalink(Some("https://a.slack.com"), odd, "5.1")
+                .unwrap()
+                .1,
+            None
+        );
+        assert_eq!(
+            permalink(Some("https://a.slack.com"), dm, "5.1\"><b>")
+                .unwrap()
+                .1,
+            None
+        );
+        assert_eq!(
+            permalink(Some("https://a.slack.com"), "not slack", "5.1"),
+            None
+        );
     }
 
     /// A message_action payload as Slack sends it for a message shortcut.

@@ -6,12 +6,14 @@
 //! asks the soul's consent and which condition fired; `calls` builds the text of the calls
 //! the states make (wakeup, consent, journal) and reads their answers; `quote` bounds what
 //! those calls quote of the conversations; `dream` decides when a
-//! dream is due and writes and reads its consolidation call. Pure: no I/O, no
+//! dream is due and writes and reads its consolidation call; `onboarding` what the soul asks
+//! someone new. Pure: no I/O, no
 //! store, no model. The daemon carries the states out; the store persists every move.
 
 pub mod calls;
 pub mod dream;
 pub mod machine;
+pub mod onboarding;
 pub mod quote;
 pub mod shutdown;
 pub mod template;

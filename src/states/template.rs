@@ -117,6 +117,8 @@ pub struct Behaviors {
     pub dream: Dream,
     pub solitude: Toggle,
     pub state_preservation: Preservation,
+    /// How the soul meets someone it has no model of.
+    pub onboarding: super::onboarding::Onboarding,
 }
 
 impl Default for Behaviors {
@@ -145,6 +147,7 @@ impl Default for Behaviors {
                 enabled: true,
                 resume_silently: false,
             },
+            onboarding: Default::default(),
         }
     }
 }
@@ -197,6 +200,8 @@ struct RawBehaviors {
     solitude: Option<RawToggle>,
     #[serde(default)]
     state_preservation: Option<RawPreservation>,
+    #[serde(default)]
+    onboarding: Option<super::onboarding::RawOnboarding>,
 }
 
 #[derive(Deserialize)]
@@ -305,6 +310,9 @@ pub fn parse(text: &str, path: &Path) -> Result<Template, Vec<Problem>> {
             dream,
             solitude: toggle(b.solitude, &defaults.solitude),
             state_preservation,
+            onboarding: b.onboarding.map_or(defaults.onboarding.clone(), |o| {
+                o.read(&defaults.onboarding)
+            }),
         },
         file,
     })
@@ -459,6 +467,7 @@ impl Template {
             ("play", b.play.rationale.as_deref()),
             ("dream", b.dream.rationale.as_deref()),
             ("solitude", b.solitude.rationale.as_deref()),
+            ("onboarding", b.onboarding.rationale.as_deref()),
         ]
         .into_iter()
         .filter_map(|(k, r)| r.map(|r| (k, r)))

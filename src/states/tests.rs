@@ -62,6 +62,7 @@ fn the_shipped_template_is_the_seeds_defaults() {
         toggle.rationale = None;
     }
     b.shutdown.rationale = None;
+    b.onboarding.rationale = None;
     assert_eq!(b, Behaviors::default());
     assert_eq!(
         parse("", Path::new("t.toml")).unwrap().behaviors,

@@ -30,6 +30,7 @@ const PARTS: &[(&str, &[&str], &str)] = &[
             "assistant",
             "config",
             "daemon",
+            "daimon",
             "engine",
             "eval",
             "inspect",
@@ -69,6 +70,7 @@ const PARTS: &[(&str, &[&str], &str)] = &[
             "admin",
             "assistant",
             "config",
+            "daimon",
             "engine",
             "failpoint",
             "inspect",
@@ -112,8 +114,8 @@ const PARTS: &[(&str, &[&str], &str)] = &[
     (
         "engine",
         &[
-            "admin", "config", "files", "ism", "llm", "memory", "metrics", "parse", "process",
-            "prompt", "psyche", "soul", "states", "steps", "tools", "window",
+            "admin", "config", "daimon", "files", "ism", "llm", "memory", "metrics", "parse",
+            "process", "prompt", "psyche", "soul", "states", "steps", "tools", "window",
         ],
         "one perception through the stages; knows nothing of where it came from",
     ),
@@ -156,6 +158,11 @@ const PARTS: &[(&str, &[&str], &str)] = &[
         "memory",
         &["config", "process", "psyche", "steps", "tls"],
         "the store's faces and backends; no prompt text, no Slack words",
+    ),
+    (
+        "daimon",
+        &["config", "llm", "prompt"],
+        "other souls asked for a whisper (HTTP or a persona), and anima's own counsel's call",
     ),
     (
         "tools",

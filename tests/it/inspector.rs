@@ -5,8 +5,12 @@
 
 #[path = "inspector/browser.rs"]
 mod browser;
+#[path = "inspector/history.rs"]
+mod history;
 #[path = "inspector/http.rs"]
 mod http;
+#[path = "inspector/live.rs"]
+mod live;
 #[path = "inspector/webdriver.rs"]
 mod webdriver;
 
@@ -20,7 +24,7 @@ use anima::engine::Engine;
 use anima::inspect::{random_token, routes, Inspector, CSP};
 use anima::memory::TraceRow;
 use anima::window::{CognitionStep, Decision, Kind, ModelCall, Phase, Record, Section, TraceBody};
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use crate::support::daemon::{home as daemon_home, Daemon};
 use crate::support::slack::FakeSlack;
@@ -219,6 +223,19 @@ pub fn response(n: u64, thread: &str) -> Record {
         text: "the reply".into(),
         data: Value::Null,
     }
+}
+
+/// Every route the inspector declares (`inspect::PATHS`), each `{param}` filled in.
+pub fn every_path() -> Vec<String> {
+    anima::inspect::PATHS
+        .iter()
+        .map(|p| {
+            p.split('/')
+                .map(|part| if part.starts_with('{') { "x" } else { part })
+                .collect::<Vec<_>>()
+                .join("/")
+        })
+        .collect()
 }
 
 pub fn bearer(token: &str) -> String {

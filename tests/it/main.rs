@@ -23,6 +23,7 @@ mod chat;
 mod cli;
 mod constrained;
 mod daemon;
+mod daimons;
 mod eval;
 mod files;
 mod first_hour;

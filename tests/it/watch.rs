@@ -350,3 +350,78 @@ fn on_postgres_every_daemon_is_followed_and_named() {
     assert!(stderr.contains("following elsewhere pid 11"), "{stderr}");
     home.assert_backend_kept();
 }
+
+/// A real daemon listening on `127.0.0.1:0` (a port chosen at start) is found where it bound
+/// (the daemon row on PostgreSQL, the file beside the database on SQLite) and followed: a
+/// message's turn goes by as JSON lines, its stimulus and its response.
+#[test]
+fn a_daemon_on_a_port_chosen_at_start_is_followed() {
+    let (model, slack) = (FakeModel::start(), support::slack::FakeSlack::start());
+    model.respond_with(|turn| answer(&format!("heard: {}", current_message(turn))));
+    let home = support::daemon::home(&model, &slack, "socket", "");
+    assert!(
+        std::fs::read_to_string(home.config())
+            .unwrap()
+            .contains("listen = \"127.0.0.1:0\""),
+        "the daemon takes a free port"
+    );
+    let d = support::daemon::Daemon::start_env(&home, &[("ANIMA_INSPECT_TOKEN", TOKEN)]);
+    slack.wait_connected_or(|| d.log());
+    let mut child = watch(
+        &home,
+        &["--json", "--phase", "stimulus,response"],
+        Some(TOKEN),
+    );
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    // The stream holds no past: a message every 2 s until one's turn goes by whole.
+    let ours = |r: &anima::window::Record| r.thread.starts_with("C0LAN2Q65:");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (mut sent, mut next) = (0, Instant::now());
+    let mut seen: Vec<anima::window::Record> = Vec::new();
+    while !seen
+        .iter()
+        .any(|r| r.phase.as_str() == "response" && ours(r))
+    {
+        if Instant::now() >= next {
+            sent += 1;
+            let ts = format!("1515449522.{sent:06}");
+            let text = format!("<@{}> hello {sent}", support::slack::BOT_USER);
+            slack.send_event(
+                json!({"type": "app_mention", "user": "U061F7AUR", "text": text, "ts": ts,
+                       "channel": "C0LAN2Q65", "event_ts": ts}),
+                &format!("Ev{sent}"),
+                0,
+            );
+            next = Instant::now() + Duration::from_secs(2);
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        assert!(
+            !left.is_zero(),
+            "no response record; seen: {seen:?}\n{}",
+            d.log()
+        );
+        if let Ok(line) = rx.recv_timeout(left.min(Duration::from_millis(100))) {
+            seen.push(serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}")));
+        }
+    }
+    let _ = child.kill();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("fixed port"), "{stderr}");
+    assert!(
+        seen.iter()
+            .any(|r| r.phase.as_str() == "stimulus" && ours(r)),
+        "{seen:?}"
+    );
+    assert!(seen
+        .iter()
+        .all(|r| ["stimulus", "response"].contains(&r.phase.as_str())));
+}

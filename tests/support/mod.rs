@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod daemon;
+pub mod daimon;
 pub mod many;
 pub mod mcp;
 pub mod postgres;

@@ -42,7 +42,7 @@ pub trait Claims: Send + Sync {
     /// Records this daemon as running (one at a time): how many others run. The first (none
     /// other runs) is the soul's waker: it holds the wakeup, renewed with its heartbeat, until
     /// `woke` (or until it dies and its lease ends). `listen` is its HTTP address as
-    /// configured, kept for whoever follows its soul stream (`DaemonRow::listen`). One write
+    /// bound, kept for whoever follows its soul stream (`DaemonRow::listen`). One write
     /// transaction.
     async fn join(&self, host: &str, pid: u32, listen: &str, lease: Duration) -> Result<u64>;
     /// This daemon, the waker, is done waking the soul: the wakeup's hold goes. One write.

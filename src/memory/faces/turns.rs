@@ -88,6 +88,10 @@ pub trait Users: Send + Sync {
     async fn pending_model_versions(&self, user_id: &str) -> Result<Vec<(i64, String, String)>>;
     /// The person's model history: (version, change note, unix ms), oldest first. A read.
     async fn model_history(&self, user_id: &str) -> Result<Vec<(i64, String, i64)>>;
+    /// The text of the person's model at `version`, any version its history lists (exported to
+    /// git or not: the history keeps every version's text, the same text git was given), so
+    /// two of them can be compared; `None` for a version it does not list. A read.
+    async fn model_version(&self, user_id: &str, version: i64) -> Result<Option<String>>;
 }
 
 /// The soul's own state and counters.

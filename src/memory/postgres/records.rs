@@ -87,6 +87,17 @@ impl Users for Postgres {
             .map(|r| (r.get(0), r.get(1), r.get(2)))
             .collect())
     }
+
+    async fn model_version(&self, user_id: &str, version: i64) -> Result<Option<String>> {
+        let client = self.client().await?;
+        Ok(client
+            .maybe_row(
+                "SELECT model FROM user_model_history WHERE user_id = $1 AND version = $2",
+                &[&user_id, &version],
+            )
+            .await?
+            .map(|r| r.get(0)))
+    }
 }
 
 #[async_trait]

@@ -11,8 +11,9 @@ pub struct DaemonRow {
     pub daemon: String,
     pub host: String,
     pub pid: i64,
-    /// Its HTTP listen address as configured (`[http] listen`, e.g. `0.0.0.0:8080`): where
-    /// `anima watch` finds its stream. Empty for a daemon of an anima before it was kept.
+    /// Its HTTP listen address as bound (`[http] listen`, e.g. `0.0.0.0:8080`; a port of 0 is
+    /// the one chosen at start): where `anima watch` finds its stream. Empty for a daemon of
+    /// an anima before it was kept.
     pub listen: String,
     /// Unix milliseconds.
     pub started_ms: i64,

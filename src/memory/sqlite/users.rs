@@ -39,6 +39,12 @@ impl Users for Sqlite {
         self.call(move |db| users::history(&db.conn(), &user_id))
             .await
     }
+
+    async fn model_version(&self, user_id: &str, version: i64) -> Result<Option<String>> {
+        let user_id = user_id.to_owned();
+        self.call(move |db| users::version_text(&db.conn(), &user_id, version))
+            .await
+    }
 }
 
 #[async_trait]

@@ -23,16 +23,13 @@ fn the_login_link_sets_a_strict_cookie_and_the_api_takes_it_or_a_bearer_else_401
     );
     let s = Served::start(&home);
     let url = |p: &str| format!("{}{p}", s.base);
-    // Nothing without the token.
-    for path in [
-        "/inspect/",
-        "/inspect/turn/x",
-        "/inspect/inner",
-        "/inspect/chat",
-        "/api/inspect/turns",
-        "/api/inspect/turns/x",
-        "/api/inspect/stream",
-    ] {
+    // Nothing without the token: every route the inspector declares, through its one gate.
+    assert_eq!(
+        request("POST", &url("/inspect/chat"), &[], "message=hi").status,
+        401
+    );
+    for path in every_path() {
+        let path = path.as_str();
         assert_eq!(get(&url(path), &[]).status, 401, "{path}");
         assert_eq!(
             get(&url(path), &[("authorization", "Bearer nope")]).status,
@@ -142,7 +139,10 @@ fn the_login_link_sets_a_strict_cookie_and_the_api_takes_it_or_a_bearer_else_401
         .status,
         400
     );
-    let js = get(&url("/inspect/static/inspector.js"), &[]);
+    let js = get(
+        &url("/inspect/static/inspector.js"),
+        &[("cookie", &session)],
+    );
     assert!(js
         .header("content-type")
         .unwrap()
@@ -238,8 +238,15 @@ fn long_texts_are_cut_with_a_link_and_lists_stay_bounded() {
     let mut body = TraceBody::from_json(&huge.body).unwrap();
     body.cognition[0].text = "m".repeat(100_000);
     body.calls[0].raw = "<<a<b>></c><internal_monologue><</internal_>".repeat(5_000);
+    body.decisions[0].text = "<a<b>tool ✨".repeat(100_000);
     huge.body = body.to_json();
+    // A name past what a page shows (PostgreSQL's index on a trace's person takes no more
+    // than about 2,700 bytes: no person in Slack comes near).
+    let name = "<script>".repeat(300);
+    huge.person = Some(name.clone());
     record(&home, huge);
+    let monologue = "<i>é</i>".repeat(15_000);
+    wait(home.store().add_journal(&monologue)).unwrap();
     let store = home.store();
     wait(async {
         for n in 0..10_000u64 {
@@ -273,7 +280,14 @@ fn long_texts_are_cut_with_a_link_and_lists_stay_bounded() {
             && !page.body.contains("<a<")
             && !page.body.contains("<script>alert")
     );
-    for part in ["stimulus", "cognition-0", "prompt-0", "raw-0"] {
+    for part in [
+        "stimulus",
+        "cognition-0",
+        "prompt-0",
+        "raw-0",
+        "decision-0",
+        "person",
+    ] {
         assert!(
             page.body
                 .contains(&format!("/inspect/turn/{}/text/{part}", id(1))),
@@ -286,6 +300,13 @@ fn long_texts_are_cut_with_a_link_and_lists_stay_bounded() {
         Some("text/plain; charset=utf-8")
     );
     assert_eq!(whole.body, megabyte);
+    let decision = get(
+        &url(&format!("/inspect/turn/{}/text/decision-0", id(1))),
+        &h,
+    );
+    assert_eq!(decision.body, "<a<b>tool ✨".repeat(100_000));
+    let person = get(&url(&format!("/inspect/turn/{}/text/person", id(1))), &h);
+    assert_eq!(person.body, name);
     assert_eq!(
         get(&url(&format!("/inspect/turn/{}/text/raw-9", id(1))), &h).status,
         404
@@ -301,6 +322,24 @@ fn long_texts_are_cut_with_a_link_and_lists_stay_bounded() {
             <= 100
     );
     assert!(home_page.body.contains("Older turns"));
+    assert!(
+        home_page.body.len() < 200_000,
+        "a long name cut in the timeline"
+    );
+    // A long journal entry: cut, escaped, whole behind its link.
+    let soul = get(&url("/inspect/soul"), &h);
+    assert!(
+        soul.body.contains("/inspect/soul/text/journal-0"),
+        "cut with a link"
+    );
+    assert!(!soul.body.contains("<i>") && soul.body.len() < 200_000);
+    let entry = get(&url("/inspect/soul/text/journal-0"), &h);
+    assert_eq!(
+        entry.header("content-type"),
+        Some("text/plain; charset=utf-8")
+    );
+    assert_eq!(entry.body, monologue);
+    assert_eq!(get(&url("/inspect/soul/text/journal-99"), &h).status, 404);
     let all = get(&url("/api/inspect/turns?limit=100000"), &h).json();
     assert_eq!(
         all["turns"].as_array().unwrap().len(),
@@ -309,6 +348,23 @@ fn long_texts_are_cut_with_a_link_and_lists_stay_bounded() {
     );
     let thread = get(&url("/inspect/thread?thread=T5"), &h);
     assert_eq!(thread.body.matches("<li class=\"turn\"").count(), 1);
+    // The pages that read many traces at once stay bounded and quick with 10,000 kept.
+    for page in [
+        "/inspect/process",
+        "/inspect/inner",
+        "/inspect/people",
+        "/inspect/soul",
+    ] {
+        let asked = Instant::now();
+        let answer = get(&url(page), &h);
+        assert_eq!(answer.status, 200, "{page}");
+        assert!(
+            answer.body.len() < 200_000,
+            "{page}: {} bytes",
+            answer.body.len()
+        );
+        eprintln!("{page}: {:?}", asked.elapsed());
+    }
     assert!(
         started.elapsed() < Duration::from_secs(10),
         "{:?}",
@@ -335,12 +391,8 @@ fn the_daemon_serves_the_inspector_only_with_its_token() {
     );
     drop(d);
     let d = Daemon::start(&home);
-    for path in [
-        "/inspect/",
-        "/inspect/?token=sesame-0123456789",
-        "/api/inspect/turns",
-        "/api/inspect/stream",
-    ] {
+    let login = "/inspect/?token=sesame-0123456789".to_string();
+    for path in every_path().iter().chain([&login]) {
         assert_eq!(get(&d.url(path), &h).status, 404, "{path}");
     }
     assert_ne!(

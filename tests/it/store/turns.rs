@@ -136,6 +136,39 @@ async fn a_turn_commits_everything_at_once_and_its_reply_with_it() {
     });
 }
 
+/// Any version of a user model reads back whole, exported to git or not (the inspector's diff
+/// between any two versions).
+#[tokio::test]
+async fn every_version_of_a_user_model_reads_back_exported_or_not() {
+    on_every_backend!(|s, name| {
+        let models = ["# Zoë\nfirst", "# Zoë\nsecond ✨\n<script>", "# Zoë\nthird"];
+        for (n, model) in models.iter().enumerate() {
+            let (_, ctx) = s
+                .begin_turn(start("C1:1.0", "hi", &format!("c{n}")))
+                .await
+                .unwrap();
+            let record = TurnRecord {
+                thread: "C1:1.0".into(),
+                user_id: "U1".into(),
+                interaction: ctx.interaction,
+                user_model: Some((model.to_string(), format!("v{}", n + 1))),
+                ..TurnRecord::default()
+            };
+            let changed = s.commit_turn(record).await.unwrap().unwrap();
+            assert_eq!(changed.model_version, n as i64 + 1, "{name}");
+        }
+        s.mark_exported("U1", 2).await.unwrap();
+        assert_eq!(s.pending_model_versions("U1").await.unwrap().len(), 1);
+        for (n, model) in models.iter().enumerate() {
+            let text = s.model_version("U1", n as i64 + 1).await.unwrap();
+            assert_eq!(text.as_deref(), Some(*model), "{name}: v{}", n + 1);
+        }
+        assert_eq!(s.model_version("U1", 4).await.unwrap(), None, "{name}");
+        assert_eq!(s.model_version("U1", 0).await.unwrap(), None, "{name}");
+        assert_eq!(s.model_version("nobody", 1).await.unwrap(), None);
+    });
+}
+
 #[tokio::test]
 async fn a_failed_turn_gives_its_number_and_whisper_back() {
     on_every_backend!(|s, name| {
