@@ -32,6 +32,7 @@ pub mod llm;
 pub mod parse;
 pub mod tools;
 pub mod memory;
+pub mod dossier;
 pub mod config;
 pub mod toml_file;
 pub mod soul;

@@ -30,6 +30,7 @@ const PARTS: &[(&str, &[&str], &str)] = &[
             "assistant",
             "config",
             "daemon",
+            "dossier",
             "engine",
             "eval",
             "inspect",
@@ -111,8 +112,8 @@ const PARTS: &[(&str, &[&str], &str)] = &[
     (
         "engine",
         &[
-            "admin", "config", "ism", "llm", "memory", "metrics", "parse", "process", "prompt",
-            "psyche", "soul", "states", "steps", "tools", "window",
+            "admin", "config", "dossier", "ism", "llm", "memory", "metrics", "parse", "process",
+            "prompt", "psyche", "soul", "states", "steps", "tools", "window",
         ],
         "one perception through the stages; knows nothing of where it came from",
     ),
@@ -162,6 +163,11 @@ const PARTS: &[(&str, &[&str], &str)] = &[
         "MCP tool servers; the engine decides what a result means",
     ),
     ("steps", &[], "the cognitive step catalogue, shared"),
+    (
+        "dossier",
+        &["arbitrary"],
+        "dossiers, pure: their file form, slugs, detection before a call, recall in a budget",
+    ),
     (
         "window",
         &[],
@@ -230,7 +236,7 @@ const IO: &[&str] = &[
     "axum",
     "slack_morphism",
 ];
-const PURE: &[&str] = &["parse", "prompt", "ism", "states", "psyche"];
+const PURE: &[&str] = &["parse", "prompt", "ism", "states", "psyche", "dossier"];
 
 /// What only memory may name: the database crates and the blocking SQLite store. Everything
 /// else reaches the store through its faces (`memory::Store`), whatever the backend.
