@@ -235,6 +235,7 @@ fn main() {
         machine: None,
         summary: None,
         psyche: None,
+        dossiers: anima::prompt::DossierInput::NONE,
         message: "What's the status of the BG3 port, and what should I do next?",
     };
     let built = build_prompt(&input);

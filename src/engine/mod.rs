@@ -24,6 +24,7 @@ mod begin;
 mod chain;
 mod commit;
 mod consolidate;
+mod dossiers;
 mod dream;
 mod model;
 mod perception;
@@ -40,6 +41,7 @@ use serde::Serialize;
 use tracing::{warn, Instrument};
 
 pub use apply::StateChange;
+pub use dossiers::load_hand_written;
 pub use dream::{DreamError, DreamReport};
 pub use perception::{
     Message, Newer, Perception, Quiet, Speech, CLOSED_QUESTION, FOLLOW_UP_QUESTION,
@@ -149,6 +151,8 @@ pub struct Engine {
     awake: tokio::sync::watch::Sender<Gate>,
     /// The soul stream: the turn's phases, sent to whoever watches.
     hub: crate::window::Hub,
+    /// The dossiers: hand-written ones in force, the index recall reads.
+    dossiers: Arc<dossiers::Keeper>,
 }
 
 impl Engine {
@@ -160,6 +164,7 @@ impl Engine {
     ) -> Self {
         Engine {
             models: Arc::new(Exporter::new(&config.memory_dir())),
+            dossiers: Arc::new(dossiers::Keeper::new(&config.soul_dir)),
             config,
             store,
             library,
@@ -393,6 +398,9 @@ impl Engine {
     /// Commits user models that SQLite has but git does not (after a crash between the two,
     /// or while the repository could not be written). Returns the commits made.
     pub async fn export_pending_models(&self) -> Result<usize, EngineError> {
+        if let Err(e) = self.models.export_pending_dossiers(self.store.as_ref()).await {
+            warn!(error = %e, "dossiers not committed to git; they will be at the next change or start");
+        }
         match self.models.export_pending(self.store.as_ref()).await {
             Ok(n) => Ok(n),
             Err(e) => {

@@ -10,6 +10,7 @@
 
 pub mod json;
 mod json_stream;
+pub mod dossier;
 mod scan;
 mod selection;
 mod stream;

@@ -19,6 +19,7 @@
 //! `shape` holds a call's answer to its instructions for servers that can constrain what a
 //! model writes: the same steps as a GBNF grammar or a JSON Schema.
 
+mod dossiers;
 pub mod fence;
 pub mod instructions;
 pub mod ism;
@@ -29,6 +30,7 @@ mod user_model;
 
 use std::fmt::Write;
 
+pub use dossiers::{DossierInput, RecalledDossier};
 pub use instructions::ProcessInstructions;
 pub use plan::{plan, GateInput, Gates, TurnPlan};
 pub use sections::{sections, PromptSection};
@@ -77,6 +79,9 @@ pub struct PromptInput<'a> {
     /// The soul's inner life in words (the psychology substrate's context packet); the
     /// people's words it quotes are untrusted.
     pub psyche: Option<&'a crate::psyche::Packet>,
+    /// The dossiers recalled, and the names the dossier steps ask about
+    /// ([`DossierInput::NONE`]: none, and no step).
+    pub dossiers: DossierInput<'a>,
 }
 
 /// A whispered intuition, and who whispered it (both untrusted).
@@ -206,6 +211,10 @@ fn turn_sections(input: &PromptInput, marks: &mut Vec<(&'static str, usize)>) ->
         mark("user_model", &out);
         write_user_model(&mut out, person);
     }
+    if !input.dossiers.recalled.is_empty() {
+        mark("dossier", &out);
+        dossiers::write_recalled(&mut out, input.dossiers.recalled);
+    }
     if let Some(note) = input.process_note {
         mark("process", &out);
         out.push_str(note);
@@ -219,7 +228,12 @@ fn turn_sections(input: &PromptInput, marks: &mut Vec<(&'static str, usize)>) ->
     out.push_str("<instructions>\n");
     match &input.machine {
         Some(m) if m.call == ism::MachineCall::Select => ism::write_selection(&mut out, m),
-        _ => instructions::write(&mut out, input.steps, input.process),
+        _ => {
+            instructions::write(&mut out, input.steps, input.process);
+            if !input.dossiers.ask.is_empty() {
+                dossiers::write_ask(&mut out, input.dossiers.ask, input.dossiers.recalled);
+            }
+        }
     }
     out.push_str("</instructions>\n\n");
     if let Some(minutes) = input.quiet_minutes {

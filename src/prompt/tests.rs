@@ -83,6 +83,7 @@ impl Case {
             machine: None,
             summary: self.summary,
             psyche: None,
+            dossiers: DossierInput::NONE,
         }
     }
 }
@@ -468,7 +469,22 @@ fn every_section_tag_is_in_the_shared_list() {
         psyche: Some(&inner),
         ..everything.input()
     });
-    let emitted: std::collections::BTreeSet<String> = [everything.build(), quiet.build(), ism]
+    let recalled = [RecalledDossier {
+        name: "Ada",
+        kind: "person",
+        hand_written: true,
+        text: "Wrote the first program.",
+        cut: false,
+    }];
+    let dossier = build_prompt(&PromptInput {
+        dossiers: DossierInput {
+            recalled: &recalled,
+            ask: &[],
+        },
+        ..everything.input()
+    });
+    let emitted: std::collections::BTreeSet<String> =
+        [everything.build(), quiet.build(), ism, dossier]
         .iter()
         .flat_map(|p| line_tags(&full_text(p)))
         .filter(|n| !cognitive.contains(n))
