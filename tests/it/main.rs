@@ -23,6 +23,7 @@ mod chat;
 mod cli;
 mod constrained;
 mod daemon;
+mod dossiers;
 mod eval;
 mod first_hour;
 mod hardening;
