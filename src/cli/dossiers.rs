@@ -41,9 +41,19 @@ pub async fn run(config_path: Option<&Path>, command: DossiersCommand) -> CliRes
                 println!("no dossiers yet");
                 return Ok(());
             }
-            println!("{:<32} {:<8} {:<8} {:>4}  NAME", "SLUG", "KIND", "ORIGIN", "V");
+            println!(
+                "{:<32} {:<8} {:<8} {:>4}  NAME",
+                "SLUG", "KIND", "ORIGIN", "V"
+            );
             for d in &hand {
-                println!("{:<32} {:<8} {:<8} {:>4}  {}", d.slug, d.kind.name(), "hand", "-", d.name);
+                println!(
+                    "{:<32} {:<8} {:<8} {:>4}  {}",
+                    d.slug,
+                    d.kind.name(),
+                    "hand",
+                    "-",
+                    d.name
+                );
             }
             for d in &learned {
                 println!(
@@ -73,7 +83,10 @@ pub async fn run(config_path: Option<&Path>, command: DossiersCommand) -> CliRes
             let (h, l) = find(&hand, &learned, &name)?;
             let Some(d) = l else {
                 let d = h.expect("found one");
-                println!("{} is written by hand: its history is the soul folder's", d.name);
+                println!(
+                    "{} is written by hand: its history is the soul folder's",
+                    d.name
+                );
                 return Ok(());
             };
             let Some(store) = &store else { return Ok(()) };
@@ -132,7 +145,8 @@ pub(super) async fn forget_about(
         d.about.as_deref() == Some(u.user_id.as_str())
             || d.slug == u.slug
             || [&u.display_name, &u.user_id].iter().any(|n| {
-                d.name.eq_ignore_ascii_case(n) || d.aliases.iter().any(|a| a.eq_ignore_ascii_case(n))
+                d.name.eq_ignore_ascii_case(n)
+                    || d.aliases.iter().any(|a| a.eq_ignore_ascii_case(n))
             })
     };
     let slugs: Vec<String> = store
@@ -156,8 +170,7 @@ pub(super) async fn forget_about(
             repo.remove_dossier(slug, &u.user_id)
                 .map_err(Failure::runtime)?;
             if purge_history {
-                repo.purge_dossier_history(slug)
-                    .map_err(Failure::runtime)?;
+                repo.purge_dossier_history(slug).map_err(Failure::runtime)?;
             }
         }
     }

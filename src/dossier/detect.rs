@@ -121,10 +121,46 @@ pub const MAX_NAMED: usize = 8;
 
 /// Capitalised words that name nobody.
 const NOT_NAMES: [&str; 40] = [
-    "I", "I'm", "I've", "I'd", "I'll", "Im", "Ive", "Id", "Ill", "OK", "Ok", "Okay", "Hi",
-    "Hello", "Hey", "Thanks", "Thank", "Yes", "No", "Please", "Monday", "Tuesday", "Wednesday",
-    "Thursday", "Friday", "Saturday", "Sunday", "January", "February", "March", "April", "May",
-    "June", "July", "August", "September", "October", "November", "December", "The",
+    "I",
+    "I'm",
+    "I've",
+    "I'd",
+    "I'll",
+    "Im",
+    "Ive",
+    "Id",
+    "Ill",
+    "OK",
+    "Ok",
+    "Okay",
+    "Hi",
+    "Hello",
+    "Hey",
+    "Thanks",
+    "Thank",
+    "Yes",
+    "No",
+    "Please",
+    "Monday",
+    "Tuesday",
+    "Wednesday",
+    "Thursday",
+    "Friday",
+    "Saturday",
+    "Sunday",
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+    "The",
 ];
 
 /// The names `message` brings up that are not in `exclude` (the speaker's Slack id and
@@ -161,7 +197,10 @@ pub fn named(message: &str, exclude: &[&str]) -> Vec<String> {
             let label = label.trim();
             let speaker = excluded(id) || (!label.is_empty() && excluded(label));
             if !speaker {
-                push(if label.is_empty() { id } else { label }.to_string(), &mut out);
+                push(
+                    if label.is_empty() { id } else { label }.to_string(),
+                    &mut out,
+                );
             }
         }
         plain.push_str(". ");
@@ -190,7 +229,9 @@ fn capitalised_runs(text: &str) -> Vec<Vec<&str>> {
         let capital = word.chars().next().is_some_and(char::is_uppercase)
             && word.chars().count() >= 2
             && word.chars().any(char::is_lowercase)
-            && word.chars().all(|c| c.is_alphanumeric() || c == '\'' || c == '-')
+            && word
+                .chars()
+                .all(|c| c.is_alphanumeric() || c == '\'' || c == '-')
             && !NOT_NAMES.contains(&word);
         if capital && !opening {
             run.push(word);

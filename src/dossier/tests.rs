@@ -75,29 +75,62 @@ fn mentions_are_whole_words_any_case_and_multi_word_aliases() {
         known("rust", "Rust", &["the crab language"], Origin::Learned),
         known("al", "Al", &[], Origin::Learned),
     ]);
-    let m = index.mentions("did ADA like The Crab Language?", &["ada lovelace said rust"]);
+    let m = index.mentions(
+        "did ADA like The Crab Language?",
+        &["ada lovelace said rust"],
+    );
     assert_eq!(m.len(), 2);
     assert_eq!((m[0].at, m[0].in_message, m[0].in_thread), (0, 1, 2));
     assert_eq!((m[1].at, m[1].in_message, m[1].in_thread), (1, 1, 1));
-    assert!(index.mentions("always adapt", &[]).is_empty(), "whole words only");
+    assert!(
+        index.mentions("always adapt", &[]).is_empty(),
+        "whole words only"
+    );
     assert!(index.mentions("the crab", &[]).is_empty());
 }
 
 #[test]
 fn recall_puts_the_message_first_and_keeps_to_the_budget() {
     let mentions = [
-        Mention { at: 0, in_message: 0, in_thread: 2 },
-        Mention { at: 1, in_message: 1, in_thread: 0 },
-        Mention { at: 2, in_message: 0, in_thread: 1 },
-        Mention { at: 3, in_message: 0, in_thread: 1 },
+        Mention {
+            at: 0,
+            in_message: 0,
+            in_thread: 2,
+        },
+        Mention {
+            at: 1,
+            in_message: 1,
+            in_thread: 0,
+        },
+        Mention {
+            at: 2,
+            in_message: 0,
+            in_thread: 1,
+        },
+        Mention {
+            at: 3,
+            in_message: 0,
+            in_thread: 1,
+        },
     ];
-    let budget = Budget { max: 3, each: 10, bytes: 25 };
+    let budget = Budget {
+        max: 3,
+        each: 10,
+        bytes: 25,
+    };
     let chosen: Vec<usize> = recall(&mentions, &budget).iter().map(|r| r.at).collect();
     assert_eq!(chosen, vec![1, 0, 2]);
     let long = "x".repeat(40);
     let fitted = budget.fit(&["short", &long, &long, &long]);
-    assert_eq!(fitted, vec![("short", false), (&long[..10], true), (&long[..10], true)]);
-    let tight = Budget { max: 3, each: 10, bytes: 12 };
+    assert_eq!(
+        fitted,
+        vec![("short", false), (&long[..10], true), (&long[..10], true)]
+    );
+    let tight = Budget {
+        max: 3,
+        each: 10,
+        bytes: 12,
+    };
     assert_eq!(tight.fit(&[&long, &long, &long]).len(), 2);
     assert_eq!(cut("héllo", 2), ("h", true));
 }
@@ -112,8 +145,14 @@ fn named_finds_other_people_not_the_speaker() {
     assert!(named("hello, how are you today?", &["U1", "Tom"]).is_empty());
     assert!(named("Tom here. I think Wren is kind", &["U1", "Tom", "Wren"]).is_empty());
     assert!(named("Can you check the API and the URL?", &[]).is_empty());
-    assert_eq!(named("Ada Lovelace wrote it, said Charles.", &[]), vec!["Charles"]);
-    assert_eq!(named("see <https://x.org|The Site> and <#C1|General>", &[]), Vec::<String>::new());
+    assert_eq!(
+        named("Ada Lovelace wrote it, said Charles.", &[]),
+        vec!["Charles"]
+    );
+    assert_eq!(
+        named("see <https://x.org|The Site> and <#C1|General>", &[]),
+        Vec::<String>::new()
+    );
     assert_eq!(named(&"and Bob ".repeat(10_000), &[]), vec!["Bob"]);
 }
 

@@ -68,7 +68,9 @@ pub fn load_hand_written(dir: &Path) -> (Vec<Dossier>, Vec<String>) {
             continue;
         };
         if out.iter().any(|d: &Dossier| d.slug == slug) {
-            problems.push(format!("{shown}:2: another dossier is already named {slug:?}"));
+            problems.push(format!(
+                "{shown}:2: another dossier is already named {slug:?}"
+            ));
             continue;
         }
         out.push(Dossier {
@@ -238,7 +240,11 @@ impl Keeper {
                 slug: r.slug,
                 origin: Origin::Learned,
             }));
-            let hand = s.hand.iter().map(|d| (d.slug.clone(), d.body.clone())).collect();
+            let hand = s
+                .hand
+                .iter()
+                .map(|d| (d.slug.clone(), d.body.clone()))
+                .collect();
             s.known = Arc::new(Catalogue {
                 index: Index::new(known),
                 hand,
@@ -308,7 +314,13 @@ impl Keeper {
             if !hand {
                 turn.in_view.push(k.slug.clone());
             }
-            turn.recalled.push((k.head.name.clone(), k.head.kind.name(), hand, kept.to_string(), cut));
+            turn.recalled.push((
+                k.head.name.clone(),
+                k.head.kind.name(),
+                hand,
+                kept.to_string(),
+                cut,
+            ));
         }
         turn
     }

@@ -398,7 +398,11 @@ impl Engine {
     /// Commits user models that SQLite has but git does not (after a crash between the two,
     /// or while the repository could not be written). Returns the commits made.
     pub async fn export_pending_models(&self) -> Result<usize, EngineError> {
-        if let Err(e) = self.models.export_pending_dossiers(self.store.as_ref()).await {
+        if let Err(e) = self
+            .models
+            .export_pending_dossiers(self.store.as_ref())
+            .await
+        {
             warn!(error = %e, "dossiers not committed to git; they will be at the next change or start");
         }
         match self.models.export_pending(self.store.as_ref()).await {

@@ -64,8 +64,14 @@ impl Engine {
             .await;
         match chained {
             Ok(chained) => {
-                let answer = chained.last.last.as_ref().map(|r| r.completion.text.clone());
-                let outcome = self.commit(p, &begun, &lib, chained, started, tracer).await?;
+                let answer = chained
+                    .last
+                    .last
+                    .as_ref()
+                    .map(|r| r.completion.text.clone());
+                let outcome = self
+                    .commit(p, &begun, &lib, chained, started, tracer)
+                    .await?;
                 if let (Perception::Message(m), Some(turn), Some(answer)) = (p, &dossiers, answer) {
                     let speaker = (m.user_id.as_str(), m.display_name.as_str());
                     self.dossiers

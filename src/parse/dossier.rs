@@ -44,7 +44,9 @@ pub fn parse_dossiers(raw: &str) -> DossierAnswer {
         if name != DOSSIER_CHECK && name != DOSSIER_UPDATE {
             continue;
         }
-        let Some(open_end) = rest.find('>') else { break };
+        let Some(open_end) = rest.find('>') else {
+            break;
+        };
         let attrs = &rest[name_len..open_end];
         let body = &rest[open_end + 1..];
         let close = format!("</{name}>");
@@ -171,7 +173,10 @@ mod tests {
         assert_eq!(a.updates[0].aliases, vec!["Priya", "PR"]);
         assert_eq!(a.updates[0].text, "Works on the <compiler>.");
         assert_eq!(a.updates[0].note, "Met through Tom.");
-        assert_eq!((a.updates[1].name.as_str(), a.updates[1].note.as_str()), ("Rust", ""));
+        assert_eq!(
+            (a.updates[1].name.as_str(), a.updates[1].note.as_str()),
+            ("Rust", "")
+        );
     }
 
     #[test]
@@ -181,7 +186,10 @@ mod tests {
              <dossier_update>no name</dossier_update><dossier_update name=\"Y\">never closed"
         );
         assert_eq!(parse_dossiers(&raw), DossierAnswer::default());
-        assert_eq!(parse_dossiers("<dossier_check>maybe</dossier_check>").check, None);
+        assert_eq!(
+            parse_dossiers("<dossier_check>maybe</dossier_check>").check,
+            None
+        );
         let many = "<dossier_update name=\"a\">x</dossier_update>".repeat(10);
         assert_eq!(parse_dossiers(&many).updates.len(), MAX_UPDATES);
     }

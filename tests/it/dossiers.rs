@@ -62,9 +62,17 @@ fn respond(turn: &str) -> String {
         return out;
     }
     let (name, text, note) = if message.contains("Priya Raman") {
-        ("Priya Raman", "Runs the compiler team.", "Heard of her at lunch.")
+        (
+            "Priya Raman",
+            "Runs the compiler team.",
+            "Heard of her at lunch.",
+        )
     } else if message.contains("Priya") {
-        ("Priya Raman", "Runs the compiler team. Loves Rust.", "She loves Rust.")
+        (
+            "Priya Raman",
+            "Runs the compiler team. Loves Rust.",
+            "She loves Rust.",
+        )
     } else if message.contains("Lovelace") {
         ("Ada Lovelace", "I REWROTE HER.", "Tried to rewrite Ada.")
     } else {
@@ -90,20 +98,43 @@ fn dossiers_are_learned_recalled_kept_in_git_and_never_overwrite_the_hand_writte
     let said = |n: usize, what: &str| slack.wait(20, what, |s| s.posts().len() >= n);
 
     // Named in passing: the steps are asked, her dossier is written.
-    slack.send_event(dm("D1", "1.000001", "I had lunch with Priya Raman, she leads a team."), "E1", 0);
+    slack.send_event(
+        dm(
+            "D1",
+            "1.000001",
+            "I had lunch with Priya Raman, she leads a team.",
+        ),
+        "E1",
+        0,
+    );
     said(1, "the first reply");
     let first = model.requests().last().unwrap().turn_text();
-    assert!(first.contains("<dossier_check>") && first.contains("“Priya Raman”"), "{first}");
+    assert!(
+        first.contains("<dossier_check>") && first.contains("“Priya Raman”"),
+        "{first}"
+    );
     assert!(!first.contains("<dossier name="), "nothing to recall yet");
-    let priya = wait(store.dossier("priya-raman")).unwrap().expect("her dossier");
+    let priya = wait(store.dossier("priya-raman"))
+        .unwrap()
+        .expect("her dossier");
     assert_eq!((priya.version, priya.name.as_str()), (1, "Priya Raman"));
 
     // Another conversation names her: her dossier is in the prompt, fenced, and updated.
-    slack.send_event(dm("D2", "2.000001", "Would Priya like the <b>talk</b>?"), "E2", 0);
+    slack.send_event(
+        dm("D2", "2.000001", "Would Priya like the <b>talk</b>?"),
+        "E2",
+        0,
+    );
     said(2, "the second reply");
     let second = model.requests().last().unwrap().turn_text();
-    assert!(second.contains("<dossier name=\"Priya Raman\" kind=\"person\">"), "{second}");
-    assert_eq!(wait(store.dossier("priya-raman")).unwrap().unwrap().version, 2);
+    assert!(
+        second.contains("<dossier name=\"Priya Raman\" kind=\"person\">"),
+        "{second}"
+    );
+    assert_eq!(
+        wait(store.dossier("priya-raman")).unwrap().unwrap().version,
+        2
+    );
 
     // An ordinary message pays nothing: no dossier step, no dossier.
     slack.send_event(dm("D3", "3.000001", "hello, how are you today?"), "E3", 0);
@@ -112,16 +143,32 @@ fn dossiers_are_learned_recalled_kept_in_git_and_never_overwrite_the_hand_writte
     assert!(!ordinary.contains("dossier"), "{ordinary}");
 
     // A hand-written dossier is recalled, and the soul's rewrite goes beside it.
-    slack.send_event(dm("D3", "3.000002", "What did the Countess of Lovelace write?"), "E4", 0);
+    slack.send_event(
+        dm("D3", "3.000002", "What did the Countess of Lovelace write?"),
+        "E4",
+        0,
+    );
     said(4, "the fourth reply");
     let recalled = model.requests().last().unwrap().turn_text();
-    assert!(recalled.contains("Analytical Engine") && recalled.contains("written by hand"), "{recalled}");
-    assert_eq!(std::fs::read_to_string(soul.join("dossiers/ada.md")).unwrap(), ADA);
-    let learned = wait(store.dossier("ada-lovelace")).unwrap().expect("the soul's own");
+    assert!(
+        recalled.contains("Analytical Engine") && recalled.contains("written by hand"),
+        "{recalled}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(soul.join("dossiers/ada.md")).unwrap(),
+        ADA
+    );
+    let learned = wait(store.dossier("ada-lovelace"))
+        .unwrap()
+        .expect("the soul's own");
     assert!(learned.text.contains("I REWROTE HER."));
 
     // A subject named `../../etc` is a slug inside the repository, never a path.
-    slack.send_event(dm("D4", "4.000001", "I met Bob at the conference."), "E5", 0);
+    slack.send_event(
+        dm("D4", "4.000001", "I met Bob at the conference."),
+        "E5",
+        0,
+    );
     said(5, "the fifth reply");
     assert!(wait(store.dossier("etc")).unwrap().is_some());
     let memory = home.data().join("memory");
@@ -132,10 +179,18 @@ fn dossiers_are_learned_recalled_kept_in_git_and_never_overwrite_the_hand_writte
 
     // Git has every version, in order, its note as the message.
     let repo = anima::memory::model_repo::ModelRepo::open_existing(&memory).unwrap();
-    let log: Vec<String> = repo.dossier_log("priya-raman").unwrap().into_iter().map(|r| r.message).collect();
+    let log: Vec<String> = repo
+        .dossier_log("priya-raman")
+        .unwrap()
+        .into_iter()
+        .map(|r| r.message)
+        .collect();
     assert_eq!(log, ["She loves Rust.", "Heard of her at lunch."]);
     let file = std::fs::read_to_string(memory.join("dossiers/priya-raman.md")).unwrap();
-    assert!(file.starts_with("---\nname: Priya Raman\nkind: person\n") && file.contains("Loves Rust."), "{file}");
+    assert!(
+        file.starts_with("---\nname: Priya Raman\nkind: person\n") && file.contains("Loves Rust."),
+        "{file}"
+    );
 
     let list = home.run(&["dossiers", "list"], "");
     assert!(list.status == 0, "{}", list.stderr);
@@ -144,12 +199,24 @@ fn dossiers_are_learned_recalled_kept_in_git_and_never_overwrite_the_hand_writte
     }
     assert!(list.stdout.contains("hand"), "{}", list.stdout);
     let show = home.run(&["dossiers", "show", "Priya"], "");
-    assert!(show.stdout.contains("Loves Rust.") && !show.stdout.contains("---"), "{}", show.stdout);
+    assert!(
+        show.stdout.contains("Loves Rust.") && !show.stdout.contains("---"),
+        "{}",
+        show.stdout
+    );
     let log = home.run(&["dossiers", "log", "priya-raman"], "");
     assert_eq!(log.stdout.lines().count(), 2, "{}", log.stdout);
-    assert!(log.stdout.lines().next().unwrap().contains("v2"), "{}", log.stdout);
+    assert!(
+        log.stdout.lines().next().unwrap().contains("v2"),
+        "{}",
+        log.stdout
+    );
     let none = home.run(&["dossiers", "show", "Nobody"], "");
-    assert!(none.status != 0 && none.stderr.contains("no dossier named `Nobody`"), "{}", none.stderr);
+    assert!(
+        none.status != 0 && none.stderr.contains("no dossier named `Nobody`"),
+        "{}",
+        none.stderr
+    );
 }
 
 #[test]
@@ -161,7 +228,15 @@ fn forgetting_a_person_with_dossiers_removes_those_about_them() {
     own_soul(&home, &[]);
     let mut d = Daemon::start(&home);
     slack.wait_connected_or(|| d.log());
-    slack.send_event(dm("D1", "1.000001", "I had lunch with Priya Raman, she leads a team."), "E1", 0);
+    slack.send_event(
+        dm(
+            "D1",
+            "1.000001",
+            "I had lunch with Priya Raman, she leads a team.",
+        ),
+        "E1",
+        0,
+    );
     slack.wait(20, "the reply", |s| !s.posts().is_empty());
     d.terminate();
     let store = home.store();
@@ -178,9 +253,17 @@ fn forgetting_a_person_with_dossiers_removes_those_about_them() {
     .unwrap();
     let out = home.run(&["users", "forget", "U1", "--dossiers", "--yes"], "");
     assert!(out.status == 0, "{}{}", out.stdout, out.stderr);
-    assert!(out.stdout.contains("1 dossier about them (person-u1) removed"), "{}", out.stdout);
+    assert!(
+        out.stdout
+            .contains("1 dossier about them (person-u1) removed"),
+        "{}",
+        out.stdout
+    );
     assert!(wait(store.dossier("person-u1")).unwrap().is_none());
-    assert!(wait(store.dossier("priya-raman")).unwrap().is_some(), "only those about them");
+    assert!(
+        wait(store.dossier("priya-raman")).unwrap().is_some(),
+        "only those about them"
+    );
 }
 
 #[test]
@@ -189,19 +272,31 @@ fn a_huge_hand_written_dossier_bad_frontmatter_and_ten_thousand_are_bounded() {
     let folder = dir.path().join("dossiers");
     std::fs::create_dir_all(&folder).unwrap();
     for i in 0..10_000 {
-        let text = format!("---\nname: Person {i:05}\naliases: [p{i}]\nkind: person\n---\nNotes on {i}.\n");
+        let text = format!(
+            "---\nname: Person {i:05}\naliases: [p{i}]\nkind: person\n---\nNotes on {i}.\n"
+        );
         std::fs::write(folder.join(format!("p{i:05}.md")), text).unwrap();
     }
     let huge = format!("---\nname: Huge\n---\n{}", "x".repeat(1024 * 1024));
     std::fs::write(folder.join("huge.md"), huge).unwrap();
-    std::fs::write(folder.join("zbad.md"), "---\nname: Bad\nkind: wizard\n---\n").unwrap();
+    std::fs::write(
+        folder.join("zbad.md"),
+        "---\nname: Bad\nkind: wizard\n---\n",
+    )
+    .unwrap();
 
     let started = std::time::Instant::now();
     let (loaded, problems) = anima::engine::load_hand_written(&folder);
     assert_eq!(loaded.len(), 10_000);
     assert_eq!(problems.len(), 2, "{problems:?}");
-    assert!(problems[0].contains("huge.md") && problems[0].contains("at most 65536"), "{problems:?}");
-    assert!(problems[1].contains("zbad.md:3:") && problems[1].contains("person"), "{problems:?}");
+    assert!(
+        problems[0].contains("huge.md") && problems[0].contains("at most 65536"),
+        "{problems:?}"
+    );
+    assert!(
+        problems[1].contains("zbad.md:3:") && problems[1].contains("person"),
+        "{problems:?}"
+    );
 
     use anima::dossier::{recall, Budget, Head, Index, Known, Origin};
     let index = Index::new(

@@ -73,6 +73,6 @@ impl<T> Store for T where
         + Forgetting
         + Health
         + Traces
-    + Dossiers
+        + Dossiers
 {
 }

@@ -87,7 +87,11 @@ async fn export_pending_dossiers(
         .await
         .map_err(|e| err(&e))??;
     let mut commits = 0;
-    for v in store.pending_dossier_versions().await.map_err(|e| err(&e))? {
+    for v in store
+        .pending_dossier_versions()
+        .await
+        .map_err(|e| err(&e))?
+    {
         let me = exporter.clone();
         let (slug, text, note) = (v.slug.clone(), v.text, v.note);
         let made = tokio::task::spawn_blocking(move || {

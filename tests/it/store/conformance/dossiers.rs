@@ -24,7 +24,10 @@ pub(super) async fn written_exported_forgotten(s: &dyn Store, seen: &mut Seen) {
         ("ada", "v2 \u{1F980}", "second"),
         ("rust", "a language", "met"),
     ] {
-        seen.note("written", s.write_dossier(write(slug, text, note)).await.unwrap());
+        seen.note(
+            "written",
+            s.write_dossier(write(slug, text, note)).await.unwrap(),
+        );
     }
     let (count, versions, _) = s.dossiers_stamp().await.unwrap();
     seen.note("stamp", (count, versions));
@@ -47,6 +50,11 @@ pub(super) async fn written_exported_forgotten(s: &dyn Store, seen: &mut Seen) {
     s.mark_dossier_exported("ada", 2).await.unwrap();
     s.mark_dossier_exported("ada", 1).await.unwrap();
     seen.note("pending after", s.pending_dossier_versions().await.unwrap());
-    seen.note("forgotten", s.forget_dossiers(&["ada".into(), "nobody".into()]).await.unwrap());
+    seen.note(
+        "forgotten",
+        s.forget_dossiers(&["ada".into(), "nobody".into()])
+            .await
+            .unwrap(),
+    );
     seen.note("left", s.dossiers().await.unwrap().len());
 }
