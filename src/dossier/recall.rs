@@ -44,7 +44,7 @@ pub fn recall(mentions: &[Mention], budget: &Budget) -> Vec<Recalled> {
         })
         .collect();
     // Stable: equal scores keep the order of first mention.
-    out.sort_by(|a, b| b.score.cmp(&a.score));
+    out.sort_by_key(|r| std::cmp::Reverse(r.score));
     out.truncate(budget.max);
     out
 }

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use crate::support;
 
-use anima::memory::faces::{DossierWrite, Dossiers};
+use anima::memory::faces::DossierWrite;
 use serde_json::{json, Value};
 use support::daemon::{home, Daemon};
 use support::slack::FakeSlack;
