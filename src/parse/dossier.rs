@@ -147,6 +147,30 @@ fn attr(attrs: &str, key: &str) -> Option<String> {
     }
 }
 
+/// `text` without the dossier steps' elements (and an unclosed one to the end): what a reply
+/// falls back to never shows the soul's notes.
+pub fn without_dossiers(text: &str) -> std::borrow::Cow<'_, str> {
+    if find_ci(text, "<dossier_").is_none() {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = find_ci(rest, "<dossier_") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        let name_len = after
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(after.len());
+        let close = format!("</{}>", &after[..name_len]);
+        rest = match find_ci(after, &close) {
+            Some(end) => &after[end + close.len()..],
+            None => "",
+        };
+    }
+    out.push_str(rest);
+    std::borrow::Cow::Owned(out)
+}
+
 /// Case-insensitive find of an ASCII needle.
 fn find_ci(hay: &str, needle: &str) -> Option<usize> {
     let (h, n) = (hay.as_bytes(), needle.as_bytes());
@@ -192,6 +216,14 @@ mod tests {
         );
         let many = "<dossier_update name=\"a\">x</dossier_update>".repeat(10);
         assert_eq!(parse_dossiers(&many).updates.len(), MAX_UPDATES);
+    }
+
+    #[test]
+    fn a_fallback_reply_never_shows_the_dossier_steps() {
+        let raw = "Hi there.\n<dossier_check>true</dossier_check><DOSSIER_UPDATE name=\"x\">secret notes</DOSSIER_UPDATE>\n<dossier_change_note>n</dossier_change_note> Bye.<dossier_update name=\"y\">cut off";
+        assert_eq!(without_dossiers(raw), "Hi there.\n\n Bye.");
+        let c = crate::parse::parse_response(raw, 500);
+        assert!(!c.reply.contains("secret") && !c.reply.contains("dossier"), "{}", c.reply);
     }
 
     proptest::proptest! {
