@@ -223,7 +223,11 @@ mod tests {
         let raw = "Hi there.\n<dossier_check>true</dossier_check><DOSSIER_UPDATE name=\"x\">secret notes</DOSSIER_UPDATE>\n<dossier_change_note>n</dossier_change_note> Bye.<dossier_update name=\"y\">cut off";
         assert_eq!(without_dossiers(raw), "Hi there.\n\n Bye.");
         let c = crate::parse::parse_response(raw, 500);
-        assert!(!c.reply.contains("secret") && !c.reply.contains("dossier"), "{}", c.reply);
+        assert!(
+            !c.reply.contains("secret") && !c.reply.contains("dossier"),
+            "{}",
+            c.reply
+        );
     }
 
     proptest::proptest! {

@@ -163,6 +163,19 @@ fn dossiers_are_learned_recalled_kept_in_git_and_never_overwrite_the_hand_writte
         .expect("the soul's own");
     assert!(learned.text.contains("I REWROTE HER."));
 
+    // A hand-written dossier added while the daemon runs is recalled at the next turn.
+    let grace = "---\nname: Grace Hopper\nkind: person\n---\nFound the first actual bug.\n";
+    std::fs::write(soul.join("dossiers/grace.md"), grace).unwrap();
+    // The folder is looked at again at most every 250 ms (the documented delay), not sooner.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    slack.send_event(dm("D3", "3.000003", "and what about grace hopper"), "E6", 0);
+    said(5, "the reply after the new file");
+    let reloaded = model.requests().last().unwrap().turn_text();
+    assert!(
+        reloaded.contains("Found the first actual bug."),
+        "{reloaded}"
+    );
+
     // A subject named `../../etc` is a slug inside the repository, never a path.
     slack.send_event(
         dm("D4", "4.000001", "I met Bob at the conference."),
@@ -251,6 +264,15 @@ fn forgetting_a_person_with_dossiers_removes_those_about_them() {
         note: "kept".into(),
     }))
     .unwrap();
+    // `anima check` names a bad hand-written dossier's file and line.
+    let bad = home.dir.path().join("soul/dossiers/bad.md");
+    std::fs::write(&bad, "---\nname: Bad\nkind: wizard\n---\n").unwrap();
+    let check = home.run(&["check", "--offline"], "");
+    let said = format!("{}{}", check.stdout, check.stderr);
+    assert!(
+        said.contains(&format!("{}:3: `kind` is \"wizard\"", bad.display())),
+        "{said}"
+    );
     let out = home.run(&["users", "forget", "U1", "--dossiers", "--yes"], "");
     assert!(out.status == 0, "{}{}", out.stdout, out.stderr);
     assert!(
