@@ -216,6 +216,25 @@ pub fn named(message: &str, exclude: &[&str]) -> Vec<String> {
     out
 }
 
+/// The people a message mentions the Slack way: (id, label) for each `<@U…>` (label empty)
+/// or `<@U…|label>`, in order.
+pub fn slack_mentions(message: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut rest = message;
+    while let Some(open) = rest.find("<@") {
+        let after = &rest[open + 2..];
+        let Some(close) = after.find('>') else { break };
+        let (id, label) = after[..close]
+            .split_once('|')
+            .unwrap_or((&after[..close], ""));
+        if !id.is_empty() && id.chars().all(|c| c.is_ascii_alphanumeric()) {
+            out.push((id.to_string(), label.trim().to_string()));
+        }
+        rest = &after[close + 1..];
+    }
+    out
+}
+
 /// Runs of capitalised words (not all upper-case, not in [`NOT_NAMES`]) that do not begin a
 /// sentence (a run that begins one is passed over whole: its first word may be any word).
 fn capitalised_runs(text: &str) -> Vec<Vec<&str>> {

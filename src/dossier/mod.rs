@@ -12,7 +12,7 @@ mod detect;
 mod frontmatter;
 mod recall;
 
-pub use detect::{named, Index, Known, Mention, MAX_NAMED};
+pub use detect::{named, slack_mentions, Index, Known, Mention, MAX_NAMED};
 pub use frontmatter::{parse, render, FrontmatterError, Head};
 pub use recall::{recall, Budget, Recalled};
 

@@ -156,12 +156,25 @@ fn named_finds_other_people_not_the_speaker() {
     assert_eq!(named(&"and Bob ".repeat(10_000), &[]), vec!["Bob"]);
 }
 
+#[test]
+fn slack_mentions_give_ids_and_labels() {
+    assert_eq!(
+        slack_mentions("ask <@U2|bob> and <@W3> not <@bad id> or <#C1|x>"),
+        vec![
+            ("U2".to_string(), "bob".to_string()),
+            ("W3".to_string(), String::new())
+        ]
+    );
+    assert!(slack_mentions("<@U2").is_empty());
+}
+
 proptest::proptest! {
     #[test]
     fn nothing_here_panics(text in "\\PC{0,200}") {
         let _ = parse(&text);
         let _ = slug(&text);
         let _ = named(&text, &["x"]);
+        let _ = slack_mentions(&text);
         let index = Index::new(vec![known("a", &text, &[&text], Origin::Hand)]);
         let _ = index.mentions(&text, &[&text]);
         if let Some(s) = slug(&text) {

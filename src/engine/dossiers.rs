@@ -132,6 +132,8 @@ pub(super) struct DossierTurn {
     recalled: Vec<(String, &'static str, bool, String, bool)>,
     in_view: Vec<String>,
     pub ask: Vec<String>,
+    /// The people the message mentions the Slack way: (id, label).
+    mentions: Vec<(String, String)>,
 }
 
 impl DossierTurn {
@@ -283,6 +285,7 @@ impl Keeper {
         }
         let mut turn = DossierTurn {
             ask,
+            mentions: dossier::slack_mentions(message),
             ..DossierTurn::default()
         };
         let mut texts: Vec<(usize, String)> = Vec::new();
@@ -354,7 +357,20 @@ impl Keeper {
                 debug!(name = %u.name, "a dossier's name makes no slug; not kept");
                 continue;
             };
-            let about_speaker = Some(&slug) == speaker_slug.as_ref()
+            // The Slack id of the person it is about, when the message mentioned them so.
+            let names = || std::iter::once(&u.name).chain(&u.aliases);
+            let about = turn
+                .mentions
+                .iter()
+                .find(|(id, label)| {
+                    names().any(|n| {
+                        n.eq_ignore_ascii_case(id)
+                            || (!label.is_empty() && n.eq_ignore_ascii_case(label))
+                    })
+                })
+                .map(|(id, _)| id.clone());
+            let about_speaker = about.as_deref() == Some(speaker.0)
+                || Some(&slug) == speaker_slug.as_ref()
                 || u.name.eq_ignore_ascii_case(speaker.0)
                 || u.aliases.iter().any(|a| a.eq_ignore_ascii_case(speaker.1));
             if about_speaker {
@@ -383,7 +399,7 @@ impl Keeper {
                 name: head.name.clone(),
                 aliases: head.aliases.clone(),
                 kind: head.kind.name().to_string(),
-                about: None,
+                about,
                 text: dossier::render(&head, body),
                 note: u.note.clone(),
             };

@@ -17,7 +17,11 @@ use support::slack::FakeSlack;
 use support::*;
 
 fn dm(channel: &str, ts: &str, text: &str) -> Value {
-    json!({"type":"message","channel":channel,"user":"U1","text":text,"ts":ts,"event_ts":ts,"channel_type":"im"})
+    dm_from("U1", channel, ts, text)
+}
+
+fn dm_from(user: &str, channel: &str, ts: &str, text: &str) -> Value {
+    json!({"type":"message","channel":channel,"user":user,"text":text,"ts":ts,"event_ts":ts,"channel_type":"im"})
 }
 
 const ADA: &str = "---\nname: Ada Lovelace\naliases: [Ada, Countess of Lovelace]\nkind: person\n---\nWrote the first published algorithm, for the Analytical Engine.\n";
@@ -73,6 +77,8 @@ fn respond(turn: &str) -> String {
             "Runs the compiler team. Loves Rust.",
             "She loves Rust.",
         )
+    } else if message.contains("|bob") {
+        ("bob", "Owns the release plan.", "Mentioned by Slack.")
     } else if message.contains("Lovelace") {
         ("Ada Lovelace", "I REWROTE HER.", "Tried to rewrite Ada.")
     } else {
@@ -251,7 +257,19 @@ fn forgetting_a_person_with_dossiers_removes_those_about_them() {
         0,
     );
     slack.wait(20, "the reply", |s| !s.posts().is_empty());
+    // Someone mentioned the Slack way: their dossier is kept with their id; then they speak.
+    slack.send_event(
+        dm("D1", "1.000002", "ask <@U2|bob> about the plan"),
+        "E2",
+        0,
+    );
+    slack.wait(20, "the second reply", |s| s.posts().len() >= 2);
+    slack.send_event(dm_from("U2", "D2", "2.000001", "hello"), "E3", 0);
+    slack.wait(20, "the third reply", |s| s.posts().len() >= 3);
     d.terminate();
+    let memory = home.data().join("memory");
+    let repo = || anima::memory::model_repo::ModelRepo::open_existing(&memory).unwrap();
+    assert_eq!(repo().dossier_log("bob").unwrap().len(), 1);
     let store = home.store();
     // A dossier about the speaker, as an older anima or another tool might have kept one.
     wait(store.write_dossier(DossierWrite {
@@ -286,6 +304,29 @@ fn forgetting_a_person_with_dossiers_removes_those_about_them() {
         wait(store.dossier("priya-raman")).unwrap().is_some(),
         "only those about them"
     );
+
+    // Found by the id it was kept with, and purged from git's history.
+    let bob = wait(store.dossier("bob")).unwrap().unwrap();
+    assert_eq!(bob.about.as_deref(), Some("U2"));
+    let out = home.run(
+        &[
+            "users",
+            "forget",
+            "U2",
+            "--dossiers",
+            "--purge-history",
+            "--yes",
+        ],
+        "",
+    );
+    assert!(out.status == 0, "{}{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("(bob) removed"), "{}", out.stdout);
+    assert!(wait(store.dossier("bob")).unwrap().is_none());
+    assert!(
+        repo().dossier_log("bob").unwrap().is_empty(),
+        "no commit holds it"
+    );
+    assert_eq!(repo().dossier_log("priya-raman").unwrap().len(), 1);
 }
 
 #[test]
