@@ -81,6 +81,8 @@ fn respond(turn: &str) -> String {
         ("bob", "Owns the release plan.", "Mentioned by Slack.")
     } else if message.contains("Lovelace") {
         ("Ada Lovelace", "I REWROTE HER.", "Tried to rewrite Ada.")
+    } else if message.contains("again") {
+        ("../../etc", "root:x:0:0 and more", "Written blind.")
     } else {
         ("../../etc", "root:x:0:0", "A path.")
     };
@@ -194,6 +196,12 @@ fn dossiers_are_learned_recalled_kept_in_git_and_never_overwrite_the_hand_writte
     assert!(memory.join("dossiers/etc.md").exists());
     assert!(!home.dir.path().join("etc").exists() && !home.data().join("etc").exists());
     assert!(!memory.join("etc").exists() && !memory.join("etc.md").exists());
+
+    // A dossier of its own the soul did not see in the prompt is not rewritten.
+    slack.send_event(dm("D4", "4.000002", "I met Bob again."), "E7", 0);
+    said(7, "the seventh reply");
+    let blind = wait(store.dossier("etc")).unwrap().unwrap();
+    assert_eq!((blind.version, blind.text.contains("and more")), (1, false));
     d.terminate();
 
     // Git has every version, in order, its note as the message.
