@@ -236,6 +236,7 @@ fn main() {
         summary: None,
         psyche: None,
         attachments: &[],
+        dossiers: anima::prompt::DossierInput::NONE,
         message: "What's the status of the BG3 port, and what should I do next?",
     };
     let built = build_prompt(&input);

@@ -33,6 +33,7 @@ pub mod daimon;
 pub mod parse;
 pub mod tools;
 pub mod memory;
+pub mod dossier;
 pub mod config;
 pub mod toml_file;
 pub mod soul;

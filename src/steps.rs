@@ -136,6 +136,16 @@ pub const EXAMPLE_TEXTS: [&str; 7] = [
 /// The placeholder question of the `mental_query` example.
 pub const EXAMPLE_QUESTION: &str = "QUESTION";
 
+/// The dossier steps' tags: asked after the others only on a turn whose message names someone
+/// or something besides the speaker (see `dossier`), so they are not `Step`s a process lists.
+pub const DOSSIER_CHECK: &str = "dossier_check";
+/// A dossier written whole, with `name`, `kind` and `aliases` attributes.
+pub const DOSSIER_UPDATE: &str = "dossier_update";
+/// The one-sentence note after a dossier update.
+pub const DOSSIER_CHANGE_NOTE: &str = "dossier_change_note";
+/// The three, for the parser and the fence.
+pub const DOSSIER_TAGS: [&str; 3] = [DOSSIER_CHECK, DOSSIER_UPDATE, DOSSIER_CHANGE_NOTE];
+
 /// The question a user-model check is recorded under in working memory (a `mentalQuery`
 /// entry holding the answer); the user-model gate reads the last one.
 pub const USER_MODEL_CHECK: &str = "Did I learn something new about the user model?";
@@ -168,7 +178,7 @@ pub const EXAMPLE_VERB: &str = "VERB";
 /// structure: a model that echoes the prompt writes them back, and the parser drops them and
 /// their content from the text it would otherwise show. A prompt test holds this list to
 /// what `build_prompt` emits.
-pub const PROMPT_SECTIONS: [&str; 15] = [
+pub const PROMPT_SECTIONS: [&str; 16] = [
     "thread_summary",
     "soul",
     "skills",
@@ -180,6 +190,7 @@ pub const PROMPT_SECTIONS: [&str; 15] = [
     "intention_update",
     "intuition",
     "user_model",
+    "dossier",
     "process",
     "implicit_machine",
     "instructions",

@@ -156,6 +156,16 @@ fn check_soul_files(config: &config::Config, problems: &mut Vec<String>, notes: 
         Err(soul::SoulError::Psyche(found)) => problems.extend(found.iter().map(|p| p.to_string())),
         Err(e) => problems.push(e.to_string()),
     }
+    let dir = config.soul_dir.join("dossiers");
+    if dir.is_dir() {
+        let (dossiers, found) = crate::engine::load_hand_written(&dir);
+        notes.push(format!(
+            "dossiers: {} ({})",
+            dir.display(),
+            plural(dossiers.len() as u64, "hand-written dossier")
+        ));
+        problems.extend(found);
+    }
 }
 
 /// The provider, resolved exactly as `chat` and `run` resolve it at start.

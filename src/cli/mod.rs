@@ -8,6 +8,7 @@ mod chat;
 mod check;
 mod check_daimons;
 mod check_processes;
+mod dossiers;
 mod dream;
 mod eval;
 mod init;
@@ -72,6 +73,11 @@ pub enum Command {
     Eval(eval::EvalArgs),
     /// The inspector in a browser, without a daemon: prints its login URL.
     Inspect(inspect::InspectArgs),
+    /// Dossiers: what the soul knows of the people and subjects it hears about.
+    Dossiers {
+        #[command(subcommand)]
+        command: dossiers::DossiersCommand,
+    },
     /// User models and their history.
     Users {
         #[command(subcommand)]
@@ -193,6 +199,7 @@ async fn dispatch(cli: Cli) -> CliResult {
         Command::Eval(args) => eval::run(config_path, args).await,
         Command::Inspect(args) => inspect::run(config_path, args).await,
         Command::Users { command } => users::run(config_path, command).await,
+        Command::Dossiers { command } => dossiers::run(config_path, command).await,
         Command::Processes { command } => processes::run(config_path, command).await,
         Command::Service { command } => service::run(config_path, command),
         Command::State(args) => state::run(config_path, args).await,

@@ -25,6 +25,9 @@ pub enum UsersCommand {
         /// Rewrite the git repository's history so that no version of their file remains.
         #[arg(long)]
         purge_history: bool,
+        /// Also remove the dossiers the soul keeps about them (from git too).
+        #[arg(long)]
+        dossiers: bool,
         /// Forget without asking (for scripts).
         #[arg(long)]
         yes: bool,
@@ -93,6 +96,7 @@ pub async fn run(config_path: Option<&Path>, command: UsersCommand) -> CliResult
         UsersCommand::Forget {
             name,
             purge_history,
+            dossiers,
             yes,
         } => {
             let (u, store) = match (find(users, &name), store) {
@@ -106,7 +110,13 @@ pub async fn run(config_path: Option<&Path>, command: UsersCommand) -> CliResult
                 (unknown, _) => return unknown.map(drop),
             };
             confirm(&u.display_name, &[&u.slug, &u.user_id], yes)?;
-            forget(&store, &config.memory_dir(), &u, purge_history).await
+            // The dossiers first: forgetting the person takes the name they were found by.
+            let (root, purge) = (config.memory_dir(), purge_history);
+            if dossiers {
+                println!("Dossiers about {}:", u.display_name);
+                super::dossiers::forget_about(&store, &root, &u, purge).await?;
+            }
+            forget(&store, &root, &u, purge_history).await
         }
     }
 }
@@ -276,7 +286,7 @@ fn find(users: Vec<UserRecord>, name: &str) -> Result<UserRecord, Failure> {
 }
 
 /// RFC 3339 in UTC, to the second.
-fn format_time(secs: i64) -> String {
+pub(super) fn format_time(secs: i64) -> String {
     let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs.max(0) as u64);
     humantime::format_rfc3339_seconds(t).to_string()
 }

@@ -51,6 +51,8 @@ struct Turn<'a> {
     begun: &'a Begun,
     lib: &'a Loaded,
     packet: Option<&'a Packet>,
+    /// A message's dossiers: recalled, and the names the dossier steps ask about.
+    dossiers: Option<&'a super::dossiers::DossierTurn>,
     policy: Policy,
     moment: Moment<'a>,
     /// The questions the engine adds to the processes' own.
@@ -81,6 +83,7 @@ impl Caller<'_> {
         begun: &Begun,
         lib: &Loaded,
         packet: Option<&Packet>,
+        dossiers: Option<&super::dossiers::DossierTurn>,
     ) -> Result<Chained, Failed> {
         let ctx = &begun.ctx;
         let policy = p.policy();
@@ -95,6 +98,7 @@ impl Caller<'_> {
             begun,
             lib,
             packet,
+            dossiers,
             moment: Moment {
                 turns: begun.turns,
                 idle_minutes: begun.idle_minutes,
@@ -224,6 +228,7 @@ impl Caller<'_> {
                 queries: None,
                 psyche: turn.packet,
                 attachments: &turn.attachments,
+                dossiers: turn.dossiers,
             },
             soul,
             outcome,

@@ -27,6 +27,7 @@ mod chain;
 mod commit;
 mod consolidate;
 mod daimons;
+mod dossiers;
 mod dream;
 mod model;
 mod perception;
@@ -45,6 +46,7 @@ use tracing::{warn, Instrument};
 
 pub use apply::StateChange;
 pub use daimons::{CounselError, OneToOne};
+pub use dossiers::load_hand_written;
 pub use dream::{DreamError, DreamReport};
 pub use perception::{
     Message, Newer, Perception, Quiet, Speech, CLOSED_QUESTION, FOLLOW_UP_QUESTION,
@@ -160,6 +162,8 @@ pub struct Engine {
     daimons: Arc<crate::daimon::Daimons>,
     /// Which conversations are one-to-one, as the door knows (onboarding); `None`: not told.
     one_to_one: Option<OneToOne>,
+    /// The dossiers: hand-written ones in force, the index recall reads.
+    dossiers: Arc<dossiers::Keeper>,
 }
 
 impl Engine {
@@ -173,6 +177,7 @@ impl Engine {
             models: Arc::new(Exporter::new(&config.memory_dir())),
             daimons: Arc::new(crate::daimon::Daimons::new(&config.daimons)),
             one_to_one: None,
+            dossiers: Arc::new(dossiers::Keeper::new(&config.soul_dir)),
             config,
             store,
             library,
@@ -413,6 +418,13 @@ impl Engine {
     /// Commits user models that SQLite has but git does not (after a crash between the two,
     /// or while the repository could not be written). Returns the commits made.
     pub async fn export_pending_models(&self) -> Result<usize, EngineError> {
+        if let Err(e) = self
+            .models
+            .export_pending_dossiers(self.store.as_ref())
+            .await
+        {
+            warn!(error = %e, "dossiers not committed to git; they will be at the next change or start");
+        }
         match self.models.export_pending(self.store.as_ref()).await {
             Ok(n) => Ok(n),
             Err(e) => {

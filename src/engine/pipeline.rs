@@ -63,9 +63,41 @@ impl Engine {
             images: &begun.shared.images,
             ..self.caller(&tracer)
         };
-        let chained = caller.chain(p, &begun, &lib, packet.as_ref()).await;
+        let dossiers = match p {
+            Perception::Message(m) => Some(
+                self.dossiers
+                    .turn(
+                        store,
+                        &m.text,
+                        (&m.user_id, &m.display_name),
+                        lib.soul.name(),
+                        &begun.history,
+                    )
+                    .await,
+            ),
+            Perception::Quiet(_) => None,
+        };
+        let chained = caller
+            .chain(p, &begun, &lib, packet.as_ref(), dossiers.as_ref())
+            .await;
         match chained {
-            Ok(chained) => self.commit(p, &begun, &lib, chained, started, tracer).await,
+            Ok(chained) => {
+                let answer = chained
+                    .last
+                    .last
+                    .as_ref()
+                    .map(|r| r.completion.text.clone());
+                let outcome = self
+                    .commit(p, &begun, &lib, chained, started, tracer)
+                    .await?;
+                if let (Perception::Message(m), Some(turn), Some(answer)) = (p, &dossiers, answer) {
+                    let speaker = (m.user_id.as_str(), m.display_name.as_str());
+                    self.dossiers
+                        .keep(store, &self.models, turn, &answer, speaker)
+                        .await;
+                }
+                Ok(outcome)
+            }
             Err(f) => self.failed(p, &begun, f, tracer).await,
         }
     }

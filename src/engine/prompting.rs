@@ -37,6 +37,8 @@ pub(super) struct RunInput<'a> {
     pub psyche: Option<&'a crate::psyche::Packet>,
     /// The files shared with the message, as the prompt shows them.
     pub attachments: &'a [prompt::Attachment<'a>],
+    /// A message's dossiers (recalled, and the names to ask about).
+    pub dossiers: Option<&'a super::dossiers::DossierTurn>,
 }
 
 /// Builds one process run's prompt: its process section, its instructions, the gated user
@@ -72,6 +74,10 @@ pub(super) fn run_prompt(
     let (speaker, message) = i.message.unwrap_or(("", ""));
     let soul_state = i.soul.non_default();
     let history = spoken(i.history);
+    // The dossier steps only in a call whose answer is free text (a constrained answer has
+    // no place for them) and not in an ISM's calls.
+    let ask = shape.is_none() && i.machine.is_none();
+    let (recalled, names) = i.dossiers.map(|d| d.input(ask)).unwrap_or_default();
     let input = PromptInput {
         soul: soul_text(&i.lib.soul),
         soul_state: &soul_state,
@@ -91,6 +97,10 @@ pub(super) fn run_prompt(
         summary: i.ctx.summary.as_deref(),
         psyche: i.psyche,
         attachments: i.attachments,
+        dossiers: prompt::DossierInput {
+            recalled: &recalled,
+            ask: names,
+        },
     };
     let shape = shape.map(|reply_chars| prompt::answer_shape(&input, reply_chars));
     (prompt::build_prompt(&input), shape)

@@ -33,6 +33,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0018_part_refs.sql"),
     include_str!("../../migrations/0019_said_index.sql"),
     include_str!("../../migrations/0020_traces.sql"),
+    include_str!("../../migrations/0021_dossiers.sql"),
 ];
 
 /// The schema version this build writes.

@@ -21,6 +21,7 @@ use git2::{Oid, Repository, Signature};
 
 use super::faces::Users;
 
+mod dossiers;
 mod forget;
 
 #[derive(Debug, thiserror::Error)]
@@ -81,6 +82,11 @@ impl ModelRepo {
     /// The path of a model's file in the repository: `users/<slug>.md`, for a slug of `a-z`,
     /// `0-9` and `-` only; any other (quotes, slashes, `..`) is refused, never a path.
     fn file_of(&self, slug: &str) -> Result<String, RepoError> {
+        self.file_in("users", slug)
+    }
+
+    /// `<dir>/<slug>.md`, for a slug of `a-z`, `0-9` and `-` only.
+    fn file_in(&self, dir: &str, slug: &str) -> Result<String, RepoError> {
         let safe = !slug.is_empty()
             && slug
                 .bytes()
@@ -90,7 +96,7 @@ impl ModelRepo {
                 "{slug:?} is not a user model's name (a-z, 0-9 and - only)"
             )));
         }
-        Ok(format!("users/{slug}.md"))
+        Ok(format!("{dir}/{slug}.md"))
     }
 
     /// Writes the model file and commits it. A model identical to the committed one makes no
@@ -102,16 +108,24 @@ impl ModelRepo {
         note: &str,
     ) -> Result<Option<Oid>, RepoError> {
         let rel = self.file_of(slug)?;
-        let mut content = model.trim_end().to_string();
+        self.commit_file(&rel, model, &commit_message(note))
+    }
+
+    /// Writes `rel` (a path `file_in` made) and commits it with `message`; `None` when git
+    /// already had exactly this text.
+    fn commit_file(&self, rel: &str, text: &str, message: &str) -> Result<Option<Oid>, RepoError> {
+        let mut content = text.trim_end().to_string();
         content.push('\n');
-        std::fs::create_dir_all(self.root.join("users")).map_err(|e| self.error(e))?;
-        std::fs::write(self.root.join(&rel), &content).map_err(|e| self.error(e))?;
+        if let Some(dir) = Path::new(rel).parent() {
+            std::fs::create_dir_all(self.root.join(dir)).map_err(|e| self.error(e))?;
+        }
+        std::fs::write(self.root.join(rel), &content).map_err(|e| self.error(e))?;
 
         let mut index = self.repo.index().map_err(|e| self.error(e))?;
         // Read again if another process changed it (a person forgotten meanwhile), so that
         // its removal is not undone by this process's older copy.
         index.read(false).map_err(|e| self.error(e))?;
-        index.add_path(Path::new(&rel)).map_err(|e| self.error(e))?;
+        index.add_path(Path::new(rel)).map_err(|e| self.error(e))?;
         index.write().map_err(|e| self.error(e))?;
         let tree_id = index.write_tree().map_err(|e| self.error(e))?;
         let parent = self.repo.head().ok().and_then(|h| h.peel_to_commit().ok());
@@ -122,11 +136,10 @@ impl ModelRepo {
         }
         let tree = self.repo.find_tree(tree_id).map_err(|e| self.error(e))?;
         let sig = Signature::now("anima", "anima@localhost").map_err(|e| self.error(e))?;
-        let message = commit_message(note);
         let parents: Vec<&git2::Commit> = parent.iter().collect();
         let oid = self
             .repo
-            .commit(Some("HEAD"), &sig, &sig, &message, &tree, &parents)
+            .commit(Some("HEAD"), &sig, &sig, message, &tree, &parents)
             .map_err(|e| self.error(e))?;
         Ok(Some(oid))
     }
@@ -134,6 +147,11 @@ impl ModelRepo {
     /// The commits that changed `users/<slug>.md`, newest first.
     pub fn log(&self, slug: &str) -> Result<Vec<Revision>, RepoError> {
         let rel = self.file_of(slug)?;
+        self.log_file(&rel)
+    }
+
+    /// The commits that changed `rel`, newest first.
+    fn log_file(&self, rel: &str) -> Result<Vec<Revision>, RepoError> {
         let mut walk = self.repo.revwalk().map_err(|e| self.error(e))?;
         if walk.push_head().is_err() {
             return Ok(Vec::new());
@@ -145,7 +163,7 @@ impl ModelRepo {
             let blob_of = |c: &git2::Commit| {
                 c.tree()
                     .ok()
-                    .and_then(|t| t.get_path(Path::new(&rel)).ok())
+                    .and_then(|t| t.get_path(Path::new(rel)).ok())
                     .map(|e| e.id())
             };
             let mine = blob_of(&commit);
@@ -241,12 +259,19 @@ impl Exporter {
     /// Commits one version, opening the repository on first use; false when git already had
     /// exactly this text. Blocking.
     fn commit(&self, slug: &str, model: &str, note: &str) -> Result<bool, RepoError> {
+        self.with_repo(|repo| Ok(repo.commit_model(slug, model, note)?.is_some()))
+    }
+
+    /// Runs `f` on the repository, opening it on first use. Blocking.
+    fn with_repo<T>(
+        &self,
+        f: impl FnOnce(&ModelRepo) -> Result<T, RepoError>,
+    ) -> Result<T, RepoError> {
         let mut guard = self.repo.lock().unwrap_or_else(|e| e.into_inner());
         if guard.is_none() {
             *guard = Some(ModelRepo::open_or_init(&self.root)?);
         }
-        let repo = guard.as_ref().expect("opened above");
-        Ok(repo.commit_model(slug, model, note)?.is_some())
+        f(guard.as_ref().expect("opened above"))
     }
 }
 

@@ -10,6 +10,7 @@
 
 pub mod json;
 mod json_stream;
+pub mod dossier;
 mod scan;
 mod selection;
 mod stream;
@@ -112,7 +113,7 @@ pub fn parse_response(raw: &str, max_reply_chars: usize) -> Cognition {
         Some(d) if !d.text.is_empty() => (d.text.clone(), ReplySource::Dialogue),
         _ => {
             let fallback = clean_dialogue(&text::decode_entities(&text::drop_fence_lines(
-                &without_structure(&scanned.outside),
+                &without_structure(&dossier::without_dossiers(&scanned.outside)),
             )));
             if fallback.is_empty() {
                 (EMPTY_REPLY_APOLOGY.to_string(), ReplySource::Apology)

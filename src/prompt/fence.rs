@@ -53,11 +53,12 @@ pub fn defuse(text: &str) -> Cow<'_, str> {
 /// A tag name that is structure somewhere: a step's, a prompt section's, a selection's.
 fn is_structure(name: &str) -> bool {
     use crate::steps::{
-        Step, ACTION, ACTION_SELECTION, MODEL_CHANGE_NOTE, PROMPT_SECTIONS, REASONING,
+        Step, ACTION, ACTION_SELECTION, DOSSIER_TAGS, MODEL_CHANGE_NOTE, PROMPT_SECTIONS, REASONING,
     };
     !name.is_empty()
         && (Step::ALL.iter().any(|s| s.name() == name)
             || PROMPT_SECTIONS.contains(&name)
+            || DOSSIER_TAGS.contains(&name)
             || [
                 MODEL_CHANGE_NOTE,
                 ACTION_SELECTION,

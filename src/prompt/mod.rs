@@ -19,6 +19,7 @@
 //! `shape` holds a call's answer to its instructions for servers that can constrain what a
 //! model writes: the same steps as a GBNF grammar or a JSON Schema.
 
+mod dossiers;
 pub mod fence;
 pub mod instructions;
 pub mod ism;
@@ -29,6 +30,7 @@ mod user_model;
 
 use std::fmt::Write;
 
+pub use dossiers::{DossierInput, RecalledDossier};
 pub use instructions::ProcessInstructions;
 pub use plan::{plan, GateInput, Gates, TurnPlan};
 pub use sections::{sections, PromptSection};
@@ -80,6 +82,9 @@ pub struct PromptInput<'a> {
     /// The files shared with the message, each with what became of it (all untrusted);
     /// empty: the prompt is as it would be without this field.
     pub attachments: &'a [Attachment<'a>],
+    /// The dossiers recalled, and the names the dossier steps ask about
+    /// ([`DossierInput::NONE`]: none, and no step).
+    pub dossiers: DossierInput<'a>,
 }
 
 /// A file shared with the message, as the prompt shows it (every field untrusted).
@@ -219,6 +224,10 @@ fn turn_sections(input: &PromptInput, marks: &mut Vec<(&'static str, usize)>) ->
         mark("user_model", &out);
         write_user_model(&mut out, person);
     }
+    if !input.dossiers.recalled.is_empty() {
+        mark("dossier", &out);
+        dossiers::write_recalled(&mut out, input.dossiers.recalled);
+    }
     if let Some(note) = input.process_note {
         mark("process", &out);
         out.push_str(note);
@@ -232,7 +241,12 @@ fn turn_sections(input: &PromptInput, marks: &mut Vec<(&'static str, usize)>) ->
     out.push_str("<instructions>\n");
     match &input.machine {
         Some(m) if m.call == ism::MachineCall::Select => ism::write_selection(&mut out, m),
-        _ => instructions::write(&mut out, input.steps, input.process),
+        _ => {
+            instructions::write(&mut out, input.steps, input.process);
+            if !input.dossiers.ask.is_empty() {
+                dossiers::write_ask(&mut out, input.dossiers.ask, input.dossiers.recalled);
+            }
+        }
     }
     out.push_str("</instructions>\n\n");
     if let Some(minutes) = input.quiet_minutes {

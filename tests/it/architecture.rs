@@ -31,6 +31,7 @@ const PARTS: &[(&str, &[&str], &str)] = &[
             "config",
             "daemon",
             "daimon",
+            "dossier",
             "engine",
             "eval",
             "inspect",
@@ -114,8 +115,8 @@ const PARTS: &[(&str, &[&str], &str)] = &[
     (
         "engine",
         &[
-            "admin", "config", "daimon", "files", "ism", "llm", "memory", "metrics", "parse",
-            "process", "prompt", "psyche", "soul", "states", "steps", "tools", "window",
+            "admin", "config", "daimon", "dossier", "files", "ism", "llm", "memory", "metrics",
+            "parse", "process", "prompt", "psyche", "soul", "states", "steps", "tools", "window",
         ],
         "one perception through the stages; knows nothing of where it came from",
     ),
@@ -174,6 +175,11 @@ const PARTS: &[(&str, &[&str], &str)] = &[
         "files",
         &[],
         "shared files, pure: what a surface says of one, the fetch it implements, what the soul is told",
+    ),
+    (
+        "dossier",
+        &["arbitrary"],
+        "dossiers, pure: their file form, slugs, detection before a call, recall in a budget",
     ),
     (
         "window",
@@ -243,7 +249,7 @@ const IO: &[&str] = &[
     "axum",
     "slack_morphism",
 ];
-const PURE: &[&str] = &["parse", "prompt", "ism", "states", "psyche", "files"];
+const PURE: &[&str] = &["parse", "prompt", "ism", "states", "psyche", "files", "dossier"];
 
 /// What only memory may name: the database crates and the blocking SQLite store. Everything
 /// else reaches the store through its faces (`memory::Store`), whatever the backend.

@@ -24,6 +24,7 @@ mod cli;
 mod constrained;
 mod daemon;
 mod daimons;
+mod dossiers;
 mod eval;
 mod files;
 mod first_hour;

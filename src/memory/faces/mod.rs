@@ -14,6 +14,7 @@
 //! could not run), or `Unknown` (a stored value this anima does not know). A write that fails
 //! leaves nothing of itself and shows in `Health::write_health`.
 
+mod dossiers;
 mod dreams;
 mod inbox;
 mod operator;
@@ -21,6 +22,7 @@ mod states;
 mod traces;
 mod turns;
 
+pub use dossiers::{DossierRecord, DossierVersion, DossierWrite, Dossiers};
 pub use dreams::{Dreams, Psychology};
 pub use inbox::{Budgets, Claims, Inbox};
 pub use operator::{Admin, Feedback, Forgetting, Health, SamePlace};
@@ -50,6 +52,7 @@ pub trait Store:
     + Forgetting
     + Health
     + Traces
+    + Dossiers
 {
 }
 
@@ -70,5 +73,6 @@ impl<T> Store for T where
         + Forgetting
         + Health
         + Traces
+        + Dossiers
 {
 }

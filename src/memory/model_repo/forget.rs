@@ -19,18 +19,24 @@ impl ModelRepo {
     /// "forget <id>": whether the repository had the file.
     pub fn remove_model(&self, slug: &str, id: &str) -> Result<bool, RepoError> {
         let rel = self.file_of(slug)?;
-        match std::fs::remove_file(self.root.join(&rel)) {
+        self.remove_file(&rel, id)
+    }
+
+    /// Removes `rel` from the working tree and the index and commits that as "forget <id>":
+    /// whether the repository had it.
+    pub(super) fn remove_file(&self, rel: &str, id: &str) -> Result<bool, RepoError> {
+        match std::fs::remove_file(self.root.join(rel)) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(self.error(e)),
         }
         let mut index = self.repo.index().map_err(|e| self.error(e))?;
         index.read(false).map_err(|e| self.error(e))?;
-        if index.get_path(Path::new(&rel), 0).is_none() {
+        if index.get_path(Path::new(rel), 0).is_none() {
             return Ok(false);
         }
         index
-            .remove_path(Path::new(&rel))
+            .remove_path(Path::new(rel))
             .map_err(|e| self.error(e))?;
         index.write().map_err(|e| self.error(e))?;
         let tree_id = index.write_tree().map_err(|e| self.error(e))?;
@@ -57,6 +63,12 @@ impl ModelRepo {
     /// its folder holds another one afterwards.
     pub fn purge_history(self, slug: &str) -> Result<usize, RepoError> {
         let rel = self.file_of(slug)?;
+        self.purge_file(&rel)
+    }
+
+    /// Rewrites HEAD's history without `rel` and rebuilds the repository (see
+    /// `purge_history`).
+    pub(super) fn purge_file(self, rel: &str) -> Result<usize, RepoError> {
         let (head, branch) = match self.repo.head() {
             Ok(head) => (
                 head.peel_to_commit().map_err(|e| self.error(e))?.id(),
@@ -64,7 +76,7 @@ impl ModelRepo {
             ),
             Err(_) => return Ok(0),
         };
-        let (new_head, dropped) = self.rewrite(head, &rel)?;
+        let (new_head, dropped) = self.rewrite(head, rel)?;
         self.rebuild(new_head, &branch)?;
         Ok(dropped)
     }

@@ -159,6 +159,13 @@ const TABLES: &[Table] = &[
         ("at", "at", Ms), ("reply", "reply", Text), ("body", "body", Text)] },
     Table { from: "psyche_samples", to: "psyche_samples", kind: "inner-life samples", identity: true, upsert_on: None, columns: &[
         ("id", "id", Int), ("at", "at", Ms), ("body", "body", Text)] },
+    Table { from: "dossiers", to: "dossiers", kind: "dossiers", identity: false, upsert_on: None, columns: &[
+        ("slug", "slug", Text), ("name", "name", Text), ("aliases", "aliases", Text),
+        ("kind", "kind", Text), ("about", "about", Text), ("version", "version", Int),
+        ("exported_version", "exported_version", Int), ("updated_at", "updated_at", Int)] },
+    Table { from: "dossier_versions", to: "dossier_versions", kind: "dossier versions", identity: false, upsert_on: None, columns: &[
+        ("slug", "slug", Text), ("version", "version", Int), ("text", "text", Text),
+        ("note", "note", Text), ("at", "at", Int)] },
 ];
 
 /// How long the copy's transaction may sit idle between its statements (while it reads a

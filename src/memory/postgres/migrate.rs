@@ -19,6 +19,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../../migrations/postgres/0007_planned_once.sql"),
     include_str!("../../../migrations/postgres/0008_traces.sql"),
     include_str!("../../../migrations/postgres/0009_daemon_listen.sql"),
+    include_str!("../../../migrations/postgres/0010_dossiers.sql"),
 ];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

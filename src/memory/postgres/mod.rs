@@ -11,6 +11,7 @@ mod budgets;
 mod claims;
 mod conninfo;
 mod copy;
+mod dossiers;
 mod dreams;
 mod errors;
 mod forget;

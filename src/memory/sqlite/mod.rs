@@ -9,6 +9,7 @@
 //! (`blocking`, handed to `postgres::copy_from_sqlite`); everything else calls these faces.
 
 mod admin;
+mod dossiers;
 mod dreams;
 mod feedback;
 mod forget;

@@ -60,6 +60,7 @@ impl<'a> Parts<'a> {
             quiet_minutes: self.quiet,
             machine: self.machine,
             summary: Some("They met last week."),
+            dossiers: crate::prompt::DossierInput::NONE,
             psyche: None,
             attachments: self.attachments,
         })

@@ -19,6 +19,7 @@ use anima::process::ThreadProcess;
 
 use super::backends;
 
+mod dossiers;
 mod forgetting;
 mod people;
 mod psyche;
@@ -262,6 +263,9 @@ const SCENARIOS: &[(&str, Scenario)] = &[
     ),
     ("a reset before any turn committed", |s, seen| {
         Box::pin(threads::reset_before_any_turn(s, seen))
+    }),
+    ("dossiers written, exported and forgotten", |s, seen| {
+        Box::pin(dossiers::written_exported_forgotten(s, seen))
     }),
     // A NUL is kept as U+FFFD on both (PostgreSQL's text cannot hold one).
     ("a NUL in a message", |s, seen| {

@@ -6,6 +6,7 @@ mod backends;
 mod budgets;
 mod claims;
 mod conformance;
+mod dossier_face;
 mod dreams;
 mod forget;
 mod inbox;
