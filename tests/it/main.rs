@@ -26,6 +26,7 @@ mod daemon;
 mod eval;
 mod first_hour;
 mod hardening;
+mod images;
 mod inspector;
 mod ism;
 mod local_model;

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod daemon;
+pub mod images;
 pub mod many;
 pub mod mcp;
 pub mod postgres;
@@ -119,14 +120,19 @@ impl Recorded {
         out
     }
 
-    /// The last message's content: this turn's sections.
+    /// The last message's content: this turn's sections (its text blocks, when it carries
+    /// images too).
     pub fn turn_text(&self) -> String {
         self.body["messages"]
             .as_array()
             .and_then(|m| m.last())
-            .and_then(|m| m["content"].as_str())
-            .unwrap_or("")
-            .to_string()
+            .map(|m| content_text(&m["content"]))
+            .unwrap_or_default()
+    }
+
+    /// The images this request carried, decoded (see `images::SeenImage`).
+    pub fn images(&self) -> Vec<images::SeenImage> {
+        images::in_body(&self.body)
     }
 }
 
@@ -357,6 +363,12 @@ impl FakeModel {
 
     pub fn requests(&self) -> Vec<Recorded> {
         self.inner.lock().unwrap().recorded.clone()
+    }
+
+    /// Every image the conversation turns carried so far (both formats), in order: media
+    /// type, decoded size and dimensions. Per request: `requests()[i].images()`.
+    pub fn images(&self) -> Vec<images::SeenImage> {
+        self.requests().iter().flat_map(Recorded::images).collect()
     }
 
     /// Scripts the next cognitive-state call (wakeup, shutdown consent, journal).
