@@ -8,11 +8,13 @@
 //! [`decode::MAX_DECODER_BYTES`] besides. Pixels go straight into a streaming resizer at the
 //! fitted size, so memory is the fitted image plus what the format's decoder holds (a PNG
 //! row; a JPEG scaled down by its DCT; a GIF's or WebP's frame). An image already within the
-//! limits, of a type the provider takes and not animated, is sent as it came (after it
-//! decoded cleanly: a corrupt file never reaches a provider, which would refuse the turn).
+//! limits, of a type the provider takes, not animated and upright, is sent as it came (after
+//! it decoded cleanly: a corrupt file never reaches a provider, which would refuse the turn).
+//! A photo's EXIF orientation is applied to its pixels, since re-encoding drops the EXIF.
 
 mod decode;
 mod encode;
+mod orient;
 mod resize;
 
 pub use decode::MAX_DECODER_BYTES;
@@ -89,10 +91,11 @@ pub fn prepare(bytes: &[u8], limits: &ImageLimits) -> Result<Image, ImageError> 
     }
     let long_edge = limits.long_edge.clamp(1, MAX_EDGE);
     let (width, height) = resize::fitted(header.width, header.height, long_edge);
-    let (raster, animated) = decode::decode(bytes, &header, width, height)?;
+    let decoded = decode::decode(bytes, &header, width, height)?;
     let media_type = format.media_type();
     let untouched = (width, height) == (header.width, header.height)
-        && !animated
+        && !decoded.animated
+        && !decoded.turned
         && bytes.len() <= limits.max_bytes
         && limits.media_types.contains(&media_type);
     if untouched {
@@ -103,7 +106,7 @@ pub fn prepare(bytes: &[u8], limits: &ImageLimits) -> Result<Image, ImageError> 
             height,
         });
     }
-    encode::fit(raster, header.lossless, limits)
+    encode::fit(decoded.raster, header.lossless, limits)
 }
 
 /// What bytes that are no image anima reads seem to be, for the error.

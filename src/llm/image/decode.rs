@@ -6,6 +6,7 @@
 
 use std::io::Cursor;
 
+use super::orient;
 use super::resize::{Raster, Resizer};
 use super::{ImageError, MAX_PIXELS};
 
@@ -114,19 +115,32 @@ fn gif_options() -> gif::DecodeOptions {
     o
 }
 
-/// Decodes the image (its first frame), scaled to `width` × `height` on the way; also says
-/// whether it is animated (a GIF says so only once its first frame is read).
-pub fn decode(
-    bytes: &[u8],
-    h: &Header,
-    width: u32,
-    height: u32,
-) -> Result<(Raster, bool), ImageError> {
+/// A decoded image at its fitted size.
+pub struct Decoded {
+    pub raster: Raster,
+    /// More than one frame (a GIF says so only once its first frame is read).
+    pub animated: bool,
+    /// Turned upright from how it was stored (a photo's EXIF orientation).
+    pub turned: bool,
+}
+
+/// Decodes the image (its first frame), scaled to `width` × `height` on the way (as stored:
+/// a photo turned upright after has them swapped).
+pub fn decode(bytes: &[u8], h: &Header, width: u32, height: u32) -> Result<Decoded, ImageError> {
+    let plain = |raster| Decoded {
+        raster,
+        animated: h.animated,
+        turned: false,
+    };
     match h.format {
-        Format::Png => png_rows(bytes, width, height).map(|r| (r, h.animated)),
-        Format::Jpeg => jpeg(bytes, width, height).map(|r| (r, false)),
-        Format::Gif => gif_first_frame(bytes, width, height),
-        Format::Webp => webp(bytes, width, height).map(|r| (r, h.animated)),
+        Format::Png => png_rows(bytes, width, height).map(plain),
+        Format::Jpeg => jpeg(bytes, width, height),
+        Format::Gif => gif_first_frame(bytes, width, height).map(|(raster, animated)| Decoded {
+            raster,
+            animated,
+            turned: false,
+        }),
+        Format::Webp => webp(bytes, width, height).map(plain),
     }
 }
 
@@ -182,7 +196,7 @@ fn png_rows(bytes: &[u8], width: u32, height: u32) -> Result<Raster, ImageError>
     Ok(r.finish())
 }
 
-fn jpeg(bytes: &[u8], width: u32, height: u32) -> Result<Raster, ImageError> {
+fn jpeg(bytes: &[u8], width: u32, height: u32) -> Result<Decoded, ImageError> {
     let mut d = jpeg_decoder::Decoder::new(bytes);
     d.set_max_decoding_buffer_size(MAX_DECODER_BYTES);
     let clamp = |n: u32| n.min(u32::from(u16::MAX)) as u16;
@@ -221,7 +235,13 @@ fn jpeg(bytes: &[u8], width: u32, height: u32) -> Result<Raster, ImageError> {
             }
         }
     }
-    Ok(r.finish())
+    drop(pixels);
+    let orientation = d.exif_data().map_or(1, orient::exif_orientation);
+    Ok(Decoded {
+        raster: orient::apply(r.finish(), orientation),
+        animated: false,
+        turned: orientation != 1,
+    })
 }
 
 /// The first frame, on the logical screen (transparent where the frame does not cover it),

@@ -89,11 +89,17 @@ pub fn fit(raster: Raster, lossless: bool, limits: &ImageLimits) -> Result<Image
             }
         }
         if jpeg_ok {
-            let rgb = current.clone().flatten();
+            let flat;
+            let rgb = if current.channels == 4 {
+                flat = current.clone().flatten();
+                &flat
+            } else {
+                &current
+            };
             for q in QUALITIES {
-                let data = jpeg(&rgb, q)?;
+                let data = jpeg(rgb, q)?;
                 if data.len() <= limits.max_bytes {
-                    return Ok(image("image/jpeg", data, &rgb));
+                    return Ok(image("image/jpeg", data, rgb));
                 }
             }
         }

@@ -352,3 +352,37 @@ fn tokens_are_estimated_as_anthropic_publishes_them() {
         "capped: the API scales it down"
     );
 }
+
+#[test]
+fn a_photo_stored_on_its_side_reaches_the_model_upright() {
+    // EXIF (little-endian TIFF): one entry, Orientation = 6 (turn clockwise to show).
+    let mut exif = b"II*\0".to_vec();
+    exif.extend(8u32.to_le_bytes());
+    exif.extend(1u16.to_le_bytes());
+    exif.extend([0x12, 0x01, 3, 0]);
+    exif.extend(1u32.to_le_bytes());
+    exif.extend([6, 0, 0, 0]);
+    exif.extend(0u32.to_le_bytes());
+    let sideways = |w: u32, h: u32| {
+        let mut out = Vec::new();
+        let mut e = jpeg_encoder::Encoder::new(&mut out, 85);
+        e.add_exif_metadata(&exif).unwrap();
+        e.encode(
+            &photo(w, h),
+            w as u16,
+            h as u16,
+            jpeg_encoder::ColorType::Rgb,
+        )
+        .unwrap();
+        out
+    };
+    let img = prepare(&sideways(300, 200), &ANY).unwrap();
+    assert_eq!((img.width, img.height), (133, 200));
+    assert_eq!(dimensions(&img), (133, 200));
+    // Even within the limits it is turned, not passed on with an orientation a model may
+    // not apply.
+    let small = sideways(160, 120);
+    let img = prepare(&small, &ANY).unwrap();
+    assert_ne!(img.data, small);
+    assert_eq!(dimensions(&img), (120, 160));
+}
