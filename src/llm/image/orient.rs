@@ -81,10 +81,19 @@ mod tests {
     use super::*;
 
     fn tiff(big: bool, orientation: u16) -> Vec<u8> {
-        let (u16b, u32b): (fn(u16) -> [u8; 2], fn(u32) -> [u8; 4]) = if big {
-            (u16::to_be_bytes, u32::to_be_bytes)
-        } else {
-            (u16::to_le_bytes, u32::to_le_bytes)
+        let u16b = |v: u16| {
+            if big {
+                v.to_be_bytes()
+            } else {
+                v.to_le_bytes()
+            }
+        };
+        let u32b = |v: u32| {
+            if big {
+                v.to_be_bytes()
+            } else {
+                v.to_le_bytes()
+            }
         };
         let mut t = if big {
             b"MM\0*".to_vec()

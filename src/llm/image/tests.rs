@@ -18,7 +18,7 @@ fn photo(w: u32, h: u32) -> Vec<u8> {
             seed ^= seed << 13;
             seed ^= seed >> 17;
             seed ^= seed << 5;
-            let n = (seed % 48) as u32;
+            let n = seed % 48;
             data.extend([
                 ((x * 200 / w) + n) as u8,
                 ((y * 200 / h) + n) as u8,
@@ -275,8 +275,8 @@ fn a_decompression_bomb_is_refused_from_its_header() {
     );
     // Even under the pixel limit, no decoder may allocate more than its bound, and that bound
     // is far below what the bomb would take (10 GB as RGBA).
-    assert!(MAX_DECODER_BYTES < 256 << 20);
-    assert!((MAX_PIXELS as usize) * 4 < MAX_DECODER_BYTES);
+    const { assert!(MAX_DECODER_BYTES < 256 << 20) };
+    const { assert!((MAX_PIXELS as usize) * 4 < MAX_DECODER_BYTES) };
     // A GIF's screen of 65,535 × 65,535 with one tiny frame on it.
     let mut gif = Vec::new();
     {
