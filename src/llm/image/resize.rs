@@ -134,6 +134,8 @@ pub struct Resizer {
     rows: VecDeque<Vec<f32>>,
     first: usize,
     pushed: usize,
+    /// Output rows written so far.
+    done: usize,
     out: Vec<u8>,
 }
 
@@ -148,6 +150,7 @@ impl Resizer {
             rows: VecDeque::new(),
             first: 0,
             pushed: 0,
+            done: 0,
             out: Vec::with_capacity(dst_w as usize * dst_h as usize * channels),
         }
     }
@@ -164,6 +167,7 @@ impl Resizer {
         self.pushed += 1;
         if self.identity() {
             self.out.extend_from_slice(row);
+            self.done += 1;
             return;
         }
         self.rows.push_back(self.horizontal(row));
@@ -214,8 +218,7 @@ impl Resizer {
     /// needed.
     fn emit(&mut self) {
         let c = self.channels;
-        let next = self.out.len() / (self.dst.0 * c);
-        for y in next..self.dst.1 {
+        for y in self.done..self.dst.1 {
             let (first, ws) = self.ys.of(y, self.src.1);
             if first + ws.len() > self.pushed {
                 break;
@@ -235,6 +238,7 @@ impl Resizer {
                     self.out.extend([px[0], px[1], px[2]].map(to_u8));
                 }
             }
+            self.done += 1;
             if let Some(y) = (y + 1 < self.dst.1).then_some(y + 1) {
                 let keep_from = self.ys.start[y];
                 while self.first < keep_from && !self.rows.is_empty() {
@@ -246,6 +250,42 @@ impl Resizer {
     }
 }
 
+/// Scales `data` (`src_w` × `src_h`, `channels` bytes a pixel) down to `dst_w` × `dst_h`
+/// within its own buffer, so that a decoded photo and its scaled copy are never held side by
+/// side. An output row is written only over source rows already read: output row `y` needs
+/// source rows past `y` (the scale is at least 1), and is no longer than one of them.
+pub fn in_place(
+    mut data: Vec<u8>,
+    (src_w, src_h): (u32, u32),
+    (dst_w, dst_h): (u32, u32),
+    channels: usize,
+) -> Raster {
+    let (dst_w, dst_h) = (dst_w.min(src_w), dst_h.min(src_h));
+    let mut r = Resizer::new(src_w, src_h, dst_w, dst_h, channels);
+    r.out = Vec::new();
+    let row = src_w as usize * channels;
+    let mut written = 0;
+    if !r.identity() {
+        for i in 0..src_h as usize {
+            r.push(&data[i * row..(i + 1) * row]);
+            let out = &mut r.out;
+            debug_assert!(written + out.len() <= (i + 1) * row);
+            data[written..written + out.len()].copy_from_slice(out);
+            written += out.len();
+            out.clear();
+        }
+        data.truncate(written);
+        data.resize(dst_w as usize * dst_h as usize * channels, 0);
+        data.shrink_to_fit();
+    }
+    Raster {
+        width: dst_w,
+        height: dst_h,
+        channels,
+        data,
+    }
+}
+
 fn to_u8(v: f32) -> u8 {
     v.round().clamp(0.0, 255.0) as u8
 }
@@ -253,6 +293,23 @@ fn to_u8(v: f32) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scaling_in_place_gives_what_scaling_a_copy_gives() {
+        let data: Vec<u8> = (0..97 * 61 * 3).map(|i| (i * 7 % 251) as u8).collect();
+        let src = Raster {
+            width: 97,
+            height: 61,
+            channels: 3,
+            data: data.clone(),
+        };
+        for (w, h) in [(40, 25), (97, 30), (96, 61), (97, 61)] {
+            assert_eq!(
+                in_place(data.clone(), (97, 61), (w, h), 3),
+                src.scaled(w, h)
+            );
+        }
+    }
 
     #[test]
     fn fitting_keeps_the_aspect_and_never_enlarges() {
