@@ -275,7 +275,8 @@ fn gif_first_frame(bytes: &[u8], width: u32, height: u32) -> Result<(Raster, boo
     let mut line = vec![0u8; sw * 4];
     for y in 0..sh {
         line.fill(0);
-        if y >= fy && y < fy + usize::from(frame.height) {
+        // (A frame may lie partly, or wholly, off the screen.)
+        if y >= fy && y < fy + usize::from(frame.height) && fx < sw {
             let src = &frame.buffer[(y - fy) * fw * 4..(y - fy + 1) * fw * 4];
             let n = fw.min(sw.saturating_sub(fx));
             line[fx * 4..(fx + n) * 4].copy_from_slice(&src[..n * 4]);

@@ -386,3 +386,27 @@ fn a_photo_stored_on_its_side_reaches_the_model_upright() {
     assert_ne!(img.data, small);
     assert_eq!(dimensions(&img), (120, 160));
 }
+
+#[test]
+fn a_gif_frame_off_its_screen_is_no_panic() {
+    let mut bytes = Vec::new();
+    {
+        let mut e = gif::Encoder::new(&mut bytes, 40, 30, &[]).unwrap();
+        let indices = vec![0u8; 20 * 20];
+        let frame = gif::Frame {
+            left: 100,
+            top: 20,
+            width: 20,
+            height: 20,
+            buffer: std::borrow::Cow::Borrowed(&indices),
+            palette: Some(vec![255, 0, 0]),
+            ..gif::Frame::default()
+        };
+        e.write_frame(&frame).unwrap();
+    }
+    // Either read (a transparent screen) or refused as corrupt: never a panic.
+    match prepare(&bytes, &ANY) {
+        Ok(img) => assert_eq!((img.width, img.height), (40, 30)),
+        Err(e) => assert!(matches!(e, ImageError::Corrupt(_)), "{e:?}"),
+    }
+}
