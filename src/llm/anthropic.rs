@@ -4,6 +4,9 @@
 //! marked `cache_control: ephemeral`, and the last message before this turn's is a second
 //! breakpoint, so every turn reads from the prompt cache what the turn before wrote; usage
 //! records cache writes and reads.
+//!
+//! This turn's images go into this turn's user message, as `image` blocks before its text:
+//! the cached prefix (system block, earlier messages) is the same with or without them.
 
 use std::time::Duration;
 
@@ -11,14 +14,24 @@ use serde_json::{json, Value};
 
 use super::structured::Structured;
 use super::{
-    http, sse, BoxFuture, ChatRequest, Completion, Constraint, Deltas, Form, LlmError, Provider,
-    Role, Usage,
+    http, sse, BoxFuture, ChatRequest, Completion, Constraint, Deltas, Form, Image, ImageLimits,
+    LlmError, Provider, Role, Usage,
 };
 use crate::config::secret::Secret;
 
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
 pub const DEFAULT_MODEL: &str = "claude-sonnet-4-5";
 const NAME: &str = "anthropic";
+
+/// What every current Claude model reads: a long edge of 1,568 pixels (Anthropic's
+/// recommended largest; a larger image is scaled down by the API, costing time and no
+/// detail), the four types the API takes, and at most 5 MB an image, counted here on its
+/// base64 form, so 3.75 MB of image (4/3 of that is 5 MiB).
+pub const IMAGE_LIMITS: ImageLimits = ImageLimits {
+    long_edge: 1568,
+    max_bytes: 5 * 1024 * 1024 / 4 * 3,
+    media_types: &["image/jpeg", "image/png", "image/gif", "image/webp"],
+};
 
 pub struct Anthropic {
     client: reqwest::Client,
@@ -119,6 +132,10 @@ impl Provider for Anthropic {
         self.structured.form()
     }
 
+    fn image_limits(&self) -> Option<ImageLimits> {
+        Some(IMAGE_LIMITS)
+    }
+
     fn complete<'a>(
         &'a self,
         req: ChatRequest<'a>,
@@ -168,6 +185,12 @@ pub fn request_body(model: &str, req: &ChatRequest, stream: bool) -> Value {
         }]);
     }
     note_cache_floor(model, cacheable / 4);
+    if !req.images.is_empty() {
+        if let Some(turn) = messages.last_mut() {
+            let text = turn["content"].as_str().unwrap_or("").to_string();
+            turn["content"] = with_images(req.images, text);
+        }
+    }
     let mut body = json!({
         "model": model,
         "max_tokens": req.max_tokens,
@@ -182,6 +205,26 @@ pub fn request_body(model: &str, req: &ChatRequest, stream: bool) -> Value {
         body["stream"] = Value::Bool(true);
     }
     body
+}
+
+/// A message's content as `image` blocks (base64) followed by its text.
+fn with_images(images: &[Image], text: String) -> Value {
+    use base64::Engine as _;
+    let mut blocks: Vec<Value> = images
+        .iter()
+        .map(|i| {
+            json!({
+                "type": "image",
+                "source": {
+                    "type": "base64",
+                    "media_type": i.media_type,
+                    "data": base64::engine::general_purpose::STANDARD.encode(&i.data),
+                }
+            })
+        })
+        .collect();
+    blocks.push(json!({ "type": "text", "text": text }));
+    Value::Array(blocks)
 }
 
 /// The smallest prefix a model caches, in tokens (Anthropic's published minimums).

@@ -125,3 +125,6 @@ pub trait Provider: Send + Sync {
         deltas: Option<&'a Deltas>,
     ) -> BoxFuture<'a, Result<Completion, LlmError>>;
 }
+
+#[cfg(test)]
+mod image_wire_tests;

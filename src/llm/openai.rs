@@ -1,20 +1,44 @@
 //! OpenAI-compatible chat completions: `POST {base}/chat/completions` (OpenAI, Ollama,
 //! vLLM, llama.cpp server), plain or streamed. Read leniently: servers differ.
+//!
+//! This turn's images go into this turn's user message as `image_url` parts with `data:`
+//! URLs, before its text (Ollama's `/v1` takes them so too). A server that refuses images (a
+//! text-only model: HTTP 400, 422 or 500 naming images) gets the same request without them
+//! at once, and `image_limits` says none from then on.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
 use super::structured::Structured;
 use super::{
-    http, sse, BoxFuture, ChatRequest, Completion, Constraint, Deltas, Form, LlmError, Provider,
-    Role, Usage,
+    http, sse, BoxFuture, ChatRequest, Completion, Constraint, Deltas, Form, Image, ImageLimits,
+    LlmError, Provider, Role, Usage,
 };
 use crate::config::secret::Secret;
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 pub const DEFAULT_MODEL: &str = "gpt-4o-mini";
 const NAME: &str = "openai";
+
+/// OpenAI's own API: its vision models take PNG, JPEG, WebP and (still) GIF, up to 20 MB an
+/// image, and fit an image into 2,048 × 2,048 before reading it in tiles (so a longer edge
+/// only costs upload).
+pub const OPENAI_IMAGE_LIMITS: ImageLimits = ImageLimits {
+    long_edge: 2048,
+    max_bytes: 20 * 1024 * 1024,
+    media_types: &["image/png", "image/jpeg", "image/webp", "image/gif"],
+};
+
+/// Any other OpenAI-compatible server (Ollama, vLLM, llama.cpp): PNG and JPEG, which every
+/// one of them decodes, with a long edge of 1,024 pixels: local vision models read images
+/// at 336 to 1,024 pixels, and an image's tokens must fit a small context window.
+pub const LOCAL_IMAGE_LIMITS: ImageLimits = ImageLimits {
+    long_edge: 1024,
+    max_bytes: 10 * 1024 * 1024,
+    media_types: &["image/png", "image/jpeg"],
+};
 
 pub struct OpenAi {
     client: reqwest::Client,
@@ -24,6 +48,8 @@ pub struct OpenAi {
     stream: bool,
     timeout: Duration,
     structured: Structured,
+    /// The server refused a request with images: none are sent from then on.
+    images_refused: AtomicBool,
 }
 
 impl OpenAi {
@@ -43,6 +69,7 @@ impl OpenAi {
             stream,
             timeout,
             structured: Structured::default(),
+            images_refused: AtomicBool::new(false),
         })
     }
 
@@ -58,9 +85,54 @@ impl OpenAi {
         req: ChatRequest<'_>,
         deltas: Option<&Deltas>,
     ) -> Result<Completion, LlmError> {
-        self.structured
+        let req = if self.images_refused.load(Ordering::Relaxed) {
+            ChatRequest { images: &[], ..req }
+        } else {
+            req
+        };
+        let answer = self
+            .structured
             .call(NAME, req.constraint, |c| self.send(req, c, deltas))
-            .await
+            .await;
+        match answer {
+            Err(e) if !req.images.is_empty() && self.refused_images(&e) => {
+                let plain = ChatRequest { images: &[], ..req };
+                self.structured
+                    .call(NAME, plain.constraint, |c| self.send(plain, c, deltas))
+                    .await
+            }
+            other => other,
+        }
+    }
+
+    /// Whether `e` is the server refusing images (HTTP 400 or 422, or llama.cpp's 500,
+    /// naming images or vision); then it is remembered and warned about once.
+    fn refused_images(&self, e: &LlmError) -> bool {
+        let message = match e {
+            LlmError::Refused {
+                status: 400 | 422,
+                message,
+                ..
+            }
+            | LlmError::Transient {
+                status: 500,
+                message,
+                ..
+            } => message.to_ascii_lowercase(),
+            _ => return false,
+        };
+        let named = ["image", "vision", "multimodal", "mmproj"]
+            .iter()
+            .any(|w| message.contains(w));
+        if named && !self.images_refused.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                provider = NAME,
+                model = %self.model,
+                error = %message,
+                "the model server refused images (a model that reads none?); the soul is told it cannot see them from now on (set [files] images = false to stop sending them)"
+            );
+        }
+        named
     }
 
     /// The base URL requests go to.
@@ -152,6 +224,16 @@ impl Provider for OpenAi {
         self.structured.form()
     }
 
+    fn image_limits(&self) -> Option<ImageLimits> {
+        if self.images_refused.load(Ordering::Relaxed) {
+            None
+        } else if self.base == DEFAULT_BASE_URL {
+            Some(OPENAI_IMAGE_LIMITS)
+        } else {
+            Some(LOCAL_IMAGE_LIMITS)
+        }
+    }
+
     fn complete<'a>(
         &'a self,
         req: ChatRequest<'a>,
@@ -178,7 +260,11 @@ pub fn request_body(model: &str, req: &ChatRequest, stream: bool) -> Value {
         };
         messages.push(json!({ "role": role, "content": m.text }));
     }
-    messages.push(json!({ "role": "user", "content": req.user }));
+    messages.push(if req.images.is_empty() {
+        json!({ "role": "user", "content": req.user })
+    } else {
+        json!({ "role": "user", "content": with_images(req.images, req.user) })
+    });
     let mut body = json!({
         "model": model,
         "messages": messages,
@@ -189,6 +275,23 @@ pub fn request_body(model: &str, req: &ChatRequest, stream: bool) -> Value {
         body["stream_options"] = json!({ "include_usage": true });
     }
     body
+}
+
+/// A message's content as `image_url` parts (`data:` URLs) followed by its text.
+fn with_images(images: &[Image], text: &str) -> Value {
+    use base64::Engine as _;
+    let mut parts: Vec<Value> = images
+        .iter()
+        .map(|i| {
+            let data = base64::engine::general_purpose::STANDARD.encode(&i.data);
+            json!({
+                "type": "image_url",
+                "image_url": { "url": format!("data:{};base64,{data}", i.media_type) },
+            })
+        })
+        .collect();
+    parts.push(json!({ "type": "text", "text": text }));
+    Value::Array(parts)
 }
 
 fn bad(message: impl Into<String>) -> LlmError {
@@ -310,6 +413,37 @@ impl StreamState {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_server_refusing_images_gets_none_from_then_on() {
+        let p = OpenAi::new(
+            "http://127.0.0.1:9/v1",
+            None,
+            "m",
+            false,
+            Duration::from_secs(1),
+        )
+        .unwrap();
+        assert_eq!(p.image_limits(), Some(LOCAL_IMAGE_LIMITS));
+        let other = LlmError::Refused {
+            provider: NAME,
+            status: 400,
+            message: "max_tokens is too large".into(),
+        };
+        assert!(!p.refused_images(&other));
+        assert_eq!(p.image_limits(), Some(LOCAL_IMAGE_LIMITS));
+        // llama.cpp's server without a vision projector.
+        let llama = LlmError::Transient {
+            provider: NAME,
+            status: 500,
+            message: "image input is not supported - hint: if this is unexpected, you may need to provide the mmproj".into(),
+            retry_after: None,
+        };
+        assert!(p.refused_images(&llama));
+        assert_eq!(p.image_limits(), None);
+        let hosted = OpenAi::new("", None, "gpt-4o-mini", false, Duration::from_secs(1)).unwrap();
+        assert_eq!(hosted.image_limits(), Some(OPENAI_IMAGE_LIMITS));
+    }
 
     #[test]
     fn lenient_completions_parse() {

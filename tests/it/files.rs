@@ -299,7 +299,6 @@ fn a_crash_mid_download_still_gives_the_message_exactly_one_reply() {
 /// OpenAI-compatible server as an image of its media type and size. Needs `llm::image::prepare`
 /// and the providers' wire formats (the `images` branch).
 #[test]
-#[ignore = "needs the images branch"]
 fn a_png_reaches_anthropic_and_openai_as_an_image_of_its_type_and_size() {
     for provider in ["anthropic", "openai"] {
         let (model, slack) = (FakeModel::start(), FakeSlack::start());

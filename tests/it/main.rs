@@ -29,6 +29,7 @@ mod eval;
 mod files;
 mod first_hour;
 mod hardening;
+mod images;
 mod inspector;
 mod ism;
 mod local_model;

@@ -5,6 +5,7 @@
 
 pub mod daemon;
 pub mod daimon;
+pub mod images;
 pub mod many;
 pub mod mcp;
 pub mod postgres;
@@ -120,14 +121,19 @@ impl Recorded {
         out
     }
 
-    /// The last message's content: this turn's sections.
+    /// The last message's content: this turn's sections (its text blocks, when it carries
+    /// images too).
     pub fn turn_text(&self) -> String {
         self.body["messages"]
             .as_array()
             .and_then(|m| m.last())
-            .and_then(|m| m["content"].as_str())
-            .unwrap_or("")
-            .to_string()
+            .map(|m| content_text(&m["content"]))
+            .unwrap_or_default()
+    }
+
+    /// The images this request carried, decoded (see `images::SeenImage`).
+    pub fn images(&self) -> Vec<images::SeenImage> {
+        images::in_body(&self.body)
     }
 }
 
@@ -358,6 +364,12 @@ impl FakeModel {
 
     pub fn requests(&self) -> Vec<Recorded> {
         self.inner.lock().unwrap().recorded.clone()
+    }
+
+    /// Every image the conversation turns carried so far (both formats), in order: media
+    /// type, decoded size and dimensions. Per request: `requests()[i].images()`.
+    pub fn images(&self) -> Vec<images::SeenImage> {
+        self.requests().iter().flat_map(Recorded::images).collect()
     }
 
     /// Scripts the next cognitive-state call (wakeup, shutdown consent, journal).
