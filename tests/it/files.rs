@@ -296,8 +296,7 @@ fn a_crash_mid_download_still_gives_the_message_exactly_one_reply() {
 }
 
 /// The end-to-end image path: a PNG shared in Slack reaches the fake Anthropic and the fake
-/// OpenAI-compatible server as an image of its media type and size. Needs `llm::image::prepare`
-/// and the providers' wire formats (the `images` branch).
+/// OpenAI-compatible server as an image of its media type and size.
 #[test]
 fn a_png_reaches_anthropic_and_openai_as_an_image_of_its_type_and_size() {
     for provider in ["anthropic", "openai"] {
