@@ -249,7 +249,9 @@ const IO: &[&str] = &[
     "axum",
     "slack_morphism",
 ];
-const PURE: &[&str] = &["parse", "prompt", "ism", "states", "psyche", "files", "dossier"];
+const PURE: &[&str] = &[
+    "parse", "prompt", "ism", "states", "psyche", "files", "dossier",
+];
 
 /// What only memory may name: the database crates and the blocking SQLite store. Everything
 /// else reaches the store through its faces (`memory::Store`), whatever the backend.
