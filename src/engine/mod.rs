@@ -47,6 +47,7 @@ pub use perception::{
 /// How the store's records become the prompt's inputs (public for the turn benchmark).
 pub use prompting::{gate_input, spoken};
 pub use psyche::Happened;
+pub use tracer::writer::{Queued, TraceWriter};
 
 use crate::config::Config;
 use crate::llm::select::{self, Environment, SelectError};
@@ -149,6 +150,8 @@ pub struct Engine {
     awake: tokio::sync::watch::Sender<Gate>,
     /// The soul stream: the turn's phases, sent to whoever watches.
     hub: crate::window::Hub,
+    /// Where finished traces wait to be written, off the turn's path.
+    traces: Arc<TraceWriter>,
 }
 
 impl Engine {
@@ -159,6 +162,7 @@ impl Engine {
         provider: Arc<dyn Provider>,
     ) -> Self {
         Engine {
+            traces: TraceWriter::new(store.clone()),
             models: Arc::new(Exporter::new(&config.memory_dir())),
             config,
             store,
@@ -351,6 +355,26 @@ impl Engine {
     /// subscribe to it).
     pub fn hub(&self) -> &crate::window::Hub {
         &self.hub
+    }
+
+    /// Writes every trace still queued; whatever ends (the daemon, `chat`, `inspect`,
+    /// `dream`, an eval's run) calls it before it exits.
+    pub async fn flush_traces(&self) {
+        self.traces.flush().await;
+    }
+
+    /// The trace writer on duty until `stop` (then flushed): the daemon runs it among its
+    /// supervised tasks. Without it, queued traces are written by a task started as needed.
+    pub fn write_traces(
+        &self,
+        stop: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
+        self.traces.clone().run(stop)
+    }
+
+    /// The trace writer (for the benchmarks and the tests).
+    pub fn trace_writer(&self) -> &Arc<TraceWriter> {
+        &self.traces
     }
 
     /// Runs one perception through the pipeline. Errors only when the store fails; a model

@@ -150,6 +150,7 @@ async fn conversation(config: &Arc<Config>, eval: &Eval) -> Result<Vec<Failed>, 
             crate::memory::set_clock_offset(ahead_us);
         }
         if turn.restart && i > 0 {
+            engine.flush_traces().await;
             engine.stop_tools().await;
             drop(engine);
             engine = build(config).await?;
@@ -193,6 +194,7 @@ async fn conversation(config: &Arc<Config>, eval: &Eval) -> Result<Vec<Failed>, 
         let soul = engine.library().current().soul.name().to_string();
         said.push((soul, seen.reply));
     }
+    engine.flush_traces().await;
     engine.stop_tools().await;
     Ok(failures)
 }

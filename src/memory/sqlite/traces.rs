@@ -41,16 +41,26 @@ fn summary(r: &Row) -> rusqlite::Result<TraceSummary> {
 #[async_trait]
 impl Traces for Sqlite {
     async fn record_trace(&self, t: TraceRow) -> Result<()> {
+        self.record_traces(vec![t]).await
+    }
+
+    async fn record_traces(&self, traces: Vec<TraceRow>) -> Result<()> {
+        if traces.is_empty() {
+            return Ok(());
+        }
         self.call(move |db| {
             db.write(|tx| {
-                tx.prepare_cached(
+                let mut insert = tx.prepare_cached(
                     "INSERT OR REPLACE INTO traces
                          (trace, kind, thread, person, inbox, process, at, reply, body)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                )?
-                .execute(params![
-                    t.trace, t.kind, t.thread, t.person, t.inbox, t.process, t.at, t.reply, t.body
-                ])?;
+                )?;
+                for t in &traces {
+                    insert.execute(params![
+                        t.trace, t.kind, t.thread, t.person, t.inbox, t.process, t.at, t.reply,
+                        t.body
+                    ])?;
+                }
                 Ok(())
             })
         })
