@@ -59,6 +59,11 @@ pub struct TraceWriter {
 }
 
 impl TraceWriter {
+    /// Traces the queue holds at most (`QUEUE`).
+    pub const QUEUE: usize = QUEUE;
+    /// Traces written in one transaction at most (`BATCH`).
+    pub const BATCH: usize = BATCH;
+
     pub fn new(store: Arc<dyn Store>) -> Arc<TraceWriter> {
         TraceWriter::with_capacity(store, QUEUE)
     }
