@@ -21,7 +21,6 @@ use anima::config::secret::Secret;
 use anima::engine::{Engine, Message, Perception};
 use anima::inspect::{routes, Inspector};
 use anima::llm::{BoxFuture, ChatRequest, Completion, Deltas, LlmError, Provider, Usage};
-use anima::memory::faces::{Traces, Turns};
 use anima::memory::{PsycheSample, Store, TraceRow};
 use anima::soul::SoulFiles;
 use futures_util::StreamExt;
@@ -52,6 +51,7 @@ impl Provider for Instant0 {
                 model: "fixed".into(),
                 stop_reason: Some("end_turn".into()),
                 usage: Usage::default(),
+                session: None,
             })
         })
     }
@@ -84,7 +84,7 @@ fn asked(thread: &str, user: &str) -> Perception {
 }
 
 /// An engine on `store` with the repository's soul, and the template of a real turn's trace.
-async fn engine(dir: &Path, name: &str, store: Arc<dyn Store>) -> (Arc<Engine>, TraceRow) {
+async fn soul_engine(dir: &Path, name: &str, store: Arc<dyn Store>) -> (Arc<Engine>, TraceRow) {
     let cfg = format!(
         "[paths]\nhome = \"{}\"\n\n[inspect]\nkeep_turns = {TRACES}\n",
         dir.join(name).display()
@@ -95,7 +95,12 @@ async fn engine(dir: &Path, name: &str, store: Arc<dyn Store>) -> (Arc<Engine>, 
     engine.perceive(&asked("C0:0.0", "U0")).await.unwrap();
     engine.flush_traces().await;
     let newest = engine.store().traces(None, None, 1).await.unwrap();
-    let row = engine.store().trace(&newest[0].trace).await.unwrap().unwrap();
+    let row = engine
+        .store()
+        .trace(&newest[0].trace)
+        .await
+        .unwrap()
+        .unwrap();
     (engine, row)
 }
 
@@ -105,7 +110,13 @@ async fn fill(store: &Arc<dyn Store>, template: &TraceRow) {
     let now = anima::memory::now_ms();
     for p in 0..PEOPLE {
         store
-            .record_user_message(&format!("P{p}:1.0"), &format!("U{p}"), &format!("Person {p}"), "hello", None)
+            .record_user_message(
+                &format!("P{p}:1.0"),
+                &format!("U{p}"),
+                &format!("Person {p}"),
+                "hello",
+                None,
+            )
             .await
             .unwrap();
     }
@@ -115,12 +126,20 @@ async fn fill(store: &Arc<dyn Store>, template: &TraceRow) {
         row.trace = format!("{n:032x}");
         row.thread = format!("C{}:1.0", n % CONVERSATIONS);
         row.person = Some(format!("U{}", n % PEOPLE));
-        row.process = if (n / CONVERSATIONS) % 2 == 0 { "main" } else { "deep_work" }.into();
+        row.process = if (n / CONVERSATIONS).is_multiple_of(2) {
+            "main"
+        } else {
+            "deep_work"
+        }
+        .into();
         row.at = now - (TRACES - n) as i64 * 1_000;
         row.inbox = None;
         batch.push(row);
         if batch.len() == 500 {
-            store.record_traces(std::mem::take(&mut batch)).await.unwrap();
+            store
+                .record_traces(std::mem::take(&mut batch))
+                .await
+                .unwrap();
         }
     }
     for i in 0..2_016i64 {
@@ -347,7 +366,7 @@ fn main() {
         let sqlite = anima::memory::sqlite::Sqlite::open(&dir.path().join("inspect.db"))
             .unwrap()
             .shared();
-        let (engine, template) = engine(dir.path(), "sqlite", sqlite.clone()).await;
+        let (engine, template) = soul_engine(dir.path(), "sqlite", sqlite.clone()).await;
         println!("a trace's body: {} bytes", template.body.len());
         let t = Instant::now();
         fill(&sqlite, &template).await;
@@ -361,7 +380,7 @@ fn main() {
             let url = fresh_database(&url).await;
             let pg: Arc<dyn Store> =
                 Arc::new(anima::memory::postgres::Postgres::connect(&url, 8).await.unwrap());
-            let (engine, template) = engine(dir.path(), "postgres", pg.clone()).await;
+            let (engine, template) = soul_engine(dir.path(), "postgres", pg.clone()).await;
             fill(&pg, &template).await;
             let times = Times::default();
             let base = serve(engine.clone(), times.clone()).await;

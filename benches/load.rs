@@ -419,14 +419,21 @@ fn main() {
     }
     println!(
         "traces                   {}",
-        if keep.is_empty() { "kept (keep_turns default)".to_string() } else { keep.trim().replace('\n', " ") }
+        if keep.is_empty() {
+            "kept (keep_turns default)".to_string()
+        } else {
+            keep.trim().replace('\n', " ")
+        }
     );
     if let Some(w) = &watcher {
         println!(
             "watching                 one `anima watch --json`: {} records read",
             w.records.load(std::sync::atomic::Ordering::Relaxed)
         );
-        assert!(w.records.load(std::sync::atomic::Ordering::Relaxed) > 0, "the watcher read nothing");
+        assert!(
+            w.records.load(std::sync::atomic::Ordering::Relaxed) > 0,
+            "the watcher read nothing"
+        );
     }
     println!("checks                   {}", checked.line(ids.len()));
     if flood {

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use anima::engine::{gate_input, spoken, Engine, Message, Perception};
 use anima::llm::{BoxFuture, ChatRequest, Completion, Deltas, LlmError, Provider, Usage};
-use anima::memory::faces::{Traces, Turns};
+use anima::memory::faces::Turns;
 use anima::memory::sqlite::Sqlite;
 use anima::memory::{EntryType, NewEntry, SoulState, TurnRecord, TurnStart};
 use anima::parse::parse_response;
@@ -375,13 +375,25 @@ fn main() {
     rt.block_on(engine.flush_traces());
     let template = rt.block_on(async {
         let newest = engine.store().traces(None, None, 1).await.unwrap();
-        engine.store().trace(&newest[0].trace).await.unwrap().unwrap()
+        engine
+            .store()
+            .trace(&newest[0].trace)
+            .await
+            .unwrap()
+            .unwrap()
     });
 
     // The store's part of a turn through its faces (begin, then commit), on each backend.
     let sqlite = Sqlite::open(&dir.path().join("faces.db")).unwrap().shared();
     faces_turn(&rt, &sqlite, "SQLite");
-    traced_turns(&rt, &sqlite, &template, "SQLite");
+    traced_turns(&rt, &sqlite, &template, "SQLite", None);
+    traced_turns(
+        &rt,
+        &sqlite,
+        &template,
+        "SQLite",
+        Some(Duration::from_millis(2)),
+    );
     perceive_keep(&rt, dir.path(), &soul, &output);
     if let Some(url) = postgres_url() {
         let pg: Arc<dyn anima::memory::Store> = Arc::new(
@@ -389,7 +401,14 @@ fn main() {
                 .unwrap(),
         );
         faces_turn(&rt, &pg, "PostgreSQL");
-        traced_turns(&rt, &pg, &template, "PostgreSQL");
+        traced_turns(&rt, &pg, &template, "PostgreSQL", None);
+        traced_turns(
+            &rt,
+            &pg,
+            &template,
+            "PostgreSQL",
+            Some(Duration::from_millis(4)),
+        );
         let url2 = rt.block_on(fresh_database_async(&url));
         let pg_engine_store: Arc<dyn anima::memory::Store> = Arc::new(
             rt.block_on(anima::memory::postgres::Postgres::connect(&url2, 8))
@@ -607,13 +626,20 @@ enum Keep {
 
 /// The store's part of a turn (begin, commit) on `store`, with its trace kept each way of
 /// `Keep`, interleaved in rounds so each sees the same machine: per turn on the turn's path,
-/// and, for the writer, its own cost per trace written in batches.
+/// and, for the writer, its own cost per trace written in batches. Back to back (`pace`
+/// none: the writer's work competes with the next turns'), or a turn every `pace` (the
+/// writer works between turns, as in a daemon whose turns wait for a model).
 fn traced_turns(
     rt: &tokio::runtime::Runtime,
     store: &Arc<dyn anima::memory::Store>,
     template: &anima::memory::TraceRow,
     backend: &str,
+    pace: Option<Duration>,
 ) {
+    let backend = match pace {
+        None => format!("{backend}, back to back"),
+        Some(p) => format!("{backend}, one every {} ms", p.as_millis()),
+    };
     let writer = anima::engine::TraceWriter::new(store.clone());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let runner = rt.spawn(writer.clone().run(async {
@@ -635,7 +661,12 @@ fn traced_turns(
             let got = rt
                 .block_on(rt.spawn(async move {
                     let mut got = Vec::new();
+                    let mut next = tokio::time::Instant::now();
                     for k in from..from + 440 {
+                        if let Some(p) = pace {
+                            next += p;
+                            tokio::time::sleep_until(next).await;
+                        }
                         let thread = format!("T{i}:{}.0", k % 50);
                         let mut row = template.clone();
                         row.trace = format!("{k:032x}");
@@ -677,6 +708,9 @@ fn traced_turns(
         writer.dropped(),
         5 * 440
     );
+    if pace.is_some() {
+        return;
+    }
     // The writer's own work, off the turn's path: 2,000 traces queued (from outside the
     // runtime, so nothing drains them), then written in batches by a flush.
     let idle = anima::engine::TraceWriter::with_capacity(store.clone(), 4_000);

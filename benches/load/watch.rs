@@ -21,7 +21,10 @@ pub fn wanted() -> bool {
 /// `[inspect] keep_turns` as `ANIMA_LOAD_KEEP` asks (none: the default), as config lines.
 pub fn keep_lines() -> String {
     match std::env::var("ANIMA_LOAD_KEEP") {
-        Ok(n) => format!("\n[inspect]\nkeep_turns = {}\n", n.parse::<u64>().expect("ANIMA_LOAD_KEEP: a number")),
+        Ok(n) => format!(
+            "\n[inspect]\nkeep_turns = {}\n",
+            n.parse::<u64>().expect("ANIMA_LOAD_KEEP: a number")
+        ),
         Err(_) => String::new(),
     }
 }
@@ -37,7 +40,10 @@ impl Watcher {
     /// `[http] listen` from a copy of the home's config naming that address.
     pub fn start(home: &Home, d: &Daemon) -> Watcher {
         let cfg = std::fs::read_to_string(home.config()).unwrap();
-        let cfg = cfg.replace("listen = \"127.0.0.1:0\"", &format!("listen = \"{}\"", d.http));
+        let cfg = cfg.replace(
+            "listen = \"127.0.0.1:0\"",
+            &format!("listen = \"{}\"", d.http),
+        );
         let path = home.dir.path().join("watch.toml");
         std::fs::write(&path, cfg).unwrap();
         let mut cmd = crate::support::anima_command(&path, home.dir.path(), &["watch", "--json"]);

@@ -299,7 +299,11 @@ mod tests {
         let rt = tokio::runtime::Runtime::new().unwrap();
         let before = store.write_transactions();
         rt.block_on(writer.flush());
-        assert_eq!(store.write_transactions() - before, 2, "a full batch, then one");
+        assert_eq!(
+            store.write_transactions() - before,
+            2,
+            "a full batch, then one"
+        );
         assert_eq!(rt.block_on(kept(&store)), BATCH + 1);
     }
 
@@ -319,7 +323,10 @@ mod tests {
         assert!(!writer.draining.load(Ordering::SeqCst));
         let deadline = Instant::now() + Duration::from_secs(10);
         while kept(&store).await < 1 {
-            assert!(Instant::now() < deadline, "the runner never wrote the trace");
+            assert!(
+                Instant::now() < deadline,
+                "the runner never wrote the trace"
+            );
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         for n in 2..50 {

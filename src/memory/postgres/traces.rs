@@ -72,11 +72,19 @@ impl Traces for Postgres {
         let client = self.client().await?;
         let rows = client
             .rows(
-                "SELECT trace, kind, thread, person, process, anima_ms(at), left(reply, $4::int)
-                 FROM traces
-                 WHERE ($1::text IS NULL OR thread = $1)
-                   AND ($2::bigint IS NULL OR at < anima_at($2))
-                 ORDER BY at DESC, trace DESC LIMIT $3",
+                // One statement for a conversation and one for all: planned once (a generic
+                // plan), `$1 IS NULL OR thread = $1` would not use the thread's index.
+                if thread.is_some() {
+                    "SELECT trace, kind, thread, person, process, anima_ms(at), left(reply, $4::int)
+                     FROM traces
+                     WHERE thread = $1::text AND ($2::bigint IS NULL OR at < anima_at($2))
+                     ORDER BY at DESC, trace DESC LIMIT $3"
+                } else {
+                    "SELECT trace, kind, thread, person, process, anima_ms(at), left(reply, $4::int)
+                     FROM traces
+                     WHERE $1::text IS NULL AND ($2::bigint IS NULL OR at < anima_at($2))
+                     ORDER BY at DESC, trace DESC LIMIT $3"
+                },
                 &[
                     &thread,
                     &before,

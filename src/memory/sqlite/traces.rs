@@ -74,14 +74,20 @@ impl Traces for Sqlite {
         limit: usize,
     ) -> Result<Vec<TraceSummary>> {
         let thread = thread.map(str::to_owned);
+        // One statement for a conversation and one for all, each with plain comparisons: a
+        // statement is planned once (QPSG), and `?1 IS NULL OR thread = ?1` would be planned
+        // without the thread's index, reading every trace to find a conversation's few.
+        let before = before.unwrap_or(i64::MAX);
         self.call(move |db| {
             let conn = db.conn();
             // substr counts characters in SQLite, so a reply is never cut inside one.
-            let mut stmt = conn.prepare_cached(
+            let mut stmt = conn.prepare_cached(if thread.is_some() {
                 "SELECT trace, kind, thread, person, process, at, substr(reply, 1, ?4) FROM traces
-                 WHERE (?1 IS NULL OR thread = ?1) AND (?2 IS NULL OR at < ?2)
-                 ORDER BY at DESC, trace DESC LIMIT ?3",
-            )?;
+                 WHERE thread = ?1 AND at < ?2 ORDER BY at DESC, trace DESC LIMIT ?3"
+            } else {
+                "SELECT trace, kind, thread, person, process, at, substr(reply, 1, ?4) FROM traces
+                 WHERE ?1 IS NULL AND at < ?2 ORDER BY at DESC, trace DESC LIMIT ?3"
+            })?;
             let rows = stmt
                 .query_map(
                     params![thread, before, limit as i64, SUMMARY_REPLY_CHARS as i64],
