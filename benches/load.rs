@@ -38,6 +38,8 @@ mod support;
 mod check;
 #[path = "load/daemons.rs"]
 mod daemons;
+#[path = "load/watch.rs"]
+mod watch;
 
 use std::time::{Duration, Instant};
 
@@ -218,6 +220,15 @@ fn main() {
         }
         .to_string(),
     )];
+    let watching = watch::wanted();
+    if watching {
+        env.push(("ANIMA_INSPECT_TOKEN", watch::TOKEN.to_string()));
+    }
+    let keep = watch::keep_lines();
+    if !keep.is_empty() {
+        let cfg = std::fs::read_to_string(home.config()).unwrap();
+        std::fs::write(home.config(), format!("{cfg}{keep}")).unwrap();
+    }
     let lease = daemons::lease();
     let mut database = None;
     if let Ok(server) = std::env::var("ANIMA_BENCH_POSTGRES_URL") {
@@ -251,7 +262,9 @@ fn main() {
         daemons::start(&home, &slack, &env, n)
     };
     let posters = daemons::Posters::watch(&ds, &slack);
-    std::thread::sleep(Duration::from_secs(1));
+    // One `anima watch` following the (first) daemon's soul stream throughout, if asked.
+    let watcher = watching.then(|| watch::Watcher::start(&home, &ds[0]));
+    std::thread::sleep(Duration::from_secs(if watching { 2 } else { 1 }));
     let idle_rss: Vec<u64> = ds.iter().map(|d| rss_kb(d.pid(), "VmRSS:")).collect();
 
     let total = THREADS * MESSAGES;
@@ -402,6 +415,24 @@ fn main() {
         println!(
             "replies by daemon        {}",
             daemons::per_daemon(&posters.count(&slack.posts()))
+        );
+    }
+    println!(
+        "traces                   {}",
+        if keep.is_empty() {
+            "kept (keep_turns default)".to_string()
+        } else {
+            keep.trim().replace('\n', " ")
+        }
+    );
+    if let Some(w) = &watcher {
+        println!(
+            "watching                 one `anima watch --json`: {} records read",
+            w.records.load(std::sync::atomic::Ordering::Relaxed)
+        );
+        assert!(
+            w.records.load(std::sync::atomic::Ordering::Relaxed) > 0,
+            "the watcher read nothing"
         );
     }
     println!("checks                   {}", checked.line(ids.len()));

@@ -12,6 +12,11 @@
 //!     each turn one `block_on` from the bench's thread,
 //!   * a whole `Engine::perceive` with a zero-latency in-process provider (adds the async
 //!     hand-offs and, on turns that change the user model, the git commit),
+//!   * the store's part of a turn (begin, commit) with no trace (`keep_turns = 0`), with its
+//!     trace written in a transaction of its own after the commit (as before the trace
+//!     writer), and with its trace queued for the trace writer (as now), interleaved; and the
+//!     writer's own cost per trace, in batches; then `Engine::perceive` with `keep_turns`
+//!     0 and 500, interleaved,
 //!   * the same for an ISM process that runs its 5 iterations (a selection and an effect each,
 //!     then the closing answer: 11 calls), and from the two, the loop's own cost per
 //!     iteration.
@@ -368,15 +373,44 @@ fn main() {
     let fixed_median = median(&fixed);
     stats("Engine::perceive, zero-latency model (incl. git)", fixed);
 
+    // A real turn's trace (as the engine keeps it), the template of the traces below.
+    rt.block_on(engine.flush_traces());
+    let template = rt.block_on(async {
+        let newest = engine.store().traces(None, None, 1).await.unwrap();
+        engine
+            .store()
+            .trace(&newest[0].trace)
+            .await
+            .unwrap()
+            .unwrap()
+    });
+
     // The store's part of a turn through its faces (begin, then commit), on each backend.
     let sqlite = Sqlite::open(&dir.path().join("faces.db")).unwrap().shared();
     faces_turn(&rt, &sqlite, "SQLite");
+    traced_turns(&rt, &sqlite, &template, "SQLite", None);
+    traced_turns(
+        &rt,
+        &sqlite,
+        &template,
+        "SQLite",
+        Some(Duration::from_millis(2)),
+    );
+    perceive_keep(&rt, dir.path(), &soul, &output);
     if let Some(url) = postgres_url() {
         let pg: Arc<dyn anima::memory::Store> = Arc::new(
             rt.block_on(anima::memory::postgres::Postgres::connect(&url, 8))
                 .unwrap(),
         );
         faces_turn(&rt, &pg, "PostgreSQL");
+        traced_turns(&rt, &pg, &template, "PostgreSQL", None);
+        traced_turns(
+            &rt,
+            &pg,
+            &template,
+            "PostgreSQL",
+            Some(Duration::from_millis(4)),
+        );
         let url2 = rt.block_on(fresh_database_async(&url));
         let pg_engine_store: Arc<dyn anima::memory::Store> = Arc::new(
             rt.block_on(anima::memory::postgres::Postgres::connect(&url2, 8))
@@ -580,4 +614,180 @@ fn faces_turn(rt: &tokio::runtime::Runtime, store: &Arc<dyn anima::memory::Store
         &format!("store per turn, faces, {backend}, block_on"),
         outside,
     );
+}
+
+/// How a turn keeps its trace, in `traced_turns`.
+#[derive(Clone, Copy, PartialEq)]
+enum Keep {
+    /// `keep_turns = 0`: no trace.
+    None,
+    /// The trace in a write transaction of its own after the commit (before the writer).
+    OwnWrite,
+    /// The trace queued for the trace writer, whose runner writes it in batches (now).
+    Queued,
+}
+
+/// The store's part of a turn (begin, commit) on `store`, with its trace kept each way of
+/// `Keep`, interleaved in rounds so each sees the same machine: per turn on the turn's path,
+/// and, for the writer, its own cost per trace written in batches. Back to back (`pace`
+/// none: the writer's work competes with the next turns'), or a turn every `pace` (the
+/// writer works between turns, as in a daemon whose turns wait for a model).
+fn traced_turns(
+    rt: &tokio::runtime::Runtime,
+    store: &Arc<dyn anima::memory::Store>,
+    template: &anima::memory::TraceRow,
+    backend: &str,
+    pace: Option<Duration>,
+) {
+    let backend = match pace {
+        None => format!("{backend}, back to back"),
+        Some(p) => format!("{backend}, one every {} ms", p.as_millis()),
+    };
+    let writer = anima::engine::TraceWriter::new(store.clone());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let runner = rt.spawn(writer.clone().run(async {
+        let _ = stopped.await;
+    }));
+    let modes = [
+        (Keep::None, "no trace (keep_turns = 0)"),
+        (Keep::OwnWrite, "+ trace, its own write (before)"),
+        (Keep::Queued, "+ trace queued for the writer (now)"),
+    ];
+    let mut samples: Vec<Vec<Duration>> = vec![Vec::new(); modes.len()];
+    let mut n = 0u64;
+    for _round in 0..5 {
+        for (i, (keep, _)) in modes.iter().enumerate() {
+            let (store, writer, template) = (store.clone(), writer.clone(), template.clone());
+            let from = n;
+            n += 440;
+            let keep = *keep;
+            let got = rt
+                .block_on(rt.spawn(async move {
+                    let mut got = Vec::new();
+                    let mut next = tokio::time::Instant::now();
+                    for k in from..from + 440 {
+                        if let Some(p) = pace {
+                            next += p;
+                            tokio::time::sleep_until(next).await;
+                        }
+                        let thread = format!("T{i}:{}.0", k % 50);
+                        let mut row = template.clone();
+                        row.trace = format!("{k:032x}");
+                        row.thread = thread.clone();
+                        let t = Instant::now();
+                        one_turn(&store, &thread).await;
+                        match keep {
+                            Keep::None => {}
+                            Keep::OwnWrite => store.record_trace(row).await.unwrap(),
+                            Keep::Queued => {
+                                black_box(writer.push(row));
+                            }
+                        }
+                        if k >= from + 40 {
+                            got.push(t.elapsed());
+                        }
+                    }
+                    got
+                }))
+                .unwrap();
+            samples[i].extend(got);
+        }
+    }
+    let base = median(&samples[0]);
+    for ((_, name), got) in modes.iter().zip(samples) {
+        let m = median(&got);
+        stats(&format!("store per turn, {backend}, {name}"), got);
+        println!(
+            "{:<44} {:+.1} % of the store's part without a trace",
+            "",
+            (m.as_secs_f64() / base.as_secs_f64() - 1.0) * 100.0
+        );
+    }
+    let _ = stop.send(());
+    rt.block_on(runner).unwrap();
+    println!(
+        "{:<44} {} dropped of {} queued",
+        "  the writer's queue",
+        writer.dropped(),
+        5 * 440
+    );
+    if pace.is_some() {
+        return;
+    }
+    // The writer's own work, off the turn's path: 2,000 traces queued (from outside the
+    // runtime, so nothing drains them), then written in batches by a flush.
+    let idle = anima::engine::TraceWriter::with_capacity(store.clone(), 4_000);
+    for k in 0..2_000u64 {
+        let mut row = template.clone();
+        row.trace = format!("f{k:031x}");
+        idle.push(row);
+    }
+    let t = Instant::now();
+    rt.block_on(idle.flush());
+    println!(
+        "{:<44} {:>9.1} µs a trace ({} bytes of body), in batches of {}",
+        format!("the trace writer's own cost, {backend}"),
+        t.elapsed().as_secs_f64() * 1e6 / 2_000.0,
+        template.body.len(),
+        anima::engine::TraceWriter::BATCH,
+    );
+}
+
+/// A message begun and its reply committed in `thread`.
+async fn one_turn(store: &Arc<dyn anima::memory::Store>, thread: &str) {
+    let (_, ctx) = store.begin_turn(port_question(thread)).await.unwrap();
+    black_box(
+        store
+            .commit_turn(TurnRecord {
+                thread: thread.to_string(),
+                user_id: "U1".into(),
+                interaction: ctx.interaction,
+                entries: vec![
+                    NewEntry::new(EntryType::InternalMonologue, "Thinking about the port."),
+                    NewEntry::new(EntryType::ExternalDialog, "The port is at 93%."),
+                ],
+                ..Default::default()
+            })
+            .await
+            .unwrap(),
+    );
+}
+
+/// Whole `Engine::perceive` turns with `keep_turns` 0 and 500 (the default), interleaved.
+fn perceive_keep(rt: &tokio::runtime::Runtime, dir: &Path, soul: &SoulFiles, output: &str) {
+    let engines: Vec<(u64, Engine)> = [0u64, 500]
+        .into_iter()
+        .map(|keep| {
+            let cfg = format!(
+                "[paths]\nhome = \"{}\"\n\n[inspect]\nkeep_turns = {keep}\n",
+                dir.join(format!("keep{keep}")).display()
+            );
+            let config =
+                Arc::new(anima::config::parse(&cfg, Path::new("bench.toml"), dir).unwrap());
+            let store = Sqlite::open(&config.db_path()).unwrap().shared();
+            let output = output.to_string();
+            let engine = Engine::with_soul(
+                config,
+                store,
+                soul.clone(),
+                Arc::new(Instant0(move |_: &str| output.clone())),
+            );
+            (keep, engine)
+        })
+        .collect();
+    let mut samples = vec![Vec::new(), Vec::new()];
+    let mut n = 0u64;
+    for _round in 0..4 {
+        for (i, (_, engine)) in engines.iter().enumerate() {
+            samples[i].extend(time(250, || {
+                n += 1;
+                rt.block_on(engine.perceive(&asked(&format!("K{i}:{}.0", n % 50))))
+                    .unwrap()
+            }));
+        }
+    }
+    for ((keep, engine), got) in engines.iter().zip(samples) {
+        rt.block_on(engine.flush_traces());
+        stats(&format!("Engine::perceive, keep_turns = {keep}"), got);
+    }
 }

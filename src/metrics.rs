@@ -233,6 +233,8 @@ metrics_table! {
         pub ism_iterations: Counter = Counter::default()
             => "ism_iterations",
                "Implicit semantic machine iterations (one selection call each)";
+        pub traces_dropped: Counter = Counter::default()
+            => "traces_dropped", "Turns' traces dropped because the trace writer's queue was full";
         pub slack_errors: Family<SlackErrorLabels, Counter> = Family::default()
             => "slack_api_errors", "Slack Web API errors by method and code";
         pub slack_rate_limited: Family<MethodLabels, Counter> = Family::default()

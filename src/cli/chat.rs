@@ -111,6 +111,7 @@ pub async fn run(config_path: Option<&Path>, args: ChatArgs) -> CliResult {
         }
         print_outcome(&outcome, args.json)?;
     }
+    engine.flush_traces().await;
     engine.stop_tools().await;
     Ok(())
 }

@@ -19,7 +19,9 @@ pub struct DreamArgs {
 pub async fn run(config_path: Option<&Path>, args: DreamArgs) -> CliResult {
     let config = load_config(config_path)?;
     let engine = Arc::new(Engine::build(&config).await.map_err(Failure::from)?);
-    let report = match engine.dream("anima dream (on demand)", None).await {
+    let dreamt = engine.dream("anima dream (on demand)", None).await;
+    engine.flush_traces().await;
+    let report = match dreamt {
         Ok(r) => r,
         Err(DreamError::Disabled(m)) => return Err(Failure::Usage(m)),
         Err(e @ DreamError::Refused(_)) => return Err(Failure::Runtime(e.to_string())),

@@ -56,6 +56,7 @@ pub async fn run(config_path: Option<&Path>, args: InspectArgs) -> CliResult {
     let served = axum::serve(listener, routes(Some(inspector)))
         .with_graceful_shutdown(stop)
         .await;
+    engine.flush_traces().await;
     engine.stop_tools().await;
     served.map_err(|e| Failure::Runtime(format!("serving the inspector: {e}")))
 }

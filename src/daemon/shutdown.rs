@@ -110,6 +110,8 @@ pub(super) async fn stop(r: Running<'_>) -> Result<(), DaemonError> {
     // The turns are done: the tool servers' children end.
     soul.engine.stop_tools().await;
     tasks.finish(Stage::AtStop, TASKS_WAIT).await;
+    // The trace writer flushed when its stage ended; a trace queued since is written here.
+    soul.engine.flush_traces().await;
     ended(tasks)
 }
 
@@ -123,6 +125,7 @@ pub(super) async fn early<T>(
     tasks.stopping().cancel();
     tasks.finish(Stage::AtStop, TASKS_WAIT).await;
     states::stopped_early(&soul.engine).await;
+    soul.engine.flush_traces().await;
     match answer {
         Err(refused) => Err(DaemonError::Usage(refused)),
         Ok(_) if tasks.failed().is_some() => ended(tasks),

@@ -100,6 +100,12 @@ pub(super) async fn soul(
             .start_tools(),
     );
     let store = engine.store().clone();
+    // The trace writer: turns queue their traces, it writes them in batches until the turns
+    // are over (`Stage::AfterTurns`), then flushes.
+    let e = engine.clone();
+    tasks.spawn("traces", Stage::AfterTurns, Policy::Restart, move |stop| {
+        e.write_traces(stop.cancelled_owned())
+    });
     let lease = Duration::from_secs(config.store.claim_lease_secs.max(1));
     let first = company::join(&store, lease, listen).await;
     let lead = Lead::new(engine.clone());

@@ -54,6 +54,7 @@ pub use perception::{
 /// How the store's records become the prompt's inputs (public for the turn benchmark).
 pub use prompting::{gate_input, spoken};
 pub use psyche::Happened;
+pub use tracer::writer::{Queued, TraceWriter};
 
 use crate::config::Config;
 use crate::llm::select::{self, Environment, SelectError};
@@ -164,6 +165,8 @@ pub struct Engine {
     one_to_one: Option<OneToOne>,
     /// The dossiers: hand-written ones in force, the index recall reads.
     dossiers: Arc<dossiers::Keeper>,
+    /// Where finished traces wait to be written, off the turn's path.
+    traces: Arc<TraceWriter>,
 }
 
 impl Engine {
@@ -174,6 +177,7 @@ impl Engine {
         provider: Arc<dyn Provider>,
     ) -> Self {
         Engine {
+            traces: TraceWriter::new(store.clone()),
             models: Arc::new(Exporter::new(&config.memory_dir())),
             daimons: Arc::new(crate::daimon::Daimons::new(&config.daimons)),
             one_to_one: None,
@@ -376,6 +380,26 @@ impl Engine {
     /// subscribe to it).
     pub fn hub(&self) -> &crate::window::Hub {
         &self.hub
+    }
+
+    /// Writes every trace still queued; whatever ends (the daemon, `chat`, `inspect`,
+    /// `dream`, an eval's run) calls it before it exits.
+    pub async fn flush_traces(&self) {
+        self.traces.flush().await;
+    }
+
+    /// The trace writer on duty until `stop` (then flushed): the daemon runs it among its
+    /// supervised tasks. Without it, queued traces are written by a task started as needed.
+    pub fn write_traces(
+        &self,
+        stop: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
+        self.traces.clone().run(stop)
+    }
+
+    /// The trace writer (for the benchmarks and the tests).
+    pub fn trace_writer(&self) -> &Arc<TraceWriter> {
+        &self.traces
     }
 
     /// Runs one perception through the pipeline. Errors only when the store fails; a model

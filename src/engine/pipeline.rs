@@ -1,13 +1,11 @@
 //! The one turn pipeline, for every kind of perception: `begin` (record the message, take
 //! its number, claim a whisper, read the context) → `chain` (the thread's process, run after
 //! run: plan → prompt → model → parse → apply → step) → `commit` (the turn in one
-//! transaction, then the export of changed user models to git) → the turn's trace kept (its
-//! own write, after the commit; see `tracer`).
+//! transaction, then the export of changed user models to git) → the turn's trace queued for
+//! the trace writer (written off the turn's path, in batches; see `tracer::writer`).
 //!
 //! What differs between kinds is the `Policy` (counted or not, whisper or not, chaining or
 //! not, extra questions) and the stage `begin`; everything else is shared.
-
-use tracing::warn;
 
 use super::begin::{begin, leave_rest};
 use super::perception::Perception;
@@ -15,6 +13,7 @@ use super::psyche::psyche_turn;
 use super::tracer::Tracer;
 use super::{Engine, EngineError, TurnOutcome};
 use crate::memory::TraceRow;
+use crate::metrics::Metrics;
 use crate::window::Kind;
 
 impl Engine {
@@ -107,12 +106,15 @@ impl Engine {
         self.config.inspect.keep_turns > 0
     }
 
-    /// Keeps a finished trace, in its own write: one that cannot be written is logged, and
-    /// the turn goes on (a trace never fails a turn).
+    /// Keeps a finished trace: queued for the trace writer, never written on the turn's
+    /// path. A full queue drops it (counted in `anima_traces_dropped_total`); one that cannot
+    /// be written is logged by the writer. A trace never fails or slows a turn.
     pub(super) async fn keep_trace(&self, row: Option<TraceRow>) {
         let Some(row) = row else { return };
-        if let Err(e) = self.store.record_trace(row).await {
-            warn!(error = %e, "the turn's trace was not kept");
+        if self.traces.push(row) == super::Queued::Dropped {
+            if let Some(m) = &self.metrics {
+                Metrics::inc(&m.traces_dropped);
+            }
         }
     }
 }

@@ -5,8 +5,8 @@
 //!
 //! Costs nothing it need not: a record is built only inside `Hub::emit` (nobody watching,
 //! nothing is built), and the trace's body is filled only when `[inspect] keep_turns` keeps
-//! traces. Writes nothing: the engine keeps the finished trace (`Tracer::finish`) through the
-//! `Traces` face. Every text here came from a person or the model: readers escape it.
+//! traces. Writes nothing: the engine hands the finished trace (`Tracer::finish`) to the trace
+//! writer (`writer`), which keeps it through the `Traces` face off the turn's path. Every text here came from a person or the model: readers escape it.
 
 use std::sync::Mutex;
 use std::time::Instant;
@@ -403,6 +403,8 @@ pub(super) fn one_line(text: &str) -> String {
     }
     out
 }
+
+pub mod writer;
 
 #[cfg(test)]
 mod tests;

@@ -152,6 +152,7 @@ async fn conversation(config: &Arc<Config>, eval: &Eval) -> Result<Vec<Failed>, 
             crate::memory::set_clock_offset(ahead_us);
         }
         if turn.restart && i > 0 {
+            engine.flush_traces().await;
             engine.stop_tools().await;
             drop(engine);
             engine = build(config).await?;
@@ -195,6 +196,7 @@ async fn conversation(config: &Arc<Config>, eval: &Eval) -> Result<Vec<Failed>, 
         let soul = engine.library().current().soul.name().to_string();
         said.push((soul, seen.reply));
     }
+    engine.flush_traces().await;
     engine.stop_tools().await;
     Ok(failures)
 }

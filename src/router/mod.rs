@@ -145,6 +145,12 @@ impl Router {
         Ok(intake)
     }
 
+    /// Writes the turns' traces still queued (the engine's trace writer), so a reader that
+    /// follows a reply (Slack's "why") finds its trace.
+    pub async fn flush_traces(&self) {
+        self.engine.flush_traces().await;
+    }
+
     /// The soul takes part in a conversation from its start; the surface's note goes with
     /// its messages.
     pub async fn note_conversation(&self, key: &str, note: &str) -> Result<(), StoreError> {

@@ -314,8 +314,13 @@ impl Gate {
     /// acknowledged at once, the ephemeral answer follows.
     fn why(&self, ask: why::Ask) {
         let allowed = self.inspect.may_ask_why(&ask.person, &self.admins);
-        let (store, api) = (self.store.clone(), self.api.clone());
+        let (store, api, router) = (self.store.clone(), self.api.clone(), self.router.clone());
         tokio::spawn(async move {
+            // The reply's trace may still wait in the trace writer's queue: written first, so
+            // a reply just delivered is never answered "no trace kept".
+            if allowed {
+                router.flush_traces().await;
+            }
             let text = why::answer(store.as_ref(), &ask, allowed).await;
             if let Err(e) = why::post(&api, &ask, &text).await {
                 warn!(error = %e, user = %ask.person, "the \"why\" answer was not delivered");

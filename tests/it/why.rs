@@ -190,6 +190,34 @@ fn an_allowed_person_gets_the_monologue_only_they_see_anyone_else_a_refusal() {
     assert!(!d.log().contains("panicked"), "{}", d.log());
 }
 
+/// The shortcut used the moment a reply is posted finds that turn's own trace (the engine's,
+/// which may still wait in the trace writer's queue then): never "no trace kept".
+#[test]
+fn asked_at_once_the_reply_is_explained_from_the_engines_own_trace() {
+    let (model, slack) = (FakeModel::start(), FakeSlack::start());
+    model.reply(&answer("Rivers run deep."));
+    let (home, d) = socket_daemon(&model, &slack, "[inspect]\nwhy_users = [\"U1\"]\n");
+    slack.send_event(dm("D1", "1700000000.000100", "rivers?"), "EvW9", 0);
+    slack.wait(15, "the reply", |s| s.posts().len() == 1);
+    // The reply's message is known once its delivery is recorded (a moment after the post).
+    reply_recorded(&slack, &home, 1);
+    let reply = slack.posts()[0].ts.clone();
+    slack.send_interactive(slack::message_action(
+        "anima_why",
+        "U1",
+        "D1",
+        &reply,
+        slack::BOT_USER,
+        Some(slack::BOT_ID),
+    ));
+    slack.wait(15, "the answer to U1", |s| {
+        !s.ephemerals_to("U1").is_empty()
+    });
+    let text = &slack.ephemerals_to("U1")[0];
+    assert_ne!(text, anima::slack::why::NO_TRACE, "{}", d.log());
+    assert!(text.contains("Thinking about: Rivers run deep."), "{text}");
+}
+
 /// With `keep_turns = 0` no trace is kept: an admin (why_users empty) hears so.
 #[test]
 fn no_trace_kept_is_said_and_the_admin_users_may_ask_when_none_are_named() {

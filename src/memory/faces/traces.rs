@@ -12,6 +12,10 @@ pub trait Traces: Send + Sync {
     /// Keeps a turn's trace; one already kept under the same id is replaced (a turn retried
     /// after a crash leaves its last attempt). One write transaction.
     async fn record_trace(&self, trace: TraceRow) -> Result<()>;
+    /// Keeps several turns' traces at once, each as `record_trace` keeps one (a later one of
+    /// the same id replaces an earlier): the trace writer's batch. One write transaction for
+    /// them all; nothing is kept when it fails.
+    async fn record_traces(&self, traces: Vec<TraceRow>) -> Result<()>;
     /// Traces newest first (by `at`, then id): of `thread` when given, begun before `before`
     /// (unix ms, exclusive) when given, at most `limit`; each reply cut to
     /// `SUMMARY_REPLY_CHARS` characters. A read.

@@ -31,10 +31,18 @@ fn whole(r: &Row) -> TraceRow {
 #[async_trait]
 impl Traces for Postgres {
     async fn record_trace(&self, t: TraceRow) -> Result<()> {
+        self.record_traces(vec![t]).await
+    }
+
+    async fn record_traces(&self, traces: Vec<TraceRow>) -> Result<()> {
+        if traces.is_empty() {
+            return Ok(());
+        }
         let result = async {
-            let client = self.client().await?;
-            client
-                .run(
+            let mut client = self.client().await?;
+            let tx = client.transaction().await?;
+            for t in &traces {
+                tx.run(
                     "INSERT INTO traces (trace, kind, thread, person, inbox, process, at, reply, body)
                      VALUES ($1, $2, $3, $4, $5, $6, anima_at($7), $8, $9)
                      ON CONFLICT (trace) DO UPDATE SET kind = excluded.kind,
@@ -47,6 +55,8 @@ impl Traces for Postgres {
                     ],
                 )
                 .await?;
+            }
+            tx.commit().await?;
             Ok(())
         }
         .await;
@@ -62,11 +72,19 @@ impl Traces for Postgres {
         let client = self.client().await?;
         let rows = client
             .rows(
-                "SELECT trace, kind, thread, person, process, anima_ms(at), left(reply, $4::int)
-                 FROM traces
-                 WHERE ($1::text IS NULL OR thread = $1)
-                   AND ($2::bigint IS NULL OR at < anima_at($2))
-                 ORDER BY at DESC, trace DESC LIMIT $3",
+                // One statement for a conversation and one for all: planned once (a generic
+                // plan), `$1 IS NULL OR thread = $1` would not use the thread's index.
+                if thread.is_some() {
+                    "SELECT trace, kind, thread, person, process, anima_ms(at), left(reply, $4::int)
+                     FROM traces
+                     WHERE thread = $1::text AND ($2::bigint IS NULL OR at < anima_at($2))
+                     ORDER BY at DESC, trace DESC LIMIT $3"
+                } else {
+                    "SELECT trace, kind, thread, person, process, anima_ms(at), left(reply, $4::int)
+                     FROM traces
+                     WHERE $1::text IS NULL AND ($2::bigint IS NULL OR at < anima_at($2))
+                     ORDER BY at DESC, trace DESC LIMIT $3"
+                },
                 &[
                     &thread,
                     &before,

@@ -41,16 +41,26 @@ fn summary(r: &Row) -> rusqlite::Result<TraceSummary> {
 #[async_trait]
 impl Traces for Sqlite {
     async fn record_trace(&self, t: TraceRow) -> Result<()> {
+        self.record_traces(vec![t]).await
+    }
+
+    async fn record_traces(&self, traces: Vec<TraceRow>) -> Result<()> {
+        if traces.is_empty() {
+            return Ok(());
+        }
         self.call(move |db| {
             db.write(|tx| {
-                tx.prepare_cached(
+                let mut insert = tx.prepare_cached(
                     "INSERT OR REPLACE INTO traces
                          (trace, kind, thread, person, inbox, process, at, reply, body)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                )?
-                .execute(params![
-                    t.trace, t.kind, t.thread, t.person, t.inbox, t.process, t.at, t.reply, t.body
-                ])?;
+                )?;
+                for t in &traces {
+                    insert.execute(params![
+                        t.trace, t.kind, t.thread, t.person, t.inbox, t.process, t.at, t.reply,
+                        t.body
+                    ])?;
+                }
                 Ok(())
             })
         })
@@ -64,14 +74,20 @@ impl Traces for Sqlite {
         limit: usize,
     ) -> Result<Vec<TraceSummary>> {
         let thread = thread.map(str::to_owned);
+        // One statement for a conversation and one for all, each with plain comparisons: a
+        // statement is planned once (QPSG), and `?1 IS NULL OR thread = ?1` would be planned
+        // without the thread's index, reading every trace to find a conversation's few.
+        let before = before.unwrap_or(i64::MAX);
         self.call(move |db| {
             let conn = db.conn();
             // substr counts characters in SQLite, so a reply is never cut inside one.
-            let mut stmt = conn.prepare_cached(
+            let mut stmt = conn.prepare_cached(if thread.is_some() {
                 "SELECT trace, kind, thread, person, process, at, substr(reply, 1, ?4) FROM traces
-                 WHERE (?1 IS NULL OR thread = ?1) AND (?2 IS NULL OR at < ?2)
-                 ORDER BY at DESC, trace DESC LIMIT ?3",
-            )?;
+                 WHERE thread = ?1 AND at < ?2 ORDER BY at DESC, trace DESC LIMIT ?3"
+            } else {
+                "SELECT trace, kind, thread, person, process, at, substr(reply, 1, ?4) FROM traces
+                 WHERE ?1 IS NULL AND at < ?2 ORDER BY at DESC, trace DESC LIMIT ?3"
+            })?;
             let rows = stmt
                 .query_map(
                     params![thread, before, limit as i64, SUMMARY_REPLY_CHARS as i64],

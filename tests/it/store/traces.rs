@@ -1,7 +1,7 @@
 //! The window's face on every backend: traces kept, listed newest first and paged, found by
 //! the message a reply went into, pruned to the newest; the inner life's samples bounded.
 
-use anima::memory::faces::{Inbox, SamePlace, Traces};
+use anima::memory::faces::{Health, Inbox, SamePlace, Traces};
 use anima::memory::{Inbound, Intake, PsycheSample, TraceRow};
 
 use crate::on_every_backend;
@@ -51,6 +51,41 @@ async fn traces_are_kept_whole_listed_newest_first_and_paged() {
             .map(|c| (c.thread.as_str(), c.traces))
             .collect();
         assert_eq!(seen, [("C1:1.0", 2), ("C2:1.0", 1)], "{name}");
+    });
+}
+
+/// The trace writer's batch: one write transaction for them all, a later one of an id
+/// replacing an earlier; a conversation's pages found by thread and `before` together.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_of_traces_is_one_write_and_a_conversation_pages_back() {
+    on_every_backend!(|s, name| {
+        let mut batch: Vec<TraceRow> = (0..6)
+            .map(|i| {
+                trace(
+                    &format!("b{i}"),
+                    ["C1:1.0", "C2:1.0"][i % 2],
+                    2_000 + i as i64,
+                    None,
+                )
+            })
+            .collect();
+        let mut again = trace("b0", "C1:1.0", 2_000, None);
+        again.body = "{}".into();
+        batch.push(again.clone());
+        let writes = s.write_transactions();
+        s.record_traces(batch).await.unwrap();
+        assert_eq!(s.write_transactions() - writes, 1, "{name}");
+        s.record_traces(Vec::new()).await.unwrap();
+        assert_eq!(s.trace("b0").await.unwrap(), Some(again), "{name}");
+        let ids = |page: Vec<anima::memory::TraceSummary>| -> Vec<String> {
+            page.into_iter().map(|t| t.trace).collect()
+        };
+        let c1 = ids(s.traces(Some("C1:1.0"), None, 2).await.unwrap());
+        assert_eq!(c1, ["b4", "b2"], "{name}");
+        let older = ids(s.traces(Some("C1:1.0"), Some(2_002), 2).await.unwrap());
+        assert_eq!(older, ["b0"], "{name}: before b2, only C1's");
+        let all_older = ids(s.traces(None, Some(2_002), 10).await.unwrap());
+        assert_eq!(all_older, ["b1", "b0"], "{name}");
     });
 }
 
