@@ -237,7 +237,9 @@ impl Keeper {
         for ((at, _), (kept, cut)) in texts.iter().zip(self.budget.fit(&bodies)) {
             let k = &known.index.known()[*at];
             let hand = k.origin == Origin::Hand;
-            if !hand {
+            // Only a learned dossier the soul saw whole may be rewritten: the update replaces
+            // the text, and what a cut hid would be lost.
+            if !hand && !cut {
                 turn.in_view.push(k.slug.clone());
             }
             turn.recalled.push((
@@ -316,7 +318,8 @@ impl Keeper {
                 aliases: u.aliases.clone(),
                 kind: Kind::from_name(&u.kind).unwrap_or(Kind::Subject),
             };
-            let (body, _) = dossier::cut(&u.text, dossier::MAX_BYTES - 2048);
+            // Kept within what one recall shows whole, so the next update sees all of it.
+            let (body, _) = dossier::cut(&u.text, self.budget.each);
             let write = DossierWrite {
                 slug: slug.clone(),
                 name: head.name.clone(),

@@ -1,9 +1,14 @@
 //! A PDF's text, within bounds: at most `MAX_PAGES` pages read, each page's content inflated
-//! to at most `MAX_PAGE_BYTES`, the text cut at the character budget. A corrupt, encrypted
-//! or hostile PDF is an error in words, never a panic (the parser's own panics are caught).
-//! Pure: the bytes are in memory.
+//! to at most `MAX_PAGE_BYTES`, all objects loaded at most `MAX_LOADED_BYTES` together, the
+//! reading stopped after `MAX_READING`, the text cut at the character budget. A corrupt,
+//! encrypted or hostile PDF is an error in words, never a panic (the parser's own panics are
+//! caught). Pure: the bytes are in memory.
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use lopdf::{Object, ObjectId};
 
 /// The most pages whose text is read (a 10,000-page PDF costs no more than this).
 pub const MAX_PAGES: usize = 200;
@@ -11,6 +16,17 @@ pub const MAX_PAGES: usize = 200;
 const MAX_PAGE_BYTES: usize = 8 * 1024 * 1024;
 /// The most bytes any stream may inflate to while the document is loaded.
 const MAX_STREAM_BYTES: usize = 32 * 1024 * 1024;
+/// The most bytes the loaded objects may hold together: a small file of many object streams,
+/// each inflating to `MAX_STREAM_BYTES`, is refused here instead of filling the memory.
+const MAX_LOADED_BYTES: usize = 64 * 1024 * 1024;
+/// The longest the pages' text is read for: pages after it are left unread (a page tree
+/// pointing every page at one heavy stream costs a turn no more than this).
+const MAX_READING: Duration = Duration::from_secs(10);
+
+thread_local! {
+    /// What the objects loaded so far hold, on this thread (the loader calls a plain `fn`).
+    static LOADED: Cell<usize> = const { Cell::new(0) };
+}
 
 /// The text read, and how much of the document it covers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,13 +60,47 @@ pub fn text(bytes: &[u8], max_chars: usize) -> Result<Text, String> {
     run.unwrap_or_else(|_| Err("the PDF reader gave up on it".into()))
 }
 
+/// The loader's filter: keeps each object while all of them together stay within
+/// `MAX_LOADED_BYTES`, and drops every object after that (the load is then refused).
+fn within_budget(id: ObjectId, object: &mut Object) -> Option<(ObjectId, Object)> {
+    let loaded = LOADED.with(|l| {
+        let total = l.get().saturating_add(size(object));
+        l.set(total);
+        total
+    });
+    (loaded <= MAX_LOADED_BYTES).then(|| (id, object.clone()))
+}
+
+/// About how many bytes an object holds.
+fn size(object: &Object) -> usize {
+    match object {
+        Object::String(bytes, _) | Object::Name(bytes) => bytes.len(),
+        Object::Stream(stream) => stream.content.len() + dict_size(&stream.dict),
+        Object::Array(items) => items.iter().map(size).sum::<usize>() + 16,
+        Object::Dictionary(dict) => dict_size(dict),
+        _ => 16,
+    }
+}
+
+fn dict_size(dict: &lopdf::Dictionary) -> usize {
+    dict.iter().map(|(k, v)| k.len() + size(v)).sum::<usize>() + 16
+}
+
 fn extract(bytes: &[u8], max_chars: usize) -> Result<Text, String> {
     let options = lopdf::LoadOptions {
         max_decompressed_size: Some(MAX_STREAM_BYTES),
+        filter: Some(within_budget),
         ..Default::default()
     };
-    let doc = lopdf::Document::load_mem_with_options(bytes, options)
-        .map_err(|e| format!("a corrupt PDF: {}", short(&e.to_string())))?;
+    LOADED.with(|l| l.set(0));
+    let loaded = lopdf::Document::load_mem_with_options(bytes, options);
+    if LOADED.with(Cell::get) > MAX_LOADED_BYTES {
+        return Err(format!(
+            "a PDF whose objects hold more than {} MB: not read",
+            MAX_LOADED_BYTES >> 20
+        ));
+    }
+    let doc = loaded.map_err(|e| format!("a corrupt PDF: {}", short(&e.to_string())))?;
     if doc.is_encrypted() {
         return Err("an encrypted PDF".into());
     }
@@ -65,7 +115,11 @@ fn extract(bytes: &[u8], max_chars: usize) -> Result<Text, String> {
         cut: false,
     };
     let mut chars = 0;
+    let began = Instant::now();
     for number in pages.keys().take(MAX_PAGES) {
+        if began.elapsed() > MAX_READING {
+            break;
+        }
         // A page that cannot be read is skipped: the others may still say something.
         let page = doc
             .extract_text_with_limit(&[*number], MAX_PAGE_BYTES)
@@ -157,12 +211,31 @@ mod tests {
     fn a_pdf_with_many_pages_is_read_only_to_the_bound() {
         let texts: Vec<String> = (0..MAX_PAGES + 50).map(|i| format!("page {i}")).collect();
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-        let started = std::time::Instant::now();
         let t = text(&sample(&refs), 1_000_000).unwrap();
         assert_eq!((t.pages_read, t.pages), (MAX_PAGES, MAX_PAGES + 50));
         assert!(!t.text.contains(&format!("page {}", MAX_PAGES + 1)));
         assert!(t.note().unwrap().contains(&format!("first {MAX_PAGES} of")));
-        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    }
+
+    #[test]
+    fn the_objects_loaded_are_bounded_together_not_only_one_by_one() {
+        LOADED.with(|l| l.set(0));
+        let big = || {
+            Object::String(
+                vec![b'a'; MAX_LOADED_BYTES / 2 - 1024],
+                lopdf::StringFormat::Literal,
+            )
+        };
+        assert!(within_budget((1, 0), &mut big()).is_some());
+        assert!(within_budget((2, 0), &mut big()).is_some());
+        assert!(
+            within_budget((3, 0), &mut big()).is_none(),
+            "over the budget together"
+        );
+        assert!(within_budget((4, 0), &mut Object::Integer(1)).is_none());
+        // Each document starts from nothing.
+        let t = text(&sample(&["Hello again"]), 100).unwrap();
+        assert!(t.text.contains("Hello again"), "{t:?}");
     }
 
     #[test]

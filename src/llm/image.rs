@@ -4,7 +4,7 @@
 //!
 //! The format is told by the bytes, never by a name or a MIME type. The header is read
 //! first: an image over [`MAX_PIXELS`] (a decompression bomb: 50,000 × 50,000 pixels fit in
-//! a small PNG) is refused before any pixel is decoded, and each decoder is held to
+//! a small PNG) or with an edge over [`MAX_SOURCE_EDGE`] is refused before any pixel is decoded, and each decoder is held to
 //! [`decode::MAX_DECODER_BYTES`] besides. Pixels go straight into a streaming resizer at the
 //! fitted size, so memory is the fitted image plus what the format's decoder holds (a PNG
 //! row; a JPEG scaled down by its DCT; a GIF's or WebP's frame). An image already within the
@@ -25,6 +25,11 @@ pub const MAX_PIXELS: u64 = 40_000_000;
 
 /// The longest edge any provider limit is taken at (JPEG's own limit is 65,535).
 const MAX_EDGE: u32 = 16_384;
+
+/// The longest edge anima decodes: a PNG may declare 2³¹ pixels on one edge, and a
+/// 40,000,000 × 1 image (within [`MAX_PIXELS`], a few kilobytes of zeros) would make the
+/// resizer's weights alone hundreds of megabytes. JPEG's, GIF's and WebP's own limit.
+pub const MAX_SOURCE_EDGE: u32 = 65_535;
 
 /// What a provider takes: the longest edge in pixels, the encoded size, the media types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,7 +88,9 @@ pub fn prepare(bytes: &[u8], limits: &ImageLimits) -> Result<Image, ImageError> 
     let format =
         decode::Format::sniff(bytes).ok_or_else(|| ImageError::Unsupported(describe(bytes)))?;
     let header = decode::header(bytes, format)?;
-    if u64::from(header.width) * u64::from(header.height) > MAX_PIXELS {
+    if u64::from(header.width) * u64::from(header.height) > MAX_PIXELS
+        || header.width.max(header.height) > MAX_SOURCE_EDGE
+    {
         return Err(ImageError::TooLarge {
             width: header.width,
             height: header.height,

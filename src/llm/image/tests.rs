@@ -300,6 +300,24 @@ fn a_decompression_bomb_is_refused_from_its_header() {
 }
 
 #[test]
+fn a_png_one_pixel_high_and_forty_million_wide_is_refused_from_its_header() {
+    // Within the pixel limit, but its resizer weights alone would be hundreds of megabytes.
+    let thin = png_header_claiming(40_000_000, 1);
+    assert_eq!(
+        prepare(&thin, &ANY),
+        Err(ImageError::TooLarge {
+            width: 40_000_000,
+            height: 1
+        })
+    );
+    let tall = png_header_claiming(1, MAX_SOURCE_EDGE + 1);
+    assert!(matches!(
+        prepare(&tall, &ANY),
+        Err(ImageError::TooLarge { .. })
+    ));
+}
+
+#[test]
 fn truncated_and_corrupt_images_are_corrupt_with_a_reason() {
     let png = png_of(300, 200, png::ColorType::Rgb, &photo(300, 200));
     for cut in [png.len() / 2, 40, 20] {
