@@ -366,6 +366,7 @@ impl Caller<'_> {
         };
         let asked = model.unwrap_or(self.provider.model());
         (self.tracer).answered(&purpose, Sent::Built(&built), asked, answered);
+        self.tracer.images(self.images);
         let run = called.map_err(|(e, us)| (e, rs.spent.model_us + us))?;
         if !matches!(machine, Some((_, _, MachineCall::Select))) {
             self.tracer.cognition(&run.cognition);

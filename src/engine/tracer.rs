@@ -166,6 +166,24 @@ impl<'h> Tracer<'h> {
         );
     }
 
+    /// The images the last call carried: each a section of no text, its tokens estimated as
+    /// the provider counts them (see `llm::image::estimated_tokens`).
+    pub fn images(&self, images: &[crate::llm::Image]) {
+        if images.is_empty() {
+            return;
+        }
+        self.with_body(|b| {
+            if let Some(call) = b.calls.last_mut() {
+                call.sections.extend(images.iter().map(|i| Section {
+                    name: "image".into(),
+                    chars: 0,
+                    tokens: i.estimated_tokens(),
+                    cached: false,
+                }));
+            }
+        });
+    }
+
     /// A call came back (or failed): kept whole in the trace, its cost to the stream.
     pub fn answered(&self, purpose: &str, sent: Sent, model: &str, answered: Answered) {
         self.with_body(|b| b.calls.push(model_call(purpose, sent, model, answered)));

@@ -180,3 +180,35 @@ fn a_line_is_one_line_cut_by_characters() {
     assert!(cut.ends_with('…'));
     assert_eq!(one_line(&"🌍".repeat(LINE_CHARS)), "🌍".repeat(LINE_CHARS));
 }
+
+#[test]
+fn the_images_a_call_carried_are_sections_of_their_estimated_tokens() {
+    let hub = Hub::default();
+    let t = Tracer::new(&hub, "b".repeat(32).as_str(), Kind::Message, "C1:1.0", true);
+    let call = call();
+    let answer = completion("<affirmation>I see it</affirmation>");
+    t.images(&[]);
+    t.answered("wakeup", Sent::State(&call), "m", Ok((&answer, 1_000)));
+    let text_sections = {
+        let row = Tracer::new(&hub, "c".repeat(32).as_str(), Kind::Message, "C1:1.0", true);
+        row.answered("wakeup", Sent::State(&call), "m", Ok((&answer, 1_000)));
+        let body = TraceBody::from_json(&row.finish(columns()).unwrap().body).unwrap();
+        body.calls[0].sections.len()
+    };
+    let image = crate::llm::Image {
+        media_type: "image/png".into(),
+        data: vec![0; 10],
+        width: 1500,
+        height: 750,
+    };
+    t.images(std::slice::from_ref(&image));
+    let body = TraceBody::from_json(&t.finish(columns()).unwrap().body).unwrap();
+    let sections = &body.calls[0].sections;
+    assert_eq!(sections.len(), text_sections + 1);
+    let last = sections.last().unwrap();
+    assert_eq!(
+        (last.name.as_str(), last.chars, last.cached),
+        ("image", 0, false)
+    );
+    assert_eq!(last.tokens, 1_500, "1500 × 750 / 750");
+}
