@@ -136,8 +136,10 @@ fn a_slow_daimon_costs_at_most_its_timeout_and_the_reply_still_comes() {
     let asked_daimon = daimon.asked()[0].at;
     let asked_model = model.asked()[0].1;
     let cost = asked_model.saturating_duration_since(asked_daimon);
+    // The timeout, and a margin for a loaded machine: a bound, not a speed (the daimon would
+    // have taken 10 s).
     assert!(
-        cost >= Duration::from_millis(250) && cost < Duration::from_millis(1300),
+        cost >= Duration::from_millis(250) && cost < Duration::from_millis(300 + 3_000),
         "the turn waited {cost:?} for a daimon with a 300 ms timeout"
     );
     assert!(!model.requests()[0].turn_text().contains("<intuition>"));
