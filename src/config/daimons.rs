@@ -199,29 +199,6 @@ pub(super) fn check(
     (out, problems)
 }
 
-/// The line of `key` in the `index`th `[[daimons]]` table (or of its header), from 1.
-pub(super) fn daimon_line(text: &str, index: usize, key: &str) -> Option<usize> {
-    let mut seen = None;
-    let mut header = None;
-    for (n, line) in text.lines().enumerate() {
-        let t = line.trim();
-        if t.starts_with('[') {
-            let inner = t.trim_start_matches('[').trim_end_matches(']').trim();
-            if t.starts_with("[[") && inner == "daimons" {
-                seen = Some(seen.map_or(0, |s: usize| s + 1));
-                if seen == Some(index) {
-                    header = Some(n + 1);
-                }
-            } else if seen == Some(index) {
-                break;
-            }
-        } else if seen == Some(index) && t.split('=').next().map(str::trim) == Some(key) {
-            return Some(n + 1);
-        }
-    }
-    header
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -277,13 +254,5 @@ mod tests {
                 (4, "bearer_env")
             ]
         );
-    }
-
-    #[test]
-    fn a_daimons_key_is_found_on_its_line() {
-        let text = "[llm]\nmodel = \"m\"\n[[daimons]]\nname = \"a\"\n[[daimons]]\nname = \"b\"\nurl = \"x\"\n[http]\nurl = 1\n";
-        assert_eq!(daimon_line(text, 1, "url"), Some(7));
-        assert_eq!(daimon_line(text, 1, "soul_file"), Some(5), "the header");
-        assert_eq!(daimon_line(text, 0, "name"), Some(4));
     }
 }

@@ -235,31 +235,6 @@ pub(super) fn check(
     (out, problems)
 }
 
-/// The line of `key` in the `index`th `[[tools.servers]]` table (or of its header), from 1.
-pub(super) fn server_line(text: &str, index: usize, key: &str) -> Option<usize> {
-    let mut seen = None;
-    let mut header = None;
-    for (n, line) in text.lines().enumerate() {
-        let t = line.trim();
-        if t.starts_with('[') {
-            let inner = t.trim_start_matches('[').trim_end_matches(']').trim();
-            if t.starts_with("[[") && inner == "tools.servers" {
-                seen = Some(seen.map_or(0, |s: usize| s + 1));
-                if seen == Some(index) {
-                    header = Some(n + 1);
-                }
-            } else if seen == Some(index) {
-                break;
-            } else {
-                continue;
-            }
-        } else if seen == Some(index) && t.split('=').next().map(str::trim) == Some(key) {
-            return Some(n + 1);
-        }
-    }
-    header
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -308,13 +283,5 @@ mod tests {
                 (4, "bearer_env")
             ]
         );
-    }
-
-    #[test]
-    fn a_servers_key_is_found_on_its_line() {
-        let text = "[llm]\nmodel = \"m\"\n[[tools.servers]]\nname = \"a\"\n[[tools.servers]]\nname = \"b\"\nurl = \"x\"\n[http]\nurl = 1\n";
-        assert_eq!(server_line(text, 1, "url"), Some(7));
-        assert_eq!(server_line(text, 1, "command"), Some(5), "the header");
-        assert_eq!(server_line(text, 0, "name"), Some(4));
     }
 }

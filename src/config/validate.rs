@@ -135,22 +135,19 @@ fn parsed_values(
         }
     };
     let (tool_servers, tool_problems) = tools::check(&raw.tools, base);
-    for (i, key, message) in tool_problems {
-        problems.push(Problem {
-            file: file_name.to_string(),
-            key: format!("tools.servers[{i}].{key}"),
-            line: tools::server_line(text, i, key),
-            message,
-        });
-    }
     let (daimons, daimon_problems) = daimons::check(&raw.daimons, base);
-    for (i, key, message) in daimon_problems {
-        problems.push(Problem {
-            file: file_name.to_string(),
-            key: format!("daimons[{i}].{key}"),
-            line: daimons::daimon_line(text, i, key),
-            message,
-        });
+    for (table, found) in [
+        ("tools.servers", tool_problems),
+        ("daimons", daimon_problems),
+    ] {
+        for (i, key, message) in found {
+            problems.push(Problem {
+                file: file_name.to_string(),
+                key: format!("{table}[{i}].{key}"),
+                line: entry_line(text, table, i, key),
+                message,
+            });
+        }
     }
     let parsed = Parsed {
         base_url,
@@ -292,4 +289,47 @@ fn weights(w: &[f64]) -> [f64; 5] {
 
 fn is_http_url(s: &str) -> bool {
     (s.starts_with("http://") || s.starts_with("https://")) && s.len() > "https://".len()
+}
+
+/// The line of `key` in the `index`th `[[table]]` entry (or of that entry's header), from 1.
+fn entry_line(text: &str, table: &str, index: usize, key: &str) -> Option<usize> {
+    let mut seen = None;
+    let mut header = None;
+    for (n, line) in text.lines().enumerate() {
+        let t = line.trim();
+        if t.starts_with('[') {
+            let inner = t.trim_start_matches('[').trim_end_matches(']').trim();
+            if t.starts_with("[[") && inner == table {
+                seen = Some(seen.map_or(0, |s: usize| s + 1));
+                if seen == Some(index) {
+                    header = Some(n + 1);
+                }
+            } else if seen == Some(index) {
+                break;
+            }
+        } else if seen == Some(index) && t.split('=').next().map(str::trim) == Some(key) {
+            return Some(n + 1);
+        }
+    }
+    header
+}
+
+#[cfg(test)]
+mod tests {
+    use super::entry_line;
+
+    #[test]
+    fn an_entrys_key_is_found_on_its_line() {
+        for table in ["tools.servers", "daimons"] {
+            let text = format!("[llm]\nmodel = \"m\"\n[[{table}]]\nname = \"a\"\n[[{table}]]\nname = \"b\"\nurl = \"x\"\n[http]\nurl = 1\n");
+            assert_eq!(entry_line(&text, table, 1, "url"), Some(7));
+            assert_eq!(
+                entry_line(&text, table, 1, "command"),
+                Some(5),
+                "the header"
+            );
+            assert_eq!(entry_line(&text, table, 0, "name"), Some(4));
+            assert_eq!(entry_line(&text, "other", 0, "name"), None);
+        }
+    }
 }
