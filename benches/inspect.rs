@@ -138,7 +138,7 @@ async fn fill(store: &Arc<dyn Store>, template: &TraceRow) {
         batch.push(row);
         if batch.len() == 500 {
             store
-                .record_traces(std::mem::take(&mut batch))
+                .record_traces(std::mem::take(&mut batch).into())
                 .await
                 .unwrap();
         }

@@ -15,12 +15,15 @@ use super::{turn, Inspector, MAX_LIMIT};
 use crate::memory::{TraceRow, TraceSummary};
 use crate::window::TraceBody;
 
-/// A list's query: `thread`, `limit` (at most `MAX_LIMIT`), `before` (unix ms, exclusive).
+/// A list's query: `thread`, `limit` (at most `MAX_LIMIT`), `before` (unix ms, exclusive);
+/// for the conversations, `after_at` and `after_thread` (the last one listed).
 #[derive(Debug, Default, Deserialize)]
 pub struct ListQuery {
     pub thread: Option<String>,
     pub limit: Option<usize>,
     pub before: Option<i64>,
+    pub after_at: Option<i64>,
+    pub after_thread: Option<String>,
 }
 
 impl ListQuery {
@@ -30,6 +33,14 @@ impl ListQuery {
 
     pub fn thread(&self) -> Option<&str> {
         self.thread.as_deref().filter(|t| !t.is_empty())
+    }
+
+    /// The conversation the list of conversations goes on after, if any.
+    pub fn after(&self) -> Option<(i64, String)> {
+        Some((
+            self.after_at?,
+            self.after_thread.clone().unwrap_or_default(),
+        ))
     }
 }
 

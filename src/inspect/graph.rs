@@ -240,7 +240,7 @@ pub async fn page(State(s): State<Arc<Inspector>>) -> Response {
     let mut standing: BTreeMap<String, u64> = BTreeMap::new();
     let conversations = s
         .store
-        .traced_conversations(MAX_LIMIT)
+        .traced_conversations(None, MAX_LIMIT)
         .await
         .unwrap_or_default();
     let mut threads = BTreeSet::new();

@@ -100,7 +100,7 @@ pub fn timeline(turns: &[TraceSummary], thread: Option<&str>, next: Option<i64>)
 
 /// `/inspect/`: the login link's target; the conversations and the latest turns.
 pub async fn home(State(s): State<Arc<Inspector>>, Query(q): Query<ListQuery>) -> Response {
-    let conversations = match s.store.traced_conversations(MAX_LIMIT).await {
+    let conversations = match s.store.traced_conversations(q.after(), MAX_LIMIT).await {
         Ok(c) => c,
         Err(e) => return store_error(e),
     };
@@ -122,10 +122,19 @@ pub async fn home(State(s): State<Arc<Inspector>>, Query(q): Query<ListQuery>) -
         );
     }
     body.push_str("</ul>");
-    if conversations.len() == MAX_LIMIT {
+    if conversations.is_empty() && q.after().is_some() {
+        body.push_str("<p class=\"empty\">No conversations traced before these.</p>");
+    }
+    if let Some(last) = conversations
+        .last()
+        .filter(|_| conversations.len() == MAX_LIMIT)
+    {
         let _ = write!(
             body,
-            "<p class=\"note\">The {MAX_LIMIT} most recently traced.</p>"
+            "<p><a class=\"older\" href=\"?after_at={}&amp;after_thread={}\">Conversations traced \
+             before these</a></p>",
+            last.last_at,
+            escape(&query_value(&last.thread))
         );
     }
     body.push_str("</section><section><h2>Latest turns</h2>");

@@ -134,18 +134,42 @@ impl TraceWriter {
     /// Takes a batch off the queue and writes it: how many it took (0: the queue was empty).
     async fn write_batch(&self) -> usize {
         let _writing = self.writing.lock().await;
-        let batch: Vec<TraceRow> = {
+        let batch: Arc<[TraceRow]> = {
             let mut queue = lock(&self.queue);
             let n = queue.len().min(BATCH);
             queue.drain(..n).collect()
         };
         let n = batch.len();
-        if n > 0 {
-            if let Err(e) = self.store.record_traces(batch).await {
-                warn!(error = %e, traces = n, "turns' traces were not kept");
+        if n == 1 {
+            if let Err(e) = self.store.record_traces(batch.clone()).await {
+                warn!(error = %e, trace = %batch[0].trace, "a turn's trace was not kept");
+            }
+        } else if n > 1 {
+            if let Err(e) = self.store.record_traces(batch.clone()).await {
+                self.one_by_one(&batch, &e).await;
             }
         }
         n
+    }
+
+    /// A batch the store refused, tried again a trace at a time, so that one trace the store
+    /// cannot keep (a value its index cannot hold) costs only itself; what still fails is
+    /// warned about once, with the first trace's id.
+    async fn one_by_one(&self, batch: &[TraceRow], first: &crate::memory::StoreError) {
+        let mut lost = Vec::new();
+        let mut last = None;
+        for row in batch {
+            if let Err(e) = self.store.record_traces(Arc::from([row.clone()])).await {
+                lost.push(row.trace.as_str());
+                last = Some(e);
+            }
+        }
+        if let Some(e) = last {
+            warn!(
+                error = %e, batch_error = %first, traces = lost.len(), of = batch.len(),
+                first = %lost[0], "turns' traces were not kept"
+            );
+        }
     }
 
     /// With no runner on duty: a task that writes what is queued, unless one already does.
@@ -305,6 +329,42 @@ mod tests {
             "a full batch, then one"
         );
         assert_eq!(rt.block_on(kept(&store)), BATCH + 1);
+    }
+
+    #[tokio::test]
+    async fn a_trace_the_store_refuses_costs_only_itself_not_its_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        let sqlite = Sqlite::open(&dir.path().join("anima.db")).unwrap();
+        // As PostgreSQL refuses a value too long for its index: this one person's trace.
+        sqlite
+            .blocking()
+            .write(|c| {
+                c.execute_batch(
+                    "CREATE TRIGGER refuse BEFORE INSERT ON traces WHEN NEW.person = 'bad'
+                     BEGIN SELECT RAISE(ABORT, 'too long for the index'); END;",
+                )?;
+                Ok(())
+            })
+            .unwrap();
+        let store = sqlite.shared();
+        let writer = TraceWriter::new(store.clone());
+        for n in 0..10 {
+            let mut r = row(n);
+            if n == 4 {
+                r.person = Some("bad".into());
+            }
+            writer.push(r);
+        }
+        writer.flush().await;
+        let ids: Vec<String> = store
+            .traces(None, None, 100)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|t| t.trace)
+            .collect();
+        assert_eq!(ids.len(), 9, "every trace but the refused one: {ids:?}");
+        assert!(!ids.contains(&row(4).trace));
     }
 
     #[tokio::test]

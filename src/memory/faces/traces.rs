@@ -1,5 +1,7 @@
 //! The window's face: the traces of model-facing turns, and the inner life's samples.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 
 use super::{Result, SamePlace};
@@ -14,8 +16,8 @@ pub trait Traces: Send + Sync {
     async fn record_trace(&self, trace: TraceRow) -> Result<()>;
     /// Keeps several turns' traces at once, each as `record_trace` keeps one (a later one of
     /// the same id replaces an earlier): the trace writer's batch. One write transaction for
-    /// them all; nothing is kept when it fails.
-    async fn record_traces(&self, traces: Vec<TraceRow>) -> Result<()>;
+    /// them all; nothing is kept when it fails (the caller still holds them, to try again).
+    async fn record_traces(&self, traces: Arc<[TraceRow]>) -> Result<()>;
     /// Traces newest first (by `at`, then id): of `thread` when given, begun before `before`
     /// (unix ms, exclusive) when given, at most `limit`; each reply cut to
     /// `SUMMARY_REPLY_CHARS` characters. A read.
@@ -36,8 +38,14 @@ pub trait Traces: Send + Sync {
         reference: &str,
         same_place: SamePlace,
     ) -> Result<Option<TraceRow>>;
-    /// Conversations with traces, the most recently traced first, at most `limit`. A read.
-    async fn traced_conversations(&self, limit: usize) -> Result<Vec<TracedConversation>>;
+    /// Conversations with traces, the most recently traced first (ties by thread), at most
+    /// `limit`; with `after` (a listed conversation's `last_at` and thread), those listed
+    /// after it, so a list pages on. A read.
+    async fn traced_conversations(
+        &self,
+        after: Option<(i64, String)>,
+        limit: usize,
+    ) -> Result<Vec<TracedConversation>>;
     /// Keeps the newest `keep` traces (0 keeps none) and deletes the rest; how many went. One
     /// write transaction.
     async fn prune_traces(&self, keep: u64) -> Result<u64>;

@@ -138,7 +138,7 @@ async fn forget_person(tx: &Tx<'_>, user_id: &str) -> Result<Forgotten> {
     };
     f.traces = tx
         .run(
-            "DELETE FROM traces WHERE person = $1
+            "DELETE FROM traces WHERE (md5(person) = md5($1) AND person = $1)
                 OR thread IN (SELECT thread FROM working_memory WHERE user_id = $1
                               UNION SELECT conversation FROM inbox WHERE user_id = $1)",
             &[&user_id],

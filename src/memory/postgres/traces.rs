@@ -1,6 +1,8 @@
 //! The window's face on PostgreSQL (see `faces::Traces`): traces and the inner life's
 //! samples, as on SQLite, with times as `timestamptz`.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use tokio_postgres::Row;
 
@@ -31,17 +33,17 @@ fn whole(r: &Row) -> TraceRow {
 #[async_trait]
 impl Traces for Postgres {
     async fn record_trace(&self, t: TraceRow) -> Result<()> {
-        self.record_traces(vec![t]).await
+        self.record_traces(Arc::from([t])).await
     }
 
-    async fn record_traces(&self, traces: Vec<TraceRow>) -> Result<()> {
+    async fn record_traces(&self, traces: Arc<[TraceRow]>) -> Result<()> {
         if traces.is_empty() {
             return Ok(());
         }
         let result = async {
             let mut client = self.client().await?;
             let tx = client.transaction().await?;
-            for t in &traces {
+            for t in traces.iter() {
                 tx.run(
                     "INSERT INTO traces (trace, kind, thread, person, inbox, process, at, reply, body)
                      VALUES ($1, $2, $3, $4, $5, $6, anima_at($7), $8, $9)
@@ -147,13 +149,24 @@ impl Traces for Postgres {
         Ok(row.as_ref().map(whole))
     }
 
-    async fn traced_conversations(&self, limit: usize) -> Result<Vec<TracedConversation>> {
+    async fn traced_conversations(
+        &self,
+        after: Option<(i64, String)>,
+        limit: usize,
+    ) -> Result<Vec<TracedConversation>> {
+        let (at, thread) = match after {
+            Some((at, thread)) => (Some(at), thread),
+            None => (None, String::new()),
+        };
         let client = self.client().await?;
         let rows = client
             .rows(
                 "SELECT thread, count(*), anima_ms(max(at)) FROM traces WHERE thread <> ''
-                 GROUP BY thread ORDER BY max(at) DESC, thread LIMIT $1",
-                &[&(limit as i64)],
+                 GROUP BY thread
+                 HAVING $2::bigint IS NULL OR max(at) < anima_at($2)
+                     OR (max(at) = anima_at($2) AND thread > $3::text)
+                 ORDER BY max(at) DESC, thread LIMIT $1",
+                &[&(limit as i64), &at, &thread],
             )
             .await?;
         Ok(rows

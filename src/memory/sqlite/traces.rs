@@ -1,6 +1,8 @@
 //! The window's face on SQLite: traces and the inner life's samples, each write one
 //! transaction, each read one statement or two.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use rusqlite::{params, OptionalExtension, Row};
 
@@ -41,10 +43,10 @@ fn summary(r: &Row) -> rusqlite::Result<TraceSummary> {
 #[async_trait]
 impl Traces for Sqlite {
     async fn record_trace(&self, t: TraceRow) -> Result<()> {
-        self.record_traces(vec![t]).await
+        self.record_traces(Arc::from([t])).await
     }
 
-    async fn record_traces(&self, traces: Vec<TraceRow>) -> Result<()> {
+    async fn record_traces(&self, traces: Arc<[TraceRow]>) -> Result<()> {
         if traces.is_empty() {
             return Ok(());
         }
@@ -55,7 +57,7 @@ impl Traces for Sqlite {
                          (trace, kind, thread, person, inbox, process, at, reply, body)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
                 )?;
-                for t in &traces {
+                for t in traces.iter() {
                     insert.execute(params![
                         t.trace, t.kind, t.thread, t.person, t.inbox, t.process, t.at, t.reply,
                         t.body
@@ -144,15 +146,22 @@ impl Traces for Sqlite {
         .await
     }
 
-    async fn traced_conversations(&self, limit: usize) -> Result<Vec<TracedConversation>> {
+    async fn traced_conversations(
+        &self,
+        after: Option<(i64, String)>,
+        limit: usize,
+    ) -> Result<Vec<TracedConversation>> {
+        // No cursor: after one later than any trace.
+        let (at, thread) = after.unwrap_or((i64::MAX, String::new()));
         self.call(move |db| {
             let conn = db.conn();
             let mut stmt = conn.prepare_cached(
                 "SELECT thread, count(*), max(at) FROM traces WHERE thread <> ''
-                 GROUP BY thread ORDER BY max(at) DESC, thread LIMIT ?1",
+                 GROUP BY thread HAVING max(at) < ?2 OR (max(at) = ?2 AND thread > ?3)
+                 ORDER BY max(at) DESC, thread LIMIT ?1",
             )?;
             let rows = stmt
-                .query_map([limit as i64], |r| {
+                .query_map(params![limit as i64, at, thread], |r| {
                     Ok(TracedConversation {
                         thread: r.get(0)?,
                         traces: r.get::<_, i64>(1)? as u64,

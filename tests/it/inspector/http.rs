@@ -240,8 +240,7 @@ fn long_texts_are_cut_with_a_link_and_lists_stay_bounded() {
     body.calls[0].raw = "<<a<b>></c><internal_monologue><</internal_>".repeat(5_000);
     body.decisions[0].text = "<a<b>tool ✨".repeat(100_000);
     huge.body = body.to_json();
-    // A name past what a page shows (PostgreSQL's index on a trace's person takes no more
-    // than about 2,700 bytes: no person in Slack comes near).
+    // A name past what a page shows.
     let name = "<script>".repeat(300);
     huge.person = Some(name.clone());
     record(&home, huge);
@@ -314,13 +313,27 @@ fn long_texts_are_cut_with_a_link_and_lists_stay_bounded() {
     let home_page = get(&url("/inspect/"), &h);
     assert_eq!(home_page.status, 200);
     assert_eq!(home_page.body.matches("<li class=\"turn\"").count(), 50);
-    assert!(
-        home_page
-            .body
-            .matches("<li><a href=\"/inspect/thread")
-            .count()
-            <= 100
-    );
+    let links = |body: &str| -> Vec<String> {
+        body.split("<li><a href=\"/inspect/thread?thread=")
+            .skip(1)
+            .map(|l| l.split('"').next().unwrap().to_string())
+            .collect()
+    };
+    let first = links(&home_page.body);
+    assert_eq!(first.len(), 100, "a page of conversations");
+    assert_eq!(first[1..3], ["T0", "T1"], "the most recently traced first");
+    // The rest of the 10,000 page on behind a link, none listed twice.
+    let more = home_page
+        .body
+        .split("<a class=\"older\" href=\"")
+        .nth(1)
+        .and_then(|l| l.split('"').next())
+        .expect("a link to the conversations before these")
+        .replace("&amp;", "&");
+    assert!(more.starts_with("?after_at="), "{more}");
+    let second = links(&get(&url(&format!("/inspect/{more}")), &h).body);
+    assert_eq!(second.len(), 100);
+    assert_eq!(second[0], "T99", "the next after the first page's last");
     assert!(home_page.body.contains("Older turns"));
     assert!(
         home_page.body.len() < 200_000,

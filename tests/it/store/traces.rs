@@ -45,12 +45,25 @@ async fn traces_are_kept_whole_listed_newest_first_and_paged() {
         s.record_trace(again.clone()).await.unwrap();
         assert_eq!(s.trace("t1").await.unwrap(), Some(again), "{name}");
         assert_eq!(s.trace("nope").await.unwrap(), None, "{name}");
-        let conversations = s.traced_conversations(10).await.unwrap();
+        let conversations = s.traced_conversations(None, 10).await.unwrap();
         let seen: Vec<(&str, u64)> = conversations
             .iter()
             .map(|c| (c.thread.as_str(), c.traces))
             .collect();
         assert_eq!(seen, [("C1:1.0", 2), ("C2:1.0", 1)], "{name}");
+        // Paged one at a time, a tie on the last time included: every conversation once.
+        s.record_trace(trace("t9", "C0:1.0", 1_002, None))
+            .await
+            .unwrap();
+        let mut paged = Vec::new();
+        let mut after = None;
+        loop {
+            let page = s.traced_conversations(after, 1).await.unwrap();
+            let Some(c) = page.first() else { break };
+            paged.push(c.thread.clone());
+            after = Some((c.last_at, c.thread.clone()));
+        }
+        assert_eq!(paged, ["C0:1.0", "C1:1.0", "C2:1.0"], "{name}");
     });
 }
 
@@ -73,9 +86,9 @@ async fn a_batch_of_traces_is_one_write_and_a_conversation_pages_back() {
         again.body = "{}".into();
         batch.push(again.clone());
         let writes = s.write_transactions();
-        s.record_traces(batch).await.unwrap();
+        s.record_traces(batch.into()).await.unwrap();
         assert_eq!(s.write_transactions() - writes, 1, "{name}");
-        s.record_traces(Vec::new()).await.unwrap();
+        s.record_traces(Vec::new().into()).await.unwrap();
         assert_eq!(s.trace("b0").await.unwrap(), Some(again), "{name}");
         let ids = |page: Vec<anima::memory::TraceSummary>| -> Vec<String> {
             page.into_iter().map(|t| t.trace).collect()
@@ -168,5 +181,36 @@ async fn pruning_keeps_the_newest_and_samples_stay_bounded() {
             .collect();
         assert_eq!(kept, [2, 3, 4, 5], "{name}");
         assert_eq!(s.psyche_samples(4, 1).await.unwrap()[0].at, 4, "{name}");
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_too_long_for_an_index_entry_is_kept_and_forgotten() {
+    use anima::memory::faces::Forgetting;
+    on_every_backend!(|s, name| {
+        // Longer than a PostgreSQL B-tree entry (about 2,700 bytes), and not compressible.
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let person: String = (0..4_000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                char::from(b'a' + (x % 26) as u8)
+            })
+            .collect();
+        let mut long = trace("long", "C9:1.0", 5_000, None);
+        long.person = Some(person.clone());
+        s.record_traces(vec![trace("short", "C8:1.0", 4_999, None), long].into())
+            .await
+            .unwrap();
+        assert_eq!(
+            s.trace("long").await.unwrap().and_then(|t| t.person),
+            Some(person.clone()),
+            "{name}"
+        );
+        let gone = s.forget_person(&person).await.unwrap();
+        assert_eq!(gone.traces, 1, "{name}");
+        assert!(s.trace("long").await.unwrap().is_none(), "{name}");
+        assert!(s.trace("short").await.unwrap().is_some(), "{name}");
     });
 }
