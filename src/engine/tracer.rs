@@ -186,7 +186,10 @@ impl<'h> Tracer<'h> {
 
     /// A call came back (or failed): kept whole in the trace, its cost to the stream.
     pub fn answered(&self, purpose: &str, sent: Sent, model: &str, answered: Answered) {
-        self.with_body(|b| b.calls.push(model_call(purpose, sent, model, answered)));
+        self.with_body(|b| {
+            let call = model_call(purpose, sent, model, answered, b);
+            b.calls.push(call);
+        });
         match answered {
             Ok((c, us)) => self.emit(
                 Phase::Model,
@@ -301,6 +304,7 @@ impl<'h> Tracer<'h> {
         let mut body = self.body.into_inner().unwrap_or_else(|p| p.into_inner());
         body.processes = c.processes;
         body.total_ms = self.started.elapsed().as_millis() as u64;
+        let pieces = std::mem::take(&mut body.pieces);
         Some(TraceRow {
             trace: self.id,
             kind: body.kind.as_str().to_string(),
@@ -311,6 +315,7 @@ impl<'h> Tracer<'h> {
             at: self.at,
             reply: c.reply,
             body: body.to_json(),
+            pieces,
         })
     }
 }
@@ -323,16 +328,36 @@ fn measured(sent: Sent) -> Vec<Section> {
         .collect()
 }
 
-/// A call as the trace keeps it: the prompt in sections and whole, the answer, its cost.
-fn model_call(purpose: &str, sent: Sent, model: &str, answered: Answered) -> ModelCall {
+/// A call as the trace keeps it: the prompt in sections and whole (its cached part one of
+/// `body`'s pieces, the same in most traces, so the store keeps it once), the answer, its
+/// cost.
+fn model_call(
+    purpose: &str,
+    sent: Sent,
+    model: &str,
+    answered: Answered,
+    body: &mut TraceBody,
+) -> ModelCall {
     let sections = sent.sections();
+    let cached: usize = (sections.iter())
+        .take_while(|s| s.cached)
+        .map(|s| s.text.len())
+        .sum();
+    let whole = prompt::sections::whole(&sections);
+    let (prefix, prompt) = if cached > 0 {
+        let (head, rest) = whole.split_at(cached);
+        (Some(body.piece(head)), rest.to_string())
+    } else {
+        (None, whole)
+    };
     let mut call = ModelCall {
         purpose: purpose.to_string(),
         sections: sections
             .iter()
             .map(|s| Section::of(s.name, &s.text, s.cached))
             .collect(),
-        prompt: prompt::sections::whole(&sections),
+        prompt,
+        prefix,
         model: model.to_string(),
         ..ModelCall::default()
     };

@@ -29,7 +29,7 @@ pub async fn load(s: &Inspector, id: &str) -> Result<Option<(TraceRow, TraceBody
     let Some(row) = s.store.trace(id).await.map_err(store_error)? else {
         return Ok(None);
     };
-    let body = TraceBody::from_json(&row.body).unwrap_or_else(|why| TraceBody {
+    let body = TraceBody::from_row(&row.body, &row.pieces).unwrap_or_else(|why| TraceBody {
         errors: vec![why],
         ..TraceBody::default()
     });

@@ -34,6 +34,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0019_said_index.sql"),
     include_str!("../../migrations/0020_traces.sql"),
     include_str!("../../migrations/0021_dossiers.sql"),
+    include_str!("../../migrations/0022_trace_pieces.sql"),
 ];
 
 /// The schema version this build writes.

@@ -162,7 +162,7 @@ pub async fn post(api: &SlackApi, ask: &Ask, text: &str) -> Result<(), SlackErro
 /// A trace in words, for Slack: the monologue, the process path and decisions, the checks,
 /// what memory was written, errors. Every text escaped and cut.
 pub fn explain(row: &TraceRow) -> String {
-    let body = match TraceBody::from_json(&row.body) {
+    let body = match TraceBody::from_row(&row.body, &row.pieces) {
         Ok(body) => body,
         Err(e) => {
             warn!(trace = %row.trace, error = %e, "why: a trace that cannot be read");
@@ -444,6 +444,7 @@ mod tests {
             at: 1,
             reply: Some("An answer.".into()),
             body: body.to_json(),
+            pieces: Vec::new(),
         }
     }
 

@@ -8,6 +8,9 @@
 
 use serde::{Deserialize, Serialize};
 
+/// In place of a prompt's piece the store no longer has.
+pub const MISSING_PIECE: &str = "[the cached part of this prompt is not kept]";
+
 /// What kind of turn a trace is of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
@@ -66,8 +69,12 @@ pub struct ModelCall {
     /// What the call was for: `turn`, `selection`, `effect`, `closing`, `state`, `dream` ….
     pub purpose: String,
     pub sections: Vec<Section>,
-    /// The whole prompt as sent, its parts in order.
+    /// The whole prompt as sent, its parts in order. As stored, with `prefix`, only what
+    /// follows the trace's piece of that number (`TraceBody::from_row` puts it back).
     pub prompt: String,
+    /// Which of the trace's pieces the prompt begins with (its cached part), when kept apart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<usize>,
     /// The model's answer before it was parsed (empty when the call failed).
     pub raw: String,
     pub model: String,
@@ -122,6 +129,10 @@ pub struct TraceBody {
     pub errors: Vec<String>,
     /// The whole turn, from its begin to its commit.
     pub total_ms: u64,
+    /// Texts kept apart from the body, which calls refer to by place (`ModelCall::prefix`):
+    /// stored once however many traces share them (`memory::TraceRow::pieces`).
+    #[serde(skip)]
+    pub pieces: Vec<String>,
 }
 
 impl TraceBody {
@@ -129,9 +140,36 @@ impl TraceBody {
         serde_json::to_string(self).expect("a trace body is plain data")
     }
 
-    /// Reads a stored body back; what is wrong with it, in words, when it cannot.
+    /// Reads a stored body back; what is wrong with it, in words, when it cannot. Prompts
+    /// kept in pieces stay so: `from_row` puts them together.
     pub fn from_json(json: &str) -> Result<TraceBody, String> {
         serde_json::from_str(json).map_err(|e| format!("a trace body that cannot be read: {e}"))
+    }
+
+    /// A stored body with the pieces its row came with: each call's prompt whole again (a
+    /// piece the store no longer has is named in its place).
+    pub fn from_row(json: &str, pieces: &[String]) -> Result<TraceBody, String> {
+        let mut body = TraceBody::from_json(json)?;
+        for call in &mut body.calls {
+            if let Some(n) = call.prefix.take() {
+                match pieces.get(n) {
+                    Some(head) => call.prompt.insert_str(0, head),
+                    None => call.prompt.insert_str(0, MISSING_PIECE),
+                }
+            }
+        }
+        Ok(body)
+    }
+
+    /// `text`'s place among the pieces, added when it is not one yet.
+    pub fn piece(&mut self, text: &str) -> usize {
+        match self.pieces.iter().position(|p| p == text) {
+            Some(n) => n,
+            None => {
+                self.pieces.push(text.to_string());
+                self.pieces.len() - 1
+            }
+        }
     }
 
     /// The monologue: every internal monologue step's text, in order.

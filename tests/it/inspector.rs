@@ -206,6 +206,7 @@ pub fn trace(n: u64, thread: &str, person: &str, said: &str, reply: &str, at: i6
         at,
         reply: Some(reply.into()),
         body: body.to_json(),
+        pieces: Vec::new(),
     }
 }
 

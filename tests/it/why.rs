@@ -74,6 +74,7 @@ fn keep_trace(home: &Home, inbox: i64, thread: &str) {
         at: anima::memory::now_ms() + 3_600_000,
         reply: Some("Rivers run.".into()),
         body: body.to_json(),
+        pieces: Vec::new(),
     };
     wait(home.store().record_trace(row)).unwrap();
 }

@@ -26,7 +26,7 @@ fn traces(home: &Home, thread: Option<&str>) -> Vec<TraceRow> {
 }
 
 fn body(row: &TraceRow) -> TraceBody {
-    TraceBody::from_json(&row.body).unwrap()
+    TraceBody::from_row(&row.body, &row.pieces).unwrap()
 }
 
 #[test]
@@ -60,6 +60,13 @@ fn a_turn_leaves_its_prompt_in_sections_the_raw_answer_the_cognition_and_the_rep
 
     let b = body(row);
     assert_eq!(b.stimulus, message);
+    // The cached part (soul.md, skills, steps) kept once apart from the body, and put back.
+    assert_eq!(row.pieces.len(), 1);
+    let soul_md =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/soul/soul.md")).unwrap();
+    let opening = soul_md.lines().next().unwrap();
+    assert!(row.pieces[0].contains(opening) && !row.body.contains(opening));
+    assert!(b.calls[0].prompt.starts_with(&row.pieces[0]));
     assert_eq!(
         b.processes,
         ["greeting", "main"],

@@ -64,6 +64,7 @@ fn a_kept_trace_holds_the_call_its_cognition_and_what_was_decided() {
     let call = call();
     let answer = completion("<affirmation>I am Wren ✨</affirmation>");
     t.answered("wakeup", Sent::State(&call), "m", Ok((&answer, 1_500_000)));
+    t.answered("consent", Sent::State(&call), "m", Ok((&answer, 1_000)));
     let parsed = crate::parse::parse_response(
         "<internal_monologue verb=\"mused\">ça 🌍</internal_monologue><external_dialogue verb=\"said\">Hi</external_dialogue><mental_query question=\"Is it late?\">true</mental_query>",
         3000,
@@ -74,7 +75,21 @@ fn a_kept_trace_holds_the_call_its_cognition_and_what_was_decided() {
     let row = t.finish(columns()).expect("kept");
     assert_eq!((row.trace.as_str(), row.kind.as_str()), (id, "message"));
     assert_eq!(row.inbox, Some(4));
-    let body = TraceBody::from_json(&row.body).unwrap();
+    // The cached part kept apart, once for both calls, and put back when read.
+    assert_eq!(row.pieces, ["# Wren ✨"]);
+    assert!(!row.body.contains("# Wren"), "{}", row.body);
+    let stored = TraceBody::from_json(&row.body).unwrap();
+    assert_eq!(
+        (stored.calls[0].prefix, stored.calls[1].prefix),
+        (Some(0), Some(0))
+    );
+    let lost = TraceBody::from_row(&row.body, &[]).unwrap();
+    assert!(lost.calls[0]
+        .prompt
+        .starts_with(crate::window::trace::MISSING_PIECE));
+    let body = TraceBody::from_row(&row.body, &row.pieces).unwrap();
+    assert!(body.calls[1].prompt.starts_with("# Wren ✨\n\n<state_call"));
+    assert_eq!(body.calls[1].prefix, None);
     assert_eq!(body.stimulus, "Grüße 🌍 </instructions>");
     let c = &body.calls[0];
     assert_eq!(c.raw, "<affirmation>I am Wren ✨</affirmation>");

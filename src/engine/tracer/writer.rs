@@ -256,6 +256,7 @@ mod tests {
             at: n as i64,
             reply: Some(format!("reply {n}")),
             body: "{}".into(),
+            pieces: Vec::new(),
         }
     }
 

@@ -156,7 +156,10 @@ const TABLES: &[Table] = &[
     Table { from: "traces", to: "traces", kind: "traces", identity: false, upsert_on: None, columns: &[
         ("trace", "trace", Text), ("kind", "kind", Text), ("thread", "thread", Text),
         ("person", "person", Text), ("inbox", "inbox", Int), ("process", "process", Text),
-        ("at", "at", Ms), ("reply", "reply", Text), ("body", "body", Text)] },
+        ("at", "at", Ms), ("reply", "reply", Text), ("body", "body", Text),
+        ("pieces", "pieces", Text)] },
+    Table { from: "trace_pieces", to: "trace_pieces", kind: "trace pieces", identity: false, upsert_on: None, columns: &[
+        ("key", "key", Text), ("text", "text", Text)] },
     Table { from: "psyche_samples", to: "psyche_samples", kind: "inner-life samples", identity: true, upsert_on: None, columns: &[
         ("id", "id", Int), ("at", "at", Ms), ("body", "body", Text)] },
     Table { from: "dossiers", to: "dossiers", kind: "dossiers", identity: false, upsert_on: None, columns: &[

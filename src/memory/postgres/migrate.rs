@@ -21,6 +21,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../../migrations/postgres/0009_daemon_listen.sql"),
     include_str!("../../../migrations/postgres/0010_dossiers.sql"),
     include_str!("../../../migrations/postgres/0011_traces_person.sql"),
+    include_str!("../../../migrations/postgres/0012_trace_pieces.sql"),
 ];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

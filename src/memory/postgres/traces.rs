@@ -1,5 +1,8 @@
 //! The window's face on PostgreSQL (see `faces::Traces`): traces and the inner life's
-//! samples, as on SQLite, with times as `timestamptz`.
+//! samples, as on SQLite, with times as `timestamptz`. A trace's pieces are kept once each
+//! in `trace_pieces`; keeping one marks it used (`used_at`, under its row's lock), and the
+//! pruning deletes only a piece no trace lists and none has used for an hour, so a trace
+//! another daemon is writing never loses its piece to a prune that cannot see it yet.
 
 use std::sync::Arc;
 
@@ -8,12 +11,13 @@ use tokio_postgres::Row;
 
 use super::{Postgres, Prepared};
 use crate::memory::faces::{SamePlace, Traces};
-use crate::memory::records::trace::SUMMARY_REPLY_CHARS;
+use crate::memory::records::trace::{piece_keys, SUMMARY_REPLY_CHARS};
 use crate::memory::{PsycheSample, StoreError, TraceRow, TraceSummary, TracedConversation};
 
 type Result<T> = std::result::Result<T, StoreError>;
 
-const WHOLE: &str = "SELECT trace, kind, thread, person, inbox, process, anima_ms(at), reply, body
+const WHOLE: &str = "SELECT trace, kind, thread, person, inbox, process, anima_ms(at), reply, body,
+                            pieces
                      FROM traces";
 
 fn whole(r: &Row) -> TraceRow {
@@ -27,7 +31,38 @@ fn whole(r: &Row) -> TraceRow {
         at: r.get(6),
         reply: r.get(7),
         body: r.get(8),
+        pieces: Vec::new(),
     }
+}
+
+/// `found` whole, with its pieces' texts in the order its row lists them (one gone: empty).
+async fn with_pieces(client: &impl Prepared, found: Option<Row>) -> Result<Option<TraceRow>> {
+    let Some(r) = found else {
+        return Ok(None);
+    };
+    let mut row = whole(&r);
+    let keys: Vec<String> = r
+        .get::<_, String>(9)
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect();
+    if keys.is_empty() {
+        return Ok(Some(row));
+    }
+    let texts: std::collections::HashMap<String, String> = client
+        .rows(
+            "SELECT key, text FROM trace_pieces WHERE key = ANY($1)",
+            &[&keys],
+        )
+        .await?
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    row.pieces = keys
+        .iter()
+        .map(|k| texts.get(k).cloned().unwrap_or_default())
+        .collect();
+    Ok(Some(row))
 }
 
 #[async_trait]
@@ -40,20 +75,33 @@ impl Traces for Postgres {
         if traces.is_empty() {
             return Ok(());
         }
+        let keys: Vec<String> = traces.iter().map(|t| piece_keys(&t.pieces)).collect();
         let result = async {
             let mut client = self.client().await?;
             let tx = client.transaction().await?;
-            for t in traces.iter() {
+            let mut kept = std::collections::HashSet::new();
+            for (t, keys) in traces.iter().zip(&keys) {
+                for (key, text) in keys.split(' ').zip(&t.pieces) {
+                    if kept.insert(key) {
+                        tx.run(
+                            "INSERT INTO trace_pieces (key, text) VALUES ($1, $2)
+                             ON CONFLICT (key) DO UPDATE SET used_at = now()",
+                            &[&key, text],
+                        )
+                        .await?;
+                    }
+                }
                 tx.run(
-                    "INSERT INTO traces (trace, kind, thread, person, inbox, process, at, reply, body)
-                     VALUES ($1, $2, $3, $4, $5, $6, anima_at($7), $8, $9)
+                    "INSERT INTO traces
+                         (trace, kind, thread, person, inbox, process, at, reply, body, pieces)
+                     VALUES ($1, $2, $3, $4, $5, $6, anima_at($7), $8, $9, $10)
                      ON CONFLICT (trace) DO UPDATE SET kind = excluded.kind,
                          thread = excluded.thread, person = excluded.person,
                          inbox = excluded.inbox, process = excluded.process, at = excluded.at,
-                         reply = excluded.reply, body = excluded.body",
+                         reply = excluded.reply, body = excluded.body, pieces = excluded.pieces",
                     &[
                         &t.trace, &t.kind, &t.thread, &t.person, &t.inbox, &t.process, &t.at,
-                        &t.reply, &t.body,
+                        &t.reply, &t.body, keys,
                     ],
                 )
                 .await?;
@@ -114,7 +162,7 @@ impl Traces for Postgres {
         let row = client
             .maybe_row(&format!("{WHOLE} WHERE trace = $1"), &[&id])
             .await?;
-        Ok(row.as_ref().map(whole))
+        with_pieces(&client, row).await
     }
 
     async fn trace_of_reply(
@@ -146,7 +194,7 @@ impl Traces for Postgres {
                 &[&inbox],
             )
             .await?;
-        Ok(row.as_ref().map(whole))
+        with_pieces(&client, row).await
     }
 
     async fn traced_conversations(
@@ -182,13 +230,21 @@ impl Traces for Postgres {
     async fn prune_traces(&self, keep: u64) -> Result<u64> {
         let result = async {
             let client = self.client().await?;
-            Ok(client
+            let gone = client
                 .run(
                     "DELETE FROM traces WHERE trace NOT IN
                        (SELECT trace FROM traces ORDER BY at DESC, trace DESC LIMIT $1)",
                     &[&(keep as i64)],
                 )
-                .await?)
+                .await?;
+            client
+                .run(
+                    "DELETE FROM trace_pieces p WHERE p.used_at < now() - interval '1 hour'
+                       AND NOT EXISTS (SELECT 1 FROM traces t WHERE position(p.key in t.pieces) > 0)",
+                    &[],
+                )
+                .await?;
+            Ok(gone)
         }
         .await;
         self.noted(result)

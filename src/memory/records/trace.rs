@@ -1,5 +1,6 @@
 //! A turn's trace as the store keeps it: the columns it is found by, and its body, the JSON
-//! the window wrote (`window::TraceBody`), which the store keeps as text and never reads.
+//! the window wrote (`window::TraceBody`), which the store keeps as text and never reads,
+//! with the pieces of text it refers to (kept once however many traces share one).
 
 /// One trace, whole.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,6 +23,25 @@ pub struct TraceRow {
     pub reply: Option<String>,
     /// The rest, as the window's JSON.
     pub body: String,
+    /// Texts the body refers to by their place in this list (a call's cached prompt prefix,
+    /// the same in most traces): the store keeps each text once, whatever shares it.
+    pub pieces: Vec<String>,
+}
+
+/// The name a piece of a trace is kept under: its content's SHA-256, the first 128 bits in
+/// hex (the same text, the same name, in every process and on every backend).
+pub fn piece_key(text: &str) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA256, text.as_bytes());
+    digest.as_ref()[..16]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// A trace's pieces' names as its row lists them: in order, separated by spaces.
+pub fn piece_keys(pieces: &[String]) -> String {
+    let keys: Vec<String> = pieces.iter().map(|p| piece_key(p)).collect();
+    keys.join(" ")
 }
 
 /// A trace in a list: its columns, and the reply's beginning (at most

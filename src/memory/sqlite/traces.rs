@@ -1,5 +1,6 @@
 //! The window's face on SQLite: traces and the inner life's samples, each write one
-//! transaction, each read one statement or two.
+//! transaction, each read one statement or two (and one a piece a whole trace refers to).
+//! A trace's pieces are kept once each in `trace_pieces`, its row listing their keys.
 
 use std::sync::Arc;
 
@@ -8,24 +9,45 @@ use rusqlite::{params, OptionalExtension, Row};
 
 use super::{Result, Sqlite};
 use crate::memory::faces::{SamePlace, Traces};
-use crate::memory::records::trace::SUMMARY_REPLY_CHARS;
+use crate::memory::records::trace::{piece_keys, SUMMARY_REPLY_CHARS};
 use crate::memory::{PsycheSample, TraceRow, TraceSummary, TracedConversation};
 
 const WHOLE: &str =
-    "SELECT trace, kind, thread, person, inbox, process, at, reply, body FROM traces";
+    "SELECT trace, kind, thread, person, inbox, process, at, reply, body, pieces FROM traces";
 
-fn whole(r: &Row) -> rusqlite::Result<TraceRow> {
-    Ok(TraceRow {
-        trace: r.get(0)?,
-        kind: r.get(1)?,
-        thread: r.get(2)?,
-        person: r.get(3)?,
-        inbox: r.get(4)?,
-        process: r.get(5)?,
-        at: r.get(6)?,
-        reply: r.get(7)?,
-        body: r.get(8)?,
-    })
+/// A whole trace's row, and the keys of its pieces (read by `with_pieces`).
+fn whole(r: &Row) -> rusqlite::Result<(TraceRow, String)> {
+    Ok((
+        TraceRow {
+            trace: r.get(0)?,
+            kind: r.get(1)?,
+            thread: r.get(2)?,
+            person: r.get(3)?,
+            inbox: r.get(4)?,
+            process: r.get(5)?,
+            at: r.get(6)?,
+            reply: r.get(7)?,
+            body: r.get(8)?,
+            pieces: Vec::new(),
+        },
+        r.get(9)?,
+    ))
+}
+
+/// The trace with its pieces' texts, in the order its row lists them (one gone: empty).
+fn with_pieces(
+    conn: &rusqlite::Connection,
+    found: Option<(TraceRow, String)>,
+) -> rusqlite::Result<Option<TraceRow>> {
+    let Some((mut row, keys)) = found else {
+        return Ok(None);
+    };
+    let mut read = conn.prepare_cached("SELECT text FROM trace_pieces WHERE key = ?1")?;
+    for key in keys.split_whitespace() {
+        let text: Option<String> = read.query_row([key], |r| r.get(0)).optional()?;
+        row.pieces.push(text.unwrap_or_default());
+    }
+    Ok(Some(row))
 }
 
 fn summary(r: &Row) -> rusqlite::Result<TraceSummary> {
@@ -50,17 +72,27 @@ impl Traces for Sqlite {
         if traces.is_empty() {
             return Ok(());
         }
+        let keys: Vec<String> = traces.iter().map(|t| piece_keys(&t.pieces)).collect();
         self.call(move |db| {
             db.write(|tx| {
                 let mut insert = tx.prepare_cached(
                     "INSERT OR REPLACE INTO traces
-                         (trace, kind, thread, person, inbox, process, at, reply, body)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                         (trace, kind, thread, person, inbox, process, at, reply, body, pieces)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
                 )?;
-                for t in traces.iter() {
+                let mut piece = tx.prepare_cached(
+                    "INSERT OR IGNORE INTO trace_pieces (key, text) VALUES (?1, ?2)",
+                )?;
+                let mut kept = std::collections::HashSet::new();
+                for (t, keys) in traces.iter().zip(&keys) {
+                    for (key, text) in keys.split(' ').zip(&t.pieces) {
+                        if kept.insert(key) {
+                            piece.execute(params![key, text])?;
+                        }
+                    }
                     insert.execute(params![
                         t.trace, t.kind, t.thread, t.person, t.inbox, t.process, t.at, t.reply,
-                        t.body
+                        t.body, keys
                     ])?;
                 }
                 Ok(())
@@ -109,7 +141,7 @@ impl Traces for Sqlite {
                 .prepare_cached(&format!("{WHOLE} WHERE trace = ?1"))?
                 .query_row([&id], whole)
                 .optional()?;
-            Ok(found)
+            Ok(with_pieces(&conn, found)?)
         })
         .await
     }
@@ -141,7 +173,7 @@ impl Traces for Sqlite {
                 ))?
                 .query_row([inbox], whole)
                 .optional()?;
-            Ok(found)
+            Ok(with_pieces(&conn, found)?)
         })
         .await
     }
@@ -183,6 +215,12 @@ impl Traces for Sqlite {
                            (SELECT trace FROM traces ORDER BY at DESC, trace DESC LIMIT ?1)",
                     )?
                     .execute([keep as i64])?;
+                // A piece no kept trace lists (few pieces: each a scan of the keys).
+                tx.prepare_cached(
+                    "DELETE FROM trace_pieces WHERE NOT EXISTS
+                       (SELECT 1 FROM traces WHERE instr(traces.pieces, trace_pieces.key) > 0)",
+                )?
+                .execute([])?;
                 Ok(gone as u64)
             })
         })

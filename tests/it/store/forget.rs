@@ -224,6 +224,7 @@ async fn a_forgotten_person_leaves_nothing_of_theirs_and_everyone_else_keeps_the
                         "quince season"
                     }
                 ),
+                pieces: Vec::new(),
             })
             .await
             .unwrap();
@@ -351,6 +352,7 @@ async fn a_conversation_quiet_past_the_moment_given_loses_its_working_memory_and
                 at: quiet_since - 5,
                 reply: None,
                 body: "{}".into(),
+                pieces: Vec::new(),
             })
             .await
             .unwrap();

@@ -17,6 +17,7 @@ fn trace(id: &str, thread: &str, at: i64, inbox: Option<i64>) -> TraceRow {
         at,
         reply: Some(format!("réponse {id} ✨ {}", "é".repeat(300))),
         body: format!("{{\"stimulus\": \"<script>{id}</script>\"}}"),
+        pieces: Vec::new(),
     }
 }
 
@@ -213,4 +214,58 @@ async fn a_person_too_long_for_an_index_entry_is_kept_and_forgotten() {
         assert!(s.trace("long").await.unwrap().is_none(), "{name}");
         assert!(s.trace("short").await.unwrap().is_some(), "{name}");
     });
+}
+
+/// A trace's pieces (a call's cached prompt prefix) come back whole and in order with it,
+/// shared by traces that have the same one; a trace with none reads as written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_traces_pieces_are_read_back_in_order_and_shared() {
+    on_every_backend!(|s, name| {
+        let soul = format!("# Wren ✨ {}", "é".repeat(3_000));
+        let mut a = trace("pa", "C1:1.0", 10, None);
+        a.pieces = vec![soul.clone(), "skills ✨".into()];
+        let mut b = trace("pb", "C1:1.0", 11, None);
+        b.pieces = vec!["other".into(), soul.clone()];
+        s.record_traces(vec![a.clone(), b.clone()].into())
+            .await
+            .unwrap();
+        let mut c = trace("pc", "C2:1.0", 12, None);
+        c.pieces = vec![soul.clone()];
+        s.record_trace(c.clone()).await.unwrap();
+        for t in [&a, &b, &c] {
+            assert_eq!(s.trace(&t.trace).await.unwrap().as_ref(), Some(t), "{name}");
+        }
+        // A piece outlives a pruned trace that listed it while another lists it still.
+        s.prune_traces(1).await.unwrap();
+        assert_eq!(s.trace("pc").await.unwrap(), Some(c), "{name}");
+    });
+}
+
+/// On SQLite (one process: nothing writes unseen) a prune deletes the pieces no kept trace
+/// lists, and each piece is kept once however many traces list it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_keeps_a_piece_once_and_prunes_it_with_the_last_trace_that_lists_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite = anima::memory::sqlite::Sqlite::open(&dir.path().join("a.db")).unwrap();
+    let s = sqlite.clone().shared();
+    for (i, piece) in ["soul one", "soul one", "soul two"].iter().enumerate() {
+        let mut t = trace(&format!("q{i}"), "C1:1.0", i as i64, None);
+        t.pieces = vec![piece.to_string()];
+        s.record_trace(t).await.unwrap();
+    }
+    let pieces = || {
+        sqlite
+            .blocking()
+            .write(|c| {
+                Ok(c.query_row("SELECT count(*) FROM trace_pieces", [], |r| {
+                    r.get::<_, i64>(0)
+                })?)
+            })
+            .unwrap()
+    };
+    assert_eq!(pieces(), 2, "each text once");
+    s.prune_traces(1).await.unwrap();
+    assert_eq!(pieces(), 1, "only the kept trace's");
+    s.prune_traces(0).await.unwrap();
+    assert_eq!(pieces(), 0);
 }
