@@ -5,6 +5,10 @@
 //! (`files::read`: text inlined, a PDF's text extracted, off the runtime), an image fitted
 //! for the provider (`llm::image::prepare`). Whatever fails is a line for the soul and the
 //! log, never an error for the person. A message without files costs nothing here.
+//!
+//! After the turn, what the soul noted each file showed (`<attachment_note>`) is kept in the
+//! message's working-memory line (`keep_notes`); should the model refuse the images after all,
+//! each is named to the soul as unseen (`sections(false)`, see `chain`).
 
 use std::sync::Arc;
 
