@@ -29,6 +29,8 @@ pub(super) struct Begun {
     pub quiet_minutes: Option<u64>,
     /// Names this turn's claim on a whisper.
     pub claimant: String,
+    /// The message's entry in working memory (none for a quiet spell).
+    pub message: Option<i64>,
     /// What the message's shared files gave the turn (none for a quiet spell).
     pub shared: Shared,
     /// A daimon's whisper for this turn (when it claimed none of its own).
@@ -89,6 +91,7 @@ pub(super) async fn begin(
                 heard: None,
                 onboard: Default::default(),
                 ctx,
+                message: Some(message_id),
                 shared,
             })
         }
@@ -112,6 +115,7 @@ pub(super) async fn begin(
                 heard: None,
                 onboard: Default::default(),
                 ctx,
+                message: None,
                 shared,
             })
         }

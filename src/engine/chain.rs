@@ -77,6 +77,9 @@ struct Sofar {
 
 impl Caller<'_> {
     /// Runs the thread's process, and the processes execute_now rules hand the message to.
+    /// A model that refuses the message's images (`LlmError::ImagesRefused`: nothing was
+    /// answered, nothing written) is asked once more without them, the soul told it cannot
+    /// see them.
     pub(super) async fn chain(
         &self,
         p: &Perception,
@@ -84,6 +87,38 @@ impl Caller<'_> {
         lib: &Loaded,
         packet: Option<&Packet>,
         dossiers: Option<&super::dossiers::DossierTurn>,
+    ) -> Result<Chained, Failed> {
+        let seeing = !self.images.is_empty();
+        let chained = self
+            .chain_with(p, begun, lib, packet, dossiers, seeing)
+            .await;
+        match chained {
+            Err(f) if seeing && matches!(f.error, LlmError::ImagesRefused { .. }) => {
+                warn!(error = %f.error, "the model refused the message's images; asked again, the soul told it cannot see them");
+                self.tracer.decision("images", || {
+                    "refused by the model: asked again without them".into()
+                });
+                let blind = Caller {
+                    images: &[],
+                    ..*self
+                };
+                blind
+                    .chain_with(p, begun, lib, packet, dossiers, false)
+                    .await
+            }
+            other => other,
+        }
+    }
+
+    /// The chain with the message's images shown (`seeing`) or each named as not seen.
+    async fn chain_with(
+        &self,
+        p: &Perception,
+        begun: &Begun,
+        lib: &Loaded,
+        packet: Option<&Packet>,
+        dossiers: Option<&super::dossiers::DossierTurn>,
+        seeing: bool,
     ) -> Result<Chained, Failed> {
         let ctx = &begun.ctx;
         let policy = p.policy();
@@ -107,7 +142,7 @@ impl Caller<'_> {
             },
             policy,
             extra_queries,
-            attachments: begun.shared.sections(),
+            attachments: begun.shared.sections(seeing),
         };
         let mut sofar = Sofar {
             state: begun.state.clone(),

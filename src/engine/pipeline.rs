@@ -89,6 +89,9 @@ impl Engine {
                 let outcome = self
                     .commit(p, &begun, &lib, chained, started, tracer)
                     .await?;
+                if let (Perception::Message(m), Some(answer)) = (p, &answer) {
+                    self.keep_notes(&begun, &m.text, answer).await;
+                }
                 if let (Perception::Message(m), Some(turn), Some(answer)) = (p, &dossiers, answer) {
                     let speaker = (m.user_id.as_str(), m.display_name.as_str());
                     self.dossiers

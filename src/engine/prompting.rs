@@ -74,9 +74,10 @@ pub(super) fn run_prompt(
     let (speaker, message) = i.message.unwrap_or(("", ""));
     let soul_state = i.soul.non_default();
     let history = spoken(i.history);
-    // The dossier steps only in a call whose answer is free text (a constrained answer has
-    // no place for them) and not in an ISM's calls.
+    // The dossier and attachment-note steps only in a call whose answer is free text (a
+    // constrained answer has no place for them) and not in an ISM's calls.
     let ask = shape.is_none() && i.machine.is_none();
+    instructions.attachment_notes = ask && !i.attachments.is_empty();
     let (recalled, names) = i.dossiers.map(|d| d.input(ask)).unwrap_or_default();
     let input = PromptInput {
         soul: soul_text(&i.lib.soul),
@@ -183,6 +184,7 @@ fn instructions_of(def: &ProcessDef, extra: &[&str]) -> ProcessInstructions {
         overrides: def.overrides.clone(),
         note: def.instructions.clone(),
         mental_queries,
+        attachment_notes: false,
     }
 }
 

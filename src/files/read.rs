@@ -89,12 +89,22 @@ impl Seen {
 
     /// The line working memory keeps of it: the name, the kind, the size; never its bytes.
     pub fn remembered(&self) -> String {
+        self.remembered_with(None)
+    }
+
+    /// The line working memory keeps of it, with what the soul said it showed (one line,
+    /// already bounded by the parser; still untrusted: the prompt escapes it).
+    pub fn remembered_with(&self, note: Option<&str>) -> String {
         let size = self.size.map(|n| format!(", {}", size_words(n)));
+        let note = note
+            .filter(|n| !n.trim().is_empty())
+            .map(|n| format!("; you noted: {}", n.trim()));
         format!(
-            "[shared a file: {} ({}{})]",
+            "[shared a file: {} ({}{}){}]",
             self.name,
             self.kind.noun(),
-            size.unwrap_or_default()
+            size.unwrap_or_default(),
+            note.unwrap_or_default()
         )
     }
 

@@ -40,6 +40,14 @@ pub enum LlmError {
     },
     #[error("the claude CLI failed: {message}")]
     Cli { message: String },
+    /// The server refused a request for the images it carried (a model that reads none):
+    /// nothing was answered. The caller asks again without them, and the provider offers
+    /// none from then on (`Provider::image_limits` is `None`).
+    #[error("{provider} refused the images sent with the message: {message}")]
+    ImagesRefused {
+        provider: &'static str,
+        message: String,
+    },
 }
 
 impl LlmError {

@@ -3,8 +3,9 @@
 //!
 //! This turn's images go into this turn's user message as `image_url` parts with `data:`
 //! URLs, before its text (Ollama's `/v1` takes them so too). A server that refuses images (a
-//! text-only model: HTTP 400, 422 or 500 naming images) gets the same request without them
-//! at once, and `image_limits` says none from then on.
+//! text-only model: HTTP 400, 422 or 500 naming images) answers `LlmError::ImagesRefused`,
+//! so the caller can ask again without them and tell the soul it cannot see them; from then
+//! on `image_limits` says none (and a request still carrying images is refused at once).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -79,28 +80,26 @@ impl OpenAi {
     }
 
     /// One call with the request's constraint when the server takes it; asked again plain
-    /// when the server refuses it.
+    /// when the server refuses it. Images the server refuses (now or before) are
+    /// `LlmError::ImagesRefused`: nothing was answered.
     async fn call(
         &self,
         req: ChatRequest<'_>,
         deltas: Option<&Deltas>,
     ) -> Result<Completion, LlmError> {
-        let req = if self.images_refused.load(Ordering::Relaxed) {
-            ChatRequest { images: &[], ..req }
-        } else {
-            req
-        };
+        if !req.images.is_empty() && self.images_refused.load(Ordering::Relaxed) {
+            // A turn that read its images before the refusal: told, not sent in vain.
+            return Err(LlmError::ImagesRefused {
+                provider: NAME,
+                message: "the server refused images earlier".into(),
+            });
+        }
         let answer = self
             .structured
             .call(NAME, req.constraint, |c| self.send(req, c, deltas))
             .await;
         match answer {
-            Err(e) if !req.images.is_empty() && self.refused_images(&e) => {
-                let plain = ChatRequest { images: &[], ..req };
-                self.structured
-                    .call(NAME, plain.constraint, |c| self.send(plain, c, deltas))
-                    .await
-            }
+            Err(e) if !req.images.is_empty() && self.refused_images(&e) => Err(images_refused(e)),
             other => other,
         }
     }
@@ -129,7 +128,7 @@ impl OpenAi {
                 provider = NAME,
                 model = %self.model,
                 error = %message,
-                "the model server refused images (a model that reads none?); the soul is told it cannot see them from now on (set [files] images = false to stop sending them)"
+                "the model server refused images (a model that reads none?); the soul is told it cannot see them, from this message on (set [files] images = false to stop sending them)"
             );
         }
         named
@@ -292,6 +291,22 @@ fn with_images(images: &[Image], text: &str) -> Value {
         .collect();
     parts.push(json!({ "type": "text", "text": text }));
     Value::Array(parts)
+}
+
+/// A refusal of images (see [`OpenAi::refused_images`]) as the error that says so.
+fn images_refused(e: LlmError) -> LlmError {
+    match e {
+        LlmError::Refused {
+            status, message, ..
+        }
+        | LlmError::Transient {
+            status, message, ..
+        } => LlmError::ImagesRefused {
+            provider: NAME,
+            message: format!("HTTP {status}: {message}"),
+        },
+        other => other,
+    }
 }
 
 fn bad(message: impl Into<String>) -> LlmError {

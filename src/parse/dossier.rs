@@ -127,7 +127,7 @@ fn note_after(rest: &str) -> String {
 }
 
 /// An attribute's value (`name="…"` or `name='…'`), entities decoded, on one line.
-fn attr(attrs: &str, key: &str) -> Option<String> {
+pub(super) fn attr(attrs: &str, key: &str) -> Option<String> {
     let mut rest = attrs;
     loop {
         let at = rest.find(key)?;
@@ -172,7 +172,7 @@ pub fn without_dossiers(text: &str) -> std::borrow::Cow<'_, str> {
 }
 
 /// Case-insensitive find of an ASCII needle.
-fn find_ci(hay: &str, needle: &str) -> Option<usize> {
+pub(super) fn find_ci(hay: &str, needle: &str) -> Option<usize> {
     let (h, n) = (hay.as_bytes(), needle.as_bytes());
     if n.is_empty() || h.len() < n.len() {
         return None;

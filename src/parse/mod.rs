@@ -8,6 +8,7 @@
 //! empty and never a raw tag. Knows nothing about which
 //! steps were requested (the engine decides what to act on) and does no I/O.
 
+pub mod attachment;
 pub mod json;
 mod json_stream;
 pub mod dossier;
@@ -113,7 +114,9 @@ pub fn parse_response(raw: &str, max_reply_chars: usize) -> Cognition {
         Some(d) if !d.text.is_empty() => (d.text.clone(), ReplySource::Dialogue),
         _ => {
             let fallback = clean_dialogue(&text::decode_entities(&text::drop_fence_lines(
-                &without_structure(&dossier::without_dossiers(&scanned.outside)),
+                &without_structure(&attachment::without_notes(&dossier::without_dossiers(
+                    &scanned.outside,
+                ))),
             )));
             if fallback.is_empty() {
                 (EMPTY_REPLY_APOLOGY.to_string(), ReplySource::Apology)

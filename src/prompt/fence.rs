@@ -59,6 +59,7 @@ fn is_structure(name: &str) -> bool {
         && (Step::ALL.iter().any(|s| s.name() == name)
             || PROMPT_SECTIONS.contains(&name)
             || DOSSIER_TAGS.contains(&name)
+            || name == crate::parse::attachment::ATTACHMENT_NOTE
             || [
                 MODEL_CHANGE_NOTE,
                 ACTION_SELECTION,

@@ -18,6 +18,9 @@ pub struct ProcessInstructions {
     pub note: Option<String>,
     /// Yes/no questions for the `mental_query` step.
     pub mental_queries: Vec<String>,
+    /// Files came with the message: the soul is asked, after its other answers, what each
+    /// shows or holds (`<attachment_note>`), for working memory to keep.
+    pub attachment_notes: bool,
 }
 
 fn title(step: Step) -> &'static str {
@@ -95,9 +98,50 @@ pub fn write(out: &mut String, steps: &[Step], process: &ProcessInstructions) {
             out.push('\n');
         }
     }
+    if process.attachment_notes {
+        write_attachment_ask(out);
+    }
     if let Some(note) = process.note.as_deref().filter(|n| !n.trim().is_empty()) {
         out.push('\n');
         out.push_str(note.trim());
         out.push('\n');
+    }
+}
+
+/// The attachment-note step, asked only on a turn whose message carries files: a line per
+/// file, kept in working memory with the file's line so a later turn knows what it was.
+fn write_attachment_ask(out: &mut String) {
+    use crate::parse::attachment::{ATTACHMENT_NOTE, NOTE_PLACEHOLDER};
+    let _ = write!(
+        out,
+        "\nFiles came with this message (the attachments shown before it). After your other answers, one line \
+         for each file, by the name given there, saying what it shows or holds as you will want to remember it \
+         (you keep this note, not the file):\n\
+         <{ATTACHMENT_NOTE} name=\"the file's name\">{NOTE_PLACEHOLDER}</{ATTACHMENT_NOTE}>\n"
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_attachment_note_is_asked_only_when_files_came() {
+        let steps = [Step::InternalMonologue, Step::ExternalDialogue];
+        let mut plain = String::new();
+        write(&mut plain, &steps, &ProcessInstructions::default());
+        assert!(!plain.contains("attachment_note"), "{plain}");
+        let files = ProcessInstructions {
+            attachment_notes: true,
+            note: Some("Be brief.".into()),
+            ..Default::default()
+        };
+        let mut asked = String::new();
+        write(&mut asked, &steps, &files);
+        let ask = "<attachment_note name=\"the file's name\">what it shows or holds, in a sentence</attachment_note>\n";
+        assert!(asked.contains(ask), "{asked}");
+        // The same instructions around it, the ask after the steps and before the note.
+        assert!(asked.starts_with(&plain), "{asked}");
+        assert!(asked.ends_with("\nBe brief.\n"), "{asked}");
     }
 }

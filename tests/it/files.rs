@@ -15,14 +15,14 @@ use support::*;
 
 const MB: u64 = 1024 * 1024;
 
-fn file(id: &str, name: &str, mimetype: &str, url: &str) -> Value {
+pub(super) fn file(id: &str, name: &str, mimetype: &str, url: &str) -> Value {
     json!({"id": id, "name": name, "title": name, "mimetype": mimetype,
            "filetype": name.rsplit('.').next().unwrap_or(""), "size": 0,
            "url_private": url, "url_private_download": url})
 }
 
 /// A DM with files (a `file_share` message, as Slack sends one).
-fn dm_with(ts: &str, text: &str, files: &[Value]) -> Value {
+pub(super) fn dm_with(ts: &str, text: &str, files: &[Value]) -> Value {
     let mut m = json!({"type":"message","channel":"D1","user":"U1","text":text,"ts":ts,
         "event_ts":ts,"channel_type":"im"});
     if !files.is_empty() {
@@ -32,7 +32,7 @@ fn dm_with(ts: &str, text: &str, files: &[Value]) -> Value {
     m
 }
 
-fn daemon(model: &FakeModel, slack: &FakeSlack, extra: &str) -> (Home, Daemon) {
+pub(super) fn daemon(model: &FakeModel, slack: &FakeSlack, extra: &str) -> (Home, Daemon) {
     let home = home(model, slack, "socket", extra);
     let d = Daemon::start(&home);
     slack.wait_connected_or(|| d.log());
@@ -40,7 +40,7 @@ fn daemon(model: &FakeModel, slack: &FakeSlack, extra: &str) -> (Home, Daemon) {
 }
 
 /// The model's calls about messages (not the cognitive states').
-fn turns(model: &FakeModel) -> Vec<Recorded> {
+pub(super) fn turns(model: &FakeModel) -> Vec<Recorded> {
     model
         .requests()
         .into_iter()
@@ -357,7 +357,7 @@ fn image_in(body: &Value) -> Option<(String, String)> {
 }
 
 /// A valid, uncompressed RGB PNG of `w` × `h` pixels.
-fn png(w: u32, h: u32) -> Vec<u8> {
+pub(super) fn png(w: u32, h: u32) -> Vec<u8> {
     let mut raw = Vec::new();
     for _ in 0..h {
         raw.push(0);

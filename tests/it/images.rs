@@ -1,6 +1,6 @@
 //! Images through the real provider clients: a PNG fitted to each provider's limits reaches
 //! the fake Anthropic and the fake OpenAI-compatible server as an image of its media type,
-//! size and dimensions; a server that refuses images is asked again without them.
+//! size and dimensions; a server that refuses images says so, and is sent none from then on.
 
 use std::time::Duration;
 
@@ -8,7 +8,7 @@ use anima::config::secret::Secret;
 use anima::llm::anthropic::Anthropic;
 use anima::llm::image::prepare;
 use anima::llm::openai::OpenAi;
-use anima::llm::{ChatRequest, Image, Provider};
+use anima::llm::{ChatRequest, Image, LlmError, Provider};
 
 use crate::support::images::SeenImage;
 use crate::support::{wait, FakeModel, Script};
@@ -112,7 +112,7 @@ fn a_small_png_reaches_the_model_as_it_was_shared() {
 }
 
 #[test]
-fn a_server_that_refuses_images_is_asked_again_without_them() {
+fn a_server_that_refuses_images_says_so_and_is_sent_none_from_then_on() {
     let model = FakeModel::start();
     model.push(Script::Status(
         500,
@@ -121,11 +121,23 @@ fn a_server_that_refuses_images_is_asked_again_without_them() {
     ));
     let provider = providers(&model).remove(1);
     let img = prepare(&png(64, 64), &provider.image_limits().unwrap()).unwrap();
-    let answer = wait(provider.complete(turn(std::slice::from_ref(&img)), None)).unwrap();
-    assert!(answer.text.contains("Default reply"));
-    let carried: Vec<usize> = model.requests().iter().map(|r| r.images().len()).collect();
-    assert_eq!(carried, [1, 0]);
+    let refused = wait(provider.complete(turn(std::slice::from_ref(&img)), None)).unwrap_err();
+    assert!(
+        matches!(&refused, LlmError::ImagesRefused { message, .. } if message.contains("HTTP 500") && message.contains("mmproj")),
+        "{refused:?}"
+    );
+    assert!(!refused.is_retryable());
+    assert_eq!(
+        model.requests().len(),
+        1,
+        "not asked again behind the caller's back"
+    );
     assert_eq!(provider.image_limits(), None, "none offered from then on");
-    wait(provider.complete(turn(std::slice::from_ref(&img)), None)).unwrap();
-    assert_eq!(model.requests()[2].images().len(), 0);
+    // A turn that read its images before the refusal is told at once, nothing sent.
+    let again = wait(provider.complete(turn(std::slice::from_ref(&img)), None)).unwrap_err();
+    assert!(matches!(again, LlmError::ImagesRefused { .. }), "{again:?}");
+    assert_eq!(model.requests().len(), 1);
+    let answer = wait(provider.complete(turn(&[]), None)).unwrap();
+    assert!(answer.text.contains("Default reply"));
+    assert_eq!(model.requests()[1].images().len(), 0);
 }

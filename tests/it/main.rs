@@ -27,6 +27,7 @@ mod daimons;
 mod dossiers;
 mod eval;
 mod files;
+mod files_told;
 mod first_hour;
 mod hardening;
 mod images;

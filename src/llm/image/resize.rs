@@ -141,6 +141,13 @@ pub struct Resizer {
 
 impl Resizer {
     pub fn new(src_w: u32, src_h: u32, dst_w: u32, dst_h: u32, channels: usize) -> Resizer {
+        let mut r = Resizer::unbuffered(src_w, src_h, dst_w, dst_h, channels);
+        r.out = Vec::with_capacity(dst_w as usize * dst_h as usize * channels);
+        r
+    }
+
+    /// A resizer with no room for its output yet (`in_place` writes it elsewhere).
+    fn unbuffered(src_w: u32, src_h: u32, dst_w: u32, dst_h: u32, channels: usize) -> Resizer {
         Resizer {
             src: (src_w as usize, src_h as usize),
             dst: (dst_w as usize, dst_h as usize),
@@ -151,7 +158,7 @@ impl Resizer {
             first: 0,
             pushed: 0,
             done: 0,
-            out: Vec::with_capacity(dst_w as usize * dst_h as usize * channels),
+            out: Vec::new(),
         }
     }
 
@@ -261,8 +268,8 @@ pub fn in_place(
     channels: usize,
 ) -> Raster {
     let (dst_w, dst_h) = (dst_w.min(src_w), dst_h.min(src_h));
-    let mut r = Resizer::new(src_w, src_h, dst_w, dst_h, channels);
-    r.out = Vec::new();
+    // (Never an output buffer the size of the image beside `data`.)
+    let mut r = Resizer::unbuffered(src_w, src_h, dst_w, dst_h, channels);
     let row = src_w as usize * channels;
     let mut written = 0;
     if !r.identity() {

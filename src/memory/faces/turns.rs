@@ -56,6 +56,10 @@ pub trait Turns: Send + Sync {
         text: &str,
         source: Option<&str>,
     ) -> Result<i64>;
+    /// Rewrites the text of message `id` (a `userMessage` entry; cut like any entry): its
+    /// shared files' lines, once the soul said what each showed. Nothing when there is no such
+    /// message. One write.
+    async fn rewrite_message(&self, id: i64, text: &str) -> Result<()>;
     /// The thread's working memory, oldest first (all of it; for inspection and tests). A
     /// read.
     async fn thread_entries(&self, thread: &str) -> Result<Vec<Entry>>;

@@ -225,6 +225,21 @@ impl Turns for Postgres {
         self.noted(result)
     }
 
+    async fn rewrite_message(&self, id: i64, text: &str) -> Result<()> {
+        let result = async {
+            let client = self.client().await?;
+            client
+                .run(
+                    "UPDATE working_memory SET content = $2 WHERE id = $1 AND entry_type = 'userMessage'",
+                    &[&id, &capped(text).as_ref()],
+                )
+                .await?;
+            Ok(())
+        }
+        .await;
+        self.noted(result)
+    }
+
     async fn thread_entries(&self, thread: &str) -> Result<Vec<Entry>> {
         let client = self.client().await?;
         client

@@ -95,6 +95,20 @@ impl Turns for Sqlite {
         .await
     }
 
+    async fn rewrite_message(&self, id: i64, text: &str) -> Result<()> {
+        let text = crate::memory::working::capped(text).into_owned();
+        self.call(move |db| {
+            db.write(|tx| {
+                tx.prepare_cached(
+                    "UPDATE working_memory SET content = ?2 WHERE id = ?1 AND entry_type = 'userMessage'",
+                )?
+                .execute((id, text))?;
+                Ok(())
+            })
+        })
+        .await
+    }
+
     async fn thread_entries(&self, thread: &str) -> Result<Vec<Entry>> {
         let thread = thread.to_owned();
         self.call(move |db| working::all(&db.conn(), &thread)).await

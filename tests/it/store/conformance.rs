@@ -267,6 +267,10 @@ const SCENARIOS: &[(&str, Scenario)] = &[
     ("dossiers written, exported and forgotten", |s, seen| {
         Box::pin(dossiers::written_exported_forgotten(s, seen))
     }),
+    (
+        "a message's text rewritten with its files' notes",
+        |s, seen| Box::pin(threads::message_rewritten(s, seen)),
+    ),
     // A NUL is kept as U+FFFD on both (PostgreSQL's text cannot hold one).
     ("a NUL in a message", |s, seen| {
         Box::pin(threads::nul_in_a_message(s, seen))

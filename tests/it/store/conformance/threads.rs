@@ -384,3 +384,26 @@ pub(super) async fn nul_in_a_message(s: &dyn Store, seen: &mut Seen) {
     );
     seen.note("begun", begun);
 }
+
+pub(super) async fn message_rewritten(s: &dyn Store, seen: &mut Seen) {
+    // A message's files' lines rewritten once the soul noted what each showed; an id that is
+    // no message changes nothing.
+    let (id, ctx) = s
+        .begin_turn(start(
+            "C1:1.0",
+            "U1",
+            "Ada",
+            "look\n[shared a file: a.png (an image)]",
+            "c1",
+        ))
+        .await
+        .unwrap();
+    s.commit_turn(reply("C1:1.0", "U1", &ctx, "a chart"))
+        .await
+        .unwrap();
+    let noted = "look\n[shared a file: a.png (an image); you noted: a chart of sales]";
+    s.rewrite_message(id, noted).await.unwrap();
+    s.rewrite_message(id + 1, "not a message").await.unwrap();
+    s.rewrite_message(id + 1000, "no entry").await.unwrap();
+    seen.store("end", s, &["C1:1.0"], &["U1"]).await;
+}
