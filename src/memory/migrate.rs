@@ -12,7 +12,7 @@ use rusqlite::{Connection, TransactionBehavior};
 use super::StoreError;
 
 /// Every migration, in order. Index + 1 is the version it brings the schema to.
-const MIGRATIONS: &[&str] = &[
+pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0001_init.sql"),
     include_str!("../../migrations/0002_slack_inbox.sql"),
     include_str!("../../migrations/0003_processes.sql"),
@@ -34,7 +34,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0019_said_index.sql"),
     include_str!("../../migrations/0020_traces.sql"),
     include_str!("../../migrations/0021_dossiers.sql"),
-    include_str!("../../migrations/0022_trace_pieces.sql"),
+    include_str!("../../migrations/0022_traces_apart.sql"),
 ];
 
 /// The schema version this build writes.
@@ -54,6 +54,11 @@ pub fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
     }
     tx.commit()?;
     Ok(())
+}
+
+/// Refuses a database whose schema is newer than this build's.
+pub fn refuse_newer(conn: &Connection, path: &Path) -> Result<(), StoreError> {
+    version(conn, path).map(|_| ())
 }
 
 /// The schema version, refused when newer than this build.

@@ -23,6 +23,7 @@ pub mod open;
 pub mod postgres;
 pub mod sqlite;
 mod checkpoint;
+pub mod trace_file;
 pub mod dream;
 pub mod feedback;
 pub mod forget;
@@ -162,6 +163,8 @@ pub struct SqliteStore {
     writes: std::sync::atomic::AtomicU64,
     /// Held for its Drop, which stops the thread.
     _checkpointer: Option<checkpoint::Checkpointer>,
+    /// The traces, in a file and on a connection of their own (`trace_file`).
+    traces: trace_file::TraceFile,
     /// Names this opening of the store (one per process in practice): an inbox row's attempt
     /// begun under another name was interrupted when that process stopped (`inbox`).
     instance: String,
@@ -216,6 +219,17 @@ impl SqliteStore {
     /// Configures and migrates a freshly opened database, and proves it takes writes.
     fn ready(mut conn: Connection, path: &Path) -> Result<SqliteStore, StoreError> {
         configure(&mut conn)?;
+        // Refused as it is (newer), or unwritable, the database is named before its traces'
+        // file is opened beside it.
+        migrate::refuse_newer(&conn, path)?;
+        conn.execute_batch("BEGIN IMMEDIATE; ROLLBACK;")?;
+        let traces = trace_file::TraceFile::open(path)?;
+        // Traces kept in the database before their file moved there before the schema's
+        // step that drops their table.
+        let moved = traces.adopt(&conn)?;
+        if moved > 0 {
+            tracing::info!(traces = moved, "traces moved to their own file");
+        }
         migrate::migrate(&mut conn, path)?;
         // Checkpoints (the WAL copied back into the database, with an fsync) run on their
         // own thread and connection, not inside a turn's commit.
@@ -223,7 +237,7 @@ impl SqliteStore {
         if checkpointer.is_some() {
             conn.pragma_update(None, "wal_autocheckpoint", 0)?;
         }
-        let mut store = SqliteStore::from_connection(conn, path);
+        let mut store = SqliteStore::from_connection(conn, path, traces);
         store._checkpointer = checkpointer;
         // A database SQLite opened read-only (its file is not writable) fails here, at start,
         // not at the first message.
@@ -231,7 +245,11 @@ impl SqliteStore {
         Ok(store)
     }
 
-    fn from_connection(conn: Connection, path: &Path) -> SqliteStore {
+    fn from_connection(
+        conn: Connection,
+        path: &Path,
+        traces: trace_file::TraceFile,
+    ) -> SqliteStore {
         // Room for every statement the store prepares (rusqlite keeps 16 by default): past
         // that, statements are prepared again on every use, and those touching the psyche's
         // full-text index and triggers are costly to prepare.
@@ -242,6 +260,7 @@ impl SqliteStore {
             health: WriteHealth::default(),
             writes: Default::default(),
             _checkpointer: None,
+            traces,
             instance: instance_name(),
             budgets: Mutex::default(),
         }
@@ -287,6 +306,21 @@ impl SqliteStore {
         drop(conn);
         self.health.note(&result, &self.path.display());
         result
+    }
+
+    /// The traces' file (`trace_file`).
+    pub fn traces(&self) -> &trace_file::TraceFile {
+        &self.traces
+    }
+
+    /// Runs `f` in one write transaction on the traces' file (counted with the store's).
+    pub fn write_traces<T>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        self.writes
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.traces.write(f)
     }
 
     /// Write transactions begun on this store so far.

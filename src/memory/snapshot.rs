@@ -39,6 +39,7 @@ impl SqliteStore {
                 supported: super::SCHEMA_VERSION,
             });
         }
-        Ok(SqliteStore::from_connection(conn, path))
+        let traces = super::trace_file::TraceFile::open_read_only(path)?;
+        Ok(SqliteStore::from_connection(conn, path, traces))
     }
 }

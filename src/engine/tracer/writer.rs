@@ -339,7 +339,7 @@ mod tests {
         // As PostgreSQL refuses a value too long for its index: this one person's trace.
         sqlite
             .blocking()
-            .write(|c| {
+            .write_traces(|c| {
                 c.execute_batch(
                     "CREATE TRIGGER refuse BEFORE INSERT ON traces WHEN NEW.person = 'bad'
                      BEGIN SELECT RAISE(ABORT, 'too long for the index'); END;",

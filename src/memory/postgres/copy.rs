@@ -267,7 +267,11 @@ async fn not_empty(tx: &deadpool_postgres::Transaction<'_>) -> Result<Option<Str
 }
 
 fn read(from: &SqliteStore, table: &Table) -> Result<Vec<Vec<Sql>>> {
-    let conn = from.conn();
+    let conn = if crate::memory::trace_file::TABLES.contains(&table.from) {
+        from.traces().conn()
+    } else {
+        from.conn()
+    };
     let names: Vec<&str> = table.columns.iter().map(|c| c.0).collect();
     let mut stmt = conn.prepare(&format!("SELECT {} FROM {}", names.join(", "), table.from))?;
     let rows = stmt.query_map([], |r| {

@@ -22,10 +22,9 @@ const THEIRS_ALONE: &str = "SELECT c FROM (SELECT thread AS c FROM working_memor
                          AND w.entry_type = 'userMessage' AND w.user_id <> ?1)
        AND NOT EXISTS (SELECT 1 FROM inbox i WHERE i.conversation = c AND i.user_id <> ?1)";
 
-/// The traces of the person's turns and of every conversation they spoke in.
-const THEIR_TRACES: &str = "DELETE FROM traces WHERE person = ?1
-     OR thread IN (SELECT thread FROM working_memory WHERE user_id = ?1
-                   UNION SELECT conversation FROM inbox WHERE user_id = ?1)";
+/// Every conversation the person spoke in (their traces go, in the traces' file).
+const THEIR_THREADS: &str = "SELECT thread FROM working_memory WHERE user_id = ?1
+     UNION SELECT conversation FROM inbox WHERE user_id = ?1";
 
 /// Conversations with nothing written since ?1 (unix ms) and nothing waiting in the inbox.
 const QUIET: &str = "WITH said AS (SELECT thread AS c, max(created_at) AS last
@@ -43,13 +42,45 @@ const QUIET: &str = "WITH said AS (SELECT thread AS c, max(created_at) AS last
 impl Forgetting for Sqlite {
     async fn forget_person(&self, user_id: &str) -> Result<Forgotten> {
         let user_id = user_id.to_owned();
-        self.call(move |db| db.write(|tx| forget_person(tx, &user_id)))
-            .await
+        self.call(move |db| {
+            // The traces are in their own file: theirs go first (their conversations read
+            // before the database forgets them), then the rest, then any trace of theirs
+            // written meanwhile. Forgetting is done again whole if cut short.
+            let threads = column(&db.conn(), THEIR_THREADS, &user_id)?;
+            let mut traces = db.write_traces(|t| {
+                let mut n = run(t, "DELETE FROM traces WHERE person = ?1", &user_id)?;
+                for c in &threads {
+                    n += run(t, "DELETE FROM traces WHERE thread = ?1", c)?;
+                }
+                Ok(n)
+            })?;
+            let mut f = db.write(|tx| forget_person(tx, &user_id))?;
+            traces +=
+                db.write_traces(|t| run(t, "DELETE FROM traces WHERE person = ?1", &user_id))?;
+            f.traces = traces;
+            Ok(f)
+        })
+        .await
     }
 
     async fn forget_quiet(&self, quiet_since: i64) -> Result<Pruned> {
-        self.call(move |db| db.write(|tx| forget_quiet(tx, quiet_since)))
-            .await
+        self.call(move |db| {
+            let (mut p, quiet) = db.write(|tx| forget_quiet(tx, quiet_since))?;
+            if !quiet.is_empty() {
+                p.traces = db.write_traces(|t| {
+                    let mut n = 0;
+                    for c in &quiet {
+                        n += t.execute(
+                            "DELETE FROM traces WHERE thread = ?1 AND at < ?2",
+                            params![c, quiet_since],
+                        )? as u64;
+                    }
+                    Ok(n)
+                })?;
+            }
+            Ok(p)
+        })
+        .await
     }
 }
 
@@ -64,7 +95,6 @@ fn forget_person(tx: &Connection, user_id: &str) -> Result<Forgotten> {
         known: count(tx, "SELECT count(*) FROM users WHERE user_id = ?1", user_id)? > 0,
         ..Forgotten::default()
     };
-    f.traces = run(tx, THEIR_TRACES, user_id)?;
     let alone: Vec<String> = column(tx, THEIRS_ALONE, user_id)?;
     for c in &alone {
         f.entries += drop_conversation(tx, c)?;
@@ -103,18 +133,14 @@ fn forget_person(tx: &Connection, user_id: &str) -> Result<Forgotten> {
 }
 
 /// The conversations quiet since `quiet_since` (unix ms): what is older in them, and their
-/// finished inbox rows.
-fn forget_quiet(tx: &Connection, quiet_since: i64) -> Result<Pruned> {
+/// finished inbox rows; and which they are (their traces go in the traces' file).
+fn forget_quiet(tx: &Connection, quiet_since: i64) -> Result<(Pruned, Vec<String>)> {
     let quiet: Vec<String> = tx
         .prepare(QUIET)?
         .query_map([quiet_since], |r| r.get(0))?
         .collect::<std::result::Result<_, _>>()?;
     let mut p = Pruned::default();
     for c in &quiet {
-        p.traces += tx.execute(
-            "DELETE FROM traces WHERE thread = ?1 AND at < ?2",
-            params![c, quiet_since],
-        )? as u64;
         p.entries += tx.execute(
             "DELETE FROM working_memory WHERE thread = ?1 AND created_at < ?2",
             params![c, quiet_since],
@@ -134,7 +160,7 @@ fn forget_quiet(tx: &Connection, quiet_since: i64) -> Result<Pruned> {
     }
     p.conversations = quiet.len() as u64;
     keep_numbering(tx)?;
-    Ok(p)
+    Ok((p, quiet))
 }
 
 /// Everything kept of conversation `c`: its entries (how many), summaries and episodes, its

@@ -1,6 +1,8 @@
 //! The window's face on SQLite: traces and the inner life's samples, each write one
 //! transaction, each read one statement or two (and one a piece a whole trace refers to).
-//! A trace's pieces are kept once each in `trace_pieces`, its row listing their keys.
+//! The traces are in their own file, on its own connection (`memory::trace_file`); the
+//! samples in the database. A trace's pieces are kept once each in `trace_pieces`, its row
+//! listing their keys.
 
 use std::sync::Arc;
 
@@ -74,7 +76,7 @@ impl Traces for Sqlite {
         }
         let keys: Vec<String> = traces.iter().map(|t| piece_keys(&t.pieces)).collect();
         self.call(move |db| {
-            db.write(|tx| {
+            db.write_traces(|tx| {
                 let mut insert = tx.prepare_cached(
                     "INSERT OR REPLACE INTO traces
                          (trace, kind, thread, person, inbox, process, at, reply, body, pieces)
@@ -113,7 +115,7 @@ impl Traces for Sqlite {
         // without the thread's index, reading every trace to find a conversation's few.
         let before = before.unwrap_or(i64::MAX);
         self.call(move |db| {
-            let conn = db.conn();
+            let conn = db.traces().conn();
             // substr counts characters in SQLite, so a reply is never cut inside one.
             let mut stmt = conn.prepare_cached(if thread.is_some() {
                 "SELECT trace, kind, thread, person, process, at, substr(reply, 1, ?4) FROM traces
@@ -136,7 +138,7 @@ impl Traces for Sqlite {
     async fn trace(&self, id: &str) -> Result<Option<TraceRow>> {
         let id = id.to_owned();
         self.call(move |db| {
-            let conn = db.conn();
+            let conn = db.traces().conn();
             let found = conn
                 .prepare_cached(&format!("{WHOLE} WHERE trace = ?1"))?
                 .query_row([&id], whole)
@@ -164,9 +166,11 @@ impl Traces for Sqlite {
                 )?
                 .query_map([&reference], |r| Ok((r.get(0)?, r.get(1)?)))?
                 .collect::<rusqlite::Result<_>>()?;
+            drop(conn);
             let Some((inbox, _)) = rows.into_iter().find(|(_, a)| same_place(a)) else {
                 return Ok(None);
             };
+            let conn = db.traces().conn();
             let found = conn
                 .prepare_cached(&format!(
                     "{WHOLE} WHERE inbox = ?1 ORDER BY at DESC, trace DESC LIMIT 1"
@@ -186,7 +190,7 @@ impl Traces for Sqlite {
         // No cursor: after one later than any trace.
         let (at, thread) = after.unwrap_or((i64::MAX, String::new()));
         self.call(move |db| {
-            let conn = db.conn();
+            let conn = db.traces().conn();
             let mut stmt = conn.prepare_cached(
                 "SELECT thread, count(*), max(at) FROM traces WHERE thread <> ''
                  GROUP BY thread HAVING max(at) < ?2 OR (max(at) = ?2 AND thread > ?3)
@@ -208,7 +212,7 @@ impl Traces for Sqlite {
 
     async fn prune_traces(&self, keep: u64) -> Result<u64> {
         self.call(move |db| {
-            db.write(|tx| {
+            db.write_traces(|tx| {
                 let gone = tx
                     .prepare_cached(
                         "DELETE FROM traces WHERE trace NOT IN

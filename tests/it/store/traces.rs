@@ -254,12 +254,9 @@ async fn sqlite_keeps_a_piece_once_and_prunes_it_with_the_last_trace_that_lists_
         s.record_trace(t).await.unwrap();
     }
     let pieces = || {
-        sqlite
-            .blocking()
-            .write(|c| {
-                Ok(c.query_row("SELECT count(*) FROM trace_pieces", [], |r| {
-                    r.get::<_, i64>(0)
-                })?)
+        (sqlite.blocking().traces().conn())
+            .query_row("SELECT count(*) FROM trace_pieces", [], |r| {
+                r.get::<_, i64>(0)
             })
             .unwrap()
     };
