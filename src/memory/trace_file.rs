@@ -144,6 +144,20 @@ impl TraceFile {
         Ok(value)
     }
 
+    /// Copies the file's WAL back into it and empties the WAL, so that what was deleted (with
+    /// `secure_delete`, overwritten) is gone from both: after a person is forgotten. A reader
+    /// in the way leaves it for SQLite's own next checkpoint, and the log says so.
+    pub fn checkpoint(&self) {
+        let done = self
+            .conn()
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+                r.get::<_, i64>(0)
+            });
+        if !matches!(done, Ok(0)) {
+            tracing::warn!(file = %self.path.display(), "the traces' file could not be checkpointed now");
+        }
+    }
+
     /// Moves the traces `db` kept itself (a database at schema version 20 or 21, before this
     /// file) here, a chunk at a time, each chunk written here before it is deleted there: a
     /// move cut short by a crash goes on at the next opening, and writes nothing twice.
@@ -240,6 +254,52 @@ mod tests {
             .query_row("SELECT count(*) FROM traces", [], |r| r.get(0))
             .unwrap();
         assert_eq!(kept, 450);
+    }
+
+    #[test]
+    fn a_forgotten_persons_words_leave_the_traces_file_and_its_wal() {
+        use crate::memory::faces::{Forgetting, Traces};
+        use crate::memory::sqlite::{Block, Sqlite};
+        use crate::memory::TraceRow;
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("anima.db");
+        let store = Sqlite::open(&db).unwrap();
+        let words = "Quokka-Zephyr-9173 said their secret";
+        for (n, person) in ["U1", "U2"].iter().enumerate() {
+            store
+                .record_trace(TraceRow {
+                    trace: format!("{n:032x}"),
+                    kind: "message".into(),
+                    thread: format!("C{n}:1.0"),
+                    person: Some(person.to_string()),
+                    inbox: None,
+                    process: "main".into(),
+                    at: n as i64,
+                    reply: None,
+                    body: format!("{{\"stimulus\": \"{person}: {words}\"}}"),
+                    pieces: Vec::new(),
+                })
+                .block()
+                .unwrap();
+        }
+        let found = |who: &str| {
+            let needle = format!("{who}: {words}");
+            ["", "-wal"].iter().any(|end| {
+                let file = format!("{}{end}", TraceFile::path_of(&db).display());
+                std::fs::read(&file)
+                    .unwrap_or_default()
+                    .windows(needle.len())
+                    .any(|w| w == needle.as_bytes())
+            })
+        };
+        assert!(found("U1") && found("U2"), "written where it can be found");
+        let gone = store.forget_person("U1").block().unwrap();
+        assert_eq!(gone.traces, 1);
+        assert!(
+            !found("U1"),
+            "the forgotten person's words are in neither file"
+        );
+        assert!(found("U2"));
     }
 
     #[test]

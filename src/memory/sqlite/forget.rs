@@ -57,6 +57,7 @@ impl Forgetting for Sqlite {
             let mut f = db.write(|tx| forget_person(tx, &user_id))?;
             traces +=
                 db.write_traces(|t| run(t, "DELETE FROM traces WHERE person = ?1", &user_id))?;
+            db.traces().checkpoint();
             f.traces = traces;
             Ok(f)
         })
