@@ -11,7 +11,6 @@ use std::sync::Arc;
 
 use axum::extract::State;
 use axum::response::Response;
-use futures_util::StreamExt;
 
 use super::api::store_error;
 use super::escape::escape;
@@ -25,8 +24,6 @@ const GAP_X: f64 = 40.0;
 const GAP_Y: f64 = 70.0;
 /// The pages of traces whose decisions are read to count transitions (`MAX_LIMIT` each).
 const TRACE_PAGES: usize = 5;
-/// The traces read at once.
-const READ_AT_ONCE: usize = 8;
 
 /// Every edge: (from, to, label, chosen by the soul).
 fn edges(defs: &BTreeMap<String, ProcessDef>) -> Vec<(String, String, String, bool)> {
@@ -193,40 +190,30 @@ struct Decided {
 /// How often each move was taken, from the process decisions of the newest `TRACE_PAGES`
 /// pages of traces (a trace that cannot be read counts nothing).
 async fn taken(s: &Inspector) -> Result<BTreeMap<(String, String), u64>, Response> {
-    let mut ids = Vec::new();
+    let mut taken: BTreeMap<(String, String), u64> = BTreeMap::new();
     let mut before = None;
     for _ in 0..TRACE_PAGES {
         let page = s
             .store
-            .traces(None, before, MAX_LIMIT)
+            .trace_bodies(before, MAX_LIMIT)
             .await
             .map_err(store_error)?;
-        ids.extend(
-            page.iter()
-                .filter(|t| t.kind == "message" || t.kind == "thought")
-                .map(|t| t.trace.clone()),
-        );
+        for row in page
+            .iter()
+            .filter(|t| t.kind == "message" || t.kind == "thought")
+        {
+            let Ok(body) = serde_json::from_str::<Decided>(&row.body) else {
+                continue;
+            };
+            for d in body.decisions.iter().filter(|d| d.kind == "process") {
+                if let Some(pair) = moved(&d.text) {
+                    *taken.entry(pair).or_default() += 1;
+                }
+            }
+        }
         match page.last() {
             Some(last) if page.len() == MAX_LIMIT => before = Some(last.at),
             _ => break,
-        }
-    }
-    let store = &s.store;
-    let mut rows = futures_util::stream::iter(ids)
-        .map(|id| async move { store.trace(&id).await })
-        .buffered(READ_AT_ONCE);
-    let mut taken: BTreeMap<(String, String), u64> = BTreeMap::new();
-    while let Some(row) = rows.next().await {
-        let Some(row) = row.map_err(store_error)? else {
-            continue;
-        };
-        let Ok(body) = serde_json::from_str::<Decided>(&row.body) else {
-            continue;
-        };
-        for d in body.decisions.iter().filter(|d| d.kind == "process") {
-            if let Some(pair) = moved(&d.text) {
-                *taken.entry(pair).or_default() += 1;
-            }
         }
     }
     Ok(taken)

@@ -50,7 +50,9 @@ pub use faces::{move_state, Quiet, Store};
 pub use feedback::{Judged, Verdict};
 pub use forget::{Forgotten, Pruned};
 pub use health::WriteHealth;
-pub use records::{DaemonRow, PsycheSample, TraceRow, TraceSummary, TracedConversation};
+pub use records::{
+    DaemonRow, PsycheSample, TraceRow, TraceSummary, TracedBody, TracedConversation,
+};
 
 pub use inbox::{Inbound, InboxItem, InboxStatus, Intake, Overheard};
 pub use migrate::SCHEMA_VERSION;

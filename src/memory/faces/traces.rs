@@ -5,7 +5,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::{Result, SamePlace};
-use crate::memory::{PsycheSample, TraceRow, TraceSummary, TracedConversation};
+use crate::memory::{PsycheSample, TraceRow, TraceSummary, TracedBody, TracedConversation};
 
 /// The turns' traces (the newest `[inspect] keep_turns`) and the inner life sampled over time,
 /// both bounded, for the inspector, `anima watch`'s readers and Slack's "why".
@@ -27,6 +27,9 @@ pub trait Traces: Send + Sync {
         before: Option<i64>,
         limit: usize,
     ) -> Result<Vec<TraceSummary>>;
+    /// The newest traces' bodies, without their pieces, begun before `before` (unix ms,
+    /// exclusive) when given, newest first, at most `limit`: one read for many. A read.
+    async fn trace_bodies(&self, before: Option<i64>, limit: usize) -> Result<Vec<TracedBody>>;
     /// One trace, whole; `None` when none is kept under `id` (never kept, or pruned). A read.
     async fn trace(&self, id: &str) -> Result<Option<TraceRow>>;
     /// The trace of the turn whose reply went into the message `reference` (its first part

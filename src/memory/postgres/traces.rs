@@ -12,7 +12,9 @@ use tokio_postgres::Row;
 use super::{Postgres, Prepared};
 use crate::memory::faces::{SamePlace, Traces};
 use crate::memory::records::trace::{piece_keys, SUMMARY_REPLY_CHARS};
-use crate::memory::{PsycheSample, StoreError, TraceRow, TraceSummary, TracedConversation};
+use crate::memory::{
+    PsycheSample, StoreError, TraceRow, TraceSummary, TracedBody, TracedConversation,
+};
 
 type Result<T> = std::result::Result<T, StoreError>;
 
@@ -153,6 +155,27 @@ impl Traces for Postgres {
                 process: r.get(4),
                 at: r.get(5),
                 reply: r.get(6),
+            })
+            .collect())
+    }
+
+    async fn trace_bodies(&self, before: Option<i64>, limit: usize) -> Result<Vec<TracedBody>> {
+        let client = self.client().await?;
+        let rows = client
+            .rows(
+                "SELECT trace, kind, anima_ms(at), body FROM traces
+                 WHERE $1::bigint IS NULL OR at < anima_at($1)
+                 ORDER BY at DESC, trace DESC LIMIT $2",
+                &[&before, &(limit as i64)],
+            )
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| TracedBody {
+                trace: r.get(0),
+                kind: r.get(1),
+                at: r.get(2),
+                body: r.get(3),
             })
             .collect())
     }

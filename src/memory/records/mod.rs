@@ -28,7 +28,7 @@ pub use inbox::{Inbound, InboxItem, InboxStatus, Intake, Overheard};
 pub use snapshot::{ConversationState, Snapshot};
 pub use soul::SoulState;
 pub use states::{CognitiveRow, JournalEntry, NewMove, StateMove};
-pub use trace::{PsycheSample, TraceRow, TraceSummary, TracedConversation};
+pub use trace::{PsycheSample, TraceRow, TraceSummary, TracedBody, TracedConversation};
 pub use turn::{TurnContext, TurnRecord, TurnStart, UsageRecord, Whisper};
 pub use users::{slug, UserRecord};
 pub use working::{Entry, EntryType, NewEntry};

@@ -57,6 +57,16 @@ pub struct TraceSummary {
     pub reply: Option<String>,
 }
 
+/// A trace's body as a bulk read gives it: without its pieces (what every trace recorded,
+/// read at once: the process graph's moves).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TracedBody {
+    pub trace: String,
+    pub kind: String,
+    pub at: i64,
+    pub body: String,
+}
+
 /// The characters of a reply a summary keeps.
 pub const SUMMARY_REPLY_CHARS: usize = 200;
 

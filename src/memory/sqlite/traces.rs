@@ -12,7 +12,7 @@ use rusqlite::{params, OptionalExtension, Row};
 use super::{Result, Sqlite};
 use crate::memory::faces::{SamePlace, Traces};
 use crate::memory::records::trace::{piece_keys, SUMMARY_REPLY_CHARS};
-use crate::memory::{PsycheSample, TraceRow, TraceSummary, TracedConversation};
+use crate::memory::{PsycheSample, TraceRow, TraceSummary, TracedBody, TracedConversation};
 
 const WHOLE: &str =
     "SELECT trace, kind, thread, person, inbox, process, at, reply, body, pieces FROM traces";
@@ -129,6 +129,29 @@ impl Traces for Sqlite {
                     params![thread, before, limit as i64, SUMMARY_REPLY_CHARS as i64],
                     summary,
                 )?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(rows)
+        })
+        .await
+    }
+
+    async fn trace_bodies(&self, before: Option<i64>, limit: usize) -> Result<Vec<TracedBody>> {
+        let before = before.unwrap_or(i64::MAX);
+        self.call(move |db| {
+            let conn = db.traces().conn();
+            let rows = conn
+                .prepare_cached(
+                    "SELECT trace, kind, at, body FROM traces WHERE at < ?1
+                     ORDER BY at DESC, trace DESC LIMIT ?2",
+                )?
+                .query_map(params![before, limit as i64], |r| {
+                    Ok(TracedBody {
+                        trace: r.get(0)?,
+                        kind: r.get(1)?,
+                        at: r.get(2)?,
+                        body: r.get(3)?,
+                    })
+                })?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             Ok(rows)
         })

@@ -235,6 +235,14 @@ async fn a_traces_pieces_are_read_back_in_order_and_shared() {
         for t in [&a, &b, &c] {
             assert_eq!(s.trace(&t.trace).await.unwrap().as_ref(), Some(t), "{name}");
         }
+        // Bodies read in bulk: newest first, paged by `before`, without their pieces.
+        let bodies = s.trace_bodies(None, 2).await.unwrap();
+        let seen: Vec<(&str, i64)> = bodies.iter().map(|b| (b.trace.as_str(), b.at)).collect();
+        assert_eq!(seen, [("pc", 12), ("pb", 11)], "{name}");
+        assert_eq!(bodies[1].body, b.body, "{name}");
+        let older = s.trace_bodies(Some(11), 10).await.unwrap();
+        let ids: Vec<&str> = older.iter().map(|b| b.trace.as_str()).collect();
+        assert_eq!(ids, ["pa"], "{name}");
         // A piece outlives a pruned trace that listed it while another lists it still.
         s.prune_traces(1).await.unwrap();
         assert_eq!(s.trace("pc").await.unwrap(), Some(c), "{name}");
