@@ -5,7 +5,7 @@
 //! restart invents none), and how many of the traced conversations stand in each process now. Deterministic: the same definitions and
 //! counts draw the same picture.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write;
 use std::sync::Arc;
 
@@ -230,13 +230,15 @@ pub async fn page(State(s): State<Arc<Inspector>>) -> Response {
         .traced_conversations(None, MAX_LIMIT)
         .await
         .unwrap_or_default();
-    let mut threads = BTreeSet::new();
-    for c in conversations.iter().filter(|c| !c.thread.is_empty()) {
-        if let Ok(Some(p)) = s.store.thread_process(&c.thread).await {
-            *standing.entry(p.current).or_default() += 1;
-            threads.insert(c.thread.clone());
-        }
+    let traced: Vec<String> = (conversations.iter())
+        .filter(|c| !c.thread.is_empty())
+        .map(|c| c.thread.clone())
+        .collect();
+    let stand = s.store.standing(&traced).await.unwrap_or_default();
+    for (_, current) in &stand {
+        *standing.entry(current.clone()).or_default() += 1;
     }
+    let threads = stand.len();
     let lib = s.engine.library().current();
     let initial = &s.engine.config().initial_process;
     let body = format!(
@@ -244,7 +246,7 @@ pub async fn page(State(s): State<Arc<Inspector>>) -> Response {
          (<code>{}</code>); ×N: moves the newest kept turns recorded; ● N: of the {} most recently \
          traced conversations, how many stand there.</p>{}",
         escape(initial),
-        threads.len(),
+        threads,
         svg(&lib.processes, initial, &taken, &standing)
     );
     frame("Process graph", &body)

@@ -120,6 +120,9 @@ pub trait Whispers: Send + Sync {
 pub trait Processes: Send + Sync {
     /// The thread's process state, if it has one yet (`None` before its first turn). A read.
     async fn thread_process(&self, thread: &str) -> Result<Option<ThreadProcess>>;
+    /// Where each of `threads` stands: (thread, its current process), in no order, a thread
+    /// with no process state yet left out. One read for them all.
+    async fn standing(&self, threads: &[String]) -> Result<Vec<(String, String)>>;
     /// The transitions the thread took, oldest first. A read.
     async fn transitions(&self, thread: &str) -> Result<Vec<TransitionRow>>;
     /// Threads the soul has taken part in whose last entry is older than `quiet_since` (unix

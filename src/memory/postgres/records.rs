@@ -144,6 +144,19 @@ impl Processes for Postgres {
         thread_process(&self.client().await?, thread).await
     }
 
+    async fn standing(&self, threads: &[String]) -> Result<Vec<(String, String)>> {
+        let client = self.client().await?;
+        Ok(client
+            .rows(
+                "SELECT thread, current FROM thread_process WHERE thread = ANY($1)",
+                &[&threads],
+            )
+            .await?
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect())
+    }
+
     async fn transitions(&self, thread: &str) -> Result<Vec<TransitionRow>> {
         let client = self.client().await?;
         Ok(client

@@ -2,6 +2,7 @@
 //! threads gone quiet.
 
 use async_trait::async_trait;
+use rusqlite::OptionalExtension;
 
 use super::{Result, Sqlite};
 use crate::memory::faces::Processes;
@@ -14,6 +15,23 @@ impl Processes for Sqlite {
         let thread = thread.to_owned();
         self.call(move |db| process_state::load(&db.conn(), &thread))
             .await
+    }
+
+    async fn standing(&self, threads: &[String]) -> Result<Vec<(String, String)>> {
+        let threads = threads.to_vec();
+        self.call(move |db| {
+            let conn = db.conn();
+            let mut stmt =
+                conn.prepare_cached("SELECT current FROM thread_process WHERE thread = ?1")?;
+            let mut out = Vec::with_capacity(threads.len());
+            for t in threads {
+                if let Some(current) = stmt.query_row([&t], |r| r.get::<_, String>(0)).optional()? {
+                    out.push((t, current));
+                }
+            }
+            Ok(out)
+        })
+        .await
     }
 
     async fn transitions(&self, thread: &str) -> Result<Vec<TransitionRow>> {

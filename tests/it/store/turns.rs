@@ -120,6 +120,16 @@ async fn a_turn_commits_everything_at_once_and_its_reply_with_it() {
             s.thread_process("C1:1.0").await.unwrap().unwrap().current,
             "main"
         );
+        // Where several threads stand, in one read: one with no process yet is left out.
+        let stand = s
+            .standing(&["C1:1.0".to_string(), "nowhere:1.0".to_string()])
+            .await
+            .unwrap();
+        assert_eq!(
+            stand,
+            [("C1:1.0".to_string(), "main".to_string())],
+            "{name}"
+        );
         let history = s.model_history("U1").await.unwrap();
         assert_eq!(history.len(), 1, "{name}");
         assert_eq!(history[0].1, "Learnt: Japanese.");
