@@ -107,21 +107,30 @@ impl TraceFile {
         }
     }
 
+    /// Creates the schema in a new file; refuses a file from a newer anima. Processes opening
+    /// a new home at once create it once: the version is read again under the lock.
     fn migrate(&self) -> Result<(), StoreError> {
-        let conn = self.conn();
-        let found: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-        if found > VERSION {
-            return Err(StoreError::TooNew {
-                path: self.path.clone(),
-                found,
-                supported: VERSION,
-            });
+        let mut conn = self.conn();
+        let version = |c: &Connection| -> Result<i64, StoreError> {
+            let found: i64 = c.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+            if found > VERSION {
+                return Err(StoreError::TooNew {
+                    path: self.path.clone(),
+                    found,
+                    supported: VERSION,
+                });
+            }
+            Ok(found)
+        };
+        if version(&conn)? == VERSION {
+            return Ok(());
         }
-        if found < VERSION {
-            conn.execute_batch(&format!(
-                "BEGIN EXCLUSIVE; {SCHEMA} PRAGMA user_version = {VERSION}; COMMIT;"
-            ))?;
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Exclusive)?;
+        if version(&tx)? < VERSION {
+            tx.execute_batch(SCHEMA)?;
+            tx.pragma_update(None, "user_version", VERSION)?;
         }
+        tx.commit()?;
         Ok(())
     }
 
