@@ -570,22 +570,7 @@ async fn faces_turns(
     for n in from..from + runs + runs / 10 {
         let thread = format!("{channel}:{}.0", n % 50);
         let t = Instant::now();
-        let (_, ctx) = store.begin_turn(port_question(&thread)).await.unwrap();
-        black_box(
-            store
-                .commit_turn(TurnRecord {
-                    thread,
-                    user_id: "U1".into(),
-                    interaction: ctx.interaction,
-                    entries: vec![
-                        NewEntry::new(EntryType::InternalMonologue, "Thinking about the port."),
-                        NewEntry::new(EntryType::ExternalDialog, "The port is at 93%."),
-                    ],
-                    ..Default::default()
-                })
-                .await
-                .unwrap(),
-        );
+        one_turn(&store, &thread).await;
         if n >= from + runs / 10 {
             samples.push(t.elapsed());
         }

@@ -89,9 +89,7 @@ impl Caller<'_> {
         dossiers: Option<&super::dossiers::DossierTurn>,
     ) -> Result<Chained, Failed> {
         let seeing = !self.images.is_empty();
-        let chained = self
-            .chain_with(p, begun, lib, packet, dossiers, seeing)
-            .await;
+        let chained = self.chain_with(p, begun, lib, packet, dossiers).await;
         match chained {
             Err(f) if seeing && matches!(f.error, LlmError::ImagesRefused { .. }) => {
                 warn!(error = %f.error, "the model refused the message's images; asked again, the soul told it cannot see them");
@@ -102,15 +100,14 @@ impl Caller<'_> {
                     images: &[],
                     ..*self
                 };
-                blind
-                    .chain_with(p, begun, lib, packet, dossiers, false)
-                    .await
+                blind.chain_with(p, begun, lib, packet, dossiers).await
             }
             other => other,
         }
     }
 
-    /// The chain with the message's images shown (`seeing`) or each named as not seen.
+    /// The chain with the message's images shown, or (none left to show) each named as not
+    /// seen.
     async fn chain_with(
         &self,
         p: &Perception,
@@ -118,7 +115,6 @@ impl Caller<'_> {
         lib: &Loaded,
         packet: Option<&Packet>,
         dossiers: Option<&super::dossiers::DossierTurn>,
-        seeing: bool,
     ) -> Result<Chained, Failed> {
         let ctx = &begun.ctx;
         let policy = p.policy();
@@ -142,7 +138,7 @@ impl Caller<'_> {
             },
             policy,
             extra_queries,
-            attachments: begun.shared.sections(seeing),
+            attachments: begun.shared.sections(!self.images.is_empty()),
         };
         let mut sofar = Sofar {
             state: begun.state.clone(),
