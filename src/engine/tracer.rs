@@ -123,14 +123,19 @@ impl<'h> Tracer<'h> {
     }
 
     fn emit(&self, phase: Phase, text: impl FnOnce() -> String, data: impl FnOnce() -> Value) {
-        self.hub.emit(|| Record {
+        self.hub.emit(|| self.record(phase, text(), data()));
+    }
+
+    /// A record of this turn's, happening now.
+    fn record(&self, phase: Phase, text: String, data: Value) -> Record {
+        Record {
             phase,
             trace: self.id.clone(),
             thread: self.thread.clone(),
             at: now_ms(),
-            text: text(),
-            data: data(),
-        });
+            text,
+            data,
+        }
     }
 
     /// What the turn answers: a person's message, a quiet spell, a state call's kind.
@@ -151,19 +156,20 @@ impl<'h> Tracer<'h> {
 
     /// A call's prompt, about to be sent: its sections' sizes.
     pub fn sent(&self, purpose: &str, sent: Sent) {
-        self.emit(
-            Phase::Prompt,
-            || {
-                let s = measured(sent);
-                let tokens: u64 = s.iter().map(|s| s.tokens).sum();
-                let cached: u64 = s.iter().filter(|s| s.cached).map(|s| s.tokens).sum();
-                format!(
-                    "{purpose}: {} sections, ~{tokens} tokens (~{cached} in the cached part)",
-                    s.len()
-                )
-            },
-            || json!({ "purpose": purpose, "sections": measured(sent) }),
-        );
+        self.hub.emit(|| {
+            let s = measured(sent);
+            let tokens: u64 = s.iter().map(|s| s.tokens).sum();
+            let cached: u64 = s.iter().filter(|s| s.cached).map(|s| s.tokens).sum();
+            let text = format!(
+                "{purpose}: {} sections, ~{tokens} tokens (~{cached} in the cached part)",
+                s.len()
+            );
+            self.record(
+                Phase::Prompt,
+                text,
+                json!({ "purpose": purpose, "sections": s }),
+            )
+        });
     }
 
     /// The images the last call carried: each a section of no text, its tokens estimated as

@@ -8,7 +8,10 @@
 //!
 //! Who writes: a runner (`TraceWriter::run`), which the daemon supervises among its tasks;
 //! while none is on duty (`anima chat`, `anima inspect`, `anima dream`, an eval's run, the
-//! tests), a push starts a drain task that writes what is queued and ends. `flush` writes
+//! tests), a push starts a drain task that writes what is queued and ends. The runner writes a
+//! trace that comes after a quiet spell at once, and lets those that follow a write gather
+//! for `GATHER` (or until a batch's worth is queued), so that under load traces share their
+//! transactions instead of each taking one. `flush` writes
 //! everything queued now before it returns; whatever ends (the daemon's stop, the commands)
 //! flushes. A process killed outright loses at most what was queued.
 //!
@@ -30,6 +33,9 @@ use crate::memory::{Store, TraceRow};
 pub const QUEUE: usize = 512;
 /// Traces written in one transaction at most.
 pub const BATCH: usize = 128;
+/// The span after a write in which the runner lets traces gather before the next: a busy
+/// daemon writes its traces at most this often, a quiet one each at once.
+pub const GATHER: Duration = Duration::from_millis(50);
 /// The least time between two warnings about dropped traces.
 const WARN_EVERY: Duration = Duration::from_secs(60);
 
@@ -47,6 +53,8 @@ pub struct TraceWriter {
     capacity: usize,
     /// Told when a trace is queued (a permit waits when the runner is busy).
     queued: Notify,
+    /// Told when a batch's worth is queued: the runner gathers no longer.
+    filled: Notify,
     /// Held while a batch is taken and written: the runner, a drain and a flush write one
     /// at a time, so a flush that finds the queue empty knows every batch taken is written.
     writing: tokio::sync::Mutex<()>,
@@ -74,6 +82,7 @@ impl TraceWriter {
             queue: Mutex::new(VecDeque::new()),
             capacity: capacity.max(1),
             queued: Notify::new(),
+            filled: Notify::new(),
             writing: tokio::sync::Mutex::new(()),
             runners: AtomicUsize::new(0),
             draining: AtomicBool::new(false),
@@ -92,6 +101,9 @@ impl TraceWriter {
                 return Queued::Dropped;
             }
             queue.push_back(row);
+            if queue.len() == BATCH {
+                self.filled.notify_one();
+            }
         }
         if self.runners.load(Ordering::SeqCst) > 0 {
             self.queued.notify_one();
@@ -121,14 +133,29 @@ impl TraceWriter {
     pub async fn run(self: Arc<Self>, stop: impl Future<Output = ()>) {
         let _on_duty = OnDuty::new(&self.runners);
         tokio::pin!(stop);
+        let mut wrote: Option<Instant> = None;
         loop {
-            while self.write_batch().await > 0 {}
-            tokio::select! {
-                () = self.queued.notified() => {}
-                () = &mut stop => break,
+            while self.queued() == 0 {
+                tokio::select! {
+                    () = self.queued.notified() => {}
+                    () = &mut stop => return self.flush().await,
+                }
             }
+            // Soon after a write, the traces that follow gather for the rest of the span
+            // (or until a batch's worth is queued), to share one transaction.
+            let gather = wrote
+                .map(|w| w + GATHER)
+                .filter(|&end| Instant::now() < end);
+            if let Some(end) = gather.filter(|_| self.queued() < BATCH) {
+                tokio::select! {
+                    () = tokio::time::sleep_until(end.into()) => {}
+                    () = self.filled.notified() => {}
+                    () = &mut stop => return self.flush().await,
+                }
+            }
+            self.write_batch().await;
+            wrote = Some(Instant::now());
         }
-        self.flush().await;
     }
 
     /// Takes a batch off the queue and writes it: how many it took (0: the queue was empty).
@@ -397,5 +424,34 @@ mod tests {
         runner.await.unwrap();
         assert_eq!(kept(&store).await, 49);
         assert_eq!(writer.runners.load(Ordering::SeqCst), 0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn traces_that_follow_a_write_gather_to_share_a_transaction() {
+        let (_dir, store) = store();
+        let writer = TraceWriter::new(store.clone());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let runner = tokio::spawn(writer.clone().run(async {
+            let _ = stopped.await;
+        }));
+        while writer.runners.load(Ordering::SeqCst) == 0 {
+            tokio::task::yield_now().await;
+        }
+        writer.push(row(0));
+        while kept(&store).await < 1 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        // Twenty more, one every 2 ms, as a busy daemon's turns end: written each alone,
+        // they would take twenty transactions.
+        let before = store.write_transactions();
+        for n in 1..=20 {
+            writer.push(row(n));
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        stop.send(()).unwrap();
+        runner.await.unwrap();
+        assert_eq!(kept(&store).await, 21);
+        let took = store.write_transactions() - before;
+        assert!(took <= 5, "twenty traces took {took} transactions");
     }
 }
