@@ -69,10 +69,13 @@ impl TraceFile {
         let conn = Connection::open(&path).map_err(failed)?;
         conn.busy_timeout(super::BUSY_TIMEOUT).map_err(failed)?;
         super::enter_wal(&conn).map_err(failed)?;
-        // As the database: a commit survives a crash of anima; deleted words are overwritten.
+        // As the database, a commit survives a crash of anima. Deleted content is zeroed only
+        // where a page is written anyway (FAST): zeroing every pruned trace's pages would double
+        // the writer's cost, and what forgetting deletes is scrubbed from the whole file
+        // (`scrub`).
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(failed)?;
-        conn.pragma_update(None, "secure_delete", "ON")
+        conn.pragma_update(None, "secure_delete", "FAST")
             .map_err(failed)?;
         conn.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)
             .map_err(failed)?;
@@ -153,15 +156,18 @@ impl TraceFile {
         Ok(value)
     }
 
-    /// Copies the file's WAL back into it and empties the WAL, so that what was deleted (with
-    /// `secure_delete`, overwritten) is gone from both: after a person is forgotten. A reader
-    /// in the way leaves it for SQLite's own next checkpoint, and the log says so.
-    pub fn checkpoint(&self) {
-        let done = self
-            .conn()
-            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
-                r.get::<_, i64>(0)
-            });
+    /// Rewrites the file without its free pages and empties its WAL, so that nothing deleted
+    /// (a forgotten person's traces, and any pruned before) is left in either: after
+    /// forgetting. A reader in the way leaves the WAL for SQLite's own next checkpoint, and
+    /// the log says so.
+    pub fn scrub(&self) {
+        let conn = self.conn();
+        if let Err(e) = conn.execute_batch("VACUUM") {
+            tracing::warn!(file = %self.path.display(), error = %e, "the traces' file could not be rewritten now");
+        }
+        let done = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+            r.get::<_, i64>(0)
+        });
         if !matches!(done, Ok(0)) {
             tracing::warn!(file = %self.path.display(), "the traces' file could not be checkpointed now");
         }
@@ -266,7 +272,7 @@ mod tests {
     }
 
     #[test]
-    fn a_forgotten_persons_words_leave_the_traces_file_and_its_wal() {
+    fn a_forgotten_persons_words_leave_the_traces_file_and_its_wal_even_from_pruned_traces() {
         use crate::memory::faces::{Forgetting, Traces};
         use crate::memory::sqlite::{Block, Sqlite};
         use crate::memory::TraceRow;
@@ -274,23 +280,27 @@ mod tests {
         let db = dir.path().join("anima.db");
         let store = Sqlite::open(&db).unwrap();
         let words = "Quokka-Zephyr-9173 said their secret";
-        for (n, person) in ["U1", "U2"].iter().enumerate() {
-            store
-                .record_trace(TraceRow {
-                    trace: format!("{n:032x}"),
-                    kind: "message".into(),
-                    thread: format!("C{n}:1.0"),
-                    person: Some(person.to_string()),
-                    inbox: None,
-                    process: "main".into(),
-                    at: n as i64,
-                    reply: None,
-                    body: format!("{{\"stimulus\": \"{person}: {words}\"}}"),
-                    pieces: Vec::new(),
-                })
-                .block()
-                .unwrap();
+        let trace = |n: usize, person: &str, pad: usize| TraceRow {
+            trace: format!("{n:032x}"),
+            kind: "message".into(),
+            thread: format!("C{n}:1.0"),
+            person: Some(person.to_string()),
+            inbox: None,
+            process: "main".into(),
+            at: n as i64,
+            reply: None,
+            body: format!(
+                "{{\"stimulus\": \"{person}: {words}\", \"raw\": \"{}\"}}",
+                "·".repeat(pad)
+            ),
+            pieces: Vec::new(),
+        };
+        // The oldest, U1's, long enough to spill onto pages of its own, is pruned first: its
+        // pages go free, as the writer leaves them.
+        for row in [trace(0, "U1", 6000), trace(1, "U1", 0), trace(2, "U2", 0)] {
+            store.record_trace(row).block().unwrap();
         }
+        assert_eq!(store.prune_traces(2).block().unwrap(), 1);
         let found = |who: &str| {
             let needle = format!("{who}: {words}");
             ["", "-wal"].iter().any(|end| {
@@ -306,9 +316,10 @@ mod tests {
         assert_eq!(gone.traces, 1);
         assert!(
             !found("U1"),
-            "the forgotten person's words are in neither file"
+            "the forgotten person's words are in neither file, not even a pruned trace's"
         );
         assert!(found("U2"));
+        assert_eq!(store.traces(None, None, 10).block().unwrap().len(), 1);
     }
 
     #[test]

@@ -57,7 +57,7 @@ impl Forgetting for Sqlite {
             let mut f = db.write(|tx| forget_person(tx, &user_id))?;
             traces +=
                 db.write_traces(|t| run(t, "DELETE FROM traces WHERE person = ?1", &user_id))?;
-            db.traces().checkpoint();
+            db.traces().scrub();
             f.traces = traces;
             Ok(f)
         })
@@ -78,6 +78,9 @@ impl Forgetting for Sqlite {
                     }
                     Ok(n)
                 })?;
+                if p.traces > 0 {
+                    db.traces().scrub();
+                }
             }
             Ok(p)
         })
