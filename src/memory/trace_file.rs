@@ -3,7 +3,9 @@
 //! file's lock, never the one a turn's commit waits for, and the two run on different cores.
 //!
 //! Owns the file: where it is, its schema (`traces`, `trace_pieces`, versioned by its own
-//! `user_version`), its connection and its write transaction, and moving the traces a
+//! `user_version`), its connection and its write transaction, its checkpoints (a thread of
+//! their own, as the database's: when the writing pauses for a second, at least every ten
+//! seconds under unbroken writing, never inside the writer's commits), and moving the traces a
 //! database kept itself before this file (schema versions 20 and 21) into it. What a trace
 //! holds and how it is read is `sqlite::traces`'s; `SqliteStore` holds one of these.
 
@@ -54,6 +56,9 @@ const MOVE_CHUNK: i64 = 200;
 pub struct TraceFile {
     conn: Mutex<Connection>,
     path: PathBuf,
+    /// Copies the WAL back into the file from a thread of its own (as the database's), so
+    /// the writer's commits never do; held for its Drop, which stops the thread.
+    _checkpointer: Option<super::checkpoint::Checkpointer>,
 }
 
 impl TraceFile {
@@ -79,8 +84,14 @@ impl TraceFile {
             .map_err(failed)?;
         conn.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)
             .map_err(failed)?;
-        let file = TraceFile::ready(conn, path.clone());
+        let mut file = TraceFile::ready(conn, path.clone());
         file.migrate()?;
+        file._checkpointer = super::checkpoint::Checkpointer::start(&path);
+        if file._checkpointer.is_some() {
+            file.conn()
+                .pragma_update(None, "wal_autocheckpoint", 0)
+                .map_err(failed)?;
+        }
         Ok(file)
     }
 
@@ -107,6 +118,7 @@ impl TraceFile {
         TraceFile {
             conn: Mutex::new(conn),
             path,
+            _checkpointer: None,
         }
     }
 
@@ -320,6 +332,109 @@ mod tests {
         );
         assert!(found("U2"));
         assert_eq!(store.traces(None, None, 10).block().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_quiet_conversations_forgotten_traces_leave_the_traces_file() {
+        use crate::memory::faces::{Forgetting, Traces};
+        use crate::memory::sqlite::{Block, Sqlite};
+        use crate::memory::TraceRow;
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("anima.db");
+        let store = Sqlite::open(&db).unwrap();
+        let words = "Wombat-Nebula-4411 told the quiet room";
+        // A conversation last spoken in long ago, and its trace, long enough to spill.
+        store
+            .blocking()
+            .write(|c| {
+                c.execute(
+                    "INSERT INTO working_memory (thread, entry_type, content, created_at)
+                     VALUES ('C-quiet', 'userMessage', 'hello', 1000)",
+                    [],
+                )?;
+                Ok(())
+            })
+            .unwrap();
+        let body = format!(
+            "{{\"stimulus\": \"{words}\", \"raw\": \"{}\"}}",
+            "·".repeat(6000)
+        );
+        store
+            .record_trace(TraceRow {
+                trace: "q".repeat(32),
+                kind: "message".into(),
+                thread: "C-quiet".into(),
+                person: Some("U1".into()),
+                inbox: None,
+                process: "main".into(),
+                at: 1000,
+                reply: None,
+                body,
+                pieces: Vec::new(),
+            })
+            .block()
+            .unwrap();
+        let found = || {
+            ["", "-wal"].iter().any(|end| {
+                let file = format!("{}{end}", TraceFile::path_of(&db).display());
+                std::fs::read(&file)
+                    .unwrap_or_default()
+                    .windows(words.len())
+                    .any(|w| w == words.as_bytes())
+            })
+        };
+        assert!(found(), "written where it can be found");
+        let p = store.forget_quiet(2000).block().unwrap();
+        assert_eq!((p.conversations, p.traces), (1, 1));
+        assert!(
+            !found(),
+            "a forgotten conversation's words are in neither file"
+        );
+        assert!(store.traces(None, None, 10).block().unwrap().is_empty());
+    }
+
+    #[test]
+    fn the_traces_wal_reaches_their_file_without_the_writers_commits_paying_for_it() {
+        use crate::memory::faces::Traces;
+        use crate::memory::sqlite::{Block, Sqlite};
+        use crate::memory::TraceRow;
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("anima.db");
+        let store = Sqlite::open(&db).unwrap();
+        let file = TraceFile::path_of(&db);
+        let before = std::fs::metadata(&file).unwrap().len();
+        let rows: Vec<TraceRow> = (0..300)
+            .map(|n| TraceRow {
+                trace: format!("{n:032x}"),
+                kind: "message".into(),
+                thread: "C1:1.0".into(),
+                person: Some("U1".into()),
+                inbox: None,
+                process: "main".into(),
+                at: n,
+                reply: None,
+                body: format!("{{\"raw\": \"{n} {}\"}}", "x".repeat(1024)),
+                pieces: Vec::new(),
+            })
+            .collect();
+        for batch in rows.chunks(30) {
+            store.record_traces(batch.into()).block().unwrap();
+        }
+        assert_eq!(
+            std::fs::metadata(&file).unwrap().len(),
+            before,
+            "the writer's commits do not checkpoint"
+        );
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while std::fs::metadata(&file).unwrap().len() == before
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        assert!(
+            std::fs::metadata(&file).unwrap().len() > before + 200 * 1024,
+            "the checkpointer copied the WAL back"
+        );
     }
 
     #[test]
