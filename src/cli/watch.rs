@@ -101,6 +101,10 @@ pub async fn run(config_path: Option<&std::path::Path>, args: WatchArgs) -> CliR
     let targets = tokio::spawn(keep_following(config.clone(), follow));
     let width = width();
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    // One listener for the whole watch: a Ctrl-C while records are being printed is heard
+    // the next time the printer waits.
+    let interrupted = tokio::signal::ctrl_c();
+    tokio::pin!(interrupted);
     let result = loop {
         let seen = match rx.try_recv() {
             Ok(seen) => Some(seen),
@@ -112,7 +116,7 @@ pub async fn run(config_path: Option<&std::path::Path>, args: WatchArgs) -> CliR
                 }
                 tokio::select! {
                     seen = rx.recv() => seen,
-                    _ = tokio::signal::ctrl_c() => break Ok(()),
+                    _ = &mut interrupted => break Ok(()),
                 }
             }
         };

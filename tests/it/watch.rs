@@ -425,3 +425,49 @@ fn a_daemon_on_a_port_chosen_at_start_is_followed() {
         .iter()
         .all(|r| ["stimulus", "response"].contains(&r.phase.as_str())));
 }
+
+/// Ctrl-C while records pour in (twenty thousand sent at once, then the stream held open) ends
+/// the watch at once, with success: the interrupt is heard even when it comes mid-print.
+#[test]
+fn ctrl_c_mid_flood_ends_the_watch() {
+    let mut flood = vec![": connected\n\n".to_string()];
+    flood.extend(
+        (0..20_000).map(|n| frame("model", "D1", &format!("call {n}"), 1_700_000_000_000 + n)),
+    );
+    let server = serve(flood, Then::Hold, false);
+    let home = home_listening(server.addr);
+    let mut child = watch(&home, &["--json"], Some(TOKEN));
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut n = 0usize;
+        for line in BufReader::new(stdout).split(b'\n') {
+            if line.is_err() {
+                break;
+            }
+            n += 1;
+            if n == 1 {
+                let _ = tx.send(());
+            }
+        }
+    });
+    rx.recv_timeout(Duration::from_secs(20))
+        .expect("a first line");
+    let interrupted = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(interrupted.success());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("anima watch did not stop on Ctrl-C");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status:?}");
+}
