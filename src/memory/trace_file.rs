@@ -170,16 +170,27 @@ impl TraceFile {
 
     /// Rewrites the file without its free pages and empties its WAL, so that nothing deleted
     /// (a forgotten person's traces, and any pruned before) is left in either: after
-    /// forgetting. A reader in the way leaves the WAL for SQLite's own next checkpoint, and
-    /// the log says so.
+    /// forgetting. The checkpoint is tried again for a while when another one (the file's
+    /// checkpoint thread's) is under way; a reader in the way for longer leaves the WAL for
+    /// the next checkpoint, and the log says so.
     pub fn scrub(&self) {
         let conn = self.conn();
         if let Err(e) = conn.execute_batch("VACUUM") {
             tracing::warn!(file = %self.path.display(), error = %e, "the traces' file could not be rewritten now");
         }
-        let done = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
-            r.get::<_, i64>(0)
-        });
+        let truncate = || {
+            conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+                r.get::<_, i64>(0)
+            })
+        };
+        let mut done = truncate();
+        for _ in 0..20 {
+            if matches!(done, Ok(0)) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            done = truncate();
+        }
         if !matches!(done, Ok(0)) {
             tracing::warn!(file = %self.path.display(), "the traces' file could not be checkpointed now");
         }
