@@ -452,6 +452,7 @@ mod tests {
         runner.await.unwrap();
         assert_eq!(kept(&store).await, 21);
         let took = store.write_transactions() - before;
-        assert!(took <= 5, "twenty traces took {took} transactions");
+        // One at once, the rest in a transaction every 50 ms: a few, even on a slow machine.
+        assert!(took <= 10, "twenty traces took {took} transactions");
     }
 }
