@@ -31,7 +31,20 @@ pub async fn shut_down(
     let store = engine.store().clone();
     let (messages, circumstances) = circumstances(engine).await;
     let template = engine.library().current().template.clone();
-    let decision = shutdown::decide(&template.behaviors.shutdown, &circumstances);
+    let from = store
+        .cognitive_state()
+        .await
+        .map(|r| r.state)
+        .unwrap_or_default();
+    let mut decision = shutdown::decide(&template.behaviors.shutdown, &circumstances);
+    // A soul still waking has not answered its wakeup: nobody waits for it to answer this.
+    if decision.ask_consent && from == State::Wakeup.name() {
+        decision.ask_consent = false;
+        decision.why = format!(
+            "{}; but the soul is still waking, so it is not asked",
+            decision.why
+        );
+    }
     info!(mode = decision.mode, ask_consent = decision.ask_consent, fired = ?decision.fired, why = %decision.why, "shutdown decision");
 
     let (answer, consent) = if decision.ask_consent {
@@ -39,11 +52,6 @@ pub async fn shut_down(
     } else {
         (serde_json::Value::Null, None)
     };
-    let from = store
-        .cognitive_state()
-        .await
-        .map(|r| r.state)
-        .unwrap_or_default();
     move_to(
         engine,
         State::Shutdown,
