@@ -1,5 +1,5 @@
 //! `anima watch`: follows the soul stream of the daemon(s) of the configured home or database
-//! and prints one line per record (`line`), or the record's JSON with `--json`, filtered by
+//! and prints one line per record (`line`), or the record's JSON with `--json` (`print`), filtered by
 //! thread and phase.
 //!
 //! It reads `GET http://<listen>/api/inspect/stream` (server-sent events, `sse`) with the
@@ -11,6 +11,7 @@
 //! Knows nothing of how records are made: it reads them.
 
 mod line;
+mod print;
 mod sse;
 
 use std::collections::hash_map::Entry;
@@ -25,7 +26,7 @@ use tokio::sync::mpsc;
 use super::{load_config, CliResult, Failure};
 use crate::config::{Config, StoreBackend};
 use crate::memory::DaemonRow;
-use crate::window::{Phase, Record};
+use crate::window::Phase;
 
 /// The variable the token is read from, as the daemon reads it.
 pub const TOKEN_VAR: &str = "ANIMA_INSPECT_TOKEN";
@@ -63,17 +64,6 @@ enum Seen {
     Refused(String),
 }
 
-/// What `--json` and the filters read of a record before they print it whole.
-#[derive(serde::Deserialize)]
-struct Head<'a> {
-    phase: Phase,
-    #[serde(borrow)]
-    thread: std::borrow::Cow<'a, str>,
-    /// A record that names a daemon already is given the name it is followed by instead.
-    daemon: Option<serde::de::IgnoredAny>,
-}
-
-/// A daemon to follow: how lines name it (none when it is the only one) and where it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Target {
     name: Option<String>,
@@ -126,7 +116,7 @@ pub async fn run(config_path: Option<&std::path::Path>, args: WatchArgs) -> CliR
             None => break Ok(()),
         };
         let print = |out: &mut std::io::BufWriter<_>, data: &str| {
-            let Some(line) = printed(data, daemon.as_deref(), &args, &phases, width) else {
+            let Some(line) = print::printed(data, daemon.as_deref(), &args, &phases, width) else {
                 return Ok(());
             };
             writeln!(out, "{line}")
@@ -160,55 +150,6 @@ fn phases(names: &[String]) -> Result<Vec<Phase>, Failure> {
             })
         })
         .collect()
-}
-
-/// The line a record's JSON (`data`, as a daemon sent it) prints as, if the filters let it
-/// through: the record itself with `--json`, else a line for the terminal. A record that
-/// cannot be read is skipped, saying so.
-fn printed(
-    data: &str,
-    daemon: Option<&str>,
-    args: &WatchArgs,
-    phases: &[Phase],
-    width: usize,
-) -> Option<String> {
-    let wanted = |phase: Phase, thread: &str| {
-        (phases.is_empty() || phases.contains(&phase))
-            && args.thread.as_ref().is_none_or(|t| t == thread)
-    };
-    if args.json {
-        let Ok(head) = serde_json::from_str::<Head>(data) else {
-            eprintln!("anima: a record that cannot be read was skipped");
-            return None;
-        };
-        return wanted(head.phase, &head.thread).then(|| json_line(data, &head, daemon));
-    }
-    let Ok(record) = serde_json::from_str::<Record>(data) else {
-        eprintln!("anima: a record that cannot be read was skipped");
-        return None;
-    };
-    wanted(record.phase, &record.thread).then(|| line::human(&record, daemon, width))
-}
-
-/// A record's JSON (`data`, read as `head`) as one line; `daemon` names its daemon when
-/// several are followed. The record is printed as the daemon wrote it, unless it spans lines
-/// or must have its daemon's name put in its place: then it is written anew.
-fn json_line(data: &str, head: &Head, daemon: Option<&str>) -> String {
-    let one_line = !data.contains(['\n', '\r']);
-    match daemon {
-        None if one_line => data.to_string(),
-        Some(d) if one_line && head.daemon.is_none() && data.starts_with('{') => {
-            let name = serde_json::to_string(d).unwrap_or_default();
-            format!("{{\"daemon\":{name},{}", &data[1..])
-        }
-        _ => {
-            let mut value: serde_json::Value = serde_json::from_str(data).unwrap_or_default();
-            if let (Some(d), Some(map)) = (daemon, value.as_object_mut()) {
-                map.insert("daemon".into(), d.into());
-            }
-            value.to_string()
-        }
-    }
 }
 
 /// The terminal's width: `COLUMNS`, else the default.
@@ -557,72 +498,5 @@ mod tests {
         assert_eq!(at(1).unwrap(), "far:3000");
         assert!(at(2).unwrap_err().contains("the daemon old pid 7"));
         assert!(at(3).unwrap_err().contains("fixed port"));
-    }
-
-    /// `--json`'s line for a record's JSON as a daemon sent it.
-    fn json_of(data: &str, daemon: Option<&str>) -> String {
-        let head: Head = serde_json::from_str(data).unwrap();
-        json_line(data, &head, daemon)
-    }
-
-    #[test]
-    fn a_json_line_is_the_record_and_names_its_daemon_among_several() {
-        let record = Record {
-            phase: Phase::Response,
-            trace: "t".into(),
-            thread: "D1".into(),
-            at: 5,
-            text: "\u{1b}[31mhi \u{2028} ünï 🌍".into(),
-            data: serde_json::json!({"reply": "\"}{"}),
-        };
-        let sent = serde_json::to_string(&record).unwrap();
-        let one = json_of(&sent, None);
-        assert_eq!(serde_json::from_str::<Record>(&one).unwrap(), record);
-        assert!(!one.contains('\u{1b}'), "JSON escapes it: {one}");
-        let named: serde_json::Value =
-            serde_json::from_str(&json_of(&sent, Some("h \"pid\" 1"))).unwrap();
-        assert_eq!(named["daemon"], "h \"pid\" 1");
-        assert_eq!(named["text"], record.text.as_str());
-        assert_eq!(named["data"]["reply"], "\"}{");
-    }
-
-    #[test]
-    fn a_record_over_lines_or_naming_a_daemon_itself_is_written_anew() {
-        let spread = "{\"phase\": \"model\",\n \"trace\": \"t\", \"thread\": \"D1\",\r\n \"at\": 1, \"text\": \"x\"}";
-        let one = json_of(spread, None);
-        assert!(!one.contains(['\n', '\r']), "{one}");
-        assert_eq!(serde_json::from_str::<Record>(&one).unwrap().text, "x");
-        let claimed =
-            r#"{"phase":"model","trace":"t","thread":"D1","at":1,"text":"x","daemon":"spoofed"}"#;
-        let named: serde_json::Value =
-            serde_json::from_str(&json_of(claimed, Some("real pid 2"))).unwrap();
-        assert_eq!(named["daemon"], "real pid 2");
-        assert_eq!(
-            json_of(claimed, Some("real pid 2"))
-                .matches("daemon")
-                .count(),
-            1
-        );
-    }
-
-    #[test]
-    fn the_filters_and_an_unreadable_record_print_nothing() {
-        let args = |json| WatchArgs {
-            thread: Some("D1".into()),
-            phase: Vec::new(),
-            json,
-        };
-        let data = |phase: &str, thread: &str| {
-            format!(r#"{{"phase":"{phase}","trace":"t","thread":"{thread}","at":1,"text":"x"}}"#)
-        };
-        for json in [true, false] {
-            let a = args(json);
-            let only_model = [Phase::Model];
-            assert!(printed(&data("model", "D1"), None, &a, &only_model, 80).is_some());
-            assert!(printed(&data("error", "D1"), None, &a, &only_model, 80).is_none());
-            assert!(printed(&data("model", "D2"), None, &a, &[], 80).is_none());
-            assert!(printed("[\"model\", \"D1\"", None, &a, &[], 80).is_none());
-            assert!(printed("{\"phase\":\"nonsense\"}", None, &a, &[], 80).is_none());
-        }
     }
 }
